@@ -1,0 +1,7 @@
+"""Shared building blocks. Imports nothing of synlm above this floor."""
+
+from synlm.modules.cumax import cumax
+from synlm.modules.dropout import LockedDropout, dropout_mask, embedding_dropout
+from synlm.modules.weight_drop import WeightDropLSTM
+
+__all__ = ["LockedDropout", "WeightDropLSTM", "cumax", "dropout_mask", "embedding_dropout"]

@@ -1,0 +1,31 @@
+"""DropConnect on an LSTM's hidden-to-hidden weights, keeping the fused kernel."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call
+
+
+class WeightDropLSTM(nn.Module):
+    """A one-layer batch-first ``nn.LSTM`` with DropConnect on ``weight_hh_l0``.
+
+    Merity et al. 2018 §2: one mask per forward (per BPTT window), inverted scaling
+    as ``F.dropout`` does (salesforce/awd-lstm-lm weight_drop.py). The dropped weight is
+    passed through ``torch.func.functional_call``, so the module keeps a single real
+    parameter and the fused LSTM kernel runs; no ``flatten_parameters`` patching.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, weight_drop: float = 0.0) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(input_size, hidden_size, batch_first=True)
+        self.weight_drop = weight_drop
+
+    def forward(
+        self, x: Tensor, state: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        # x: (B, T, I); state: ((1, B, H), (1, B, H))
+        if self.training and self.weight_drop > 0.0:
+            w_hh = F.dropout(self.lstm.weight_hh_l0, self.weight_drop, training=True)
+            return functional_call(self.lstm, {"weight_hh_l0": w_hh}, (x, state))
+        return self.lstm(x, state)

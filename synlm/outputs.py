@@ -1,0 +1,87 @@
+"""Typed containers passed between the data, the backbones, the heads and the LM.
+
+Shapes use B = batch, T = time steps, H = hidden size, L = layers, V = vocabulary,
+K = span slots, D = most dependents of one token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from torch import Tensor
+
+#: Optional ``Batch`` fields that carry gold syntax; a head names the ones it reads.
+GOLD_FIELDS = frozenset({"distances", "spans", "dep_targets", "trees"})
+
+
+@dataclass
+class Batch:
+    """One training or evaluation batch, batch-first.
+
+    ``tokens[b, t]`` is the input at step t and ``targets[b, t]`` the token to predict
+    there. ``mask`` marks the positions that count in the loss (padding is False).
+    Each gold field comes with its own mask, so a corpus where only some sentences
+    have trees trains a head on those alone.
+    """
+
+    tokens: Tensor  # (B, T) long
+    targets: Tensor  # (B, T) long
+    mask: Tensor  # (B, T) bool
+    sentence_ids: Tensor | None = None  # (B, T) long, the sentence each input token is in
+    distances: Tensor | None = None  # (B, T) float, gold distance of the gap before token t
+    distance_mask: Tensor | None = None  # (B, T) bool
+    spans: Tensor | None = None  # (B, T, K) float, PaLM span targets (rows sum to 1)
+    span_mask: Tensor | None = None  # (B, T) bool
+    dep_targets: Tensor | None = None  # (B, T, D) long, future dependents (padded)
+    dep_mask: Tensor | None = None  # (B, T, D) bool
+    trees: list[Any] | None = None  # sentence mode: one gold tree (or None) per row
+    lengths: Tensor | None = None  # (B,) long, sentence mode: tokens per row
+
+    def provided(self) -> frozenset[str]:
+        """Names of the gold fields this batch fills."""
+        return frozenset(f.name for f in fields(self) if f.name in GOLD_FIELDS
+                         and getattr(self, f.name) is not None)
+
+    @property
+    def num_tokens(self) -> Tensor:
+        return self.mask.sum()
+
+
+@dataclass
+class BackboneOutput:
+    """What a backbone returns for one window. Optional fields are listed in
+    ``Backbone.provides``."""
+
+    hidden: Tensor  # (B, T, H) fed to the tied decoder
+    state: Any = None  # recurrent state for the next window; SyntaxLM detaches it
+    layers: list[Tensor] | None = None  # per-layer outputs (B, T, H_l); AR uses the last
+    raw_last: Tensor | None = None  # (B, T, H) last layer before output dropout (TAR)
+    distances: Tensor | None = None  # (L, B, T) syntactic distances computed by the model
+    distance_features: Tensor | None = None  # (L, B, T, n) what a distance head may re-read
+    span_scores: Tensor | None = None  # (B, T, K) span-attention scores (PaLM)
+    attention: Tensor | None = None  # (B, T, T) head-averaged attention (mixture heads)
+    aux_loss: Tensor | None = None  # scalar added to the loss unweighted
+
+
+@dataclass
+class HeadOutput:
+    """What a syntax head returns. ``loss`` is unweighted: SyntaxLM multiplies it by the
+    head's ``weight``."""
+
+    loss: Tensor | None = None
+    log_probs: Tensor | None = None  # (B, T, V) replacement next-token distribution
+    target_log_probs: Tensor | None = None  # (B, T) log p(target) under that distribution
+    metrics: dict[str, Tensor] = field(default_factory=dict)  # logged as {stage}/{name}
+    structure: Any = None  # decoded trees or arcs (evaluation)
+
+
+@dataclass
+class LMOutput:
+    """What ``SyntaxLM.forward`` returns."""
+
+    logits: Tensor  # (B, T, V) from the tied decoder
+    target_log_probs: Tensor  # (B, T) log-probability of each target under the used dist.
+    backbone: BackboneOutput
+    heads: dict[str, HeadOutput]
+    state: Any = None
