@@ -1,0 +1,5 @@
+"""Training callbacks."""
+
+from synlm.callbacks.nt_asgd import NTASGD
+
+__all__ = ["NTASGD"]

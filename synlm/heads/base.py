@@ -7,7 +7,7 @@ from typing import ClassVar
 from torch import Tensor, nn
 
 from synlm.backbones.base import Backbone
-from synlm.outputs import Batch, BackboneOutput, HeadOutput
+from synlm.outputs import BackboneOutput, Batch, HeadOutput
 
 
 class SyntaxHead(nn.Module):

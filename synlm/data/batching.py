@@ -1,0 +1,169 @@
+"""Turning encoded corpora into batches: AWD-style streams and padded sentences.
+
+Every sentence w1..wn is a *unit* of inputs ``[<eos>, w1, ..., wn]`` with targets
+``[w1, ..., wn, <eos>]``. A stream is the concatenation of a split's units plus one
+closing ``<eos>``; per-token gold arrays are aligned to the same positions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from synlm.outputs import Batch
+
+#: Arrays aligned token by token with a stream (first dim = position).
+TokenArrays = dict[str, np.ndarray]
+
+
+@dataclass
+class Columns:
+    """A stream cut into contiguous columns: every array is (C, positions)."""
+
+    arrays: dict[str, torch.Tensor]
+
+    @property
+    def length(self) -> int:
+        return self.arrays["tokens"].size(1)
+
+    @classmethod
+    def cut(cls, stream: TokenArrays, n_columns: int, rank: int = 0, world_size: int = 1
+            ) -> Columns:
+        """AWD ``batchify``: trim the stream to a multiple of ``n_columns * world_size``,
+        cut it into that many contiguous columns and keep this rank's ``n_columns``."""
+        total = n_columns * world_size
+        per_column = len(stream["tokens"]) // total
+        if per_column < 2:
+            raise ValueError(
+                f"a stream of {len(stream['tokens'])} tokens is too short for {total} columns"
+            )
+        keep = slice(rank * n_columns, (rank + 1) * n_columns)
+        arrays = {}
+        for name, array in stream.items():
+            cols = array[: per_column * total].reshape(total, per_column, *array.shape[1:])
+            arrays[name] = torch.from_numpy(np.ascontiguousarray(cols[keep]))
+        return cls(arrays)
+
+    def window(self, start: int, length: int) -> Batch:
+        """Inputs at positions [start, start+length), targets one position later."""
+        a = self.arrays
+        tokens = a["tokens"][:, start : start + length]
+        targets = a["tokens"][:, start + 1 : start + 1 + length]
+        fields: dict[str, Any] = {
+            name: a[name][:, start : start + length]
+            for name in a if name not in ("tokens", "dep_offsets")
+        }
+        if "dep_offsets" in a:
+            fields["dep_targets"] = self._dependents(start, length)
+        return Batch(tokens=tokens, targets=targets, mask=torch.ones_like(tokens, dtype=torch.bool),
+                     **fields)
+
+    def _dependents(self, start: int, length: int) -> torch.Tensor:
+        """Token ids of each position's future dependents, from stored offsets."""
+        offsets = self.arrays["dep_offsets"][:, start : start + length]  # (C, T, D)
+        positions = torch.arange(start, start + length)[None, :, None] + offsets
+        positions = positions.clamp(max=self.length - 1)
+        ids = self.arrays["tokens"].gather(1, positions.flatten(1)).view_as(offsets)
+        return ids
+
+
+def awd_window_lengths(n_positions: int, bptt: int, rng: np.random.Generator) -> list[int]:
+    """Merity et al. 2018 §4.1: bptt w.p. 0.95 else bptt/2, then N(that, 5), floor 5,
+    cut to what is left (salesforce/awd-lstm-lm main.py:180-182)."""
+    lengths, i = [], 0
+    while i < n_positions - 1:
+        base = bptt if rng.random() < 0.95 else bptt / 2
+        length = max(5, int(rng.normal(base, 5)))
+        length = min(length, n_positions - 1 - i)
+        lengths.append(length)
+        i += length
+    return lengths
+
+
+def fixed_window_lengths(n_positions: int, bptt: int) -> list[int]:
+    return [min(bptt, n_positions - 1 - i) for i in range(0, n_positions - 1, bptt)]
+
+
+class StreamLoader:
+    """Yields the windows of one pass over ``columns`` in order.
+
+    It has a length, so Lightning does not prefetch, and it is stateful: Lightning
+    saves ``state_dict()`` in checkpoints and a resumed run continues at the next
+    window of the same epoch.
+    """
+
+    def __init__(self, columns: Columns, lengths: Sequence[int], epoch: int = 0) -> None:
+        self.columns = columns
+        self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int).tolist()
+        self.lengths = list(lengths)
+        self.epoch = epoch
+        self.consumed = 0
+        self._resume_at = 0
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self) -> Iterator[Batch]:
+        self.consumed, self._resume_at = self._resume_at, 0
+        while self.consumed < len(self.lengths):
+            start, length = self.starts[self.consumed], self.lengths[self.consumed]
+            self.consumed += 1
+            yield self.columns.window(start, length)
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "consumed": self.consumed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state.get("epoch") == self.epoch and state["consumed"] < len(self):
+            self._resume_at = state["consumed"]
+
+
+class UnitDataset(torch.utils.data.Dataset):
+    """One unit (sentence) per item, sliced out of a stream's arrays."""
+
+    def __init__(self, stream: TokenArrays, bounds: np.ndarray, sentences: list[Any]) -> None:
+        self.stream = stream
+        self.bounds = bounds  # (S + 1,) start of each unit in the stream
+        self.sentences = sentences
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, i: int) -> tuple[dict[str, np.ndarray], Any]:
+        lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
+        # targets run one past the unit: the next unit's <eos>
+        item = {name: array[lo:hi] for name, array in self.stream.items()}
+        item["targets"] = self.stream["tokens"][lo + 1 : hi + 1]
+        if "dep_offsets" in item:
+            positions = np.arange(lo, hi)[:, None] + item.pop("dep_offsets")
+            item["dep_targets"] = self.stream["tokens"][np.minimum(positions, hi)]
+        return item, self.sentences[i]
+
+
+def collate_units(items: list[tuple[dict[str, np.ndarray], Any]]) -> Batch:
+    """Pad units to the longest (pad id 0, masked out) into a ``Batch``."""
+    lengths = [len(item["tokens"]) for item, _ in items]
+    width = max(lengths)
+    fields: dict[str, Any] = {}
+    for name in items[0][0]:
+        first = items[0][0][name]
+        out = np.zeros((len(items), width, *first.shape[1:]), dtype=first.dtype)
+        for row, (item, _) in enumerate(items):
+            out[row, : lengths[row]] = item[name]
+        fields[name] = torch.from_numpy(out)
+    lengths_t = torch.tensor(lengths)
+    mask = torch.arange(width)[None, :] < lengths_t[:, None]
+    for name in ("distance_mask", "span_mask", "dep_mask"):
+        if name in fields:
+            fields[name] &= mask if fields[name].dim() == 2 else mask[..., None]
+    fields.pop("dep_offsets", None)
+    return Batch(mask=mask, lengths=lengths_t, trees=[s for _, s in items], **fields)
+
+
+def n_windows(n_positions: int, bptt: int) -> int:
+    return math.ceil((n_positions - 1) / bptt)

@@ -1,0 +1,194 @@
+"""``SynLMDataModule``: one DataModule for every corpus, in stream or sentence mode."""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+
+from synlm.data.batching import (
+    Columns,
+    StreamLoader,
+    TokenArrays,
+    UnitDataset,
+    awd_window_lengths,
+    collate_units,
+    fixed_window_lengths,
+)
+from synlm.data.corpora import Corpus
+from synlm.data.synthetic import SyntheticTreebank
+from synlm.data.vocab import Vocab
+from synlm.outputs import GOLD_FIELDS
+from synlm.syntax import Sentence
+
+CACHE_ENV = "SYNLM_CACHE_DIR"
+
+
+def default_cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "synlm"
+
+
+class SynLMDataModule(pl.LightningDataModule):
+    """Batches a ``Corpus`` for language modelling with optional gold syntax.
+
+    Args:
+        corpus: the corpus (default: the bundled synthetic treebank).
+        mode: ``stream`` (AWD-style contiguous columns, state carried across windows)
+            or ``sentence`` (one padded sentence per row, for parsing evaluation and
+            sentence-level models).
+        batch_size: training columns (stream) or sentences (sentence) per device.
+        eval_batch_size, test_batch_size: the same for validation and test (AWD: 10, 1).
+        bptt: base window length; training windows vary as AWD-LSTM's unless
+            ``variable_bptt`` is False; evaluation windows are fixed.
+        max_length: sentence mode: training sentences longer than this are dropped.
+        seed: seeds the window lengths of each epoch (with the epoch number).
+        cache_dir: where vocabularies and encoded splits are cached
+            (default ``$SYNLM_CACHE_DIR`` or ``~/.cache/synlm``).
+    """
+
+    def __init__(
+        self,
+        corpus: Corpus | None = None,
+        mode: Literal["stream", "sentence"] = "stream",
+        batch_size: int = 20,
+        eval_batch_size: int = 10,
+        test_batch_size: int = 1,
+        bptt: int = 70,
+        variable_bptt: bool = True,
+        max_length: int | None = None,
+        seed: int = 141,
+        num_workers: int = 0,
+        cache_dir: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.corpus = corpus if corpus is not None else SyntheticTreebank()
+        self.mode = mode
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.test_batch_size = test_batch_size
+        self.bptt = bptt
+        self.variable_bptt = variable_bptt
+        self.max_length = max_length
+        self.seed = seed
+        self.num_workers = num_workers
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+        self.requested: frozenset[str] = frozenset()
+        self._sentences: dict[str, list[Sentence]] = {}
+        self._streams: dict[str, tuple[TokenArrays, np.ndarray]] = {}
+
+    # ------------------------------------------------------------------ corpus
+    def sentences(self, split: str) -> list[Sentence]:
+        if split not in self._sentences:
+            self._sentences[split] = self.corpus.sentences(split)
+        return self._sentences[split]
+
+    @cached_property
+    def vocab(self) -> Vocab:
+        """Built from all splits in order of first appearance (as AWD-LSTM), cached."""
+        path = self.cache_dir / self.corpus.cache_key() / "vocab.json"
+        if path.exists():
+            return Vocab.load(path)
+        vocab = Vocab.build(s.words for split in self.corpus.splits
+                            for s in self.sentences(split))
+        vocab.save(path)
+        return vocab
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def provides(self) -> frozenset[str]:
+        """Gold fields this corpus can supply."""
+        if not self.corpus.has_trees:
+            return frozenset()
+        return frozenset({"distances", "spans", "dep_targets"}) | (
+            frozenset({"trees"}) if self.mode == "sentence" else frozenset())
+
+    def request(self, fields: frozenset[str], who: str) -> None:
+        """Ask for gold fields; raises naming ``who`` if the corpus cannot supply them."""
+        missing = fields - self.provides()
+        if missing:
+            raise ValueError(
+                f"{who} needs {sorted(missing)} but {type(self.corpus).__name__} in "
+                f"{self.mode} mode provides {sorted(self.provides()) or 'no gold syntax'}"
+            )
+        self.requested = self.requested | (fields & GOLD_FIELDS)
+
+    # ------------------------------------------------------------------ streams
+    def stream(self, split: str) -> tuple[TokenArrays, np.ndarray]:
+        """The split as one stream of units ``[<eos>, w1..wn]`` plus a closing
+        ``<eos>``, and the start of each unit (the last entry is the closing ``<eos>``)."""
+        if split not in self._streams:
+            sentences = self.sentences(split)
+            lengths = np.array([len(s.words) + 1 for s in sentences], dtype=np.int64)
+            bounds = np.concatenate([[0], np.cumsum(lengths)])
+            tokens = np.zeros(bounds[-1] + 1, dtype=np.int64)  # 0 is <eos>
+            words = [w for s in sentences for w in s.words]
+            is_word = np.ones(bounds[-1], dtype=bool)
+            is_word[bounds[:-1]] = False
+            tokens[:-1][is_word] = self.vocab.encode(words)
+            arrays: TokenArrays = {"tokens": tokens}
+            arrays["sentence_ids"] = np.repeat(np.arange(len(sentences)), lengths).astype(
+                np.int64)
+            arrays["sentence_ids"] = np.append(arrays["sentence_ids"], len(sentences))
+            self._streams[split] = (arrays, bounds)
+        return self._streams[split]
+
+    # ------------------------------------------------------------------ loaders
+    def _world(self) -> tuple[int, int]:
+        if self.trainer is None:
+            return 0, 1
+        return self.trainer.global_rank, self.trainer.world_size
+
+    def setup(self, stage: str) -> None:
+        if self.mode == "stream" and self.variable_bptt and self.trainer is not None:
+            # windows are redrawn every epoch, so the loader (and its length) is too
+            self.trainer.reload_dataloaders_every_n_epochs = 1
+
+    def _stream_loader(self, split: str, n_columns: int, train: bool) -> StreamLoader:
+        rank, world = self._world()
+        columns = Columns.cut(self.stream(split)[0], n_columns, rank, world)
+        epoch = self.trainer.current_epoch if (train and self.trainer is not None) else 0
+        if train and self.variable_bptt:
+            rng = np.random.default_rng([self.seed, epoch])
+            lengths = awd_window_lengths(columns.length, self.bptt, rng)
+        else:
+            lengths = fixed_window_lengths(columns.length, self.bptt)
+        return StreamLoader(columns, lengths, epoch=epoch)
+
+    def _sentence_loader(self, split: str, batch_size: int, train: bool
+                         ) -> torch.utils.data.DataLoader:
+        arrays, bounds = self.stream(split)
+        dataset = UnitDataset(arrays, bounds, self.sentences(split))
+        if train and self.max_length is not None:
+            keep = [i for i, s in enumerate(self.sentences(split))
+                    if len(s.words) <= self.max_length]
+            dataset = torch.utils.data.Subset(dataset, keep)
+        generator = torch.Generator().manual_seed(self.seed)
+        return torch.utils.data.DataLoader(
+            dataset, batch_size=batch_size, shuffle=train, collate_fn=collate_units,
+            num_workers=self.num_workers, generator=generator)
+
+    def _loader(self, split: str, batch_size: int, train: bool = False):
+        if self.mode == "stream":
+            return self._stream_loader(split, batch_size, train)
+        return self._sentence_loader(split, batch_size, train)
+
+    def train_dataloader(self):
+        return self._loader("train", self.batch_size, train=True)
+
+    def val_dataloader(self):
+        return self._loader("valid", self.eval_batch_size)
+
+    def test_dataloader(self):
+        return self._loader("test", self.test_batch_size)
+
+    def predict_dataloader(self):
+        return self._loader("test", self.test_batch_size)

