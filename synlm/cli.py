@@ -5,22 +5,23 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jsonargparse
 import lightning.pytorch as pl
 import yaml
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 
 # Imported for their side effect too: jsonargparse resolves short class names
 # (``class_path: AWDLSTM``) among the subclasses that have been imported.
+import synlm
 import synlm.backbones
 import synlm.callbacks
 import synlm.data.corpora
 import synlm.data.synthetic
-import synlm.heads  # noqa: F401
+import synlm.heads
 from synlm.data.corpora import Corpus, CorpusError
 from synlm.data.datamodule import SynLMDataModule
 from synlm.lm import NonFiniteLossError, SyntaxLM
@@ -56,6 +57,17 @@ class SaveRunConfig(SaveConfigCallback):
                 logger.experiment.config.update(config, allow_val_change=True)
 
 
+class SynLMArgumentParser(LightningArgumentParser):
+    """Names the valid classes when a ``class_path`` cannot be resolved."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if "import path" in message:
+            known = "; ".join(f"{kind}: {', '.join(names)}"
+                              for kind, names in list_components().items() if kind != "configs")
+            message = f"{message.rstrip()}\nvalid short class names: {known}"
+        super().error(message, ex)
+
+
 class SynLMCLI(LightningCLI):
     """LightningCLI in ``omegaconf+`` mode: ``${...}`` interpolations see dotted overrides."""
 
@@ -66,6 +78,13 @@ class SynLMCLI(LightningCLI):
         kwargs.setdefault("trainer_defaults", {"callbacks": [RunCheckpoint()]})
         kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(SyntaxLM, SynLMDataModule, *args, **kwargs)
+
+    def init_parser(self, **kwargs: Any) -> SynLMArgumentParser:
+        kwargs.setdefault("dump_header", [f"synlm {synlm.__version__}"])
+        parser = SynLMArgumentParser(**kwargs)
+        parser.add_argument("-c", "--config", action=jsonargparse.ActionConfigFile,
+                            help="Path to a YAML config; repeat to stack several.")
+        return parser
 
     def add_arguments_to_parser(self, parser: jsonargparse.ArgumentParser) -> None:
         parser.link_arguments("data.bptt", "model.bptt")
@@ -79,11 +98,11 @@ class SynLMCLI(LightningCLI):
             stem = Path(str(config.config[0])).stem if config.get("config") else "default"
             trainer.default_root_dir = str(Path("runs") / stem)
         if trainer.logger in (None, True):
-            # No logger configured: metrics.csv in the run directory, no service needed.
+            # No logger configured: <root>/logs/version_N/metrics.csv, no service needed.
             trainer.logger = jsonargparse.Namespace(
                 class_path="lightning.pytorch.loggers.CSVLogger",
-                init_args=jsonargparse.Namespace(save_dir=trainer.default_root_dir, name="",
-                                                 version=""))
+                init_args=jsonargparse.Namespace(save_dir=trainer.default_root_dir,
+                                                 name="logs"))
 
 
 def build_from_config(path: str, overrides: Sequence[str] = ()

@@ -1,0 +1,81 @@
+"""Contract tests run on every backbone: shapes, causality, state carry, gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from backbone_cases import CASES, EMB, all_backbones, build
+from synlm.backbones.base import OPTIONAL_FIELDS
+
+NAMES = sorted(all_backbones())
+B, T = 3, 10
+
+
+def test_every_backbone_has_a_case() -> None:
+    assert set(NAMES) <= set(CASES), f"add tiny arguments to tests/backbone_cases.py: {NAMES}"
+
+
+def _inputs(seed: int = 0, t: int = T) -> torch.Tensor:
+    return torch.randn(B, t, EMB, generator=torch.Generator().manual_seed(seed)).double()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_output_shapes_and_promises(name: str) -> None:
+    backbone = build(name).double()
+    out = backbone(_inputs())
+    assert out.hidden.shape == (B, T, backbone.output_size)
+    assert backbone.provides <= OPTIONAL_FIELDS
+    for field in OPTIONAL_FIELDS:
+        value = getattr(out, field)
+        assert (value is not None) == (field in backbone.provides), field
+    if out.distances is not None:
+        assert out.distances.dim() == 3 and out.distances.shape[1:] == (B, T)
+    if out.layers is not None:
+        assert all(layer.shape[:2] == (B, T) for layer in out.layers)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_causal(name: str) -> None:
+    """Changing inputs after position t leaves every output at positions <= t unchanged."""
+    backbone = build(name).double().eval()
+    x = _inputs()
+    t = 4
+    y = x.clone()
+    y[:, t + 1 :] = _inputs(seed=1)[:, t + 1 :]
+    a, b = backbone(x), backbone(y)
+    torch.testing.assert_close(a.hidden[:, : t + 1], b.hidden[:, : t + 1])
+    assert not torch.allclose(a.hidden[:, t + 1 :], b.hidden[:, t + 1 :])
+    if a.distances is not None:
+        torch.testing.assert_close(a.distances[:, :, : t + 1], b.distances[:, :, : t + 1])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_state_carry(name: str) -> None:
+    """One window of 2T equals two windows of T with the carried state (eval mode)."""
+    backbone = build(name).double().eval()
+    if not backbone.recurrent:
+        pytest.skip("not a recurrent backbone")
+    x = _inputs(t=2 * T)
+    whole = backbone(x)
+    first = backbone(x[:, :T])
+    second = backbone(x[:, T:], first.state)
+    torch.testing.assert_close(torch.cat([first.hidden, second.hidden], 1), whole.hidden)
+    if whole.distances is not None:
+        torch.testing.assert_close(
+            torch.cat([first.distances, second.distances], 2), whole.distances)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_parameter_gets_a_gradient(name: str) -> None:
+    torch.manual_seed(0)
+    backbone = build(name).double().train()
+    out = backbone(_inputs())
+    loss = out.hidden.pow(2).sum()
+    for extra in (out.distances, out.distance_features, out.span_scores, out.aux_loss):
+        if extra is not None:
+            loss = loss + extra.sum()
+    loss.backward()
+    missing = [n for n, p in backbone.named_parameters()
+               if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing, f"no gradient reaches {missing}"

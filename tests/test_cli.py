@@ -1,0 +1,91 @@
+"""The synlm command: every shipped config prints and runs; errors are one clear line."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import TINY_OVERRIDES
+from synlm.cli import REPO_CONFIGS, list_components, main
+
+EXPERIMENTS = sorted(p.name for p in REPO_CONFIGS.glob("*.yaml"))
+
+
+def run_cli(args: list[str]) -> int:
+    try:
+        return main(args)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_print_config(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / name), "--print_config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["model"]["backbone"]["class_path"].startswith("synlm.")
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_fast_dev_run(name: str, tmp_path: Path) -> None:
+    args = ["fit", "--config", str(REPO_CONFIGS / name), *TINY_OVERRIDES,
+            "--trainer.fast_dev_run=true", f"--trainer.default_root_dir={tmp_path}"]
+    assert run_cli(args) == 0
+
+
+def test_overrides_reach_interpolated_values(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "interp.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": {"backbone": {"class_path": "AWDLSTM", "init_args": {
+            "dropout_input": 0.3,
+            "dropout_output": "${model.backbone.init_args.dropout_input}"}}},
+    }))
+    args = ["fit", "--config", str(config), "--model.backbone.init_args.dropout_input=0.11",
+            "--print_config"]
+    assert run_cli(args) == 0
+    init = yaml.safe_load(capsys.readouterr().out)["model"]["backbone"]["init_args"]
+    assert init["dropout_output"] == 0.11
+
+
+def test_run_writes_config_metrics_and_checkpoints(tmp_path: Path) -> None:
+    args = ["fit", "--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY_OVERRIDES,
+            "--trainer.max_epochs=2", "--trainer.limit_train_batches=5",
+            "--trainer.limit_val_batches=3", f"--trainer.default_root_dir={tmp_path}"]
+    assert run_cli(args) == 0
+    assert run_cli(args) == 0  # a second run beside the first: still fine
+    names = {p.name for p in (tmp_path / "checkpoints").iterdir()}
+    assert "last.ckpt" in names and any(n.startswith("epoch001-step") for n in names)
+    for version in ("version_0", "version_1"):
+        run = tmp_path / "logs" / version
+        assert yaml.safe_load((run / "config.yaml").read_text())["trainer"]["max_epochs"] == 2
+        rows = list(csv.DictReader((run / "metrics.csv").open()))
+        assert len([r for r in rows if r.get("val/ppl")]) == 2
+
+
+def test_unknown_class_lists_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    code = run_cli(["fit", "--model.backbone=NoSuchLSTM", "--print_config"])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "NoSuchLSTM" in err and "AWDLSTM" in err
+
+
+def test_missing_corpus_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(tmp_path))
+    code = run_cli(["fit", "--config", str(REPO_CONFIGS / "awd_lstm.yaml"),
+                    "--trainer.fast_dev_run=true", f"--trainer.default_root_dir={tmp_path}"])
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert "ptb.train.txt" in lines[-1] and "SYNLM_DATA_DIR" in lines[-1]
+
+
+def test_ls_lists_components(capsys: pytest.CaptureFixture[str]) -> None:
+    components = list_components()
+    assert "AWDLSTM" in components["backbones"]
+    assert {"PTB", "WikiText2", "SyntheticTreebank"} <= set(components["corpora"])
+    assert "quickstart.yaml" in components["configs"]
+    assert run_cli(["ls"]) == 0
+    assert "AWDLSTM" in capsys.readouterr().out

@@ -1,0 +1,158 @@
+"""SyntaxLM: composition checks, loss terms, learning-rate scaling, overfitting, NaN stop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from synlm.backbones import AWDLSTM
+from synlm.cli import RunCheckpoint
+from synlm.data.datamodule import SynLMDataModule
+from synlm.data.synthetic import SyntheticTreebank
+from synlm.heads.base import SyntaxHead
+from synlm.lm import NonFiniteLossError, SyntaxLM
+from synlm.outputs import Batch, HeadOutput
+
+
+def tiny_backbone(**kw) -> AWDLSTM:
+    args = dict(input_size=16, hidden_size=32, num_layers=2, dropout_input=0.0,
+                dropout_hidden=0.0, dropout_output=0.0, weight_drop=0.0)
+    return AWDLSTM(**{**args, **kw})
+
+
+class ConstantHead(SyntaxHead):
+    """Returns a fixed loss; reads what the test says it reads."""
+
+    name = "constant"
+
+    def __init__(self, weight: float = 0.5, value: float = 2.0) -> None:
+        super().__init__(weight)
+        self.value = value
+
+    def forward(self, out, batch, logits) -> HeadOutput:
+        return HeadOutput(loss=torch.tensor(self.value), metrics={"seen": torch.tensor(1.0)})
+
+
+class NeedsDistances(ConstantHead):
+    requires: ClassVar = frozenset({"distances"})
+
+
+class NeedsSpans(ConstantHead):
+    needs_gold: ClassVar = frozenset({"spans"})
+
+
+def batch_of(tokens: torch.Tensor) -> Batch:
+    return Batch(tokens=tokens[:, :-1], targets=tokens[:, 1:],
+                 mask=torch.ones_like(tokens[:, 1:], dtype=torch.bool))
+
+
+def test_head_requirements_are_checked_at_construction() -> None:
+    with pytest.raises(ValueError, match="NeedsDistances requires.*AWDLSTM does not provide"):
+        SyntaxLM(tiny_backbone(), heads=[NeedsDistances()], vocab_size=20)
+
+
+def test_gold_requirements_are_checked_at_setup() -> None:
+    from synlm.data.corpora import PTB
+
+    model = SyntaxLM(tiny_backbone(), heads=[NeedsSpans()], vocab_size=20)
+    model._datamodule = SynLMDataModule(PTB("/nowhere"))
+    with pytest.raises(ValueError, match="NeedsSpans needs.*PTB"):
+        model.setup("fit")
+
+
+def test_loss_is_nll_plus_weighted_heads_plus_ar_tar(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(0)
+    model = SyntaxLM(tiny_backbone(), heads=[ConstantHead(0.5, 2.0)], vocab_size=20,
+                     alpha=2.0, beta=1.0, embedding_dropout=0.0).eval()
+    logged: dict[str, torch.Tensor] = {}
+    monkeypatch.setattr(model, "log_dict", lambda d, **kw: logged.update(d))
+    batch = batch_of(torch.randint(0, 20, (3, 9)))
+    loss, result = model._step(batch, "train")
+    out = result.backbone
+    nll = -result.target_log_probs.mean()
+    ar = 2.0 * out.layers[-1].pow(2).mean()
+    tar = 1.0 * (out.raw_last[:, 1:] - out.raw_last[:, :-1]).pow(2).mean()
+    torch.testing.assert_close(loss, nll + 0.5 * 2.0 + ar + tar)
+    torch.testing.assert_close(logged["train/lm_loss"], nll)
+    assert logged["train/constant_loss"] == 2.0 and "train/seen" in logged
+    expected = torch.log_softmax(result.logits, -1).gather(-1, batch.targets[..., None])[..., 0]
+    torch.testing.assert_close(result.target_log_probs, expected)
+
+
+def test_tied_decoder_and_reference_init() -> None:
+    model = SyntaxLM(tiny_backbone(), vocab_size=30)
+    assert model.decoder.weight is model.embedding.weight
+    assert model.embedding.weight.abs().max() <= 0.1 and model.decoder.bias.abs().sum() == 0
+
+
+def test_learning_rate_scaled_by_window_for_one_step() -> None:
+    model = SyntaxLM(tiny_backbone(), vocab_size=20, bptt=70)
+    param = torch.nn.Parameter(torch.zeros(3))
+    optimizer = torch.optim.SGD([param], lr=30.0)
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = param.sum()
+        loss.backward()
+        return loss
+
+    model.on_train_batch_start(batch_of(torch.zeros(2, 36, dtype=torch.long)), 0)
+    model.optimizer_step(0, 0, optimizer, closure)
+    torch.testing.assert_close(param.detach(), torch.full((3,), -30.0 * 35 / 70))
+    assert optimizer.param_groups[0]["lr"] == 30.0  # restored after the step
+
+
+def test_log_probs_are_normalised_and_causal() -> None:
+    model = SyntaxLM(tiny_backbone(), vocab_size=20)
+    tokens = torch.randint(0, 20, (2, 8))
+    lp = model.log_probs(tokens)
+    assert lp.shape == (2, 8, 20)
+    torch.testing.assert_close(lp.exp().sum(-1), torch.ones(2, 8))
+    changed = tokens.clone()
+    changed[:, 5:] = (changed[:, 5:] + 1) % 20
+    torch.testing.assert_close(model.log_probs(changed)[:, :5], lp[:, :5])
+    assert model.training  # mode restored
+
+
+def test_tiny_model_overfits_tiny_corpus() -> None:
+    torch.manual_seed(0)
+    corpus = SyntheticTreebank(n_train=8, n_valid=2, n_test=2, seed=3)
+    # one column, one window: the whole corpus is a sequence the model can memorise
+    dm = SynLMDataModule(corpus, batch_size=1, bptt=500, variable_bptt=False)
+    (batch,) = list(dm.train_dataloader())
+    model = SyntaxLM(tiny_backbone(hidden_size=64), vocab_size=dm.vocab_size,
+                     embedding_dropout=0.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
+    for _ in range(250):
+        optimizer.zero_grad()
+        nll = -model(batch).target_log_probs[batch.mask].mean()
+        nll.backward()
+        optimizer.step()
+    assert nll.exp() < 1.2  # from about the vocabulary size to almost deterministic
+
+
+class ExplodesAtStep3(SyntaxLM):
+    def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
+        super().on_train_batch_start(batch, batch_idx)
+        if self.global_step == 3:
+            with torch.no_grad():
+                self.embedding.weight.fill_(float("nan"))
+
+
+def test_non_finite_loss_stops_with_step_and_keeps_last_checkpoint(tmp_path: Path) -> None:
+    dm = SynLMDataModule(SyntheticTreebank(n_train=200, n_valid=20, n_test=20),
+                         batch_size=4, eval_batch_size=4, bptt=10)
+    model = ExplodesAtStep3(tiny_backbone(), vocab_size=dm.vocab_size, bptt=10)
+    trainer = pl.Trainer(max_steps=10, val_check_interval=2, limit_val_batches=1,
+                         callbacks=[RunCheckpoint()], default_root_dir=tmp_path, logger=False,
+                         enable_progress_bar=False, num_sanity_val_steps=0)
+    with pytest.raises(NonFiniteLossError, match="at step 3"):
+        trainer.fit(model, dm)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    state = torch.load(last, weights_only=False)
+    assert state["global_step"] == 2
+    assert all(torch.isfinite(v).all() for v in state["state_dict"].values())
