@@ -32,17 +32,19 @@ REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
 class RunCheckpoint(ModelCheckpoint):
-    """``epoch{epoch:03d}-step{step:06d}.ckpt`` (best by ``val/ppl``) plus ``last.ckpt``,
-    in ``<default_root_dir>/checkpoints`` so ``--ckpt_path last`` finds the previous run."""
+    """``epoch{epoch:03d}-step{step:06d}.ckpt`` (best by ``val/ppl``) plus ``last.ckpt``
+    (at every validation and when training ends), in ``<default_root_dir>/checkpoints``
+    so ``--ckpt_path last`` finds the previous run."""
 
     def __init__(self) -> None:
         super().__init__(filename="epoch{epoch:03d}-step{step:06d}", monitor="val/ppl",
-                         mode="min", save_last=True, auto_insert_metric_name=False)
+                         mode="min", save_last=True, auto_insert_metric_name=False,
+                         enable_version_counter=False)
 
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if self.dirpath is None:
-            self.dirpath = str(Path(trainer.default_root_dir) / "checkpoints")
-        super().setup(trainer, pl_module, stage)
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Also write ``last.ckpt`` when training stops between validations (max_steps)."""
+        if trainer.global_step != self._last_global_step_saved:
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
 
 class SaveRunConfig(SaveConfigCallback):
@@ -103,6 +105,15 @@ class SynLMCLI(LightningCLI):
                 class_path="lightning.pytorch.loggers.CSVLogger",
                 init_args=jsonargparse.Namespace(save_dir=trainer.default_root_dir,
                                                  name="logs"))
+
+
+    def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
+        trainer = super().instantiate_trainer(**kwargs)
+        # Known before fit starts, so that ``--ckpt_path last`` can find the last run.
+        for callback in trainer.checkpoint_callbacks:
+            if isinstance(callback, RunCheckpoint) and callback.dirpath is None:
+                callback.dirpath = str(Path(trainer.default_root_dir) / "checkpoints")
+        return trainer
 
 
 def build_from_config(path: str, overrides: Sequence[str] = ()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
@@ -287,13 +285,13 @@ class SyntaxLM(pl.LightningModule):
 
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Save the carried training state and the RNGs, so a resumed run continues
-        bit for bit (Lightning saves neither)."""
-        checkpoint["synlm"] = {
-            "train_state": self._states.get("train"),
-            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
-                    "numpy": np.random.get_state()},
-        }
+        """Save the carried training state and torch's RNG (dropout masks), so a resumed
+        run continues bit for bit; Lightning saves neither. Window lengths come from
+        their own seeded generator, so no other RNG matters."""
+        rng = {"cpu": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        checkpoint["synlm"] = {"train_state": self._states.get("train"), "rng": rng}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("synlm")
@@ -301,10 +299,9 @@ class SyntaxLM(pl.LightningModule):
             return
         if saved["train_state"] is not None:
             self._states["train"] = saved["train_state"]
-        rng = saved["rng"]
-        torch.set_rng_state(rng["torch"])
-        random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
+        torch.set_rng_state(saved["rng"]["cpu"])
+        if "cuda" in saved["rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
 
     # ------------------------------------------------------------------ public helpers
     @classmethod

@@ -1,0 +1,81 @@
+"""NT-ASGD: the switch rule, averaged weights at validation, fine-tuning restarts."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from synlm.callbacks import NTASGD
+
+
+class FakeTrainer(SimpleNamespace):
+    """The few Trainer attributes NTASGD reads."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        optimizer = torch.optim.SGD(module.parameters(), lr=30.0, weight_decay=1e-6)
+        super().__init__(optimizers=[optimizer], lr_scheduler_configs=[], sanity_checking=False,
+                         state=SimpleNamespace(fn="fit"), callback_metrics={},
+                         should_stop=False, current_epoch=0)
+        self.strategy = self
+
+    def validate(self, callback: NTASGD, module: torch.nn.Module, value: float) -> None:
+        self.callback_metrics = {"val/ppl": torch.tensor(value)}
+        callback.on_validation_end(self, module)
+
+
+def test_switch_rule_matches_awd() -> None:
+    """Switch when a value is worse than the best of all but the last ``nonmono``."""
+    module = torch.nn.Linear(2, 2)
+    trainer, callback = FakeTrainer(module), NTASGD(nonmono=2)
+    values = [10, 9, 8, 8.5, 8.6, 8.7, 8.8]
+    switched_at = None
+    for i, value in enumerate(values):
+        trainer.validate(callback, module, value)
+        if switched_at is None and callback.averaging:
+            switched_at = i
+    # at i=5: 8.7 > min([10, 9, 8]) = 8; at i=4: 8.6 > min([10, 9]) = 9 is false
+    assert switched_at == 5
+    optimizer = trainer.optimizers[0]
+    assert isinstance(optimizer, torch.optim.ASGD)
+    assert optimizer.param_groups[0]["lr"] == 30.0
+    assert optimizer.param_groups[0]["weight_decay"] == 1e-6
+    assert callback.history == pytest.approx(values)
+
+
+def test_validation_sees_averaged_weights_and_training_the_raw_ones() -> None:
+    torch.manual_seed(0)
+    module = torch.nn.Linear(3, 1)
+    trainer, callback = FakeTrainer(module), NTASGD(finetune_epoch=0)
+    callback.on_train_epoch_start(trainer, module)
+    optimizer = trainer.optimizers[0]
+    seen = []
+    for _ in range(3):
+        optimizer.zero_grad()
+        module(torch.randn(4, 3)).pow(2).sum().backward()
+        optimizer.step()
+        seen.append(module.weight.detach().clone())
+    raw = module.weight.detach().clone()
+    callback.on_validation_epoch_start(trainer, module)
+    # torch's ASGD with t0=0 averages the iterates from its second step on (mu lags a step)
+    torch.testing.assert_close(module.weight.detach(), torch.stack(seen[1:]).mean(0))
+    state = callback.state_dict()  # a checkpoint written now keeps the raw weights aside
+    assert torch.equal(state["raw"][0], raw)
+    callback.on_train_batch_start(trainer, module, None, 0)
+    assert torch.equal(module.weight.detach(), raw)
+
+
+def test_finetuning_restarts_averaging_and_stops_when_non_monotone() -> None:
+    module = torch.nn.Linear(2, 2)
+    trainer, callback = FakeTrainer(module), NTASGD(nonmono=1, finetune_epoch=3)
+    trainer.validate(callback, module, 5.0)
+    trainer.current_epoch = 3
+    callback.on_train_epoch_start(trainer, module)
+    first_asgd = trainer.optimizers[0]
+    assert callback.finetuning and callback.history == []
+    for value in (4.0, 3.9):
+        trainer.validate(callback, module, value)
+    assert not trainer.should_stop and trainer.optimizers[0] is first_asgd
+    trainer.validate(callback, module, 4.5)  # worse than min([4.0])
+    assert trainer.should_stop
