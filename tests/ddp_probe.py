@@ -1,0 +1,54 @@
+"""Run by test_ddp.py as ``python ddp_probe.py OUT DEVICES``: a short fit on the synthetic
+treebank whose per-rank columns and validation perplexity are written to OUT (JSON).
+Lightning's DDP launcher re-runs this script once per extra rank."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import lightning.pytorch as pl
+import torch
+
+from synlm.backbones import AWDLSTM
+from synlm.data.datamodule import SynLMDataModule
+from synlm.data.synthetic import SyntheticTreebank
+from synlm.lm import SyntaxLM
+
+COLUMNS, EVAL_COLUMNS = 4, 4  # in total, split over the ranks
+
+
+class RecordColumns(pl.Callback):
+    """Gather the sentence id at the start of every column of the first batch."""
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        if batch_idx == 0:
+            first = batch.sentence_ids[:, 0].contiguous()
+            module.columns = trainer.strategy.all_gather(first).reshape(-1, len(first)).tolist()
+
+
+def main(out: str, devices: int) -> None:
+    pl.seed_everything(0)
+    corpus = SyntheticTreebank(n_train=120, n_valid=40, n_test=10)
+    dm = SynLMDataModule(corpus, batch_size=COLUMNS // devices,
+                         eval_batch_size=EVAL_COLUMNS // devices, bptt=8)
+    backbone = AWDLSTM(16, 32, 2, dropout_input=0, dropout_hidden=0, dropout_output=0,
+                       weight_drop=0)
+    model = SyntaxLM(backbone, vocab_size=dm.vocab_size, bptt=8, embedding_dropout=0.0, lr=1.0)
+    trainer = pl.Trainer(accelerator="cpu", devices=devices,
+                         strategy="ddp" if devices > 1 else "auto", max_steps=2,
+                         val_check_interval=2, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         num_sanity_val_steps=0, callbacks=[RecordColumns()])
+    trainer.fit(model, dm)
+    if trainer.global_rank == 0:
+        with open(out, "w") as f:
+            json.dump({"columns": model.columns,
+                       "val_ppl": float(trainer.callback_metrics["val/ppl"]),
+                       "weight_sum": float(sum(p.double().sum() for p in model.parameters())),
+                       "world_size": trainer.world_size}, f)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    main(sys.argv[1], int(sys.argv[2]))

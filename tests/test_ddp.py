@@ -1,0 +1,33 @@
+"""Two gloo processes on CPU: disjoint columns, and the same result as one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROBE = Path(__file__).with_name("ddp_probe.py")
+
+
+def run_probe(tmp_path: Path, devices: int) -> dict:
+    out = tmp_path / f"ddp{devices}.json"
+    env = {**os.environ, "PYTHONPATH": str(PROBE.parent.parent)}
+    subprocess.run([sys.executable, str(PROBE), str(out), str(devices)], check=True, env=env,
+                   cwd=tmp_path, timeout=300, capture_output=True)
+    return json.loads(out.read_text())
+
+
+@pytest.mark.ddp
+def test_ddp_ranks_see_disjoint_columns_and_log_the_same_perplexity(tmp_path: Path) -> None:
+    single = run_probe(tmp_path, 1)
+    double = run_probe(tmp_path, 2)
+    assert double["world_size"] == 2
+    rank0, rank1 = double["columns"]
+    assert not set(rank0) & set(rank1)  # each rank has its own columns ...
+    assert rank0 + rank1 == single["columns"][0]  # ... of the same cut as one process
+    assert double["val_ppl"] == pytest.approx(single["val_ppl"], rel=1e-5)
+    assert double["weight_sum"] == pytest.approx(single["weight_sum"], rel=1e-5)
