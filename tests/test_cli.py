@@ -89,3 +89,19 @@ def test_ls_lists_components(capsys: pytest.CaptureFixture[str]) -> None:
     assert "quickstart.yaml" in components["configs"]
     assert run_cli(["ls"]) == 0
     assert "AWDLSTM" in capsys.readouterr().out
+
+
+def test_wandb_logger_receives_the_resolved_config(tmp_path: Path) -> None:
+    from synlm.cli import SaveRunConfig, SynLMCLI
+
+    cli = SynLMCLI(args=["--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY_OVERRIDES,
+                         f"--trainer.default_root_dir={tmp_path}",
+                         "--trainer.logger=WandbLogger",
+                         f"--trainer.logger.init_args.save_dir={tmp_path}",
+                         "--trainer.logger.init_args.offline=true"], run=False)
+    (callback,) = [c for c in cli.trainer.callbacks if isinstance(c, SaveRunConfig)]
+    callback.save_config(cli.trainer, cli.model, "fit")
+    pushed = cli.trainer.logger.experiment.config
+    assert pushed["model"]["backbone"]["class_path"] == "synlm.backbones.AWDLSTM"
+    assert pushed["data"]["bptt"] == 12
+    cli.trainer.logger.experiment.finish()

@@ -138,3 +138,16 @@ def test_request_fails_naming_the_head_and_corpus() -> None:
     dm = SynLMDataModule(PTB("/nonexistent"))
     with pytest.raises(ValueError, match="DistanceRankingHead needs.*PTB"):
         dm.request(frozenset({"distances"}), who="DistanceRankingHead")
+
+
+REAL = Path(__import__("os").environ.get("SYNLM_REAL_DATA", "../shared/data"))
+
+
+@pytest.mark.skipif(not (REAL / "ptb").exists(), reason="real corpora not staged here")
+def test_staged_corpora_match_their_checksums() -> None:
+    from synlm.data.corpora import WikiText2, sha256_of
+
+    for corpus in (PTB(str(REAL)), WikiText2(str(REAL))):
+        for split, remote in corpus.files.items():
+            assert sha256_of(corpus.path(split)) == remote.sha256
+    assert len(PTB(str(REAL)).sentences("valid")) == 3370

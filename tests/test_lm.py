@@ -156,3 +156,15 @@ def test_non_finite_loss_stops_with_step_and_keeps_last_checkpoint(tmp_path: Pat
     state = torch.load(last, weights_only=False)
     assert state["global_step"] == 2
     assert all(torch.isfinite(v).all() for v in state["state_dict"].values())
+
+
+def test_adam_with_plateau_schedule() -> None:
+    model = SyntaxLM(tiny_backbone(), vocab_size=20, optimizer="adam", lr=3e-3,
+                     plateau_patience=2)
+    config = model.configure_optimizers()
+    optimizer = config["optimizer"]
+    assert isinstance(optimizer, torch.optim.Adam)
+    assert optimizer.defaults["betas"] == (0.0, 0.999) and optimizer.defaults["eps"] == 1e-9
+    scheduler = config["lr_scheduler"]["scheduler"]
+    assert scheduler.factor == 0.5 and scheduler.patience == 2
+    assert config["lr_scheduler"]["monitor"] == "val/loss"
