@@ -13,6 +13,7 @@ from lightning_utilities.core.apply_func import apply_to_collection
 from torch import Tensor, nn
 
 from synlm.backbones.base import Backbone
+from synlm.data.vocab import Vocab
 from synlm.heads.base import SyntaxHead
 from synlm.metrics.perplexity import Perplexity
 from synlm.modules import embedding_dropout
@@ -105,6 +106,7 @@ class SyntaxLM(pl.LightningModule):
         self._states: dict[str, Any] = {}
         self._lr_scale = 1.0
         self._datamodule: pl.LightningDataModule | None = None
+        self.vocab: Vocab | None = None  # set at setup, saved in checkpoints (synlm parse)
 
     # ------------------------------------------------------------------ checks
     def _check_heads(self) -> None:
@@ -128,6 +130,7 @@ class SyntaxLM(pl.LightningModule):
             return
         for head in self.heads:
             datamodule.request(head.needs_gold, who=type(head).__name__)
+        self.vocab = datamodule.vocab
 
     @property
     def datamodule(self) -> pl.LightningDataModule | None:
@@ -291,12 +294,15 @@ class SyntaxLM(pl.LightningModule):
         rng = {"cpu": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
-        checkpoint["synlm"] = {"train_state": self._states.get("train"), "rng": rng}
+        checkpoint["synlm"] = {"train_state": self._states.get("train"), "rng": rng,
+                               "vocab": self.vocab.itos if self.vocab is not None else None}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("synlm")
         if not saved:
             return
+        if saved.get("vocab") is not None:
+            self.vocab = Vocab(saved["vocab"])
         if saved["train_state"] is not None:
             self._states["train"] = saved["train_state"]
         torch.set_rng_state(saved["rng"]["cpu"])

@@ -25,6 +25,7 @@ from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import Vocab
 from synlm.outputs import GOLD_FIELDS
 from synlm.syntax import Sentence
+from synlm.syntax.targets import cached_targets, max_distance
 
 CACHE_ENV = "SYNLM_CACHE_DIR"
 
@@ -48,6 +49,7 @@ class SynLMDataModule(pl.LightningDataModule):
         bptt: base window length; training windows vary as AWD-LSTM's unless
             ``variable_bptt`` is False; evaluation windows are fixed.
         max_length: sentence mode: training sentences longer than this are dropped.
+        span_window: PaLM's M: span targets cover the M - 1 spans ending at each word.
         seed: seeds the window lengths of each epoch (with the epoch number).
         cache_dir: where vocabularies and encoded splits are cached
             (default ``$SYNLM_CACHE_DIR`` or ``~/.cache/synlm``).
@@ -63,6 +65,7 @@ class SynLMDataModule(pl.LightningDataModule):
         bptt: int = 70,
         variable_bptt: bool = True,
         max_length: int | None = None,
+        span_window: int = 10,
         seed: int = 141,
         num_workers: int = 0,
         cache_dir: str | None = None,
@@ -76,6 +79,7 @@ class SynLMDataModule(pl.LightningDataModule):
         self.bptt = bptt
         self.variable_bptt = variable_bptt
         self.max_length = max_length
+        self.span_window = span_window
         self.seed = seed
         self.num_workers = num_workers
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
@@ -120,6 +124,7 @@ class SynLMDataModule(pl.LightningDataModule):
                 f"{self.mode} mode provides {sorted(self.provides()) or 'no gold syntax'}"
             )
         self.requested = self.requested | (fields & GOLD_FIELDS)
+        self._streams.clear()  # rebuilt with the gold arrays on next use
 
     # ------------------------------------------------------------------ streams
     def stream(self, split: str) -> tuple[TokenArrays, np.ndarray]:
@@ -138,8 +143,33 @@ class SynLMDataModule(pl.LightningDataModule):
             arrays["sentence_ids"] = np.repeat(np.arange(len(sentences)), lengths).astype(
                 np.int64)
             arrays["sentence_ids"] = np.append(arrays["sentence_ids"], len(sentences))
+            if self.requested - {"trees"}:
+                arrays.update(self._gold(split))
             self._streams[split] = (arrays, bounds)
         return self._streams[split]
+
+    @cached_property
+    def boundary(self) -> float:
+        """The sentence-boundary distance: the training split's largest gap + 1."""
+        return float(max_distance(self.sentences("train")) + 1)
+
+    def _gold(self, split: str) -> TokenArrays:
+        """Gold syntax aligned with the stream (``synlm.syntax.targets``), cached on disk."""
+        stream = self.mode == "stream"
+        targets = cached_targets(
+            self.sentences(split), self.cache_dir / self.corpus.cache_key(),
+            key=f"{self.corpus.cache_key()}-{split}", mode=self.mode,
+            span_window=self.span_window, boundary=self.boundary, closing_eos=stream)
+        gold: TokenArrays = {}
+        if "distances" in self.requested:
+            gold["distances"], gold["distance_mask"] = targets.distances, targets.distance_mask
+        if "spans" in self.requested:
+            gold["spans"], gold["span_mask"] = targets.spans, targets.span_mask
+        if "dep_targets" in self.requested:
+            gold["dep_offsets"], gold["dep_mask"] = targets.dep_targets, targets.dep_mask
+        if not stream:  # one more row for the closing <eos>, never a target input
+            gold = {k: np.concatenate([v, np.zeros_like(v[:1])]) for k, v in gold.items()}
+        return gold
 
     # ------------------------------------------------------------------ loaders
     def _world(self) -> tuple[int, int]:

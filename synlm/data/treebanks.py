@@ -94,7 +94,8 @@ class PTBConcatSyn(Corpus):
     leaves are normalised as in Appendix A.3 (``mikolov_tokens``), out-of-vocabulary tokens
     become ``<unk>`` (the vocabulary of ptb.train.txt), and each tree is matched to the next
     identical text line within ``window`` lines. A sentence's ``tree`` keeps its POS tags and
-    function-tag-free labels, with the text's words as leaves.
+    function-tag-free labels, with the text's words as leaves. Trees that do not align are
+    listed in ``alignment_report``; with ``strict`` the first one raises ``CorpusError``.
     """
 
     name = "ptb_syn"
@@ -103,10 +104,12 @@ class PTBConcatSyn(Corpus):
     sections: ClassVar[dict[str, range]] = {"train": range(0, 21), "valid": range(21, 23),
                                             "test": range(23, 25)}
 
-    def __init__(self, data_dir: str | None = None, treebank: str | None = None) -> None:
+    def __init__(self, data_dir: str | None = None, treebank: str | None = None,
+                 strict: bool = False) -> None:
         super().__init__(data_dir)
         self.treebank = Path(treebank).expanduser() if treebank else (
             self.data_dir / "nltk_treebank" / "treebank.zip")
+        self.strict = strict
         self._reports: dict[str, AlignmentReport] = {}
 
     def text_path(self, split: str) -> Path:
@@ -147,17 +150,20 @@ class PTBConcatSyn(Corpus):
             if not tokens:
                 report.unaligned.append(f"{source}: no token left after normalisation")
             elif not found:
-                reason = ("found earlier in the text (out of order)"
-                          if " ".join(tokens) in index else "no identical line in the text")
-                report.unaligned.append(f"{source}: {reason}: {' '.join(tokens)[:60]}")
+                reason = ("its line comes before the previous aligned one"
+                          if " ".join(tokens) in index else _closest(tokens, lines, cursor,
+                                                                     self.window, text_name))
+                report.unaligned.append(f"{source}: {reason}")
             else:
-                pruned = _prune(tree, keep)
-                clean = clean_tree(pruned, drop_tags=frozenset()) if pruned else None
-                if clean is not None:
-                    trees_at[found[0]] = map_leaves(clean, lines[found[0]])
-                    report.aligned += 1
-                    cursor = found[0] + 1
+                clean = clean_tree(_prune(tree, keep), drop_tags=frozenset())
+                trees_at[found[0]] = map_leaves(clean, lines[found[0]])
+                report.aligned += 1
+                cursor = found[0] + 1
         self._reports[split] = report
+        if self.strict and report.unaligned:
+            raise CorpusError(f"{report.unaligned[0]} ({len(report.unaligned)} of "
+                              f"{report.n_trees} trees did not align; strict=False keeps "
+                              "them as sentences without trees)")
         out = []
         for i, words in enumerate(lines):
             tree = trees_at.get(i)
@@ -174,6 +180,24 @@ class PTBConcatSyn(Corpus):
     def cache_key(self) -> str:
         files = [self.text_path(s) for s in self.splits]
         return _key(self.name, files + _tree_files(self.treebank))
+
+
+def _closest(tokens: list[str], lines: list[list[str]], cursor: int, window: int,
+             name: str) -> str:
+    """Why ``tokens`` matched no line: the line of the window sharing the longest prefix."""
+    def prefix(words: list[str]) -> int:
+        return next((k for k, (a, b) in enumerate(zip(words, tokens)) if a != b),
+                    min(len(words), len(tokens)))
+
+    candidates = range(cursor, min(cursor + window, len(lines)))
+    if not candidates:
+        return f"no text line left after {name}:{cursor}"
+    best = max(candidates, key=lambda i: prefix(lines[i]))
+    k, line = prefix(lines[best]), lines[best]
+    got = line[k] if k < len(line) else "end of line"
+    want = tokens[k] if k < len(tokens) else "end of sentence"
+    return f"no identical line; closest {name}:{best + 1} has {got!r} at word {k + 1}, " \
+           f"expected {want!r}"
 
 
 # --- sentence-level corpora from LDC directories ----------------------------------------------

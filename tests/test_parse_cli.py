@@ -1,0 +1,85 @@
+"""``synlm parse``: baselines on a treebank, model-induced trees (fake model), raw text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from synlm import parse
+
+FIXTURES = Path(__file__).parent / "fixtures" / "syntax"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert parse.main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_baseline_on_a_file(capsys):
+    out = run(capsys, "--baseline", "right-branching", "--treebank", str(FIXTURES / "sample.mrg"))
+    assert out["n_sentences"] == 10
+    assert out["uf1_sentence"] == 60.07 and out["uf1_corpus"] == 42.11
+    for key in ("recall_NP", "recall_VP", "recall_PP", "depth", "rl_ratio", "left_splits_pct",
+                "right_splits_pct"):
+        assert key in out
+    short = run(capsys, "--baseline", "left-branching", "--treebank", str(FIXTURES / "wsj"),
+                "--max-length", "2")
+    assert short["n_sentences"] == 6 and short["uf1_sentence"] == 100.0
+
+
+def test_bad_treebank_is_one_line_error(capsys, tmp_path):
+    bad = tmp_path / "bad.mrg"
+    bad.write_text("(S (NP a)")
+    assert parse.main(["--baseline", "balanced", "--treebank", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == f"synlm parse: {bad}:1: expected ')' to close this bracket, found " \
+                          "end of file"
+
+
+class FakeVocab:
+    def encode(self, words: list[str]) -> list[int]:
+        return [0 if w == "<eos>" else 1 + len(w) for w in words]
+
+
+class FakeLM:
+    """Distances decreasing along the row (right-branching trees) for "lm", increasing
+    (left-branching) for "syd"; 3 layers, the middle one is used by default."""
+
+    vocab = FakeVocab()
+
+    def distance_sets(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        B, T = tokens.shape
+        down = -torch.arange(T, dtype=torch.float).expand(3, B, T).clone()
+        down[0] = 0  # layer 0 is flat: picking it would give other trees
+        return {"lm": down, "syd": -down}
+
+
+def test_checkpoint_trees_match_the_baselines(capsys, monkeypatch):
+    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    bank = str(FIXTURES / "sample.mrg")
+    lm = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank)
+    right = run(capsys, "--baseline", "right-branching", "--treebank", bank)
+    assert lm["uf1_sentence"] == right["uf1_sentence"]
+    assert lm["trees"].endswith("lm:middle:unbiased")
+    syd = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--distances", "syd",
+              "--layer", "2")
+    left = run(capsys, "--baseline", "left-branching", "--treebank", bank)
+    assert syd["uf1_corpus"] == left["uf1_corpus"]
+    biased = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--biased")
+    assert biased["uf1_sentence"] == right["uf1_sentence"]
+    with pytest.raises(SystemExit, match="no distance set 'span'"):
+        parse.main(["--ckpt_path", "x.ckpt", "--treebank", bank, "--distances", "span"])
+
+
+def test_input_text_to_bracketed_trees(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n\nit rained all day\n")
+    out_file = tmp_path / "trees.txt"
+    out = run(capsys, "--ckpt_path", "x.ckpt", "--input", str(text), "--output", str(out_file))
+    assert out["n_sentences"] == 2
+    assert out_file.read_text().splitlines() == ["(X the (X cat sat))",
+                                                 "(X it (X rained (X all day)))"]
