@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from synlm.backbones.base import Backbone
 from synlm.data.vocab import Vocab
 from synlm.heads.base import SyntaxHead
+from synlm.metrics.parsing import InducedTreeF1
 from synlm.metrics.perplexity import Perplexity
 from synlm.modules import embedding_dropout
 from synlm.outputs import Batch, HeadOutput, LMOutput
@@ -103,6 +104,7 @@ class SyntaxLM(pl.LightningModule):
 
         self.val_ppl = Perplexity()
         self.test_ppl = Perplexity()
+        self.val_parsing = InducedTreeF1()
         self._states: dict[str, Any] = {}
         self._lr_scale = 1.0
         self._datamodule: pl.LightningDataModule | None = None
@@ -213,15 +215,44 @@ class SyntaxLM(pl.LightningModule):
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._eval_step(batch, "val", self.val_ppl)
+        result = self._eval_step(batch, "val", self.val_ppl)
+        if batch.trees is not None:
+            self.val_parsing.update(self._distance_sets(result), batch.trees)
+
+    def on_validation_epoch_end(self) -> None:
+        """``val/uf1_<set>[_l<layer>]`` for every distance set, and ``val/uf1``: the first
+        supervised head's set (its first layer) if any, else the backbone's middle layer."""
+        scores = self.val_parsing.compute()
+        self.val_parsing.reset()
+        if not scores:
+            return
+        for key, value in scores.items():
+            self.log(f"val/uf1_{key}", value.float())
+        supervised = [h.name for h in self.heads if hasattr(h, "distances")]
+        headline = [k for k in scores if supervised and k.split("_l")[0] == supervised[0]]
+        if not headline:
+            lm = sorted(k for k in scores if k.split("_l")[0] == "lm")
+            headline = lm[len(lm) // 2 :]
+        self.log("val/uf1", scores[headline[0]].float(), prog_bar=True)
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._eval_step(batch, "test", self.test_ppl)
 
-    def _eval_step(self, batch: Batch, stage: str, ppl: Perplexity) -> None:
+    def _eval_step(self, batch: Batch, stage: str, ppl: Perplexity) -> LMOutput:
         _, result = self._step(batch, stage)
         ppl.update(-result.target_log_probs, batch.mask)
         self.log(f"{stage}/ppl", ppl, on_step=False, on_epoch=True, prog_bar=True)
+        return result
+
+    def _distance_sets(self, result: LMOutput) -> dict[str, Tensor]:
+        """Named (L, B, T) distances: ``lm`` from the backbone, one per distance head."""
+        sets = {}
+        if result.backbone.distances is not None:
+            sets["lm"] = result.backbone.distances
+        for head in self.heads:
+            if hasattr(head, "distances"):
+                sets[head.name] = head.distances(result.backbone)
+        return sets
 
     def predict_step(self, batch: Batch, batch_idx: int) -> Tensor:
         """Per-token log-probabilities of the targets, (B, T)."""
@@ -341,13 +372,6 @@ class SyntaxLM(pl.LightningModule):
         self.eval()
         try:
             batch = Batch(tokens=tokens, targets=tokens, mask=torch.ones_like(tokens).bool())
-            result = self(batch)
-            sets = {}
-            if result.backbone.distances is not None:
-                sets["lm"] = result.backbone.distances
-            for head in self.heads:
-                if hasattr(head, "distances"):
-                    sets[head.name] = head.distances(result.backbone)
-            return sets
+            return self._distance_sets(self(batch))
         finally:
             self.train(was_training)

@@ -168,3 +168,21 @@ def test_adam_with_plateau_schedule() -> None:
     scheduler = config["lr_scheduler"]["scheduler"]
     assert scheduler.factor == 0.5 and scheduler.patience == 2
     assert config["lr_scheduler"]["monitor"] == "val/loss"
+
+
+def test_induced_tree_f1_from_oracle_distances() -> None:
+    """Gold gap heights decode to the gold bracketing (recall 1; precision is lost only on
+    n-ary gold nodes), and reversed distances score far lower."""
+    from synlm.metrics.parsing import InducedTreeF1
+    from synlm.syntax import tree_to_distances
+
+    sentences = SyntheticTreebank(n_train=60).sentences("train")
+    width = max(len(s.words) for s in sentences) + 1
+    oracle = torch.zeros(1, len(sentences), width)
+    for b, s in enumerate(sentences):  # rows [<eos>, w1..wn]: value i = gap before word i
+        oracle[0, b, 2 : len(s.words) + 1] = torch.tensor(tree_to_distances(s.tree),
+                                                          dtype=torch.float)
+    metric = InducedTreeF1()
+    metric.update({"gold": oracle, "reversed": -oracle}, sentences)
+    scores = metric.compute()
+    assert scores["gold"] > 0.9 and scores["reversed"] < 0.5 * scores["gold"]
