@@ -3,5 +3,6 @@ names in configs (``class_path: AWDLSTM``)."""
 
 from synlm.backbones.awd_lstm import AWDLSTM
 from synlm.backbones.base import Backbone
+from synlm.backbones.prpn import PRPN
 
-__all__ = ["AWDLSTM", "Backbone"]
+__all__ = ["AWDLSTM", "PRPN", "Backbone"]

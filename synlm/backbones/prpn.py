@@ -1,0 +1,525 @@
+"""PRPN: Parsing-Reading-Predict Networks (Shen et al., ICLR 2018), and PRPN-SYD (Du et al.
+2020, Appendix A.4.2).
+
+Per window of T steps, as yikangshen/PRPN computes it (model_PRPN.py, ParsingNetwork.py,
+ReadingNetwork.py, PredictNetwork.py, LSTMCell.py), with n = n_slots, L = n_lookback:
+
+    parse    d_t, d'_{t+1} = ReLU(W_d ReLU(Norm(W_c [e_{t-L} .. e_t])))        eq. 7-8, 13
+             α(Δ)  = σ(10 τ Δ + 5)             soft (the code's default)
+                   = (hardtanh(2 τ Δ + 1) + 1)/2  hard (``--hard``, the README's setting)
+             g_t[k]  = Π_{j≤k} α(d_t      − d_{t−j})   gate of memory slot k (= step t−1−k)  eq. 5-6
+             g'_t[k] = Π_{j≤k} α(d'_{t+1} − d_{t−j})   the predictor's gate
+    read     (per layer, memory of the last n (h, c))
+             k_t = W_x x_t + W_h h_{t−1}                                          eq. 9
+             s_t = exp(m_h k_t/√H − max)·g_t / (Σ + 1e-8)                          eq. 10-11
+             h̃, c̃ = Σ_k s_t[k] (h, c)_{t−1−k}                                      eq. 12
+             h_t, c_t = LN-LSTM(x_t, (h̃ · rmask, c̃))
+    predict  p_t = softmax(m'_h k'_t/√H, g'_t),  k'_t = W_p h_t,  sel_t = Σ_k p_t[k] h_{t−1−k}
+             out_t = tanh(Norm(W_o [h_t; sel_t]))                                 eq. 14
+
+τ = 1/resolution of the code (res 0.1 ⇔ τ = 10, the paper's temperature). Before the start the
+past distances are +inf, so those slots are closed. The code's gate product includes the slot
+j = 0 term α(0) (σ(5) soft, 1 hard); the paper's eq. 5 starts at j = 1.
+
+PRPN-SYD replaces the parser by LSTM_w → Conv → LSTM_d and two 2-layer feed-forward heads:
+d_lm (with d'_{t+1}) drives the gates, d_syd is only read by a distance ranking head.
+
+Speed: the gates of the whole window are one vectorised computation. Each reading layer
+runs its own time loop (no layer feeds back into a lower one), with its input projection and
+the input half of the attention key hoisted out of the loop, inside a custom autograd function
+(``_ReadingRecurrence``): its memory is a tape read by offset, no shifting or copying, the
+forward records no graph, the backward is hand-written and the window's weight gradients are
+one matmul each. The predictor's attention needs no loop at all (its memory is past top-layer
+outputs, known once the reading layers have run): two batched matmuls over a band of the
+(T, n + T) score matrix. Dropout masks are drawn once per window.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from synlm.backbones.base import Backbone
+from synlm.modules import dropout_mask
+from synlm.modules.ln_lstm import LayerNormLSTMCell
+from synlm.outputs import BackboneOutput
+
+Norm = Literal["batch", "layer"]
+
+
+class PRPNState(NamedTuple):
+    """Carried across windows. Memories keep slot 0 for the most recent step."""
+
+    parser: tuple[Tensor, ...]  # ConvParser: (look-back embeddings (B, L, E),)
+    # SYDParser: (look-back LSTM_w outputs (B, L, P), h_w, c_w, h_d, c_d each (1, B, P))
+    distances: Tensor  # (B, n) d_{t−n} .. d_{t−1}, +inf before the start
+    readers: list[Tensor]  # per reading layer (B, n, 2H): [h | c] of the last n steps
+    predictor: Tensor  # (B, n, H) the last n top-layer h
+
+
+def parsing_gates(
+    query: Tensor, distances: Tensor, past: Tensor, tau: float, hard: bool
+) -> Tensor:
+    """Gates of eq. 5-6 for every step of a window at once.
+
+    Args:
+        query: (..., B, T) the distance step t compares with the past: d_t for the reading
+            network, the estimate d'_{t+1} for the predict network.
+        distances: (B, T) d_t of the window.
+        past: (B, n) the n distances before the window (+inf where there were none).
+    Returns:
+        (..., B, T, n) g[..., t, k] = Π_{j≤k} α(query_t − d_{t−j}), non-increasing in k.
+    """
+    n = past.size(1)
+    hist = torch.cat([past, distances], dim=1)  # (B, n+T), hist[:, n+t] = d_t
+    window = hist.unfold(1, n, 1)[:, 1:].flip(-1)  # (B, T, n), window[:, t, k] = d_{t−k}
+    delta = query[..., None] - window  # (..., B, T, n)
+    if hard:
+        alpha = (F.hardtanh(2 * tau * delta + 1) + 1) / 2
+    else:
+        alpha = torch.sigmoid(10 * tau * delta + 5)
+    return alpha.cumprod(-1)
+
+
+def gated_softmax(logits: Tensor, gate: Tensor) -> Tensor:
+    """Structured attention, eq. 10-11 as coded (PRPN blocks.py): exp(x − max)·g / (Σ + 1e-8)."""
+    e = torch.exp(logits - logits.amax(-1, keepdim=True)) * gate
+    return e / (e.sum(-1, keepdim=True) + 1e-8)
+
+
+def _keep_mask(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor:
+    """Inverted dropout masks of ``shape``: 0 w.p. p, else 1/(1−p) (``rand`` is faster than
+    ``bernoulli_`` on CPU)."""
+    keep = torch.rand(shape, device=like.device) >= p
+    return keep.to(like.dtype) / (1 - p)
+
+
+def _dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """``F.dropout`` with the faster mask of ``_keep_mask``."""
+    return x * _keep_mask(x, x.shape, p) if training and p > 0 else x
+
+
+def _band(full: Tensor, n: int) -> Tensor:
+    """(B, T, n + T) -> (B, T, n) with out[:, t, i] = full[:, t, t + i] (a skew by padding)."""
+    B, T, W = full.shape
+    return F.pad(full.flatten(1), (0, T)).view(B, T, W + 1)[..., :n]
+
+
+def _unband(band: Tensor) -> Tensor:
+    """(B, T, n) -> (B, T, n + T) with out[:, t, t + i] = band[:, t, i], zero elsewhere."""
+    B, T, n = band.shape
+    return F.pad(band, (0, T + 1)).flatten(1)[:, : T * (n + T)].view(B, T, n + T)
+
+
+def _make_norm(norm: Norm, size: int) -> nn.Module:
+    if norm == "batch":
+        return nn.BatchNorm1d(size)
+    if norm == "layer":
+        return nn.LayerNorm(size)
+    raise ValueError(f"norm must be 'batch' or 'layer', got {norm!r}")
+
+
+def _channel_norm(norm: nn.Module, x: Tensor) -> Tensor:
+    """Apply ``norm`` over the channels of a (B, C, T) tensor."""
+    if isinstance(norm, nn.LayerNorm):
+        return norm(x.transpose(1, 2)).transpose(1, 2)
+    return norm(x)
+
+
+class ConvParser(nn.Module):
+    """The parsing network, eq. 7-8 and 13: a convolution over the L + 1 embeddings
+    e_{t−L} .. e_t, Norm, ReLU, then a grouped 1x1 convolution to (d_t, d'_{t+1}), ReLU.
+    The first window sees L zero embeddings before its start (paper §4.2)."""
+
+    def __init__(
+        self, input_size: int, hidden_size: int, n_lookback: int, dropout: float, norm: Norm
+    ) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.n_lookback = n_lookback
+        self.dropout = dropout
+        self.conv = nn.Conv1d(input_size, hidden_size, n_lookback + 1)  # W_c, eq. 7
+        self.norm = _make_norm(norm, hidden_size)
+        self.out = nn.Conv1d(hidden_size, 2, 1, groups=2)  # W_d and W'_d, eq. 8 and 13
+
+    def initial_state(self, x: Tensor) -> tuple[Tensor, ...]:
+        return (x.new_zeros(x.size(0), self.n_lookback, self.input_size),)
+
+    def forward(self, x: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, tuple[Tensor, ...]]:
+        """x (B, T, E) -> distances (B, T, 2) = [d_t, d'_{t+1}] and the new look-back."""
+        (lookback,) = state
+        seq = torch.cat([lookback, x], dim=1)  # (B, L+T, E)
+        hid = self.conv(_dropout(seq, self.dropout, self.training).transpose(1, 2))  # (B, P, T)
+        hid = F.relu(_channel_norm(self.norm, hid))
+        dist = F.relu(self.out(_dropout(hid, self.dropout, self.training)))  # (B, 2, T)
+        return dist.transpose(1, 2), (seq[:, -self.n_lookback :],)
+
+
+class SYDParser(nn.Module):
+    """PRPN-SYD's parsing network (Du et al. 2020, A.4.2 eq. 25-28): LSTM_w over the
+    embeddings, a convolution over the L + 1 last LSTM_w outputs (Norm, ReLU), LSTM_d, then
+    two 2-layer feed-forward heads: FF_lm -> ReLU -> (d_t, d'_{t+1}) as the plain parser, and
+    FF_syd -> d_syd, unbounded (a ranking loss reads it; nothing in the LM path does)."""
+
+    def __init__(
+        self, input_size: int, hidden_size: int, n_lookback: int, dropout: float, norm: Norm
+    ) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.n_lookback = n_lookback
+        self.dropout = dropout
+        self.word_rnn = nn.LSTM(input_size, hidden_size, batch_first=True)  # eq. 25
+        self.conv = nn.Conv1d(hidden_size, hidden_size, n_lookback + 1)  # eq. 26
+        self.norm = _make_norm(norm, hidden_size)
+        self.dist_rnn = nn.LSTM(hidden_size, hidden_size, batch_first=True)  # eq. 27
+        self.ff_lm = nn.Sequential(  # eq. 28, d_lm and its next-step estimate
+            nn.Linear(hidden_size, hidden_size), nn.ReLU(), nn.Linear(hidden_size, 2), nn.ReLU()
+        )
+        self.ff_syd = nn.Sequential(  # eq. 28, d_syd
+            nn.Linear(hidden_size, hidden_size), nn.ReLU(), nn.Linear(hidden_size, 1)
+        )
+
+    def initial_state(self, x: Tensor) -> tuple[Tensor, ...]:
+        B, P = x.size(0), self.hidden_size
+        zeros = x.new_zeros(1, B, P)
+        return (x.new_zeros(B, self.n_lookback, P), zeros, zeros, zeros, zeros)
+
+    def forward(self, x: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, tuple[Tensor, ...]]:
+        """x (B, T, E) -> distances (B, T, 3) = [d_t, d'_{t+1}, d_syd] and the new state."""
+        lookback, h_w, c_w, h_d, c_d = state
+        p, train = self.dropout, self.training
+        w, (h_w, c_w) = self.word_rnn(_dropout(x, p, train), (h_w, c_w))  # (B, T, P)
+        seq = torch.cat([lookback, w], dim=1)  # (B, L+T, P)
+        g = self.conv(_dropout(seq, p, train).transpose(1, 2))  # (B, P, T)
+        g = F.relu(_channel_norm(self.norm, g)).transpose(1, 2)  # (B, T, P)
+        s, (h_d, c_d) = self.dist_rnn(_dropout(g, p, train), (h_d, c_d))  # (B, T, P)
+        s = _dropout(s, p, train)
+        dist = torch.cat([self.ff_lm(s), self.ff_syd(s)], dim=-1)  # (B, T, 3)
+        return dist, (seq[:, -self.n_lookback :], h_w, c_w, h_d, c_d)
+
+
+class _ReadingRecurrence(torch.autograd.Function):
+    """The time loop of one reading layer, with a hand-written backward.
+
+    The memory is a tape (B, n + T, 2H) of [h | c] in time order: the n carried slots, then
+    one row per step, so step t reads the window tape[:, t : t+n] (steps t−n .. t−1) by
+    offset, and nothing is shifted or copied. The forward records no graph; the backward
+    walks the steps in reverse, and the weight gradients of the window are one matmul each.
+
+    Inputs (time-major, contiguous): ih (T, B, 4H) = LN_ih(W_ih x); kx (T, B, H) the input
+    half of the scaled key with its bias; gates (T, B, n) in window order (index i gates step
+    t−n+i); memory (B, n, 2H) slot 0 newest; w_key (H, H) the scaled h half of the key
+    weight; the LN-LSTM's w_hh, b_hh and LayerNorm parameters; key_masks (2, T, B, H) or
+    None (dropout on h_{t−1} and on the key); rmask (H,) or None; the two LayerNorm eps.
+    Output: the tape (B, n + T, 2H).
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx, ih: Tensor, kx: Tensor, gates: Tensor, memory: Tensor, w_key: Tensor,
+        w_hh: Tensor, b_hh: Tensor, ln_w: Tensor, ln_b: Tensor, lnc_w: Tensor, lnc_b: Tensor,
+        key_masks: Tensor | None, rmask: Tensor | None, eps: float, eps_c: float,
+    ) -> Tensor:
+        T, B, G = ih.shape
+        H, n = G // 4, memory.size(1)
+        tape = ih.new_empty(B, n + T, 2 * H)
+        tape[:, :n] = memory.flip(1)
+        tape_h, tape_c = tape[..., :H], tape[..., H:]
+        new = ih.new_empty
+        keys, z_in, acts, tcs = new(T, B, H), new(T, B, G), new(T, B, G), new(T, B, H)
+        logits, ex, att, denom = new(T, B, n), new(T, B, n), new(T, B, n), new(T, B, 1)
+        sel = new(T, B, 1, 2 * H)  # the attended [h̃ | c̃]
+        stats: list[Tensor] = []  # mean and rstd of LN_hh and LN_c per step
+        w_key_t, w_hh_t = w_key.t(), w_hh.t()
+        m0, m1 = (None, None) if key_masks is None else key_masks.unbind(0)
+        for t in range(T):
+            window, window_h = tape[:, t : t + n], tape_h[:, t : t + n]  # steps t−n .. t−1
+            a = tape_h[:, n + t - 1] if m0 is None else tape_h[:, n + t - 1] * m0[t]
+            key = torch.addmm(kx[t], a, w_key_t, out=keys[t])  # (B, H) eq. 9
+            if m1 is not None:
+                key.mul_(m1[t])
+            # (B, n) eq. 10, as (B, 1, H) @ (B, H, n): the fast layout of a CPU batched matvec
+            lg = torch.bmm(key[:, None], window_h.transpose(1, 2), out=logits[t, :, None])[:, 0]
+            e = torch.exp(lg - lg.amax(-1, keepdim=True), out=ex[t]) * gates[t]  # eq. 11
+            s = torch.div(e, torch.sum(e, -1, keepdim=True, out=denom[t]).add_(1e-8), out=att[t])
+            hc = torch.bmm(s[:, None], window, out=sel[t])[:, 0]  # (B, 2H) eq. 12
+            u = hc[:, :H] if rmask is None else hc[:, :H] * rmask
+            z = torch.addmm(b_hh, u, w_hh_t, out=z_in[t])  # (B, 4H)
+            y, *stat = torch.native_layer_norm(z, (G,), ln_w, ln_b, eps)
+            pre = ih[t] + y
+            i, f, g, o = torch.sigmoid(pre, out=acts[t]).split(H, dim=-1)  # [i, f, g, o]
+            torch.tanh(pre[:, 2 * H : 3 * H], out=g)  # the g block takes tanh, not σ
+            c = torch.addcmul(f * hc[:, H:], i, g, out=tape_c[:, n + t])
+            nc, *stat_c = torch.native_layer_norm(c, (H,), lnc_w, lnc_b, eps_c)
+            torch.mul(o, torch.tanh(nc, out=tcs[t]), out=tape_h[:, n + t])
+            stats.append(torch.cat([*stat, *stat_c], dim=1))  # (B, 4)
+        ctx.save_for_backward(
+            tape, gates, w_key, w_hh, ln_w, ln_b, lnc_w, lnc_b, key_masks, rmask,
+            keys, z_in, logits, ex, att, denom, acts, tcs, sel, torch.stack(stats),
+        )
+        return tape
+
+    @staticmethod
+    def backward(ctx, d_tape: Tensor):  # type: ignore[override]
+        (tape, gates, w_key, w_hh, ln_w, ln_b, lnc_w, lnc_b, key_masks, rmask, keys, z_in,
+         logits, ex, att, denom, acts, tcs, sel, stats) = ctx.saved_tensors
+        T, B, G = z_in.shape
+        H, n = G // 4, gates.size(2)
+        ln_backward = torch.ops.aten.native_layer_norm_backward
+        tape_h, tape_c = tape[..., :H], tape[..., H:]
+        d_tape = d_tape.clone(memory_format=torch.contiguous_format)  # accumulates
+        d_tape_h, d_tape_c = d_tape[..., :H], d_tape[..., H:]
+        new = z_in.new_empty
+        d_ih, d_z, d_kx, d_gates = new(T, B, G), new(T, B, G), new(T, B, H), new(T, B, n)
+        d_ln_w, d_ln_b, d_lnc_w, d_lnc_b = (torch.zeros_like(w) for w in (ln_w, ln_b, lnc_w, lnc_b))
+        m0, m1 = (None, None) if key_masks is None else key_masks.unbind(0)
+        # (T, B, 1) each, contiguous: the LayerNorm backward kernel reads them raw
+        mean, rstd, mean_c, rstd_c = stats.permute(2, 0, 1)[..., None].contiguous()
+        # what the steps need of the forward, for all steps at once: the max's share of the
+        # logits' gradient (spread over ties, as amax's gradient), and e = exp(l − max)·gate
+        ties = logits == logits.amax(-1, keepdim=True)
+        tie_share = ties / ties.sum(-1, keepdim=True)
+        e_all = ex * gates
+        for t in reversed(range(T)):
+            window, window_h = tape[:, t : t + n], tape_h[:, t : t + n]
+            d_window = d_tape[:, t : t + n]
+            dh, dc = d_tape_h[:, n + t], d_tape_c[:, n + t]  # complete: later steps are done
+            i, f, g, o = acts[t].split(H, dim=-1)
+            tc, cs = tcs[t], sel[t, :, 0, H:]
+            # h = o tanh(LN_c(c)), c = f c̃ + i g
+            dnc, gw, gb = ln_backward(dh * o * (1 - tc * tc), tape_c[:, n + t], (H,), mean_c[t],
+                                      rstd_c[t], lnc_w, lnc_b, [True, True, True])
+            dc = dc + dnc
+            d_lnc_w += gw
+            d_lnc_b += gb
+            di, df, dg, do = d_ih[t].split(H, dim=-1)  # d pre-activation = d ih = d LN_hh out
+            torch.mul(dc * g, i * (1 - i), out=di)
+            torch.mul(dc * cs, f * (1 - f), out=df)
+            torch.mul(dc * i, 1 - g * g, out=dg)
+            torch.mul(dh * tc, o * (1 - o), out=do)
+            dz, gw, gb = ln_backward(d_ih[t], z_in[t], (G,), mean[t], rstd[t], ln_w, ln_b,
+                                     [True, True, True])
+            d_ln_w += gw
+            d_ln_b += gb
+            d_z[t] = dz
+            du = dz @ w_hh  # (B, H)
+            dsel = torch.cat([du if rmask is None else du * rmask, dc * f], dim=-1)  # (B, 2H)
+            # sel = s @ window, s = e / (Σe + 1e-8), e = exp(l − max l) · gate
+            s = att[t]
+            ds = torch.bmm(dsel[:, None], window.transpose(1, 2))[:, 0]  # (B, n)
+            d_window.addcmul_(s[:, :, None], dsel[:, None])
+            de = (ds - torch.sum(ds * s, -1, keepdim=True)) / denom[t]
+            torch.mul(de, ex[t], out=d_gates[t])
+            dl = de * e_all[t]
+            dl = dl - torch.sum(dl, -1, keepdim=True) * tie_share[t]
+            # l = window_h · key, key = (kx + a W_key^T) · m1, a = h_{t−1} · m0
+            dkey = torch.bmm(dl[:, None], window_h)[:, 0]
+            d_window[..., :H].addcmul_(dl[:, :, None], keys[t][:, None])
+            dkey = torch.mul(dkey, m1[t], out=d_kx[t]) if m1 is not None else d_kx[t].copy_(dkey)
+            da = dkey @ w_key
+            d_tape_h[:, n + t - 1] += da if m0 is None else da * m0[t]
+        # the window's weight gradients, one matmul each
+        a_in = tape_h[:, n - 1 : n + T - 1].transpose(0, 1)  # (T, B, H) h_{t−1}
+        u_in = sel[:, :, 0, :H]
+        d_w_key = d_kx.flatten(0, 1).t() @ (a_in if m0 is None else a_in * m0).flatten(0, 1)
+        d_w_hh = d_z.flatten(0, 1).t() @ (u_in if rmask is None else u_in * rmask).flatten(0, 1)
+        return (
+            d_ih, d_kx, d_gates, d_tape[:, :n].flip(1), d_w_key, d_w_hh, d_z.sum((0, 1)),
+            d_ln_w, d_ln_b, d_lnc_w, d_lnc_b, None, None, None, None,
+        )
+
+
+class ReadingLayer(nn.Module):
+    """One layer of the reading network (§5.1): structured attention over the last n (h, c)
+    of this layer (eq. 9-12), then a layer-normalised LSTM step from the selected state."""
+
+    def __init__(self, input_size: int, hidden_size: int, dropout: float, key_dropout: float):
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.dropout = dropout  # on the LSTM input
+        self.key_dropout = key_dropout  # before and after the key projection
+        self.key = nn.Linear(input_size + hidden_size, hidden_size)  # [W_x W_h], eq. 9
+        self.cell = LayerNormLSTMCell(input_size, hidden_size)
+
+    def forward(
+        self, x: Tensor, gates: Tensor, memory: Tensor, rmask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """x (B, T, I), gates (B, T, n), memory (B, n, 2H) slot 0 newest, rmask (H,) or None
+        -> h (B, T, H) and the new memory."""
+        B, T, _ = x.shape
+        H, n = self.hidden_size, memory.size(1)
+        pk, train, cell = self.key_dropout, self.training, self.cell
+        scale = 1.0 / math.sqrt(H)  # eq. 10, folded into the key
+        w_x, w_h = (self.key.weight * scale).split([self.input_size, H], dim=1)
+        xt = x.transpose(0, 1)  # (T, B, I): the loop runs time-major
+        ih = cell.input_gates(_dropout(xt, self.dropout, train))  # (T, B, 4H), hoisted
+        kx = F.linear(_dropout(xt, pk, train), w_x, self.key.bias * scale)  # (T, B, H)
+        key_masks = _keep_mask(x, (2, T, B, H), pk) if train and pk > 0 else None
+        args = (
+            ih, kx, gates.flip(-1).transpose(0, 1).contiguous(), memory, w_h,
+            cell.hh.weight, cell.hh.bias, cell.hh_norm.weight, cell.hh_norm.bias,
+            cell.c_norm.weight, cell.c_norm.bias, key_masks, rmask,
+        )
+        dtype = torch.promote_types(ih.dtype, torch.float32)  # under autocast the loop is fp32
+        with torch.autocast(x.device.type, enabled=False):
+            tape = _ReadingRecurrence.apply(
+                *(a if a is None else a.to(dtype) for a in args),
+                cell.hh_norm.eps, cell.c_norm.eps,
+            )  # (B, n+T, 2H)
+        return tape[:, n:, :H], tape[:, T:].flip(1)
+
+
+class PredictNetwork(nn.Module):
+    """The predict network (§5.2): attention over the last n top-layer h with the next-step
+    gates g'_t, then out_t = tanh(Norm(W_o [h_t; sel_t])) (eq. 14; no ResBlock, as for PTB)."""
+
+    def __init__(self, hidden_size: int, output_size: int, dropout: float, norm: Norm) -> None:
+        super().__init__()
+        self.dropout = dropout
+        self.key = nn.Linear(hidden_size, hidden_size)
+        self.proj = nn.Linear(2 * hidden_size, output_size)
+        self.norm = _make_norm(norm, output_size)
+
+    def attend(self, h: Tensor, gates: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """h (B, T, H), gates (B, T, n), memory (B, n, H) slot 0 newest -> sel (B, T, H) and
+        the new memory. No time loop: step t reads h_{t−n} .. h_{t−1} of one tape."""
+        n, H = memory.size(1), h.size(2)
+        p, train = self.dropout, self.training
+        key = _dropout(self.key(_dropout(h, p, train)), p, train) / math.sqrt(H)  # (B, T, H)
+        tape = torch.cat([memory.flip(1), h], dim=1)  # (B, n+T, H), tape[:, n+t] = h_t
+        logits = _band(key @ tape.transpose(1, 2), n)  # (B, T, n), [:, t, i] = k_t · h_{t−n+i}
+        att = gated_softmax(logits, gates.flip(-1))  # slot k = n−1−i
+        sel = _unband(att) @ tape  # (B, T, H)
+        return sel, tape[:, -n:].flip(1)
+
+    def output(self, h: Tensor, sel: Tensor) -> Tensor:
+        """tanh(Norm(W_o drop([h; sel]))): (B, T, H) x 2 -> (B, T, E)."""
+        z = self.proj(_dropout(torch.cat([h, sel], dim=-1), self.dropout, self.training))
+        if isinstance(self.norm, nn.BatchNorm1d):  # statistics over B x T positions
+            return torch.tanh(self.norm(z.flatten(0, 1)).view_as(z))
+        return torch.tanh(self.norm(z))
+
+
+class PRPN(Backbone):
+    """Parsing-Reading-Predict Networks (Shen et al. 2018) as a backbone; ``syd=True`` gives
+    PRPN-SYD (Du et al. 2020, A.4.2).
+
+    ``distances`` is (1, B, T) = [d_lm] for PRPN and (2, B, T) = [d_lm, d_syd] for PRPN-SYD:
+    ``distances[0]`` is always what drives the gates (parse with it), ``distances[-1]`` is
+    the set meant for a ranking head (d_syd under SYD). ``distance_names`` says the same.
+    ``layers`` holds the reading layers' outputs (B, T, H); ``hidden`` is the predict
+    network's output (B, T, input_size) after output dropout, ready for the tied decoder.
+    The carried state is a ``PRPNState`` (look-back, the last n distances, each reading
+    layer's memory, the predictor's memory); a plain tuple of the same fields is accepted.
+
+    Norm (``norm``) is the reference's BatchNorm by default, in the parser and after the
+    predictor's projection. In training it normalises with statistics over the batch and
+    the window, so an output at t depends on other rows and on later steps of the window
+    (not causal at train time; padding counts in sentence mode); evaluation uses running
+    statistics and is causal. ``norm="layer"`` normalises each position alone: causal always.
+
+    Args:
+        input_size: embedding size E (= output size, for tying); paper 800.
+        hidden_size: reading-network size H (and the parser's); paper 1200.
+        num_layers: reading layers; paper 2.
+        n_slots: memory span N_m; paper 15.
+        n_lookback: look-back range L of the parsing convolution; paper 5.
+        tau: gate temperature (1 / the code's ``resolution``); paper 10.
+        hard: hardtanh gates (the README's ``--hard``) instead of sigmoid ones.
+        dropout: on the first reading layer's input and on the output (code ``dropout``).
+        idropout: parser, attention keys, upper reading layers' inputs, predictor
+            (``idropout``).
+        rdropout: one mask (num_layers, H) per window on the selected h̃, shared over batch
+            and time (``rdropout``).
+        norm: "batch" (reference) or "layer" in the parser and the predictor.
+        syd: use the PRPN-SYD parsing network.
+        parser_size: hidden size of the parsing network; defaults to ``hidden_size``.
+    """
+
+    provides: ClassVar[frozenset[str]] = frozenset({"distances", "layers"})
+
+    def __init__(
+        self,
+        input_size: int = 800,
+        hidden_size: int = 1200,
+        num_layers: int = 2,
+        n_slots: int = 15,
+        n_lookback: int = 5,
+        tau: float = 10.0,
+        hard: bool = True,
+        dropout: float = 0.7,
+        idropout: float = 0.5,
+        rdropout: float = 0.5,
+        norm: Norm = "batch",
+        syd: bool = False,
+        parser_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        if n_slots < 1 or n_lookback < 1:
+            raise ValueError("n_slots and n_lookback must be at least 1")
+        self.input_size = self.output_size = input_size
+        self.hidden_size = hidden_size
+        self.layer_sizes = [hidden_size] * num_layers  # widths of ``layers``
+        self.n_slots = n_slots
+        self.tau = tau
+        self.hard = hard
+        self.dropout = dropout
+        self.rdropout = rdropout
+        self.syd = syd
+        self.distance_names = ("lm", "syd") if syd else ("lm",)
+        parser = SYDParser if syd else ConvParser
+        self.parser = parser(input_size, parser_size or hidden_size, n_lookback, idropout, norm)
+        self.readers = nn.ModuleList(
+            ReadingLayer(input_size if i == 0 else hidden_size, hidden_size,
+                         dropout if i == 0 else idropout, idropout)
+            for i in range(num_layers)
+        )
+        self.predictor = PredictNetwork(hidden_size, input_size, idropout, norm)
+
+    def initial_state(self, x: Tensor) -> PRPNState:
+        """Zero memories and look-back, +inf past distances, for the batch of ``x`` (B, T, E)."""
+        B, H, n = x.size(0), self.hidden_size, self.n_slots
+        return PRPNState(
+            parser=self.parser.initial_state(x),
+            distances=x.new_full((B, n), math.inf),
+            readers=[x.new_zeros(B, n, 2 * H) for _ in self.readers],
+            predictor=x.new_zeros(B, n, H),
+        )
+
+    def recurrent_mask(self, x: Tensor) -> Tensor | None:
+        """The rdropout mask (num_layers, H), or None when it would be all ones."""
+        if not self.training or self.rdropout == 0.0:
+            return None
+        return dropout_mask(x, (len(self.readers), self.hidden_size), self.rdropout)
+
+    def forward(self, x: Tensor, state: PRPNState | None = None) -> BackboneOutput:
+        # x: (B, T, E)
+        st = self.initial_state(x) if state is None else PRPNState(*state)
+        dist, parser_state = self.parser(x, st.parser)  # (B, T, 2 or 3)
+        d = dist[..., 0]  # (B, T) d_t
+        gates, gates_next = parsing_gates(  # (B, T, n) each
+            dist[..., :2].permute(2, 0, 1), d, st.distances, self.tau, self.hard
+        )
+        rmask = self.recurrent_mask(x)
+        h, layers, memories = x, [], []
+        for i, reader in enumerate(self.readers):
+            h, memory = reader(h, gates, st.readers[i], None if rmask is None else rmask[i])
+            layers.append(h)
+            memories.append(memory)
+        sel, pred_memory = self.predictor.attend(h, gates_next, st.predictor)
+        out = _dropout(self.predictor.output(h, sel), self.dropout, self.training)  # (B, T, E)
+        distances = dist[..., 0::2] if self.syd else dist[..., :1]  # (B, T, 1 or 2)
+        new_state = PRPNState(
+            parser=parser_state,
+            distances=torch.cat([st.distances, d], dim=1)[:, -self.n_slots :],
+            readers=memories,
+            predictor=pred_memory,
+        )
+        return BackboneOutput(
+            hidden=out, state=new_state, layers=layers, distances=distances.permute(2, 0, 1)
+        )
