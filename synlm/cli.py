@@ -21,6 +21,7 @@ import synlm.backbones
 import synlm.callbacks
 import synlm.data.corpora
 import synlm.data.synthetic
+import synlm.data.treebanks
 import synlm.heads
 from synlm.data.corpora import Corpus, CorpusError
 from synlm.data.datamodule import SynLMDataModule
