@@ -3,6 +3,7 @@ names in configs (``class_path: AWDLSTM``)."""
 
 from synlm.backbones.awd_lstm import AWDLSTM
 from synlm.backbones.base import Backbone
+from synlm.backbones.on_lstm import ONLSTM
 from synlm.backbones.prpn import PRPN
 
-__all__ = ["AWDLSTM", "PRPN", "Backbone"]
+__all__ = ["AWDLSTM", "ONLSTM", "PRPN", "Backbone"]

@@ -1,5 +1,6 @@
 """Plug-in syntax heads. Importing this package registers them for short class names."""
 
 from synlm.heads.base import SyntaxHead
+from synlm.heads.distance import DistanceRankingHead
 
-__all__ = ["SyntaxHead"]
+__all__ = ["DistanceRankingHead", "SyntaxHead"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
@@ -29,3 +30,16 @@ class WeightDropLSTM(nn.Module):
             w_hh = F.dropout(self.lstm.weight_hh_l0, self.weight_drop, training=True)
             return functional_call(self.lstm, {"weight_hh_l0": w_hh}, (x, state))
         return self.lstm(x, state)
+
+
+def drop_connect(weight: Tensor, p: float, training: bool) -> Tensor:
+    """DropConnect as ON-LSTM/SDLM's ``LinearDropConnect``.
+
+    Training: a Bernoulli(p) mask zeroes weights, kept ones are *not* rescaled.
+    Evaluation: the weight is scaled by (1 - p), its expectation under that mask.
+    """
+    if p == 0.0:
+        return weight
+    if not training:
+        return weight * (1.0 - p)
+    return weight.masked_fill(torch.rand_like(weight) < p, 0.0)
