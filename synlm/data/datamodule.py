@@ -44,6 +44,8 @@ class SynLMDataModule(pl.LightningDataModule):
         mode: ``stream`` (AWD-style contiguous columns, state carried across windows)
             or ``sentence`` (one padded sentence per row, for parsing evaluation and
             sentence-level models).
+        eval_mode: the mode of validation, test and predict (default: ``mode``); a
+            stream-trained model validated in ``sentence`` mode logs ``val/uf1``.
         batch_size: training columns (stream) or sentences (sentence) per device.
         eval_batch_size, test_batch_size: the same for validation and test (AWD: 10, 1).
         bptt: base window length; training windows vary as AWD-LSTM's unless
@@ -59,6 +61,7 @@ class SynLMDataModule(pl.LightningDataModule):
         self,
         corpus: Corpus | None = None,
         mode: Literal["stream", "sentence"] = "stream",
+        eval_mode: Literal["stream", "sentence"] | None = None,
         batch_size: int = 20,
         eval_batch_size: int = 10,
         test_batch_size: int = 1,
@@ -73,6 +76,7 @@ class SynLMDataModule(pl.LightningDataModule):
         super().__init__()
         self.corpus = corpus if corpus is not None else SyntheticTreebank()
         self.mode = mode
+        self.eval_mode = eval_mode or mode
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.test_batch_size = test_batch_size
@@ -85,7 +89,7 @@ class SynLMDataModule(pl.LightningDataModule):
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
         self.requested: frozenset[str] = frozenset()
         self._sentences: dict[str, list[Sentence]] = {}
-        self._streams: dict[str, tuple[TokenArrays, np.ndarray]] = {}
+        self._streams: dict[tuple[str, str], tuple[TokenArrays, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ corpus
     def sentences(self, split: str) -> list[Sentence]:
@@ -113,7 +117,7 @@ class SynLMDataModule(pl.LightningDataModule):
         if not self.corpus.has_trees:
             return frozenset()
         return frozenset({"distances", "spans", "dep_targets"}) | (
-            frozenset({"trees"}) if self.mode == "sentence" else frozenset())
+            frozenset({"trees"}) if "sentence" in (self.mode, self.eval_mode) else frozenset())
 
     def request(self, fields: frozenset[str], who: str) -> None:
         """Ask for gold fields; raises naming ``who`` if the corpus cannot supply them."""
@@ -127,10 +131,11 @@ class SynLMDataModule(pl.LightningDataModule):
         self._streams.clear()  # rebuilt with the gold arrays on next use
 
     # ------------------------------------------------------------------ streams
-    def stream(self, split: str) -> tuple[TokenArrays, np.ndarray]:
+    def stream(self, split: str, mode: str | None = None) -> tuple[TokenArrays, np.ndarray]:
         """The split as one stream of units ``[<eos>, w1..wn]`` plus a closing
         ``<eos>``, and the start of each unit (the last entry is the closing ``<eos>``)."""
-        if split not in self._streams:
+        mode = mode or self.mode
+        if (split, mode) not in self._streams:
             sentences = self.sentences(split)
             lengths = np.array([len(s.words) + 1 for s in sentences], dtype=np.int64)
             bounds = np.concatenate([[0], np.cumsum(lengths)])
@@ -144,21 +149,21 @@ class SynLMDataModule(pl.LightningDataModule):
                 np.int64)
             arrays["sentence_ids"] = np.append(arrays["sentence_ids"], len(sentences))
             if self.requested - {"trees"}:
-                arrays.update(self._gold(split))
-            self._streams[split] = (arrays, bounds)
-        return self._streams[split]
+                arrays.update(self._gold(split, mode))
+            self._streams[split, mode] = (arrays, bounds)
+        return self._streams[split, mode]
 
     @cached_property
     def boundary(self) -> float:
         """The sentence-boundary distance: the training split's largest gap + 1."""
         return float(max_distance(self.sentences("train")) + 1)
 
-    def _gold(self, split: str) -> TokenArrays:
+    def _gold(self, split: str, mode: str) -> TokenArrays:
         """Gold syntax aligned with the stream (``synlm.syntax.targets``), cached on disk."""
-        stream = self.mode == "stream"
+        stream = mode == "stream"
         targets = cached_targets(
             self.sentences(split), self.cache_dir / self.corpus.cache_key(),
-            key=f"{self.corpus.cache_key()}-{split}", mode=self.mode,
+            key=f"{self.corpus.cache_key()}-{split}", mode=mode,
             span_window=self.span_window, boundary=self.boundary, closing_eos=stream)
         gold: TokenArrays = {}
         if "distances" in self.requested:
@@ -184,7 +189,7 @@ class SynLMDataModule(pl.LightningDataModule):
 
     def _stream_loader(self, split: str, n_columns: int, train: bool) -> StreamLoader:
         rank, world = self._world()
-        columns = Columns.cut(self.stream(split)[0], n_columns, rank, world)
+        columns = Columns.cut(self.stream(split, "stream")[0], n_columns, rank, world)
         epoch = self.trainer.current_epoch if (train and self.trainer is not None) else 0
         if train and self.variable_bptt:
             rng = np.random.default_rng([self.seed, epoch])
@@ -195,7 +200,7 @@ class SynLMDataModule(pl.LightningDataModule):
 
     def _sentence_loader(self, split: str, batch_size: int, train: bool
                          ) -> torch.utils.data.DataLoader:
-        arrays, bounds = self.stream(split)
+        arrays, bounds = self.stream(split, "sentence")
         dataset = UnitDataset(arrays, bounds, self.sentences(split))
         if train and self.max_length is not None:
             keep = [i for i, s in enumerate(self.sentences(split))
@@ -207,7 +212,7 @@ class SynLMDataModule(pl.LightningDataModule):
             num_workers=self.num_workers, generator=generator)
 
     def _loader(self, split: str, batch_size: int, train: bool = False):
-        if self.mode == "stream":
+        if (self.mode if train else self.eval_mode) == "stream":
             return self._stream_loader(split, batch_size, train)
         return self._sentence_loader(split, batch_size, train)
 
