@@ -5,6 +5,7 @@ trained on the same budget (Du et al. 2020's claim, in miniature)."""
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,8 @@ def final_metrics(root: Path, *overrides: str) -> dict[str, float]:
 
 
 @pytest.mark.slow
-def test_supervised_distances_beat_baseline_and_unsupervised_onlstm(tmp_path: Path) -> None:
+def test_supervised_distances_beat_baseline_and_unsupervised_onlstm(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sentences = SyntheticTreebank().sentences("valid")
     golds = [evaluation_tree(s.tree) for s in sentences]
     right = ParsingF1()
@@ -41,3 +43,14 @@ def test_supervised_distances_beat_baseline_and_unsupervised_onlstm(tmp_path: Pa
     assert syd["val/uf1_syd"] > right_uf1 + 0.15
     assert syd["val/uf1_syd"] > best_unsupervised + 0.05
     assert np.isfinite(syd["val/ppl"]) and syd["val/ppl"] < 20
+
+    # the same trees through `synlm parse --ckpt_path` (punctuation-free sentences fed alone)
+    treebank = tmp_path / "valid.mrg"
+    treebank.write_text("".join(s.tree.pformat(margin=10**6) + "\n" for s in sentences))
+    checkpoint = tmp_path / "syd" / "checkpoints" / "last.ckpt"
+    for distances, floor in (("syd", right_uf1 + 0.15), ("lm", 0.0)):
+        assert main(["parse", "--ckpt_path", str(checkpoint), "--treebank", str(treebank),
+                     "--distances", distances, "--layer", "0"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["n_sentences"] == len(sentences)
+        assert report["uf1_sentence"] / 100 > floor
