@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +22,7 @@ from torch import Tensor
 
 from synlm.backbones.prpn import PRPN, PRPNState
 from synlm.outputs import BackboneOutput
+from timing import interleaved_steps
 
 
 def reference_softmax(x: Tensor, mask: Tensor) -> Tensor:
@@ -99,21 +99,6 @@ class NaivePRPN(PRPN):
         )
 
 
-def train_step(model: PRPN, x: Tensor) -> float:
-    """Seconds of one forward + backward of ``hidden.square().mean()`` on one window."""
-    start = time.perf_counter()
-    model(x).hidden.square().mean().backward()
-    elapsed = time.perf_counter() - start
-    model.zero_grad(set_to_none=True)
-    return elapsed
-
-
-def compare(naive: PRPN, fast: PRPN, x: Tensor, repeats: int) -> list[tuple[float, float]]:
-    """Step times (naive, fast), runs interleaved so that load changes hit both alike."""
-    train_step(naive, x), train_step(fast, x)  # warm-up
-    return [(train_step(naive, x), train_step(fast, x)) for _ in range(repeats)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--emb", type=int, default=200)
@@ -137,7 +122,7 @@ def main() -> None:
     naive.load_state_dict(fast.state_dict())
     x = torch.randn(args.batch, args.bptt, args.emb, device=args.device)
     tokens = args.batch * args.bptt
-    times = compare(naive, fast, x, args.repeats)
+    times = interleaved_steps(naive, fast, x, args.repeats)
     print(f"{vars(args)} threads={torch.get_num_threads()}")
     for stat, pick in (("best", min), ("median", lambda ts: sorted(ts)[len(ts) // 2])):
         t_naive, t_fast = (pick(ts) for ts in zip(*times, strict=True))

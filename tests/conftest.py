@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 os.environ.setdefault("WANDB_MODE", "offline")
+# the benchmarks' baselines (e.g. prpn_naive.NaivePRPN) are checked against the fast models
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 torch.set_num_threads(2)
 
 

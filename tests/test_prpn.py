@@ -3,27 +3,15 @@ gradients), state carry, causality, gradients, and the two distance sets of PRPN
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from prpn_naive import NaivePRPN  # benchmarks/ is on sys.path (conftest.py)
 from synlm.backbones.prpn import PRPN, _keep_mask, _ReadingRecurrence, parsing_gates
 
-
-def _load_naive() -> type[PRPN]:
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "prpn_naive.py"
-    spec = importlib.util.spec_from_file_location("prpn_naive", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.NaivePRPN
-
-
-NaivePRPN = _load_naive()
 E, H, N, L = 6, 10, 4, 3  # embedding, hidden, slots, look-back
 B, T = 3, 7
 
