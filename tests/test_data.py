@@ -151,3 +151,21 @@ def test_staged_corpora_match_their_checksums() -> None:
         for split, remote in corpus.files.items():
             assert sha256_of(corpus.path(split)) == remote.sha256
     assert len(PTB(str(REAL)).sentences("valid")) == 3370
+
+
+def test_random_tree_ablation_changes_targets_not_masks() -> None:
+    fields = frozenset({"distances", "trees"})
+    gold, random = (SynLMDataModule(small_corpus(), mode="sentence", tree_source=source)
+                    for source in ("gold", "random"))
+    for dm in (gold, random):
+        dm.request(fields, who="test")
+    a, b = (next(iter(dm.val_dataloader())) for dm in (gold, random))
+    assert torch.equal(a.distance_mask, b.distance_mask)
+    assert not torch.equal(a.distances, b.distances)
+    within = a.distance_mask.clone()
+    within[:, :2] = False  # gaps inside sentences (rows 0-1 hold the boundary)
+    assert (b.distances[within] < random.boundary).all()
+    assert a.trees[0] == b.trees[0]  # evaluation stays on the gold trees
+    again = SynLMDataModule(small_corpus(), mode="sentence", tree_source="random")
+    again.request(fields, who="test")
+    assert torch.equal(next(iter(again.val_dataloader())).distances, b.distances)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -24,7 +25,7 @@ from synlm.data.corpora import Corpus
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import Vocab
 from synlm.outputs import GOLD_FIELDS
-from synlm.syntax import Sentence
+from synlm.syntax import Sentence, baseline_tree
 from synlm.syntax.targets import cached_targets, max_distance
 
 CACHE_ENV = "SYNLM_CACHE_DIR"
@@ -52,6 +53,9 @@ class SynLMDataModule(pl.LightningDataModule):
             ``variable_bptt`` is False; evaluation windows are fixed.
         max_length: sentence mode: training sentences longer than this are dropped.
         span_window: PaLM's M: span targets cover the M - 1 spans ending at each word.
+        tree_source: ``random`` replaces every gold tree by a seeded random binary tree
+            over the same words before targets are built (Du et al. 2020 Table 4,
+            "random trees"); evaluation trees stay gold.
         seed: seeds the window lengths of each epoch (with the epoch number).
         cache_dir: where vocabularies and encoded splits are cached
             (default ``$SYNLM_CACHE_DIR`` or ``~/.cache/synlm``).
@@ -69,6 +73,7 @@ class SynLMDataModule(pl.LightningDataModule):
         variable_bptt: bool = True,
         max_length: int | None = None,
         span_window: int = 10,
+        tree_source: Literal["gold", "random"] = "gold",
         seed: int = 141,
         num_workers: int = 0,
         cache_dir: str | None = None,
@@ -84,6 +89,7 @@ class SynLMDataModule(pl.LightningDataModule):
         self.variable_bptt = variable_bptt
         self.max_length = max_length
         self.span_window = span_window
+        self.tree_source = tree_source
         self.seed = seed
         self.num_workers = num_workers
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
@@ -155,15 +161,23 @@ class SynLMDataModule(pl.LightningDataModule):
 
     @cached_property
     def boundary(self) -> float:
-        """The sentence-boundary distance: the training split's largest gap + 1."""
+        """The sentence-boundary distance: the training split's largest gap + 1 (random
+        trees: the longest sentence + 1, above any binary tree's height)."""
+        if self.tree_source == "random":
+            return float(max(len(s.words) for s in self.sentences("train")) + 1)
         return float(max_distance(self.sentences("train")) + 1)
 
     def _gold(self, split: str, mode: str) -> TokenArrays:
         """Gold syntax aligned with the stream (``synlm.syntax.targets``), cached on disk."""
         stream = mode == "stream"
+        sentences = self.sentences(split)
+        if self.tree_source == "random":
+            rng = np.random.default_rng([self.seed, self.corpus.splits.index(split)])
+            sentences = [replace(s, tree=baseline_tree(s.words, "random", rng))
+                         if s.tree is not None else s for s in sentences]
         targets = cached_targets(
-            self.sentences(split), self.cache_dir / self.corpus.cache_key(),
-            key=f"{self.corpus.cache_key()}-{split}", mode=mode,
+            sentences, self.cache_dir / self.corpus.cache_key(),
+            key=f"{self.corpus.cache_key()}-{split}-{self.tree_source}-{self.seed}", mode=mode,
             span_window=self.span_window, boundary=self.boundary, closing_eos=stream)
         gold: TokenArrays = {}
         if "distances" in self.requested:
