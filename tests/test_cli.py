@@ -120,3 +120,18 @@ def test_wandb_logger_receives_the_resolved_config(tmp_path: Path) -> None:
     assert pushed["model"]["backbone"]["class_path"] == "synlm.backbones.ONLSTM"
     assert pushed["data"]["bptt"] == 12
     cli.trainer.logger.experiment.finish()
+
+
+def test_from_config_builds_what_the_cli_builds() -> None:
+    from synlm import SynLMDataModule, SyntaxLM
+
+    model = SyntaxLM.from_config(str(REPO_CONFIGS / "quickstart.yaml"),
+                                 [*TINY_OVERRIDES, "--model.lr=7.5"])
+    assert isinstance(model.datamodule, SynLMDataModule)
+    assert model.hparams.lr == 7.5 and model.hparams.bptt == 12  # linked from the data
+    assert model.hparams.vocab_size == model.datamodule.vocab_size
+    assert [type(h).__name__ for h in model.heads] == ["DistanceRankingHead"]
+    batch = next(iter(model.datamodule.val_dataloader()))
+    assert model.log_probs(batch.tokens).shape == (*batch.tokens.shape, model.datamodule.vocab_size)
+    sets = model.distance_sets(batch.tokens)
+    assert sets["lm"].shape[0] == 3 and sets["syd"].shape[0] == 1
