@@ -25,6 +25,16 @@ class NonFiniteLossError(RuntimeError):
     """Training produced a NaN or infinite loss."""
 
 
+def plain_state(state: Any) -> Any:
+    """The state with named tuples turned into tuples, so checkpoints load with
+    ``weights_only=True``; backbones accept either form."""
+    if isinstance(state, tuple):
+        return tuple(plain_state(s) for s in state)
+    if isinstance(state, list):
+        return [plain_state(s) for s in state]
+    return state
+
+
 def detach_state(state: Any) -> Any:
     """Cut the graph between windows (truncated BPTT) without copying."""
     return apply_to_collection(state, Tensor, Tensor.detach)
@@ -325,7 +335,8 @@ class SyntaxLM(pl.LightningModule):
         rng = {"cpu": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
-        checkpoint["synlm"] = {"train_state": self._states.get("train"), "rng": rng,
+        checkpoint["synlm"] = {"train_state": plain_state(self._states.get("train")),
+                               "rng": rng,
                                "vocab": self.vocab.itos if self.vocab is not None else None}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -31,8 +31,10 @@ def step_losses(root: Path) -> dict[int, str]:
 
 @pytest.mark.parametrize(
     "optimiser",
-    [[], ["--trainer.callbacks+=NTASGD", "--trainer.callbacks.finetune_epoch=0"]],
-    ids=["sgd", "nt-asgd-averaging"],
+    [[], ["--trainer.callbacks+=NTASGD", "--trainer.callbacks.finetune_epoch=0"],
+     ["--model.backbone=PRPN", "--model.backbone.init_args.input_size=16",
+      "--model.backbone.init_args.hidden_size=24", "--model.heads=[]"]],
+    ids=["sgd", "nt-asgd-averaging", "prpn-state"],
 )
 def test_resume_equals_uninterrupted(tmp_path: Path, optimiser: list[str]) -> None:
     """With NT-ASGD averaging, validation (and the checkpoint at step 2) use the averaged
