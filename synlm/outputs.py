@@ -43,10 +43,6 @@ class Batch:
         return frozenset(f.name for f in fields(self) if f.name in GOLD_FIELDS
                          and getattr(self, f.name) is not None)
 
-    @property
-    def num_tokens(self) -> Tensor:
-        return self.mask.sum()
-
 
 @dataclass
 class BackboneOutput:

@@ -7,7 +7,6 @@ closing ``<eos>``; per-token gold arrays are aligned to the same positions.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -163,7 +162,3 @@ def collate_units(items: list[tuple[dict[str, np.ndarray], Any]]) -> Batch:
             fields[name] &= mask if fields[name].dim() == 2 else mask[..., None]
     fields.pop("dep_offsets", None)
     return Batch(mask=mask, lengths=lengths_t, trees=[s for _, s in items], **fields)
-
-
-def n_windows(n_positions: int, bptt: int) -> int:
-    return math.ceil((n_positions - 1) / bptt)
