@@ -131,6 +131,9 @@ class SyntaxLM(pl.LightningModule):
                     f"{type(self.backbone).__name__} does not provide "
                     f"(it provides {sorted(provided) or 'only hidden states'})"
                 )
+        names = [h.name for h in self.heads]
+        if len(set(names)) != len(names):
+            raise ValueError(f"heads need distinct names (their metric keys): {names}")
         replacing = [type(h).__name__ for h in self.heads if h.replaces_distribution]
         if len(replacing) > 1:
             raise ValueError(f"at most one head may replace the next-token distribution: "
@@ -183,8 +186,9 @@ class SyntaxLM(pl.LightningModule):
         lm_loss = nll[mask].mean()
         loss = lm_loss
         logs = {f"{stage}/lm_loss": lm_loss}
+        heads = {h.name: h for h in self.heads}
         for name, head_out in result.heads.items():
-            head = next(h for h in self.heads if h.name == name)
+            head = heads[name]
             if head_out.loss is not None:
                 loss = loss + head.weight * head_out.loss
                 logs[f"{stage}/{name}_loss"] = head_out.loss
@@ -365,24 +369,23 @@ class SyntaxLM(pl.LightningModule):
     @torch.no_grad()
     def log_probs(self, tokens: Tensor, state: Any = None) -> Tensor:
         """Next-token log-probabilities (B, T, V) for ``tokens`` (B, T), in eval mode."""
-        was_training = self.training
-        self.eval()
-        try:
-            batch = Batch(tokens=tokens, targets=tokens, mask=torch.ones_like(tokens).bool())
-            result = self(batch, state)
-            replaced = [h.log_probs for h in result.heads.values() if h.log_probs is not None]
-            return replaced[0] if replaced else result.logits.float().log_softmax(-1)
-        finally:
-            self.train(was_training)
+        result = self._evaluate(tokens, state)
+        replaced = [h.log_probs for h in result.heads.values() if h.log_probs is not None]
+        return replaced[0] if replaced else result.logits.float().log_softmax(-1)
 
     @torch.no_grad()
     def distance_sets(self, tokens: Tensor) -> dict[str, Tensor]:
         """Syntactic distances (L, B, T) for rows ``[<eos>, w1..wn]`` in eval mode:
         ``lm`` from the backbone, and one entry per head that induces distances."""
+        return self._distance_sets(self._evaluate(tokens))
+
+    def _evaluate(self, tokens: Tensor, state: Any = None) -> LMOutput:
+        """A forward pass in eval mode on raw tokens (no targets, no gold), then the
+        previous mode again."""
         was_training = self.training
         self.eval()
         try:
-            batch = Batch(tokens=tokens, targets=tokens, mask=torch.ones_like(tokens).bool())
-            return self._distance_sets(self(batch))
+            return self(Batch(tokens=tokens, targets=tokens,
+                              mask=torch.ones_like(tokens, dtype=torch.bool)), state)
         finally:
             self.train(was_training)

@@ -186,3 +186,8 @@ def test_induced_tree_f1_from_oracle_distances() -> None:
     metric.update({"gold": oracle, "reversed": -oracle}, sentences)
     scores = metric.compute()
     assert scores["gold"] > 0.9 and scores["reversed"] < 0.5 * scores["gold"]
+
+
+def test_heads_need_distinct_names() -> None:
+    with pytest.raises(ValueError, match="distinct names"):
+        SyntaxLM(tiny_backbone(), heads=[ConstantHead(), ConstantHead()], vocab_size=20)
