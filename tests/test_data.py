@@ -169,3 +169,22 @@ def test_random_tree_ablation_changes_targets_not_masks() -> None:
     again = SynLMDataModule(small_corpus(), mode="sentence", tree_source="random")
     again.request(fields, who="test")
     assert torch.equal(next(iter(again.val_dataloader())).distances, b.distances)
+
+
+def test_dependency_targets_are_token_ids_and_masked_past_the_column() -> None:
+    dm = SynLMDataModule(small_corpus(), batch_size=2, bptt=8, variable_bptt=False)
+    dm.request(frozenset({"dep_targets"}), who="test")
+    columns = dm.train_dataloader().columns
+    tokens, offsets = columns.arrays["tokens"], columns.arrays["dep_offsets"]
+    whole = columns.window(0, columns.length - 1)
+    positions = torch.arange(columns.length - 1)[None, :, None] + offsets[:, :-1]
+    stored = columns.arrays["dep_mask"][:, :-1]
+    assert torch.equal(whole.dep_mask, stored & (positions < columns.length))
+    kept = whole.dep_mask
+    ids = tokens.gather(1, positions.clamp(max=columns.length - 1).flatten(1)).view_as(kept)
+    assert torch.equal(whole.dep_targets[kept], ids[kept])
+    first = columns.window(0, 4)  # row 0 is <eos> standing for ROOT: its dependent is the root
+    sentence = dm.sentences("train")[0]
+    root = sentence.heads.index(0)
+    assert first.dep_mask[0, 0].any()
+    assert dm.vocab.itos[int(first.dep_targets[0, 0, 0])] == sentence.words[root]

@@ -58,17 +58,20 @@ class Columns:
             for name in a if name not in ("tokens", "dep_offsets")
         }
         if "dep_offsets" in a:
-            fields["dep_targets"] = self._dependents(start, length)
+            fields["dep_targets"], inside = self._dependents(start, length)
+            fields["dep_mask"] = fields["dep_mask"] & inside
         return Batch(tokens=tokens, targets=targets, mask=torch.ones_like(tokens, dtype=torch.bool),
                      **fields)
 
-    def _dependents(self, start: int, length: int) -> torch.Tensor:
-        """Token ids of each position's future dependents, from stored offsets."""
+    def _dependents(self, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids (C, T, D) of each position's future dependents, from stored offsets,
+        and where they lie inside the column (a dependent past its end is masked)."""
         offsets = self.arrays["dep_offsets"][:, start : start + length]  # (C, T, D)
         positions = torch.arange(start, start + length)[None, :, None] + offsets
+        inside = positions < self.length
         positions = positions.clamp(max=self.length - 1)
         ids = self.arrays["tokens"].gather(1, positions.flatten(1)).view_as(offsets)
-        return ids
+        return ids, inside
 
 
 def awd_window_lengths(n_positions: int, bptt: int, rng: np.random.Generator) -> list[int]:
