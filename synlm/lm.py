@@ -176,11 +176,17 @@ class SyntaxLM(pl.LightningModule):
         return LMOutput(logits=logits, target_log_probs=target_log_probs, backbone=out,
                         heads=heads, state=out.state)
 
-    def _step(self, batch: Batch, stage: str) -> tuple[Tensor, LMOutput]:
+    def _carrying_forward(self, batch: Batch, stage: str) -> LMOutput:
+        """Forward with the state carried from this stage's previous window (stream mode,
+        recurrent backbones), detached; sentence batches start from a zero state."""
         carry = batch.lengths is None and self.backbone.recurrent
         result = self(batch, self._states.get(stage) if carry else None)
         if carry:
             self._states[stage] = detach_state(result.state)
+        return result
+
+    def _step(self, batch: Batch, stage: str) -> tuple[Tensor, LMOutput]:
+        result = self._carrying_forward(batch, stage)
         nll = -result.target_log_probs  # (B, T)
         mask = batch.mask
         lm_loss = nll[mask].mean()
@@ -270,10 +276,7 @@ class SyntaxLM(pl.LightningModule):
 
     def predict_step(self, batch: Batch, batch_idx: int) -> Tensor:
         """Per-token log-probabilities of the targets, (B, T)."""
-        carry = batch.lengths is None and self.backbone.recurrent
-        result = self(batch, self._states.get("predict") if carry else None)
-        if carry:
-            self._states["predict"] = detach_state(result.state)
+        result = self._carrying_forward(batch, "predict")
         return result.target_log_probs.masked_fill(~batch.mask, 0.0)
 
     def on_train_epoch_start(self) -> None:

@@ -191,3 +191,16 @@ def test_induced_tree_f1_from_oracle_distances() -> None:
 def test_heads_need_distinct_names() -> None:
     with pytest.raises(ValueError, match="distinct names"):
         SyntaxLM(tiny_backbone(), heads=[ConstantHead(), ConstantHead()], vocab_size=20)
+
+
+def test_predict_log_probs_reproduce_test_perplexity() -> None:
+    dm = SynLMDataModule(SyntheticTreebank(n_train=100, n_valid=20, n_test=30),
+                         batch_size=4, test_batch_size=3, bptt=9)
+    model = SyntaxLM(tiny_backbone(), vocab_size=dm.vocab_size, bptt=9)
+    trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    (tested,) = trainer.test(model, dm, verbose=False)
+    predicted = torch.cat([lp.flatten() for lp in trainer.predict(model, dm)])
+    count = sum(b.mask.sum() for b in dm.test_dataloader())
+    # the state is carried across windows in both loops, so the numbers are the same
+    torch.testing.assert_close(torch.exp(-predicted.double().sum() / count),
+                               torch.tensor(tested["test/ppl"], dtype=torch.float64))
