@@ -326,14 +326,6 @@ class SyntaxLM(pl.LightningModule):
             for g, lr in zip(groups, base):
                 g["lr"] = lr
 
-    def transfer_batch_to_device(self, batch: Any, device: torch.device,
-                                 dataloader_idx: int) -> Any:
-        if not isinstance(batch, Batch):
-            return super().transfer_batch_to_device(batch, device, dataloader_idx)
-        moved = {k: (v.to(device) if isinstance(v, Tensor) else v)
-                 for k, v in vars(batch).items()}
-        return Batch(**moved)
-
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Save the carried training state and torch's RNG (dropout masks), so a resumed

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import torch
 from torch import Tensor
 
 #: Optional ``Batch`` fields that carry gold syntax; a head names the ones it reads.
@@ -37,6 +38,12 @@ class Batch:
     dep_mask: Tensor | None = None  # (B, T, D) bool
     trees: list[Any] | None = None  # sentence mode: one gold tree (or None) per row
     lengths: Tensor | None = None  # (B,) long, sentence mode: tokens per row
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The batch with its tensors on ``device`` (Lightning calls this to move it);
+        the gold trees stay where they are."""
+        return Batch(**{name: value.to(device) if isinstance(value, Tensor) else value
+                        for name, value in vars(self).items()})
 
     def provided(self) -> frozenset[str]:
         """Names of the gold fields this batch fills."""

@@ -188,3 +188,11 @@ def test_dependency_targets_are_token_ids_and_masked_past_the_column() -> None:
     root = sentence.heads.index(0)
     assert first.dep_mask[0, 0].any()
     assert dm.vocab.itos[int(first.dep_targets[0, 0, 0])] == sentence.words[root]
+
+
+def test_batch_moves_its_tensors_and_keeps_its_trees() -> None:
+    dm = SynLMDataModule(small_corpus(), mode="sentence", eval_batch_size=3)
+    batch = next(iter(dm.val_dataloader()))
+    moved = batch.to("meta")
+    assert moved.tokens.device.type == "meta" and moved.mask.device.type == "meta"
+    assert moved.trees is batch.trees and moved.distances is None
