@@ -114,7 +114,7 @@ class SyntaxLM(pl.LightningModule):
 
         self.val_ppl = Perplexity()
         self.test_ppl = Perplexity()
-        self.val_parsing = InducedTreeF1()
+        self.parsing = nn.ModuleDict({"val": InducedTreeF1(), "test": InducedTreeF1()})
         self._states: dict[str, Any] = {}
         self._lr_scale = 1.0
         self._datamodule: pl.LightningDataModule | None = None
@@ -235,34 +235,45 @@ class SyntaxLM(pl.LightningModule):
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        result = self._eval_step(batch, "val", self.val_ppl)
-        if batch.trees is not None:
-            self.val_parsing.update(self._distance_sets(result), batch.trees)
-
-    def on_validation_epoch_end(self) -> None:
-        """``val/uf1_<set>[_l<layer>]`` for every distance set, and ``val/uf1``: the first
-        supervised head's set (its first layer) if any, else the backbone's middle layer."""
-        scores = self.val_parsing.compute()
-        self.val_parsing.reset()
-        if not scores:
-            return
-        for key, value in scores.items():
-            self.log(f"val/uf1_{key}", value.float())
-        supervised = [h.name for h in self.heads if hasattr(h, "distances")]
-        headline = [k for k in scores if supervised and k.split("_l")[0] == supervised[0]]
-        if not headline:
-            lm = sorted(k for k in scores if k.split("_l")[0] == "lm")
-            headline = lm[len(lm) // 2 :]
-        self.log("val/uf1", scores[headline[0]].float(), prog_bar=True)
+        self._eval_step(batch, "val", self.val_ppl)
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._eval_step(batch, "test", self.test_ppl)
 
-    def _eval_step(self, batch: Batch, stage: str, ppl: Perplexity) -> LMOutput:
+    def on_validation_epoch_end(self) -> None:
+        self._log_parsing("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_parsing("test")
+
+    def _log_parsing(self, stage: str) -> None:
+        """``{stage}/uf1_<set>[_l<layer>]`` for every distance set, and ``{stage}/uf1``: the
+        first supervised head's set (its first layer) if any, else the backbone's middle
+        layer. Only when the evaluation batches carried gold trees (sentence mode)."""
+        parsing = self.parsing[stage]
+        scores = parsing.compute()
+        parsing.reset()
+        if not scores:
+            return
+        for key, value in scores.items():
+            self.log(f"{stage}/uf1_{key}", value.float())
+
+        def of(name: str) -> list[str]:
+            return sorted(k for k in scores if k == name or k.startswith(f"{name}_l"))
+
+        supervised = [h.name for h in self.heads if hasattr(h, "distances")]
+        headline = of(supervised[0]) if supervised else []
+        if not headline:
+            lm = of("lm")
+            headline = lm[len(lm) // 2 :]
+        self.log(f"{stage}/uf1", scores[headline[0]].float(), prog_bar=True)
+
+    def _eval_step(self, batch: Batch, stage: str, ppl: Perplexity) -> None:
         _, result = self._step(batch, stage)
         ppl.update(-result.target_log_probs, batch.mask)
         self.log(f"{stage}/ppl", ppl, on_step=False, on_epoch=True, prog_bar=True)
-        return result
+        if batch.trees is not None:
+            self.parsing[stage].update(self._distance_sets(result), batch.trees)
 
     def _distance_sets(self, result: LMOutput) -> dict[str, Tensor]:
         """Named (L, B, T) distances: ``lm`` from the backbone, one per distance head."""
