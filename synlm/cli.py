@@ -19,7 +19,6 @@ from lightning.pytorch.loggers import WandbLogger
 import synlm
 import synlm.backbones
 import synlm.callbacks
-import synlm.data.corpora
 import synlm.data.synthetic
 import synlm.data.treebanks
 import synlm.heads
@@ -124,7 +123,8 @@ def build_from_config(path: str, overrides: Sequence[str] = ()
     return cli.model, cli.datamodule
 
 
-def _subclasses(base: type) -> list[type]:
+def subclasses(base: type) -> list[type]:
+    """Every imported subclass of ``base``, at any depth, by name."""
     found, stack = set(), list(base.__subclasses__())
     while stack:
         cls = stack.pop()
@@ -140,9 +140,9 @@ def list_components() -> dict[str, list[str]]:
 
     configs = sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.rglob("*.yaml"))
     return {
-        "backbones": [c.__name__ for c in _subclasses(Backbone)],
-        "heads": [c.__name__ for c in _subclasses(SyntaxHead)],
-        "corpora": [c.__name__ for c in _subclasses(Corpus) if "name" in vars(c)],
+        "backbones": [c.__name__ for c in subclasses(Backbone)],
+        "heads": [c.__name__ for c in subclasses(SyntaxHead)],
+        "corpora": [c.__name__ for c in subclasses(Corpus) if "name" in vars(c)],
         "configs": configs,
     }
 

@@ -18,15 +18,10 @@ CASES: dict[str, dict] = {
 
 
 def all_backbones() -> dict[str, type[Backbone]]:
-    import synlm.backbones  # noqa: F401  (registers every backbone)
+    """Every backbone synlm defines (importing ``synlm.cli`` registers them all)."""
+    from synlm.cli import subclasses
 
-    found, stack = {}, list(Backbone.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        if cls.__module__.startswith("synlm."):
-            found[cls.__name__] = cls
-    return found
+    return {c.__name__: c for c in subclasses(Backbone) if c.__module__.startswith("synlm.")}
 
 
 def build(name: str) -> Backbone:

@@ -15,12 +15,16 @@ from synlm.syntax import Sentence
 DATA_ENV = "SYNLM_DATA_DIR"
 
 
+def env_dir(variable: str, fallback: str) -> Path:
+    """``$variable`` if set, else ``fallback`` under the user cache (``~/.cache/synlm``)."""
+    if os.environ.get(variable):
+        return Path(os.environ[variable]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "synlm" / fallback
+
+
 def default_data_dir() -> Path:
     """``$SYNLM_DATA_DIR`` if set, else ``~/.cache/synlm/data``."""
-    if os.environ.get(DATA_ENV):
-        return Path(os.environ[DATA_ENV]).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return cache / "synlm" / "data"
+    return env_dir(DATA_ENV, "data")
 
 
 class CorpusError(ValueError):

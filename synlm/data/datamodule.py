@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -21,7 +20,7 @@ from synlm.data.batching import (
     collate_units,
     fixed_window_lengths,
 )
-from synlm.data.corpora import Corpus
+from synlm.data.corpora import Corpus, env_dir
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import Vocab
 from synlm.outputs import GOLD_FIELDS
@@ -32,9 +31,8 @@ CACHE_ENV = "SYNLM_CACHE_DIR"
 
 
 def default_cache_dir() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "synlm"
+    """``$SYNLM_CACHE_DIR`` if set, else ``~/.cache/synlm``."""
+    return env_dir(CACHE_ENV, "")
 
 
 class SynLMDataModule(pl.LightningDataModule):
@@ -133,8 +131,10 @@ class SynLMDataModule(pl.LightningDataModule):
                 f"{who} needs {sorted(missing)} but {type(self.corpus).__name__} in "
                 f"{self.mode} mode provides {sorted(self.provides()) or 'no gold syntax'}"
             )
-        self.requested = self.requested | (fields & GOLD_FIELDS)
-        self._streams.clear()  # rebuilt with the gold arrays on next use
+        requested = self.requested | (fields & GOLD_FIELDS)
+        if requested != self.requested:
+            self.requested = requested
+            self._streams.clear()  # rebuilt with the new gold arrays on next use
 
     # ------------------------------------------------------------------ streams
     def stream(self, split: str, mode: str | None = None) -> tuple[TokenArrays, np.ndarray]:
@@ -151,9 +151,9 @@ class SynLMDataModule(pl.LightningDataModule):
             is_word[bounds[:-1]] = False
             tokens[:-1][is_word] = self.vocab.encode(words)
             arrays: TokenArrays = {"tokens": tokens}
-            arrays["sentence_ids"] = np.repeat(np.arange(len(sentences)), lengths).astype(
-                np.int64)
-            arrays["sentence_ids"] = np.append(arrays["sentence_ids"], len(sentences))
+            # the closing <eos> gets an id of its own
+            arrays["sentence_ids"] = np.append(np.repeat(np.arange(len(sentences)), lengths),
+                                               len(sentences)).astype(np.int64)
             if self.requested - {"trees"}:
                 arrays.update(self._gold(split, mode))
             self._streams[split, mode] = (arrays, bounds)
