@@ -1,0 +1,61 @@
+"""Golden values (torchtune style): a fixed-seed tiny model of every family, trained for 3
+steps through the CLI from its shipped config, gives these training and validation losses.
+
+They were pinned before the contracts refactor and must keep holding: a change that moves
+them changes numerics, and must say so (and re-pin with ``SYNLM_PRINT_GOLDEN=1``).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_OVERRIDES
+from synlm.cli import REPO_CONFIGS, main
+
+SMALL_LSTM = ["--model.backbone.init_args.input_size=16",
+              "--model.backbone.init_args.hidden_size=32"]
+SMALL_PRPN = ["--model.backbone.init_args.input_size=16",
+              "--model.backbone.init_args.hidden_size=24",
+              "--model.backbone.init_args.n_slots=5"]
+SIZES = {
+    "awd_lstm.yaml": SMALL_LSTM,
+    "onlstm.yaml": [*SMALL_LSTM, "--model.backbone.init_args.chunk_size=4"],
+    "onlstm_syd.yaml": [*SMALL_LSTM, "--model.backbone.init_args.chunk_size=4"],
+    "prpn.yaml": SMALL_PRPN,
+    "prpn_syd.yaml": SMALL_PRPN,
+}
+
+#: config -> (train/loss at steps 0, 1, 2; val/loss after step 3)
+GOLDEN: dict[str, tuple[tuple[float, float, float], float]] = {
+    "awd_lstm.yaml": ((4.260932, 4.1780634, 3.9962351), 4.0135794),
+    "onlstm.yaml": ((4.2508845, 4.0521145, 3.9216962), 3.9605227),
+    "onlstm_syd.yaml": ((5.0035982, 4.8119349, 4.8177848), 4.7684956),
+    "prpn.yaml": ((4.2468104, 4.249507, 4.2519603), 4.2453709),
+    "prpn_syd.yaml": ((4.9922519, 4.9963861, 4.9861917), 4.9913635),
+}
+
+
+def losses(config: str, root: Path) -> tuple[tuple[float, ...], float]:
+    args = ["fit", "--config", str(REPO_CONFIGS / config), *TINY_OVERRIDES, *SIZES[config],
+            "--trainer.max_steps=3", "--trainer.val_check_interval=3",
+            "--trainer.limit_val_batches=2", "--trainer.num_sanity_val_steps=0",
+            "--trainer.log_every_n_steps=1", f"--trainer.default_root_dir={root}"]
+    assert main(args) == 0
+    rows = list(csv.DictReader((root / "logs" / "version_0" / "metrics.csv").open()))
+    train = {int(r["step"]): float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")}
+    (val,) = [float(r["val/loss"]) for r in rows if r.get("val/loss")]
+    return tuple(train[s] for s in range(3)), val
+
+
+@pytest.mark.parametrize("config", sorted(SIZES))
+def test_golden_losses(config: str, tmp_path: Path) -> None:
+    train, val = losses(config, tmp_path)
+    if os.environ.get("SYNLM_PRINT_GOLDEN"):
+        print(f'\n    "{config}": (({", ".join(f"{x:.8g}" for x in train)}), {val:.8g}),')
+    want_train, want_val = GOLDEN[config]
+    assert train == pytest.approx(want_train, rel=2e-5)
+    assert val == pytest.approx(want_val, rel=2e-5)
