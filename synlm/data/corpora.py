@@ -10,9 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from synlm.data.normalization import NORMALIZATIONS, normalizer
 from synlm.syntax import Sentence
 
 DATA_ENV = "SYNLM_DATA_DIR"
+
+#: The kinds of gold syntax a corpus may carry: ``constituency`` trees (``Sentence.tree``;
+#: distance and span targets) and ``dependency`` heads (``Sentence.heads``, or heads derived
+#: from the trees by head rules; dependency targets).
+GOLD_KINDS = frozenset({"constituency", "dependency"})
 
 
 def env_dir(variable: str, fallback: str) -> Path:
@@ -34,18 +40,34 @@ class CorpusError(ValueError):
 class Corpus:
     """Base class of every corpus.
 
-    A corpus turns each split into a list of ``Sentence``. ``has_trees`` says whether
-    sentences may carry gold syntax (constituency ``tree`` and/or dependency ``heads``).
-    ``cache_key()`` identifies the content (file hashes and options) for the on-disk
-    vocabulary/target caches.
+    A corpus turns each split into a list of ``Sentence``. ``gold`` (a subset of
+    ``GOLD_KINDS``) names the gold syntax its sentences may carry: ``constituency`` when they
+    have trees, ``dependency`` when dependency targets can be built (``heads``, or heads from
+    the trees). ``normalization`` names the ``NORMALIZATIONS`` entry that maps a raw word onto
+    the corpus's vocabulary (``normalize``). ``cache_key()`` identifies the content (file
+    hashes and options) for the on-disk vocabulary/target caches.
     """
 
     name: ClassVar[str] = "corpus"
     splits: ClassVar[tuple[str, ...]] = ("train", "valid", "test")
-    has_trees: ClassVar[bool] = False
+    gold: ClassVar[frozenset[str]] = frozenset()
+    normalization: ClassVar[str] = "none"
 
     def __init__(self, data_dir: str | None = None) -> None:
         self.data_dir = Path(data_dir).expanduser() if data_dir else default_data_dir()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.gold <= GOLD_KINDS:
+            raise TypeError(f"{cls.__name__}.gold has {sorted(cls.gold - GOLD_KINDS)}; "
+                            f"gold kinds are {sorted(GOLD_KINDS)}")
+        if cls.normalization not in NORMALIZATIONS:
+            raise TypeError(f"{cls.__name__}.normalization {cls.normalization!r} is not one of "
+                            f"{sorted(NORMALIZATIONS)}")
+
+    def normalize(self, word: str) -> str:
+        """``word`` in this corpus's form (its ``normalization``)."""
+        return normalizer(self.normalization)(word)
 
     def sentences(self, split: str) -> list[Sentence]:
         raise NotImplementedError  # pragma: no cover
@@ -148,9 +170,11 @@ _WT2_URL = ("https://raw.githubusercontent.com/pytorch/examples/"
 
 
 class PTB(TextCorpus):
-    """Mikolov's Penn Treebank LM text (10k vocabulary, no punctuation)."""
+    """Mikolov's Penn Treebank LM text (10k vocabulary, no punctuation; lowercase, numbers
+    written ``N``: raw words are normalised the same way, ``ptb``)."""
 
     name = "ptb"
+    normalization = "ptb"
     folder = "ptb"
     files = {
         "train": RemoteFile("ptb.train.txt", _PTB_URL + "ptb.train.txt",
@@ -163,7 +187,8 @@ class PTB(TextCorpus):
 
 
 class WikiText2(TextCorpus):
-    """WikiText-2 v1 tokens (Merity et al. 2016), one paragraph or heading per line."""
+    """WikiText-2 v1 tokens (Merity et al. 2016), one paragraph or heading per line; case and
+    numbers are kept, so raw words are used as they are (``none``)."""
 
     name = "wikitext2"
     folder = "wikitext-2"

@@ -29,6 +29,15 @@ from synlm.syntax.targets import cached_targets, max_distance
 
 CACHE_ENV = "SYNLM_CACHE_DIR"
 
+#: The gold kind (``Corpus.gold``) each gold ``Batch`` field is built from. ``trees`` (the
+#: per-row gold ``Sentence`` list, sentence mode only) comes with either kind.
+FIELD_KINDS = {"distances": "constituency", "spans": "constituency", "dep_targets": "dependency"}
+
+#: Corpora named in the error of a missing kind.
+_EXAMPLES = {"constituency": "a corpus with trees, e.g. PTBConcatSyn or SyntheticTreebank",
+             "dependency": "a corpus with dependency heads or trees, e.g. UDTreebank, "
+                           "PTBConcatSyn or SyntheticTreebank"}
+
 
 def default_cache_dir() -> Path:
     """``$SYNLM_CACHE_DIR`` if set, else ``~/.cache/synlm``."""
@@ -116,25 +125,54 @@ class SynLMDataModule(pl.LightningDataModule):
     def vocab_size(self) -> int:
         return len(self.vocab)
 
-    def provides(self) -> frozenset[str]:
-        """Gold fields this corpus can supply."""
-        if not self.corpus.has_trees:
-            return frozenset()
-        return frozenset({"distances", "spans", "dep_targets"}) | (
-            frozenset({"trees"}) if "sentence" in (self.mode, self.eval_mode) else frozenset())
+    @property
+    def normalization(self) -> str:
+        """The corpus's word normalisation (a ``synlm.data.normalization.NORMALIZATIONS`` name),
+        for checkpoints and ``synlm parse``."""
+        return self.corpus.normalization
+
+    def gold_fields(self) -> frozenset[str]:
+        """Gold ``Batch`` fields this corpus can supply in these modes: ``distances`` and
+        ``spans`` with constituency gold, ``dep_targets`` with dependency gold, and ``trees``
+        (the rows' gold ``Sentence``) with either when ``mode`` or ``eval_mode`` is
+        ``sentence``."""
+        gold = self.corpus.gold
+        fields = {f for f, kind in FIELD_KINDS.items() if kind in gold}
+        if gold and "sentence" in (self.mode, self.eval_mode):
+            fields.add("trees")
+        return frozenset(fields)
 
     def request(self, fields: frozenset[str], who: str) -> None:
-        """Ask for gold fields; raises naming ``who`` if the corpus cannot supply them."""
-        missing = fields - self.provides()
+        """Ask for gold fields; a field the corpus cannot supply raises a one-line
+        ``ValueError`` naming ``who``, the corpus and the missing gold kind."""
+        missing = fields - self.gold_fields()
         if missing:
-            raise ValueError(
-                f"{who} needs {sorted(missing)} but {type(self.corpus).__name__} in "
-                f"{self.mode} mode provides {sorted(self.provides()) or 'no gold syntax'}"
-            )
+            raise ValueError(self._missing_message(frozenset(missing), who))
         requested = self.requested | (fields & GOLD_FIELDS)
         if requested != self.requested:
             self.requested = requested
             self._streams.clear()  # rebuilt with the new gold arrays on next use
+
+    def _missing_message(self, missing: frozenset[str], who: str) -> str:
+        """One line: who needs which gold kind (and fields), what the corpus has, what to do."""
+        corpus, has = type(self.corpus).__name__, self.corpus.gold
+        unknown = sorted(missing - GOLD_FIELDS)
+        if unknown:
+            return (f"{who} needs {unknown}, which are not gold fields; gold fields are "
+                    f"{sorted(GOLD_FIELDS)}")
+        has_text = f"has only {' and '.join(sorted(has))} gold" if has else "has no gold syntax"
+        kinds = sorted({FIELD_KINDS[f] for f in missing if f in FIELD_KINDS})
+        if kinds:
+            need = f"{' and '.join(kinds)} gold ({', '.join(sorted(missing))})"
+            use = _EXAMPLES[kinds[0]] if len(kinds) == 1 else _EXAMPLES["constituency"]
+        elif not has:
+            need, use = "gold sentences (trees)", _EXAMPLES["constituency"]
+        else:
+            return (f"{who} needs gold sentences (trees), which only sentence mode serves, but "
+                    f"{corpus} is served in stream mode only; set eval_mode: sentence")
+        stream_only = "trees" in missing and has  # the corpus has gold, the mode has no rows
+        return (f"{who} needs {need} but {corpus} {has_text}; use {use}"
+                + ("; trees also need eval_mode: sentence" if stream_only else ""))
 
     # ------------------------------------------------------------------ streams
     def stream(self, split: str, mode: str | None = None) -> tuple[TokenArrays, np.ndarray]:
@@ -168,7 +206,10 @@ class SynLMDataModule(pl.LightningDataModule):
         return float(max_distance(self.sentences("train")) + 1)
 
     def _gold(self, split: str, mode: str) -> TokenArrays:
-        """Gold syntax aligned with the stream (``synlm.syntax.targets``), cached on disk."""
+        """Gold syntax aligned with the stream (``synlm.syntax.targets``), cached on disk.
+        A requested field with no gold at all in the training split raises: a head would
+        train on an all-false mask. Evaluation splits may lack gold (PTB-Concat-Syn with
+        the NLTK sample has trees in its training split only)."""
         stream = mode == "stream"
         sentences = self.sentences(split)
         if self.tree_source == "random":
@@ -179,6 +220,15 @@ class SynLMDataModule(pl.LightningDataModule):
             sentences, self.cache_dir / self.corpus.cache_key(),
             key=f"{self.corpus.cache_key()}-{split}-{self.tree_source}-{self.seed}", mode=mode,
             span_window=self.span_window, boundary=self.boundary, closing_eos=stream)
+        present = {"constituency": targets.distance_mask.any(),
+                   "dependency": targets.dep_row_mask.any()}
+        empty = sorted(f for f in self.requested & FIELD_KINDS.keys()
+                       if not present[FIELD_KINDS[f]])
+        if empty and split == self.corpus.splits[0]:
+            kinds = " and ".join(sorted({FIELD_KINDS[f] for f in empty}))
+            raise ValueError(
+                f"{type(self.corpus).__name__} declares {kinds} gold but no {split} sentence "
+                f"has it ({', '.join(empty)} would be all masked); check its trees or heads")
         gold: TokenArrays = {}
         if "distances" in self.requested:
             gold["distances"], gold["distance_mask"] = targets.distances, targets.distance_mask

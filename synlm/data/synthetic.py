@@ -70,11 +70,12 @@ class SyntheticTreebank(Corpus):
     below ``max_depth`` and sentences longer than ``max_length`` words are redrawn,
     so every split has the same distribution. Each ``Sentence`` carries its tree
     (part-of-speech preterminals, phrase labels NP/VP/PP/SBAR/S), its POS tags and its
-    dependency heads (from the rules' head children).
+    dependency heads (from the rules' head children). Its words are lowercase already and
+    its vocabulary is closed, so raw words are used as they are (``none``).
     """
 
     name = "synthetic"
-    has_trees = True
+    gold = frozenset({"constituency", "dependency"})
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ from typing import ClassVar
 from nltk import Tree
 
 from synlm.data.corpora import DATA_ENV, Corpus, CorpusError, read_lines
+from synlm.data.normalization import normalize_word  # used below; still importable from here
 from synlm.syntax import ReaderError, Sentence, read_conllu, read_trees
 from synlm.syntax.targets import file_digest
 from synlm.syntax.trees import clean_tree, map_leaves, words_and_tags
@@ -30,14 +31,6 @@ MIKOLOV_DELETED = frozenset(
      "~", "-lrb-", "-rrb-", "-lcb-", "-rcb-", "(", ")", "[", "]", "{", "}", "<", ">"}
 )
 PUNCT_TAGS = frozenset({",", ".", ":", "``", "''", "-LRB-", "-RRB-"})
-_NUMBER = re.compile(r"[0-9][0-9.,:\-]*(\\/[0-9.,:\-]*)*")
-
-
-def normalize_word(word: str) -> str:
-    """Mikolov's form of a kept word: lowercase; numbers and ``%`` become ``N``."""
-    w = word.lower()
-    return "N" if w == "%" or _NUMBER.fullmatch(w) else w
-
 
 def mikolov_tokens(tree: Tree) -> tuple[list[int], list[str]]:
     """Du et al. 2020 Appendix A.3 steps 1-6 on a PTB tree: lowercase; numbers (digits with
@@ -99,7 +92,8 @@ class PTBConcatSyn(Corpus):
     """
 
     name = "ptb_syn"
-    has_trees = True
+    gold = frozenset({"constituency", "dependency"})  # heads by Collins rules from the trees
+    normalization = "ptb"  # the Mikolov text's form
     window: ClassVar[int] = 200
     sections: ClassVar[dict[str, range]] = {"train": range(0, 21), "valid": range(21, 23),
                                             "test": range(23, 25)}
@@ -231,9 +225,12 @@ def unkify(word: str, known: set[str]) -> str:
 
 class _SepsentTreebank(Corpus):
     """One sentence per example from an LDC bracketed directory; ``-NONE-`` removed,
-    punctuation kept, train singletons replaced by ``_unk``."""
+    punctuation kept, train singletons replaced by ``_unk``. Gold: the trees, and dependency
+    heads derived from them by Collins head rules (``synlm.syntax.heads``). Words keep their
+    treebank form (``none``); unknown-word classes need the training counts, so a raw word
+    the vocabulary lacks encodes as ``<unk>``."""
 
-    has_trees = True
+    gold = frozenset({"constituency", "dependency"})
     folder: ClassVar[str]
     url: ClassVar[str]
 
@@ -305,7 +302,9 @@ class PTBSepsent(_SepsentTreebank):
 
 class CTBSepsent(_SepsentTreebank):
     """CTB-Sepsent (Kim et al. 2019): CTB 5.1 bracketed files ``chtb_NNNN.*``, train 1-270 and
-    400-1151, valid 301-325, test 271-300; punctuation kept; train singletons -> ``<unk>``."""
+    400-1151, valid 301-325, test 271-300; punctuation kept; train singletons -> ``<unk>``.
+    Its dependency gold comes from the English Collins table, which knows few CTB labels
+    (``IP``, ``VV``, ...: leftmost child), so it is a rough approximation of CTB heads."""
 
     name = "ctb_sepsent"
     folder = "ctb"
@@ -331,10 +330,11 @@ class UDTreebank(Corpus):
     """A Universal Dependencies treebank (sentence mode, gold heads, no constituency trees).
 
     ``language`` picks a staged treebank (``en``: EWT, ``zh``: GSD) under ``data_dir``;
-    ``files`` (``{split: path}``) overrides it. ``valid`` reads the ``dev`` file."""
+    ``files`` (``{split: path}``) overrides it. ``valid`` reads the ``dev`` file. Words are the
+    CoNLL-U forms as written (``none``)."""
 
     name = "ud"
-    has_trees = True
+    gold = frozenset({"dependency"})  # CoNLL-U heads only: no constituency trees
     treebanks: ClassVar[dict[str, tuple[str, str, str]]] = {
         "en": ("ud_english_ewt", "en_ewt", "UD_English-EWT"),
         "zh": ("ud_chinese_gsd", "zh_gsd", "UD_Chinese-GSD"),
