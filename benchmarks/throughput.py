@@ -32,8 +32,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # baselines beside this file
 
+import synlm
 from synlm.backbones import AWDLSTM
-from synlm.cli import build_from_config
 from synlm.lm import SyntaxLM
 
 
@@ -61,7 +61,8 @@ def peak_memory_mb() -> float:
 
 
 def measure_config(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
-    model, datamodule = build_from_config(config, overrides)
+    model = synlm.from_config(config, overrides)
+    datamodule = model.datamodule
     timer = StepTimer(warmup)
     trainer = pl.Trainer(max_steps=warmup + steps, limit_val_batches=0, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
@@ -80,7 +81,7 @@ class PlainLSTMLM(nn.Module):
 
     def __init__(self, backbone: AWDLSTM, vocab_size: int) -> None:
         super().__init__()
-        sizes = [rnn.lstm.input_size for rnn in backbone.rnns] + [backbone.output_size]
+        sizes = [backbone.spec.input_size, *backbone.spec.layer_sizes]
         self.embedding = nn.Embedding(vocab_size, sizes[0])
         self.rnns = nn.ModuleList(nn.LSTM(a, b, batch_first=True)
                                   for a, b in pairwise(sizes))
@@ -97,7 +98,7 @@ class PlainLSTMLM(nn.Module):
 
 def measure_plain_lstm(model: SyntaxLM, datamodule, steps: int, warmup: int) -> dict:
     plain = PlainLSTMLM(model.backbone, model.hparams.vocab_size)
-    optimizer = torch.optim.SGD(plain.parameters(), lr=model.hparams.lr)
+    optimizer = torch.optim.SGD(plain.parameters(), lr=model.hparams.optimizer["init_args"]["lr"])
     seconds, tokens, state = 0.0, 0, None
     for i, batch in enumerate(datamodule.train_dataloader()):
         if i == warmup + steps:

@@ -11,24 +11,22 @@ import jsonargparse
 import lightning.pytorch as pl
 import yaml
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from lightning.pytorch.cli import (
+    LightningArgumentParser,
+    LightningCLI,
+    LRSchedulerTypeTuple,
+    SaveConfigCallback,
+)
 from lightning.pytorch.loggers import WandbLogger
+from torch.optim import Optimizer
 
-# Imported for their side effect too: jsonargparse resolves short class names
-# (``class_path: AWDLSTM``) among the subclasses that have been imported.
-import synlm
-import synlm.backbones
-import synlm.callbacks
-import synlm.data.synthetic
-import synlm.data.treebanks
-import synlm.heads
-from synlm.data.corpora import Corpus, CorpusError
+from synlm import __version__
+from synlm.data.corpora import CorpusError
 from synlm.data.datamodule import SynLMDataModule
 from synlm.lm import NonFiniteLossError, SyntaxLM
+from synlm.registry import list_components
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
-
-REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
 class RunCheckpoint(ModelCheckpoint):
@@ -82,13 +80,17 @@ class SynLMCLI(LightningCLI):
         super().__init__(SyntaxLM, SynLMDataModule, *args, **kwargs)
 
     def init_parser(self, **kwargs: Any) -> SynLMArgumentParser:
-        kwargs.setdefault("dump_header", [f"synlm {synlm.__version__}"])
+        kwargs.setdefault("dump_header", [f"synlm {__version__}"])
         parser = SynLMArgumentParser(**kwargs)
         parser.add_argument("-c", "--config", action=jsonargparse.ActionConfigFile,
                             help="Path to a YAML config; repeat to stack several.")
         return parser
 
-    def add_arguments_to_parser(self, parser: jsonargparse.ArgumentParser) -> None:
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        # top-level ``optimizer:``/``lr_scheduler:`` (``--optimizer=AdamW --optimizer.lr=5e-4``),
+        # handed to the model, which builds them over its parameter groups
+        parser.add_optimizer_args((Optimizer,), link_to="model.optimizer")
+        parser.add_lr_scheduler_args(LRSchedulerTypeTuple, link_to="model.lr_scheduler")
         parser.link_arguments("data.bptt", "model.bptt")
         parser.link_arguments("data", "model.vocab_size", compute_fn=lambda dm: dm.vocab_size,
                               apply_on="instantiate")
@@ -97,8 +99,7 @@ class SynLMCLI(LightningCLI):
         config = self.config[self.subcommand] if self.subcommand else self.config
         trainer = config.trainer
         if trainer.default_root_dir is None:
-            stem = Path(str(config.config[0])).stem if config.get("config") else "default"
-            trainer.default_root_dir = str(Path("runs") / stem)
+            trainer.default_root_dir = str(Path("runs") / run_name(config.get("config") or []))
         if trainer.logger in (None, True):
             # No logger configured: <root>/logs/version_N/metrics.csv, no service needed.
             trainer.logger = jsonargparse.Namespace(
@@ -116,35 +117,12 @@ class SynLMCLI(LightningCLI):
         return trainer
 
 
-def build_from_config(path: str, overrides: Sequence[str] = ()
-                      ) -> tuple[SyntaxLM, SynLMDataModule]:
-    """The model and DataModule the CLI builds from a config (used by notebooks)."""
-    cli = SynLMCLI(args=["--config", str(path), *overrides], run=False)
-    return cli.model, cli.datamodule
-
-
-def subclasses(base: type) -> list[type]:
-    """Every imported subclass of ``base``, at any depth, by name."""
-    found, stack = set(), list(base.__subclasses__())
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        found.add(cls)
-    return sorted(found, key=lambda c: c.__name__)
-
-
-def list_components() -> dict[str, list[str]]:
-    """Backbones, heads, corpora and shipped configs, by short name."""
-    from synlm.backbones.base import Backbone
-    from synlm.heads.base import SyntaxHead
-
-    configs = sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.rglob("*.yaml"))
-    return {
-        "backbones": [c.__name__ for c in subclasses(Backbone)],
-        "heads": [c.__name__ for c in subclasses(SyntaxHead)],
-        "corpora": [c.__name__ for c in subclasses(Corpus) if "name" in vars(c)],
-        "configs": configs,
-    }
+def run_name(configs: Sequence[Any]) -> str:
+    """``runs/<name>``: the stems of the stacked configs joined by ``+``, the data and
+    trainer partials left out (``onlstm_syd+onlstm_syd_layer1`` for an ablation)."""
+    stems = [Path(str(c)).stem for c in configs
+             if Path(str(c)).parent.name not in ("data", "trainer")]
+    return "+".join(stems) or "default"
 
 
 def _ls() -> int:

@@ -8,17 +8,23 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.cli import instantiate_class
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning_utilities.core.apply_func import apply_to_collection
 from torch import Tensor, nn
+from torch.nn.utils import skip_init
 
-from synlm.backbones.base import Backbone
+from synlm.backbones.base import STRUCTURE_FIELDS, Backbone
 from synlm.data.vocab import Vocab
-from synlm.heads.base import SyntaxHead
-from synlm.metrics.parsing import InducedTreeF1
+from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.metrics.perplexity import Perplexity
+from synlm.metrics.structures import TREE_KINDS, InducedStructureMetrics
 from synlm.modules import embedding_dropout
-from synlm.outputs import Batch, HeadOutput, LMOutput
+from synlm.optim import GroupedOptimizer, ParamGroup, build_optimizer, clip_gradients
+from synlm.outputs import Batch, HeadOutput, LMOutput, Structure
+
+#: The optimiser of a model built without one (configs name theirs, see configs/).
+DEFAULT_OPTIMIZER = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
 
 
 class NonFiniteLossError(RuntimeError):
@@ -43,28 +49,40 @@ def detach_state(state: Any) -> Any:
 class SyntaxLM(pl.LightningModule):
     """A language model made of a ``backbone`` and any number of syntax ``heads``.
 
-    Loss (Merity et al. 2018 eq. for AR/TAR; each head's paper for its term)::
+    Loss (Merity et al. 2018 §4.6 for AR/TAR; each head's paper for its term)::
 
         NLL + Σ_h weight_h · loss_h + aux_loss
-            + alpha · mean(layers[-1]²) + beta · mean((raw_last[t+1] − raw_last[t])²)
+            + alpha · mean(a²) + beta · mean((layers[-1][t+1] − layers[-1][t])²)
 
-    In stream mode (batches without ``lengths``) the recurrent state is carried from one
-    window to the next and detached; it is reset at the start of every epoch and of
-    every evaluation. With ``scale_lr_by_window`` each training step's learning rate is
+    where ``a`` is ``hidden`` (``ar_target="output"``, AWD-LSTM: after the output dropout)
+    or ``layers[-1]`` (``"last_layer"``, the released ON-LSTM). In stream mode (batches
+    without ``lengths``) the recurrent state is carried from one window to the next and
+    detached; it is reset at the start of every epoch and of every evaluation. With
+    ``scale_lr_by_window`` each training step's learning rate (of the main optimiser) is
     multiplied by window length / ``bptt`` (AWD-LSTM main.py:186-187).
 
+    Recipes (the AWD-LSTM one: SGD lr 30, alpha 2, beta 1, word dropout 0.1) live in the
+    configs; the defaults here add no regularisation.
+
     Args:
-        backbone: a ``Backbone``; ``output_size`` must equal ``input_size`` when tied.
+        backbone: a ``Backbone``; ``spec.output_size`` must equal ``spec.input_size`` when tied.
         heads: syntax heads; each head's ``requires`` must be provided by the backbone.
         vocab_size: set from the DataModule by the CLI.
         bptt: base window length, for the learning-rate scaling (linked from the data).
         embedding_dropout: word-type dropout on the embedding matrix (AWD ``dropoute``).
         alpha, beta: activation and temporal activation regularisation.
+        ar_target: what AR penalises: ``output`` (``hidden``) or ``last_layer``.
         init_range: embedding (and untied decoder) init U(−r, r); decoder bias 0.
-        optimizer: ``sgd`` (AWD-LSTM; NT-ASGD is the ``NTASGD`` callback) or ``adam``.
-        lr, weight_decay, momentum: optimiser settings.
-        adam_betas, adam_eps: Adam settings (ON-LSTM/PRPN use betas (0, 0.999), eps 1e-9).
-        plateau_patience: if set, ReduceLROnPlateau(factor 0.5) on ``val/loss``.
+        optimizer: ``{"class_path", "init_args"}`` of the optimiser (the CLI links its
+            top-level ``optimizer:`` here); default ``DEFAULT_OPTIMIZER``.
+        lr_scheduler: the same for a scheduler (top-level ``lr_scheduler:``); schedulers with
+            ``interval = "step"`` step every optimiser step, others every epoch;
+            ``ReduceLROnPlateau`` watches its ``monitor`` (default ``val/loss``).
+        param_groups: ``ParamGroup``s by parameter-name pattern, with their own settings,
+            optimiser and gradient clipping (``synlm.optim``).
+        decay_norms_and_biases: weight decay on parameters with fewer than 2 dimensions;
+            ``None``: not under AdamW, as configured otherwise.
+        scale_lr_by_window: see above.
     """
 
     def __init__(
@@ -73,40 +91,48 @@ class SyntaxLM(pl.LightningModule):
         heads: Sequence[SyntaxHead] = (),
         vocab_size: int = 10000,
         bptt: int = 70,
-        embedding_dropout: float = 0.1,
-        alpha: float = 2.0,
-        beta: float = 1.0,
+        embedding_dropout: float = 0.0,
+        alpha: float = 0.0,
+        beta: float = 0.0,
+        ar_target: Literal["output", "last_layer"] = "output",
         tie_weights: bool = True,
         init_range: float = 0.1,
-        optimizer: Literal["sgd", "adam"] = "sgd",
-        lr: float = 30.0,
-        weight_decay: float = 1.2e-6,
-        momentum: float = 0.0,
-        adam_betas: tuple[float, float] = (0.0, 0.999),
-        adam_eps: float = 1e-9,
-        plateau_patience: int | None = None,
+        optimizer: dict | None = None,
+        lr_scheduler: dict | None = None,
+        param_groups: Sequence[ParamGroup] = (),
+        decay_norms_and_biases: bool | None = None,
         scale_lr_by_window: bool = True,
     ) -> None:
         super().__init__()
         # Through the CLI the hyperparameters are the config (class paths included), so
         # load_from_checkpoint rebuilds everything; built in Python, modules are not saved.
         via_cli = _given_hyperparameters.get() is not None
-        self.save_hyperparameters(ignore=None if via_cli else ["backbone", "heads"])
+        self.save_hyperparameters(
+            ignore=None if via_cli else ["backbone", "heads", "param_groups"])
         self.backbone = backbone
         self.heads = nn.ModuleList(heads)
+        self.param_groups = [g if isinstance(g, ParamGroup) else ParamGroup(**g)
+                             for g in param_groups]
+        spec = backbone.spec
         self._check_heads()
-        for head in self.heads:
-            head.bind(backbone)
 
-        self.embedding = nn.Embedding(vocab_size, backbone.input_size)
-        if tie_weights and backbone.output_size != backbone.input_size:
+        if tie_weights and spec.output_size != spec.input_size:
             raise ValueError(
-                f"tied weights need {type(backbone).__name__}.output_size "
-                f"({backbone.output_size}) == input_size ({backbone.input_size})"
+                f"tied weights need {type(backbone).__name__}.spec.output_size "
+                f"({spec.output_size}) == input_size ({spec.input_size})"
             )
-        self.decoder = nn.Linear(backbone.output_size, vocab_size)
+        # Created uninitialised so that heads bind to the assembled model; initialised after
+        # binding in the order the modules' constructors would have drawn, so the random
+        # stream (and every earlier run's numbers) stays as it was.
+        self.embedding = skip_init(nn.Embedding, vocab_size, spec.input_size)
+        self.decoder = skip_init(nn.Linear, spec.output_size, vocab_size)
         if tie_weights:
             self.decoder.weight = self.embedding.weight
+        context = HeadContext(vocab_size, self.embedding, self.decoder, spec)
+        for head in self.heads:
+            head.bind(context)
+        self.embedding.reset_parameters()
+        self.decoder.reset_parameters()
         nn.init.uniform_(self.embedding.weight, -init_range, init_range)
         if not tie_weights:
             nn.init.uniform_(self.decoder.weight, -init_range, init_range)
@@ -114,30 +140,42 @@ class SyntaxLM(pl.LightningModule):
 
         self.val_ppl = Perplexity()
         self.test_ppl = Perplexity()
-        self.parsing = nn.ModuleDict({"val": InducedTreeF1(), "test": InducedTreeF1()})
+        self.parsing = nn.ModuleDict({"val": InducedStructureMetrics(),
+                                      "test": InducedStructureMetrics()})
         self._states: dict[str, Any] = {}
         self._lr_scale = 1.0
         self._datamodule: pl.LightningDataModule | None = None
         self.vocab: Vocab | None = None  # set at setup, saved in checkpoints (synlm parse)
+        self.normalization = "none"  # the corpus's word normalisation, likewise
 
     # ------------------------------------------------------------------ checks
     def _check_heads(self) -> None:
-        provided = self.backbone.provides
+        spec = self.backbone.spec
         for head in self.heads:
-            missing = head.requires - provided
+            missing = head.requires - spec.provides
             if missing:
                 raise ValueError(
                     f"{type(head).__name__} requires {sorted(missing)} which "
                     f"{type(self.backbone).__name__} does not provide "
-                    f"(it provides {sorted(provided) or 'only hidden states'})"
+                    f"(it provides {sorted(spec.provides) or 'only hidden states'})"
                 )
-        names = [h.name for h in self.heads]
+        names = [s.name for s in spec.structures] + [h.name for h in self.heads]
         if len(set(names)) != len(names):
-            raise ValueError(f"heads need distinct names (their metric keys): {names}")
+            raise ValueError(f"heads need distinct names, different from the backbone's "
+                             f"structures (they key the outputs and metrics): {names}")
         replacing = [type(h).__name__ for h in self.heads if h.replaces_distribution]
         if len(replacing) > 1:
             raise ValueError(f"at most one head may replace the next-token distribution: "
                              f"{replacing}")
+
+    @property
+    def structures(self) -> dict[str, Structure]:
+        """What this model induces, by name: the backbone's structures, then the heads'."""
+        found = {s.name: s for s in self.backbone.spec.structures}
+        for head in self.heads:
+            if head.structure_kind is not None:
+                found[head.name] = Structure(head.name, head.structure_kind)
+        return found
 
     def setup(self, stage: str) -> None:
         datamodule = self.datamodule
@@ -146,17 +184,26 @@ class SyntaxLM(pl.LightningModule):
         for head in self.heads:
             datamodule.request(head.needs_gold, who=type(head).__name__)
         self.vocab = datamodule.vocab
+        self.normalization = datamodule.normalization
 
     @property
     def datamodule(self) -> pl.LightningDataModule | None:
-        """The DataModule this model was built with (``from_config``) or trains on."""
+        """The DataModule this model was built with (``synlm.from_config``) or trains on."""
         if self._datamodule is not None:
             return self._datamodule
         trainer = self._trainer
         return trainer.datamodule if trainer is not None else None
 
+    @datamodule.setter
+    def datamodule(self, datamodule: pl.LightningDataModule | None) -> None:
+        self._datamodule = datamodule
+
     # ------------------------------------------------------------------ forward
-    def forward(self, batch: Batch, state: Any = None) -> LMOutput:
+    def forward(self, batch: Batch, state: Any = None, log_probs_needed: bool = False
+                ) -> LMOutput:
+        """One window. Every head runs (without gold it returns no loss); a head that
+        replaces the distribution gives ``target_log_probs`` (and ``log_probs`` when
+        ``log_probs_needed``)."""
         emb = embedding_dropout(self.embedding.weight, batch.tokens,
                                 self.hparams.embedding_dropout, self.training)  # (B, T, E)
         out = self.backbone(emb, state)
@@ -165,21 +212,25 @@ class SyntaxLM(pl.LightningModule):
             logits.flatten(0, 1).float(), batch.targets.flatten(), reduction="none"
         ).view_as(batch.targets)
         heads: dict[str, HeadOutput] = {}
-        provided = batch.provided()
         for head in self.heads:
-            if head.needs_gold - provided and not head.replaces_distribution:
-                continue  # e.g. log_probs() on raw text: no gold, no supervised loss
-            head_out = head(out, batch, logits)
-            heads[head.name] = head_out
             if head.replaces_distribution:
+                head_out = head(out, batch, logits, log_probs_needed=log_probs_needed)
+                missing = "target_log_probs" if head_out.target_log_probs is None else \
+                    "log_probs" if log_probs_needed and head_out.log_probs is None else None
+                if missing:
+                    raise ValueError(f"{type(head).__name__} replaces the next-token "
+                                     f"distribution but returned no {missing}")
                 target_log_probs = head_out.target_log_probs
+            else:
+                head_out = head(out, batch, logits)
+            heads[head.name] = head_out
         return LMOutput(logits=logits, target_log_probs=target_log_probs, backbone=out,
                         heads=heads, state=out.state)
 
     def _carrying_forward(self, batch: Batch, stage: str) -> LMOutput:
         """Forward with the state carried from this stage's previous window (stream mode,
         recurrent backbones), detached; sentence batches start from a zero state."""
-        carry = batch.lengths is None and self.backbone.recurrent
+        carry = batch.lengths is None and self.backbone.spec.recurrent
         result = self(batch, self._states.get(stage) if carry else None)
         if carry:
             self._states[stage] = detach_state(result.state)
@@ -203,7 +254,7 @@ class SyntaxLM(pl.LightningModule):
         if out.aux_loss is not None:
             loss = loss + out.aux_loss
         if stage == "train":
-            loss = loss + self._activation_regularisation(out.layers, out.raw_last, mask)
+            loss = loss + self._activation_regularisation(out.hidden, out.layers, mask)
         logs[f"{stage}/loss"] = loss
         batch_size = batch.tokens.size(0)
         on_step = stage == "train"
@@ -211,16 +262,18 @@ class SyntaxLM(pl.LightningModule):
                       sync_dist=not on_step, prog_bar=False)
         return loss, result
 
-    def _activation_regularisation(self, layers: list[Tensor] | None,
-                                   raw_last: Tensor | None, mask: Tensor) -> Tensor:
-        """AR on the last layer as the backbone reports it (AWD: after output dropout),
-        TAR on the raw last layer (Merity et al. 2018 §4.6)."""
+    def _activation_regularisation(self, hidden: Tensor, layers: list[Tensor] | None,
+                                   mask: Tensor) -> Tensor:
+        """AR on ``hidden`` or the top layer (``ar_target``), TAR on the top layer
+        (Merity et al. 2018 §4.6)."""
         reg = torch.zeros((), device=mask.device)
-        if self.hparams.alpha and layers:
-            reg = reg + self.hparams.alpha * layers[-1][mask].pow(2).mean()
-        if self.hparams.beta and raw_last is not None and raw_last.size(1) > 1:
+        top = layers[-1] if layers else None
+        ar_input = hidden if self.hparams.ar_target == "output" else top
+        if self.hparams.alpha and ar_input is not None:
+            reg = reg + self.hparams.alpha * ar_input[mask].pow(2).mean()
+        if self.hparams.beta and top is not None and top.size(1) > 1:
             both = mask[:, 1:] & mask[:, :-1]
-            diff = raw_last[:, 1:] - raw_last[:, :-1]
+            diff = top[:, 1:] - top[:, :-1]
             reg = reg + self.hparams.beta * diff[both].pow(2).mean()
         return reg
 
@@ -241,49 +294,58 @@ class SyntaxLM(pl.LightningModule):
         self._eval_step(batch, "test", self.test_ppl)
 
     def on_validation_epoch_end(self) -> None:
-        self._log_parsing("val")
+        self._log_structures("val")
 
     def on_test_epoch_end(self) -> None:
-        self._log_parsing("test")
+        self._log_structures("test")
 
-    def _log_parsing(self, stage: str) -> None:
-        """``{stage}/uf1_<set>[_l<layer>]`` for every distance set, and ``{stage}/uf1``: the
-        first supervised head's set (its first layer) if any, else the backbone's middle
-        layer. Only when the evaluation batches carried gold trees (sentence mode)."""
+    def _log_structures(self, stage: str) -> None:
+        """``{stage}/uf1_<name>[_l<layer>]`` for every tree-kind structure and
+        ``{stage}/uas_<name>`` for every arc structure, then the headlines ``{stage}/uf1``
+        and ``{stage}/uas``: the first head's structure of that family if any, else the
+        backbone's (the middle layer of a multi-layer one). Only when the evaluation
+        batches carried gold (sentence mode)."""
         parsing = self.parsing[stage]
         scores = parsing.compute()
         parsing.reset()
         if not scores:
             return
         for key, value in scores.items():
-            self.log(f"{stage}/uf1_{key}", value.float())
-
-        def of(name: str) -> list[str]:
-            return sorted(k for k in scores if k == name or k.startswith(f"{name}_l"))
-
-        supervised = [h.name for h in self.heads if hasattr(h, "distances")]
-        headline = of(supervised[0]) if supervised else []
-        if not headline:
-            lm = of("lm")
-            headline = lm[len(lm) // 2 :]
-        self.log(f"{stage}/uf1", scores[headline[0]].float(), prog_bar=True)
+            self.log(f"{stage}/{key}", value.float())
+        structures = self.structures
+        head_names = {h.name for h in self.heads}
+        for metric, kinds in (("uf1", TREE_KINDS), ("uas", ("arcs",))):
+            names = sorted((s.name for s in structures.values() if s.kind in kinds),
+                           key=lambda n: n not in head_names)  # heads first, stable
+            for name in names:
+                keys = sorted(k for k in scores if k == f"{metric}_{name}"
+                              or k.startswith(f"{metric}_{name}_l"))
+                if keys:
+                    self.log(f"{stage}/{metric}", scores[keys[len(keys) // 2]].float(),
+                             prog_bar=True)
+                    break
 
     def _eval_step(self, batch: Batch, stage: str, ppl: Perplexity) -> None:
         _, result = self._step(batch, stage)
         ppl.update(-result.target_log_probs, batch.mask)
         self.log(f"{stage}/ppl", ppl, on_step=False, on_epoch=True, prog_bar=True)
         if batch.trees is not None:
-            self.parsing[stage].update(self._distance_sets(result), batch.trees)
+            values = self._structure_values(result)
+            self.parsing[stage].update(
+                {name: (self.structures[name].kind, v) for name, v in values.items()},
+                batch.trees)
 
-    def _distance_sets(self, result: LMOutput) -> dict[str, Tensor]:
-        """Named (L, B, T) distances: ``lm`` from the backbone, one per distance head."""
-        sets = {}
-        if result.backbone.distances is not None:
-            sets["lm"] = result.backbone.distances
-        for head in self.heads:
-            if hasattr(head, "distances"):
-                sets[head.name] = head.distances(result.backbone)
-        return sets
+    def _structure_values(self, result: LMOutput) -> dict[str, Tensor]:
+        """The values of every declared structure in this forward's output, by name."""
+        values = {}
+        for name, structure in self.structures.items():
+            if name in result.heads:
+                value = result.heads[name].structure
+            else:
+                value = getattr(result.backbone, STRUCTURE_FIELDS[structure.kind])
+            if value is not None:
+                values[name] = value
+        return values
 
     def predict_step(self, batch: Batch, batch_idx: int) -> Tensor:
         """Per-token log-probabilities of the targets, (B, T)."""
@@ -304,19 +366,31 @@ class SyntaxLM(pl.LightningModule):
 
     # ------------------------------------------------------------------ optimisation
     def configure_optimizers(self) -> Any:
+        """The configured optimiser over ``param_groups`` and, if any, its scheduler."""
         hp = self.hparams
-        if hp.optimizer == "sgd":
-            optimizer = torch.optim.SGD(self.parameters(), lr=hp.lr, momentum=hp.momentum,
-                                        weight_decay=hp.weight_decay)
-        else:
-            optimizer = torch.optim.Adam(self.parameters(), lr=hp.lr, betas=hp.adam_betas,
-                                         eps=hp.adam_eps, weight_decay=hp.weight_decay)
-        if hp.plateau_patience is None:
+        optimizer = build_optimizer(list(self.named_parameters()),
+                                    hp.optimizer or DEFAULT_OPTIMIZER, self.param_groups,
+                                    hp.decay_norms_and_biases)
+        if hp.lr_scheduler is None:
             return optimizer
-        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer, mode="min", factor=0.5, patience=hp.plateau_patience)
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss"}}
+        scheduler = instantiate_class((optimizer,), hp.lr_scheduler)
+        config = {"scheduler": scheduler, "interval": getattr(scheduler, "interval", "epoch")}
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            config["monitor"] = getattr(scheduler, "monitor", "val/loss")
+        return {"optimizer": optimizer, "lr_scheduler": config}
+
+    def configure_gradient_clipping(self, optimizer: Any, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        """Groups with their own ``gradient_clip_val`` are clipped by their own norm, the
+        other parameters by the trainer's ``gradient_clip_val``."""
+        if not any(g.gradient_clip_val is not None for g in self.param_groups):
+            super().configure_gradient_clipping(optimizer, gradient_clip_val,
+                                                gradient_clip_algorithm)
+            return
+        if gradient_clip_algorithm not in (None, "norm"):
+            raise ValueError("per-group gradient clipping clips by norm; "
+                             f"got gradient_clip_algorithm={gradient_clip_algorithm!r}")
+        clip_gradients(list(self.named_parameters()), self.param_groups, gradient_clip_val)
 
     def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
         stream = batch.lengths is None
@@ -325,9 +399,12 @@ class SyntaxLM(pl.LightningModule):
 
     def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any,
                        optimizer_closure: Any = None) -> None:
-        """Scale the learning rate by window length / bptt for this step only."""
+        """Scale the main optimiser's learning rates by window length / bptt for this step
+        only (groups with an optimiser of their own keep theirs, as PaLM's parser Adam)."""
         scale, self._lr_scale = self._lr_scale, 1.0
-        groups = optimizer.param_groups
+        inner = getattr(optimizer, "optimizer", optimizer)  # under Lightning's wrapper
+        main = inner.optimizers[0] if isinstance(inner, GroupedOptimizer) else inner
+        groups = main.param_groups
         base = [g["lr"] for g in groups]
         for g in groups:
             g["lr"] = g["lr"] * scale
@@ -340,14 +417,16 @@ class SyntaxLM(pl.LightningModule):
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Save the carried training state and torch's RNG (dropout masks), so a resumed
-        run continues bit for bit; Lightning saves neither. Window lengths come from
-        their own seeded generator, so no other RNG matters."""
+        run continues bit for bit (Lightning saves neither), and the vocabulary and word
+        normalisation ``synlm parse`` needs. Window lengths come from their own seeded
+        generator, so no other RNG matters."""
         rng = {"cpu": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         checkpoint["synlm"] = {"train_state": plain_state(self._states.get("train")),
                                "rng": rng,
-                               "vocab": self.vocab.itos if self.vocab is not None else None}
+                               "vocab": self.vocab.itos if self.vocab is not None else None,
+                               "normalization": self.normalization}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("synlm")
@@ -355,6 +434,8 @@ class SyntaxLM(pl.LightningModule):
             return
         if saved.get("vocab") is not None:
             self.vocab = Vocab(saved["vocab"])
+        # checkpoints from before normalisations were saved: synlm parse then used PTB's
+        self.normalization = saved.get("normalization", "ptb")
         if saved["train_state"] is not None:
             self._states["train"] = saved["train_state"]
         torch.set_rng_state(saved["rng"]["cpu"])
@@ -362,36 +443,28 @@ class SyntaxLM(pl.LightningModule):
             torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
 
     # ------------------------------------------------------------------ public helpers
-    @classmethod
-    def from_config(cls, path: str, overrides: Sequence[str] = ()) -> SyntaxLM:
-        """Build the model the CLI would build from ``path`` (plus ``--key=value``
-        overrides); its DataModule is ``model.datamodule``."""
-        from synlm.cli import build_from_config
-
-        model, datamodule = build_from_config(path, overrides)
-        model._datamodule = datamodule
-        return model
-
     @torch.no_grad()
     def log_probs(self, tokens: Tensor, state: Any = None) -> Tensor:
         """Next-token log-probabilities (B, T, V) for ``tokens`` (B, T), in eval mode."""
-        result = self._evaluate(tokens, state)
+        result = self._evaluate(tokens, state, log_probs_needed=True)
         replaced = [h.log_probs for h in result.heads.values() if h.log_probs is not None]
         return replaced[0] if replaced else result.logits.float().log_softmax(-1)
 
     @torch.no_grad()
-    def distance_sets(self, tokens: Tensor) -> dict[str, Tensor]:
-        """Syntactic distances (L, B, T) for rows ``[<eos>, w1..wn]`` in eval mode:
-        ``lm`` from the backbone, and one entry per head that induces distances."""
-        return self._distance_sets(self._evaluate(tokens))
+    def induce(self, tokens: Tensor) -> dict[str, Tensor]:
+        """Every structure the model induces (``structures``) for rows ``[<eos>, w1..wn]``
+        in eval mode, by name, in its kind's layout (``synlm.outputs.STRUCTURE_KINDS``)."""
+        return self._structure_values(self._evaluate(tokens))
 
-    def _evaluate(self, tokens: Tensor, state: Any = None) -> LMOutput:
+    def _evaluate(self, tokens: Tensor, state: Any = None, log_probs_needed: bool = False
+                  ) -> LMOutput:
         """A forward pass in eval mode on raw tokens (no targets, no gold), then the
         previous mode again."""
         was_training = self.training
         self.eval()
         try:
             return self(Batch(tokens=tokens, targets=tokens,
-                              mask=torch.ones_like(tokens, dtype=torch.bool)), state)
+                              mask=torch.ones_like(tokens, dtype=torch.bool)), state,
+                        log_probs_needed=log_probs_needed)
         finally:
             self.train(was_training)

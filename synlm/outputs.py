@@ -7,13 +7,38 @@ K = span slots, D = most dependents of one token.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 #: Optional ``Batch`` fields that carry gold syntax; a head names the ones it reads.
 GOLD_FIELDS = frozenset({"distances", "spans", "dep_targets", "trees"})
+
+#: The kinds of structure a model can induce, and the layout of their values:
+#: ``distances`` (L, B, T): a syntactic distance per input (the gap before it) and layer,
+#: decoded into binary trees (Du et al. 2020 Algorithm 2/3);
+#: ``spans`` (B, T, K): scores of the K spans ending at the word before each input,
+#: decoded by PaLM's greedy right-child decoder (Peng et al. 2019 §2.2);
+#: ``arcs`` (B, T, T): ``[b, d, h]`` scores input ``h`` as the head of input ``d`` (row 0, the
+#: ``<eos>`` before the sentence, stands for ROOT), decoded by an argmax per dependent and
+#: scored by unlabelled attachment score.
+StructureKind = Literal["distances", "spans", "arcs"]
+STRUCTURE_KINDS: tuple[str, ...] = ("distances", "spans", "arcs")
+
+
+@dataclass(frozen=True)
+class Structure:
+    """A structure a backbone or head declares it can induce: its ``name`` (the key of its
+    metrics, ``val/uf1_<name>``, and of ``synlm parse --structure``) and its ``kind``."""
+
+    name: str
+    kind: StructureKind
+
+    def __post_init__(self) -> None:
+        if self.kind not in STRUCTURE_KINDS:
+            raise ValueError(f"structure {self.name!r}: kind must be one of {STRUCTURE_KINDS}, "
+                             f"not {self.kind!r}")
 
 
 @dataclass
@@ -58,8 +83,7 @@ class BackboneOutput:
 
     hidden: Tensor  # (B, T, H) fed to the tied decoder
     state: Any = None  # recurrent state for the next window; SyntaxLM detaches it
-    layers: list[Tensor] | None = None  # per-layer outputs (B, T, H_l); AR uses the last
-    raw_last: Tensor | None = None  # (B, T, H) last layer before output dropout (TAR)
+    layers: list[Tensor] | None = None  # every layer's output (B, T, H_l), see Backbone
     distances: Tensor | None = None  # (L, B, T) syntactic distances computed by the model
     distance_features: Tensor | None = None  # (L, B, T, n) what a distance head may re-read
     span_scores: Tensor | None = None  # (B, T, K) span-attention scores (PaLM)
@@ -76,7 +100,7 @@ class HeadOutput:
     log_probs: Tensor | None = None  # (B, T, V) replacement next-token distribution
     target_log_probs: Tensor | None = None  # (B, T) log p(target) under that distribution
     metrics: dict[str, Tensor] = field(default_factory=dict)  # logged as {stage}/{name}
-    structure: Any = None  # decoded trees or arcs (evaluation)
+    structure: Tensor | None = None  # the head's induced structure, in its kind's layout
 
 
 @dataclass

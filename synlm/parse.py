@@ -2,8 +2,14 @@
 trees a model induces for raw text. See docs/evaluation.md for the protocols.
 
     synlm parse --baseline right-branching --treebank PATH [--protocol onlstm] [--max-length 10]
-    synlm parse --ckpt_path CKPT --treebank PATH [--distances lm] [--layer 1] [--biased]
+    synlm parse --ckpt_path CKPT --treebank PATH [--structure lm] [--layer 1] [--biased]
+    synlm parse --ckpt_path CKPT --treebank FILE.conllu --structure NAME   (arcs: UAS)
     synlm parse --ckpt_path CKPT --input TEXT --output FILE
+    synlm parse --ckpt_path CKPT --list-structures
+
+A checkpoint's structures are what its backbone and heads declare (``SyntaxLM.structures``);
+each is decoded by its kind: distances and spans into trees scored by UF1, arcs into heads
+scored by UAS. Words are normalised as the training corpus was (saved in the checkpoint).
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ import numpy as np
 import torch
 from nltk import Tree
 
-from synlm.data.treebanks import normalize_word
+from synlm.data.normalization import normalizer
 from synlm.metrics.parsing import PROTOCOLS, ParsingF1, evaluation_tree
-from synlm.syntax import BASELINES, ReaderError, baseline_tree, distances_to_tree, read_trees
+from synlm.metrics.structures import AttachmentScore, decode_heads, decode_trees
+from synlm.syntax import BASELINES, ReaderError, Sentence, baseline_tree, read_conllu, read_trees
 from synlm.syntax.trees import to_bracket
 
 
@@ -30,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="synlm parse", description=__doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--baseline", choices=BASELINES, help="a trivial tree shape")
-    src.add_argument("--ckpt_path", help="a SyntaxLM checkpoint whose distances give trees")
+    src.add_argument("--ckpt_path", help="a SyntaxLM checkpoint whose structures give trees")
     p.add_argument("--treebank", help="a .mrg file, a directory of them, an LDC WSJ dir or the "
                    "NLTK treebank.zip")
     p.add_argument("--sections", type=int, nargs="*", help="LDC WSJ sections (e.g. 23)")
@@ -38,9 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-length", type=int, help="keep sentences of at most this many words "
                    "after punctuation removal (10: WSJ10, 40: WSJ40)")
     p.add_argument("--seed", type=int, default=0, help="for --baseline random")
-    p.add_argument("--distances", default="lm", help="distance set of the model (lm, syd, ..)")
-    p.add_argument("--layer", default="middle", help="layer index, 'middle' (L // 2, ON-LSTM's "
-                   "layer 1 of 3) or 'mean'")
+    p.add_argument("--structure", help="which of the checkpoint's structures (see "
+                   "--list-structures); default: the first head's, else the backbone's")
+    p.add_argument("--list-structures", action="store_true",
+                   help="print the checkpoint's structures (name and kind) and exit")
+    p.add_argument("--layer", default="middle", help="distances: layer index, 'middle' "
+                   "(L // 2, ON-LSTM's layer 1 of 3) or 'mean'")
     p.add_argument("--biased", action="store_true", help="ON-LSTM build_tree (Algorithm 3) "
                    "instead of the unbiased split (Algorithm 2)")
     p.add_argument("--batch-size", type=int, default=32)
@@ -58,37 +68,75 @@ def load_model(path: str) -> Any:
     return model
 
 
-def model_trees(model: Any, sentences: Sequence[Sequence[str]], distances: str = "lm",
-                layer: str | int = "middle", biased: bool = False,
-                batch_size: int = 32) -> list[Tree]:
-    """Trees induced by ``model.distance_sets`` on rows ``[<eos>, w1..wn]``; the values at
-    inputs 1..n are the per-word distances of ``distances_to_tree``. Words are mapped to the
-    LM's vocabulary as in PTB-Concat-Syn (lowercase, numbers -> N)."""
-    out: list[Tree | None] = [None] * len(sentences)
+def default_structure(model: Any) -> str:
+    """The first head's structure if a head induces one, else the backbone's first."""
+    head_names = {h.name for h in model.heads}
+    names = sorted(model.structures, key=lambda n: n not in head_names)
+    if not names:
+        raise SystemExit("synlm parse: the checkpoint's model induces no structure")
+    return names[0]
+
+
+def check_structure(model: Any, name: str) -> str:
+    """``name``'s kind; an unknown name exits listing the valid ones."""
+    if name not in model.structures:
+        valid = ", ".join(f"{n} ({s.kind})" for n, s in model.structures.items())
+        raise SystemExit(f"synlm parse: the model has no structure {name!r}; it has: "
+                         f"{valid or 'none'}")
+    return model.structures[name].kind
+
+
+def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
+             ) -> list[tuple[list[int], torch.Tensor]]:
+    """Rows ``[<eos>, w1..wn, <eos>]`` in the model's vocabulary (words normalised as its
+    corpus), by increasing length: the trailing ``<eos>`` gives spans ending at w_n a row."""
+    normalize = normalizer(model.normalization)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     eos = model.vocab.encode(["<eos>"])[0]
+    out = []
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
-        T = max(len(sentences[i]) for i in chunk) + 1
+        T = max(len(sentences[i]) for i in chunk) + 2
         tokens = torch.full((len(chunk), T), eos, dtype=torch.long)
         for b, i in enumerate(chunk):
-            ids = model.vocab.encode(["<eos>"] + [normalize_word(w) for w in sentences[i]])
+            ids = model.vocab.encode(["<eos>"] + [normalize(w) for w in sentences[i]])
             tokens[b, :len(ids)] = torch.tensor(ids)
-        with torch.no_grad():
-            sets = model.distance_sets(tokens)
-        if distances not in sets:
-            raise SystemExit(f"synlm parse: the model has no distance set {distances!r}; "
-                             f"it has {sorted(sets)}")
-        d = sets[distances].float()  # (L, B, T)
-        if layer == "mean":
-            values = d.mean(0)
-        else:
-            values = d[d.shape[0] // 2 if layer == "middle" else int(layer)]
-        values = values.cpu().numpy()
-        for b, i in enumerate(chunk):
-            n = len(sentences[i])
-            out[i] = distances_to_tree(sentences[i], values[b, 1:n + 1], biased=biased)
+        out.append((chunk, tokens))
+    return out
+
+
+def model_trees(model: Any, sentences: Sequence[Sequence[str]], structure: str,
+                layer: str | int = "middle", biased: bool = False,
+                batch_size: int = 32) -> list[Tree]:
+    """Trees the model's ``structure`` (kind distances or spans) induces for ``sentences``."""
+    kind = check_structure(model, structure)
+    if kind not in ("distances", "spans"):
+        raise SystemExit(f"synlm parse: {structure!r} is of kind {kind}, which gives heads, "
+                         "not trees: score it on a CoNLL-U --treebank")
+    out: list[Tree | None] = [None] * len(sentences)
+    for chunk, tokens in _batches(model, sentences, batch_size):
+        values = model.induce(tokens)[structure].float()
+        if kind == "distances" and layer == "mean":
+            values, layer_index = values.mean(0, keepdim=True), 0
+        elif kind == "distances":
+            layer_index = values.shape[0] // 2 if layer == "middle" else int(layer)
+        rows = [(b, Sentence(list(sentences[i]))) for b, i in enumerate(chunk)]
+        keep = [np.ones(len(sentences[i]), dtype=bool) for i in chunk]
+        trees = decode_trees(kind, values, rows, keep, biased)
+        for i, tree in zip(chunk, trees[layer_index if kind == "distances" else 0]):
+            out[i] = tree
     return out  # type: ignore[return-value]
+
+
+def model_heads(model: Any, sentences: Sequence[Sequence[str]], structure: str,
+                batch_size: int = 32) -> list[list[int]]:
+    """Heads (1-based, 0 = ROOT) the model's arc ``structure`` induces for ``sentences``."""
+    out: list[list[int]] = [[] for _ in sentences]
+    for chunk, tokens in _batches(model, sentences, batch_size):
+        values = model.induce(tokens)[structure]
+        for b, i in enumerate(chunk):
+            out[i] = decode_heads(values[b], len(sentences[i]))
+    return out
 
 
 def _number(x: torch.Tensor, scale: float = 1.0) -> float | None:
@@ -113,10 +161,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     rng = np.random.default_rng(args.seed)
     model = load_model(args.ckpt_path) if args.ckpt_path else None
+    if model is not None and args.list_structures:
+        print(json.dumps({n: s.kind for n, s in model.structures.items()}))
+        return 0
+    structure = None
+    if model is not None:
+        structure = args.structure or default_structure(model)
+        if check_structure(model, structure) == "arcs":
+            return _score_arcs(model, structure, args)
 
     def induce(sentences: list[list[str]]) -> list[Tree]:
         if model is not None:
-            return model_trees(model, sentences, args.distances, args.layer, args.biased,
+            return model_trees(model, sentences, structure, args.layer, args.biased,
                                args.batch_size)
         return [baseline_tree(words, args.baseline, rng) for words in sentences]
 
@@ -149,13 +205,44 @@ def main(argv: list[str] | None = None) -> int:
                                      encoding="utf-8")
     result: dict[str, Any] = {
         "treebank": str(args.treebank),
-        "trees": args.baseline or f"{args.ckpt_path}:{args.distances}:{args.layer}:"
+        "trees": args.baseline or f"{args.ckpt_path}:{structure}:{args.layer}:"
                                   f"{'biased' if args.biased else 'unbiased'}",
         "protocol": args.protocol,
         "max_length": args.max_length,
         **evaluate(preds, golds),
     }
     print(json.dumps(result))
+    return 0
+
+
+def _score_arcs(model: Any, structure: str, args: argparse.Namespace) -> int:
+    """UAS of an arc structure against a CoNLL-U treebank (or heads for ``--input``)."""
+    if args.input:
+        lines = Path(args.input).read_text(encoding="utf-8").splitlines()
+        sentences = [line.split() for line in lines if line.split()]
+        heads = model_heads(model, sentences, structure, args.batch_size)
+        if args.output:
+            Path(args.output).write_text("".join(" ".join(map(str, h)) + "\n" for h in heads),
+                                         encoding="utf-8")
+        print(json.dumps({"n_sentences": len(heads), "output": args.output}))
+        return 0
+    if not args.treebank or not str(args.treebank).endswith(".conllu"):
+        print(f"synlm parse: {structure!r} gives dependency heads: give a CoNLL-U "
+              "--treebank FILE.conllu (or --input TEXT)", file=sys.stderr)
+        return 2
+    try:
+        golds = [s for s in read_conllu(args.treebank) if s.heads is not None]
+    except (ReaderError, FileNotFoundError) as e:
+        print(f"synlm parse: {e}", file=sys.stderr)
+        return 1
+    if args.max_length:
+        golds = [s for s in golds if len(s.words) <= args.max_length]
+    metric = AttachmentScore()
+    metric.update(model_heads(model, [s.words for s in golds], structure, args.batch_size),
+                  [s.heads for s in golds])
+    print(json.dumps({"treebank": str(args.treebank), "structure": structure,
+                      "max_length": args.max_length, "n_sentences": len(golds),
+                      "uas": _number(metric.compute(), 100.0)}))
     return 0
 
 

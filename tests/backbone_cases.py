@@ -19,9 +19,9 @@ CASES: dict[str, dict] = {
 
 def all_backbones() -> dict[str, type[Backbone]]:
     """Every backbone synlm defines (importing ``synlm.cli`` registers them all)."""
-    from synlm.cli import subclasses
+    from synlm.registry import backbone_classes
 
-    return {c.__name__: c for c in subclasses(Backbone) if c.__module__.startswith("synlm.")}
+    return {c.__name__: c for c in backbone_classes()}
 
 
 def build(name: str) -> Backbone:

@@ -34,7 +34,10 @@ def main(out: str, devices: int) -> None:
                          eval_batch_size=EVAL_COLUMNS // devices, bptt=8)
     backbone = AWDLSTM(16, 32, 2, dropout_input=0, dropout_hidden=0, dropout_output=0,
                        weight_drop=0)
-    model = SyntaxLM(backbone, vocab_size=dm.vocab_size, bptt=8, embedding_dropout=0.0, lr=1.0)
+    model = SyntaxLM(backbone, vocab_size=dm.vocab_size, bptt=8, embedding_dropout=0.0,
+                     alpha=2.0, beta=1.0,
+                     optimizer={"class_path": "torch.optim.SGD",
+                                "init_args": {"lr": 1.0, "weight_decay": 1.2e-6}})
     trainer = pl.Trainer(accelerator="cpu", devices=devices,
                          strategy="ddp" if devices > 1 else "auto", max_steps=2,
                          val_check_interval=2, logger=False, enable_checkpointing=False,

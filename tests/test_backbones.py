@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from backbone_cases import CASES, EMB, all_backbones, build
-from synlm.backbones.base import OPTIONAL_FIELDS
+from synlm.backbones.base import OPTIONAL_FIELDS, STRUCTURE_FIELDS, BackboneSpec
 
 NAMES = sorted(all_backbones())
 B, T = 3, 10
@@ -21,18 +21,26 @@ def _inputs(seed: int = 0, t: int = T) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_output_shapes_and_promises(name: str) -> None:
+def test_output_matches_the_declared_spec(name: str) -> None:
+    """What a backbone returns is what its spec declares: every promised field and no
+    other, one ``layers`` entry per declared width, its structures in their fields."""
     backbone = build(name).double()
+    spec = backbone.spec
+    assert isinstance(spec, BackboneSpec) and spec.input_size == EMB
     out = backbone(_inputs())
-    assert out.hidden.shape == (B, T, backbone.output_size)
-    assert backbone.provides <= OPTIONAL_FIELDS
+    assert out.hidden.shape == (B, T, spec.output_size)
+    assert spec.provides <= OPTIONAL_FIELDS and "layers" in spec.provides
     for field in OPTIONAL_FIELDS:
         value = getattr(out, field)
-        assert (value is not None) == (field in backbone.provides), field
+        assert (value is not None) == (field in spec.provides), field
+    assert [layer.shape for layer in out.layers] == [(B, T, w) for w in spec.layer_sizes]
+    for structure in spec.structures:
+        assert getattr(out, STRUCTURE_FIELDS[structure.kind]) is not None, structure
     if out.distances is not None:
         assert out.distances.dim() == 3 and out.distances.shape[1:] == (B, T)
-    if out.layers is not None:
-        assert all(layer.shape[:2] == (B, T) for layer in out.layers)
+    if out.distance_features is not None:
+        assert out.distance_features.shape[:3] == (len(spec.distance_feature_sizes), B, T)
+    assert (out.state is not None) == spec.recurrent
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -54,7 +62,7 @@ def test_causal(name: str) -> None:
 def test_state_carry(name: str) -> None:
     """One window of 2T equals two windows of T with the carried state (eval mode)."""
     backbone = build(name).double().eval()
-    if not backbone.recurrent:
+    if not backbone.spec.recurrent:
         pytest.skip("not a recurrent backbone")
     x = _inputs(t=2 * T)
     whole = backbone(x)

@@ -1,23 +1,32 @@
-"""The package floors of DESIGN.md: lower floors import nothing of synlm above them, and
-no model file imports Lightning."""
+"""The package floors (docs/design.md): each floor imports nothing of synlm above it, so there
+is no import circle, and no model file imports Lightning."""
 
 from __future__ import annotations
 
 import ast
+from graphlib import TopologicalSorter
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "synlm"
 
-#: floor -> the synlm subpackages it may import (besides itself)
+#: floor (a subpackage or a module) -> the synlm floors it may import, besides itself
 ALLOWED = {
     "syntax": set(),
     "modules": set(),
+    "outputs": set(),
+    "optim": set(),
     "metrics": {"syntax"},
     "data": {"syntax", "outputs"},
     "backbones": {"modules", "outputs"},
     "heads": {"modules", "outputs", "backbones.base"},
+    "callbacks": set(),
+    "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs"},
+    "registry": {"backbones", "heads", "callbacks", "data"},
+    "cli": {"lm", "data", "registry", "parse"},
+    "config": {"cli", "lm"},
+    "parse": {"lm", "data", "metrics", "syntax"},
 }
 
 
@@ -31,20 +40,38 @@ def imports(path: Path) -> set[str]:
     return names
 
 
+def floor_files(floor: str) -> list[Path]:
+    module = PACKAGE / f"{floor}.py"
+    return [module] if module.exists() else sorted((PACKAGE / floor).rglob("*.py"))
+
+
+def test_every_module_has_a_floor() -> None:
+    tops = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in PACKAGE.glob("*")
+            if p.suffix == ".py" or (p / "__init__.py").exists()}
+    assert tops - {"__init__"} == set(ALLOWED)
+
+
+def test_floors_form_no_circle() -> None:
+    graph = {floor: {a.split(".")[0] for a in allowed} for floor, allowed in ALLOWED.items()}
+    tuple(TopologicalSorter(graph).static_order())  # raises CycleError on a circle
+
+
 @pytest.mark.parametrize("floor", sorted(ALLOWED))
 def test_floor_imports_nothing_above_it(floor: str) -> None:
-    for path in (PACKAGE / floor).rglob("*.py"):
+    files = floor_files(floor)
+    assert files, floor
+    for path in files:
         for name in imports(path):
             if not name.startswith("synlm."):
-                continue
+                continue  # ``import synlm`` / ``from synlm import __version__``: the package
             target = name.removeprefix("synlm.")
             ok = target.split(".")[0] == floor or any(
                 target == a or target.startswith(a + ".") for a in ALLOWED[floor])
             assert ok, f"{path.relative_to(PACKAGE)} imports {name}"
 
 
-@pytest.mark.parametrize("floor", ["backbones", "heads", "modules", "syntax"])
+@pytest.mark.parametrize("floor", ["backbones", "heads", "modules", "syntax", "optim"])
 def test_model_files_do_not_import_lightning(floor: str) -> None:
-    for path in (PACKAGE / floor).rglob("*.py"):
+    for path in floor_files(floor):
         assert not any(n.split(".")[0] in ("lightning", "pytorch_lightning")
                        for n in imports(path)), path

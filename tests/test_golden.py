@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_OVERRIDES
-from synlm.cli import REPO_CONFIGS, main
+from synlm.cli import main
+from synlm.registry import REPO_CONFIGS
 
 SMALL_LSTM = ["--model.backbone.init_args.input_size=16",
               "--model.backbone.init_args.hidden_size=32"]

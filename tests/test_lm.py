@@ -68,14 +68,15 @@ def test_loss_is_nll_plus_weighted_heads_plus_ar_tar(monkeypatch: pytest.MonkeyP
     torch.manual_seed(0)
     model = SyntaxLM(tiny_backbone(), heads=[ConstantHead(0.5, 2.0)], vocab_size=20,
                      alpha=2.0, beta=1.0, embedding_dropout=0.0).eval()
+    assert model.hparams.ar_target == "output"  # AR on hidden, as AWD-LSTM
     logged: dict[str, torch.Tensor] = {}
     monkeypatch.setattr(model, "log_dict", lambda d, **kw: logged.update(d))
     batch = batch_of(torch.randint(0, 20, (3, 9)))
     loss, result = model._step(batch, "train")
     out = result.backbone
     nll = -result.target_log_probs.mean()
-    ar = 2.0 * out.layers[-1].pow(2).mean()
-    tar = 1.0 * (out.raw_last[:, 1:] - out.raw_last[:, :-1]).pow(2).mean()
+    ar = 2.0 * out.hidden.pow(2).mean()
+    tar = 1.0 * (out.layers[-1][:, 1:] - out.layers[-1][:, :-1]).pow(2).mean()
     torch.testing.assert_close(loss, nll + 0.5 * 2.0 + ar + tar)
     torch.testing.assert_close(logged["train/lm_loss"], nll)
     assert logged["train/constant_loss"] == 2.0 and "train/seen" in logged
@@ -159,8 +160,12 @@ def test_non_finite_loss_stops_with_step_and_keeps_last_checkpoint(tmp_path: Pat
 
 
 def test_adam_with_plateau_schedule() -> None:
-    model = SyntaxLM(tiny_backbone(), vocab_size=20, optimizer="adam", lr=3e-3,
-                     plateau_patience=2)
+    model = SyntaxLM(
+        tiny_backbone(), vocab_size=20,
+        optimizer={"class_path": "torch.optim.Adam",
+                   "init_args": {"lr": 3e-3, "betas": (0.0, 0.999), "eps": 1e-9}},
+        lr_scheduler={"class_path": "lightning.pytorch.cli.ReduceLROnPlateau",
+                      "init_args": {"monitor": "val/loss", "factor": 0.5, "patience": 2}})
     config = model.configure_optimizers()
     optimizer = config["optimizer"]
     assert isinstance(optimizer, torch.optim.Adam)
@@ -173,7 +178,7 @@ def test_adam_with_plateau_schedule() -> None:
 def test_induced_tree_f1_from_oracle_distances() -> None:
     """Gold gap heights decode to the gold bracketing (recall 1; precision is lost only on
     n-ary gold nodes), and reversed distances score far lower."""
-    from synlm.metrics.parsing import InducedTreeF1
+    from synlm.metrics.structures import InducedStructureMetrics
     from synlm.syntax import tree_to_distances
 
     sentences = SyntheticTreebank(n_train=60).sentences("train")
@@ -182,10 +187,11 @@ def test_induced_tree_f1_from_oracle_distances() -> None:
     for b, s in enumerate(sentences):  # rows [<eos>, w1..wn]: value i = gap before word i
         oracle[0, b, 2 : len(s.words) + 1] = torch.tensor(tree_to_distances(s.tree),
                                                           dtype=torch.float)
-    metric = InducedTreeF1()
-    metric.update({"gold": oracle, "reversed": -oracle}, sentences)
+    metric = InducedStructureMetrics()
+    metric.update({"gold": ("distances", oracle), "reversed": ("distances", -oracle)},
+                  sentences)
     scores = metric.compute()
-    assert scores["gold"] > 0.9 and scores["reversed"] < 0.5 * scores["gold"]
+    assert scores["uf1_gold"] > 0.9 and scores["uf1_reversed"] < 0.5 * scores["uf1_gold"]
 
 
 def test_heads_need_distinct_names() -> None:

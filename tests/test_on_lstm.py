@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from synlm.backbones.base import StackState
 from synlm.backbones.on_lstm import ONLSTM, _Recurrence
 from synlm.modules import cumax, drop_connect
 
@@ -38,7 +39,7 @@ def reference_layer(x, state, w_ih, b_ih, w_hh, b_hh, chunk):
 def reference_stack(model, x, state=None, weights=None):
     """The whole ONLSTM (no dropout) with the reference cell; weights: W_hh per layer."""
     B = x.size(0)
-    state = state or model.init_state(B, x)
+    state = state or [cell.init_state(B, x) for cell in model.cells]
     outs, dists, logits, new_state = [], [], [], []
     for l, cell in enumerate(model.cells):
         w_hh = cell.hh.weight if weights is None else weights[l]
@@ -85,14 +86,14 @@ def test_matches_reference_step_by_step():
     torch.testing.assert_close(out.distances, ref_dist)  # (L, B, T)
     # distance_features (L, B, T, n_max): layer 1 has n = 3, zero-padded to 4
     assert out.distance_features.shape == (2, 3, 5, 4)
-    assert model.distance_feature_sizes == [4, 3]
+    assert model.spec.distance_feature_sizes == (4, 3)
     torch.testing.assert_close(out.distance_features[0], ref_logits[0])
     torch.testing.assert_close(out.distance_features[1, ..., :3], ref_logits[1])
     assert (out.distance_features[1, ..., 3] == 0).all()
-    for (h, c), (rh, rc) in zip(out.state, ref_state, strict=True):
+    for (h, c), (rh, rc) in zip(out.state.layers, ref_state, strict=True):
         torch.testing.assert_close(h, rh)
         torch.testing.assert_close(c, rc)
-    assert out.state[0][1].shape == (3, 4, 2)  # c: (B, n, chunk)
+    assert out.state.layers[0][1].shape == (3, 4, 2)  # c: (B, n, chunk)
 
 
 def test_gradients_match_reference():
@@ -155,7 +156,7 @@ def test_cumax_monotone_and_master_gates_in_unit_interval():
     torch.testing.assert_close(m[..., -1], torch.ones(4, 7, dtype=DT))
     model = tiny().eval()
     out = model(inputs())
-    for l, n in enumerate(model.distance_feature_sizes):
+    for l, n in enumerate(model.spec.distance_feature_sizes):
         f_master = cumax(out.distance_features[l, ..., :n])  # f~ (eq. 5)
         assert (f_master.diff(dim=-1) >= 0).all() and (f_master >= 0).all()
         assert (f_master <= 1 + 1e-12).all()
@@ -177,10 +178,10 @@ def test_state_carry_two_windows_equal_one():
     second = model(x[:, 4:], first.state)
     torch.testing.assert_close(torch.cat([first.hidden, second.hidden], 1), full.hidden)
     torch.testing.assert_close(torch.cat([first.distances, second.distances], 2), full.distances)
-    for (h, c), (fh, fc) in zip(second.state, full.state, strict=True):
+    for (h, c), (fh, fc) in zip(second.state.layers, full.state.layers, strict=True):
         torch.testing.assert_close(h, fh)
         torch.testing.assert_close(c, fc)
-    zeros = model.init_state(3, x)
+    zeros = StackState([cell.init_state(3, x) for cell in model.cells], [])
     torch.testing.assert_close(model(x, zeros).hidden, full.hidden)
 
 
@@ -229,8 +230,9 @@ def test_layers_and_dropouts_contract():
     model = tiny(dropout_input=0.3, dropout_hidden=0.3, dropout_output=0.5).train()
     torch.manual_seed(0)
     out = model(inputs())
-    assert out.raw_last is out.layers[-1]  # AR sees the undropped last layer (ON-LSTM)
-    assert not torch.allclose(out.hidden, out.layers[-1])  # output dropout on hidden only
-    assert ONLSTM.provides >= {"layers", "raw_last", "distances", "distance_features"}
+    # output dropout on hidden only: the top layer stays undropped, which is what the
+    # reference's AR reads (``ar_target: last_layer``)
+    assert not torch.allclose(out.hidden, out.layers[-1])
+    assert model.spec.provides >= {"layers", "distances", "distance_features"}
     with pytest.raises(ValueError, match="multiple"):
         ONLSTM(input_size=6, hidden_size=9, chunk_size=2)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from synlm import parse
+from synlm.outputs import Structure
 
 FIXTURES = Path(__file__).parent / "fixtures" / "syntax"
 
@@ -49,8 +51,11 @@ class FakeLM:
     (left-branching) for "syd"; 3 layers, the middle one is used by default."""
 
     vocab = FakeVocab()
+    normalization = "ptb"
+    heads = [SimpleNamespace(name="syd")]
+    structures = {"lm": Structure("lm", "distances"), "syd": Structure("syd", "distances")}
 
-    def distance_sets(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    def induce(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         B, T = tokens.shape
         down = -torch.arange(T, dtype=torch.float).expand(3, B, T).clone()
         down[0] = 0  # layer 0 is flat: picking it would give other trees
@@ -60,18 +65,26 @@ class FakeLM:
 def test_checkpoint_trees_match_the_baselines(capsys, monkeypatch):
     monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
     bank = str(FIXTURES / "sample.mrg")
-    lm = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank)
+    lm = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", "lm")
     right = run(capsys, "--baseline", "right-branching", "--treebank", bank)
     assert lm["uf1_sentence"] == right["uf1_sentence"]
     assert lm["trees"].endswith("lm:middle:unbiased")
-    syd = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--distances", "syd",
-              "--layer", "2")
+    syd = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--layer", "2")
+    assert syd["trees"].endswith("syd:2:unbiased")  # the head's structure by default
     left = run(capsys, "--baseline", "left-branching", "--treebank", bank)
     assert syd["uf1_corpus"] == left["uf1_corpus"]
-    biased = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--biased")
+    biased = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", "lm",
+                 "--biased")
     assert biased["uf1_sentence"] == right["uf1_sentence"]
-    with pytest.raises(SystemExit, match="no distance set 'span'"):
-        parse.main(["--ckpt_path", "x.ckpt", "--treebank", bank, "--distances", "span"])
+
+
+def test_structures_are_listed_and_an_unknown_one_names_the_valid(capsys, monkeypatch):
+    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    assert run(capsys, "--ckpt_path", "x.ckpt", "--list-structures") == {
+        "lm": "distances", "syd": "distances"}
+    with pytest.raises(SystemExit, match=r"no structure 'span'.*lm \(distances\), syd"):
+        parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),
+                    "--structure", "span"])
 
 
 def test_input_text_to_bracketed_trees(capsys, monkeypatch, tmp_path):
@@ -79,7 +92,8 @@ def test_input_text_to_bracketed_trees(capsys, monkeypatch, tmp_path):
     text = tmp_path / "in.txt"
     text.write_text("the cat sat\n\nit rained all day\n")
     out_file = tmp_path / "trees.txt"
-    out = run(capsys, "--ckpt_path", "x.ckpt", "--input", str(text), "--output", str(out_file))
+    out = run(capsys, "--ckpt_path", "x.ckpt", "--structure", "lm", "--input", str(text),
+              "--output", str(out_file))
     assert out["n_sentences"] == 2
     assert out_file.read_text().splitlines() == ["(X the (X cat sat))",
                                                  "(X it (X rained (X all day)))"]

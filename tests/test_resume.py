@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from conftest import TINY_OVERRIDES
-from synlm.cli import REPO_CONFIGS, main
+from synlm.cli import main
+from synlm.registry import REPO_CONFIGS
 
 
 def fit(root: Path, max_steps: int, *extra: str) -> None:

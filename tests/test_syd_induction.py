@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from synlm.cli import REPO_CONFIGS, main
+from synlm.cli import main
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.metrics.parsing import ParsingF1, evaluation_tree
+from synlm.registry import REPO_CONFIGS
 from synlm.syntax import baseline_tree
 
 
@@ -50,7 +51,7 @@ def test_supervised_distances_beat_baseline_and_unsupervised_onlstm(
     checkpoint = tmp_path / "syd" / "checkpoints" / "last.ckpt"
     for distances, floor in (("syd", right_uf1 + 0.15), ("lm", 0.0)):
         assert main(["parse", "--ckpt_path", str(checkpoint), "--treebank", str(treebank),
-                     "--distances", distances, "--layer", "0"]) == 0
+                     "--structure", distances, "--layer", "0"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["n_sentences"] == len(sentences)
         assert report["uf1_sentence"] / 100 > floor

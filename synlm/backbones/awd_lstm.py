@@ -7,18 +7,18 @@ Word-type embedding dropout (§4.3) and the tied decoder (§4.4) live in ``Synta
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 from torch import Tensor, nn
 
-from synlm.backbones.base import Backbone
-from synlm.modules import LockedDropout, WeightDropLSTM
-from synlm.outputs import BackboneOutput
+from synlm.backbones.base import LayerInsert, RecurrentStack
+from synlm.modules import WeightDropLSTM
 
-LSTMState = list[tuple[Tensor, Tensor]]  # per layer: (h (1, B, H_l), c (1, B, H_l))
+LayerState = tuple[Tensor, Tensor]  # h (1, B, H_l), c (1, B, H_l)
 
 
-class AWDLSTM(Backbone):
+class AWDLSTM(RecurrentStack):
     """Sizes ``input_size -> hidden_size x (num_layers - 1) -> input_size`` (400/1150/1150/400
     for PTB), so the last layer can be tied to the embedding.
 
@@ -29,10 +29,10 @@ class AWDLSTM(Backbone):
         dropout_input: locked dropout on the embeddings (AWD ``dropouti``).
         dropout_hidden: locked dropout between layers (``dropouth``).
         dropout_output: locked dropout on the last layer's output (``dropout``).
-        weight_drop: DropConnect on each ``weight_hh`` (``wdrop``), inverted scaling.
+        weight_drop: DropConnect on each ``weight_hh`` (``wdrop``), inverted scaling; a mask
+            is drawn per layer as that layer runs.
+        inserts: modules run between two layers (``LayerInsert``), e.g. PaLM's span attention.
     """
-
-    provides: ClassVar[frozenset[str]] = frozenset({"layers", "raw_last"})
 
     def __init__(
         self,
@@ -43,25 +43,18 @@ class AWDLSTM(Backbone):
         dropout_hidden: float = 0.25,
         dropout_output: float = 0.4,
         weight_drop: float = 0.5,
+        inserts: Sequence[LayerInsert] = (),
     ) -> None:
-        super().__init__()
-        self.input_size = self.output_size = input_size
-        sizes = [input_size] + [hidden_size] * (num_layers - 1) + [input_size]
+        super().__init__(input_size, hidden_size, num_layers, dropout_input, dropout_hidden,
+                         dropout_output, inserts)
+        sizes = [input_size, *self.layer_sizes]
         self.rnns = nn.ModuleList(
             WeightDropLSTM(sizes[i], sizes[i + 1], weight_drop) for i in range(num_layers)
         )
-        self.drop_input = LockedDropout(dropout_input)
-        self.drop_hidden = LockedDropout(dropout_hidden)
-        self.drop_output = LockedDropout(dropout_output)
+        self.bind_inserts()
+        self.spec = self.make_spec()
 
-    def forward(self, x: Tensor, state: LSTMState | None = None) -> BackboneOutput:
-        # x: (B, T, input_size)
-        h = self.drop_input(x)
-        new_state: LSTMState = []
-        for i, rnn in enumerate(self.rnns):
-            raw, layer_state = rnn(h, None if state is None else state[i])  # (B, T, H_l)
-            new_state.append(layer_state)
-            last = i == len(self.rnns) - 1
-            h = self.drop_output(raw) if last else self.drop_hidden(raw)
-        # AR penalises the dropped last layer, TAR the raw one (awd-lstm-lm main.py:197-203)
-        return BackboneOutput(hidden=h, state=new_state, layers=[h], raw_last=raw)
+    def run_layer(self, index: int, x: Tensor, state: LayerState | None, weight: Any
+                  ) -> tuple[Tensor, LayerState, None]:
+        y, new_state = self.rnns[index](x, state)  # (B, T, H_l)
+        return y, new_state, None

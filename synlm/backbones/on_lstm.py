@@ -30,15 +30,15 @@ float32 (cumax included).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from synlm.backbones.base import Backbone
-from synlm.modules import LockedDropout, cumax, drop_connect
-from synlm.outputs import BackboneOutput
+from synlm.backbones.base import LayerInsert, RecurrentStack
+from synlm.modules import cumax, drop_connect
+from synlm.outputs import BackboneOutput, Structure
 
 #: Per-layer recurrent state: h (B, H) and c (B, n, chunk).
 LayerState = tuple[Tensor, Tensor]
@@ -217,25 +217,24 @@ class ONLSTMCell(nn.Module):
                 f"weight_drop={self.weight_drop}")
 
 
-class ONLSTM(Backbone):
+class ONLSTM(RecurrentStack):
     """A stack of ON-LSTM layers with AWD-style regularisation (Shen et al. 2019 §5.1).
 
     Layer sizes are [input_size] + [hidden_size] * (L - 1) + [input_size] (tied decoder).
     Locked dropout: ``dropout_input`` on the embeddings, ``dropout_hidden`` between layers,
     ``dropout_output`` on the last layer (``hidden``). ``layers`` is the reference stack's
     ``outputs``: each inner layer after the between-layer dropout (what the next layer
-    reads), and the *undropped* last layer, so AR penalises that (reference-notes §1.2);
-    ``raw_last`` is the same tensor (TAR).
+    reads), and the *undropped* last layer; the reference applies AR to that last entry
+    (docs/reference-implementations.md §1.2), which configs select with
+    ``model.ar_target: last_layer``.
 
-    ``distances`` (L, B, T) are 1 - mean(f~) per layer (eq. 12); ``distance_features``
-    (L, B, T, n_max) are the master-forget logits h^f (eq. 14), zero-padded on the last
-    dimension to the widest layer; ``distance_feature_sizes[l]`` is layer l's true n and
-    ``layer_sizes[l]`` its width (heads size their layers from these in ``bind``).
-    State: one (h (B, H_l), c (B, n_l, chunk_size)) per layer; ``None`` means zeros.
+    ``distances`` (L, B, T) are 1 - mean(f~) per layer (eq. 12), the structure ``lm``;
+    ``distance_features`` (L, B, T, n_max) are the master-forget logits h^f (eq. 14),
+    zero-padded on the last dimension to the widest layer; ``spec.distance_feature_sizes[l]``
+    is layer l's true n (heads size their layers from the spec in ``bind``).
+    State: a ``StackState`` with one (h (B, H_l), c (B, n_l, chunk_size)) per layer.
+    DropConnect masks of every layer are drawn once per window, before the input dropout.
     """
-
-    provides = frozenset({"layers", "raw_last", "distances", "distance_features"})
-    recurrent = True
 
     def __init__(
         self,
@@ -247,45 +246,35 @@ class ONLSTM(Backbone):
         dropout_hidden: float = 0.3,
         dropout_output: float = 0.45,
         weight_drop: float = 0.45,
+        inserts: Sequence[LayerInsert] = (),
     ) -> None:
-        super().__init__()
-        self.input_size = self.output_size = input_size
+        super().__init__(input_size, hidden_size, num_layers, dropout_input, dropout_hidden,
+                         dropout_output, inserts)
         self.hidden_size = hidden_size
-        self.layer_sizes = [hidden_size] * (num_layers - 1) + [input_size]
         in_sizes = [input_size, *self.layer_sizes[:-1]]
         self.cells = nn.ModuleList(
             ONLSTMCell(i, h, chunk_size, weight_drop)
             for i, h in zip(in_sizes, self.layer_sizes, strict=True)
         )
-        self.distance_feature_sizes = [cell.n_chunk for cell in self.cells]
-        self.drop_input = LockedDropout(dropout_input)
-        self.drop_hidden = LockedDropout(dropout_hidden)
-        self.drop_output = LockedDropout(dropout_output)
-
-    def init_state(self, batch_size: int, like: Tensor) -> list[LayerState]:
-        return [cell.init_state(batch_size, like) for cell in self.cells]
-
-    def forward(self, x: Tensor, state: list[LayerState] | None = None) -> BackboneOutput:
-        # x: (B, T, input_size) embeddings
-        if state is None:
-            state = self.init_state(x.size(0), x)
-        weights = [cell.window_weight() for cell in self.cells]  # one DropConnect mask per window
-        x = self.drop_input(x)
-        new_state, layers, features = [], [], []
-        for l, (cell, w_hh) in enumerate(zip(self.cells, weights, strict=True)):
-            y, s, hf = cell(x, state[l], w_hh)  # (B, T, H_l), ((B, H_l), (B, n_l, k)), (B, T, n_l)
-            new_state.append(s)
-            features.append(hf)
-            layers.append(y if l == len(self.cells) - 1 else self.drop_hidden(y))
-            x = layers[-1]
-        n_max = max(self.distance_feature_sizes)
-        distances = torch.stack([1.0 - cumax(hf).mean(-1) for hf in features])  # (L, B, T)
-        features = torch.stack([F.pad(hf, (0, n_max - hf.size(-1))) for hf in features])
-        return BackboneOutput(
-            hidden=self.drop_output(layers[-1]),  # (B, T, input_size)
-            state=new_state,
-            layers=layers,
-            raw_last=layers[-1],
-            distances=distances,
-            distance_features=features,  # (L, B, T, n_max)
+        self.bind_inserts()
+        self.spec = self.make_spec(
+            provides=frozenset({"distances", "distance_features"}),
+            structures=(Structure("lm", "distances"),),
+            distance_feature_sizes=tuple(cell.n_chunk for cell in self.cells),
         )
+
+    def window_weights(self) -> list[Tensor]:
+        return [cell.window_weight() for cell in self.cells]  # one DropConnect mask per window
+
+    def run_layer(self, index: int, x: Tensor, state: LayerState | None, weight: Tensor
+                  ) -> tuple[Tensor, LayerState, Tensor]:
+        cell = self.cells[index]
+        if state is None:
+            state = cell.init_state(x.size(0), x)
+        return cell(x, state, weight)  # (B, T, H_l), ((B, H_l), (B, n_l, k)), h^f (B, T, n_l)
+
+    def add_outputs(self, out: BackboneOutput, extras: list[Tensor]) -> None:
+        n_max = max(self.spec.distance_feature_sizes)
+        out.distances = torch.stack([1.0 - cumax(hf).mean(-1) for hf in extras])  # (L, B, T)
+        out.distance_features = torch.stack(  # (L, B, T, n_max)
+            [F.pad(hf, (0, n_max - hf.size(-1))) for hf in extras])

@@ -37,16 +37,16 @@ outputs, known once the reading layers have run): two batched matmuls over a ban
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from synlm.backbones.base import Backbone
+from synlm.backbones.base import Backbone, BackboneSpec
 from synlm.modules import dropout_mask
 from synlm.modules.ln_lstm import LayerNormLSTMCell
-from synlm.outputs import BackboneOutput
+from synlm.outputs import BackboneOutput, Structure
 
 Norm = Literal["batch", "layer"]
 
@@ -441,8 +441,6 @@ class PRPN(Backbone):
         parser_size: hidden size of the parsing network; defaults to ``hidden_size``.
     """
 
-    provides: ClassVar[frozenset[str]] = frozenset({"distances", "layers"})
-
     def __init__(
         self,
         input_size: int = 800,
@@ -462,9 +460,7 @@ class PRPN(Backbone):
         super().__init__()
         if n_slots < 1 or n_lookback < 1:
             raise ValueError("n_slots and n_lookback must be at least 1")
-        self.input_size = self.output_size = input_size
         self.hidden_size = hidden_size
-        self.layer_sizes = [hidden_size] * num_layers  # widths of ``layers``
         self.n_slots = n_slots
         self.tau = tau
         self.hard = hard
@@ -480,6 +476,10 @@ class PRPN(Backbone):
             for i in range(num_layers)
         )
         self.predictor = PredictNetwork(hidden_size, input_size, idropout, norm)
+        self.spec = BackboneSpec(
+            input_size=input_size, output_size=input_size, layer_sizes=(hidden_size,) * num_layers,
+            provides=frozenset({"distances", "layers"}), recurrent=True,
+            structures=(Structure("lm", "distances"),))
 
     def initial_state(self, x: Tensor) -> PRPNState:
         """Zero memories and look-back, +inf past distances, for the batch of ``x`` (B, T, E)."""

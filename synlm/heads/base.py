@@ -1,37 +1,67 @@
-"""The syntax-head contract: read a backbone's output (and gold syntax), return a loss."""
+"""The syntax-head contract: bind to the assembled model, read a backbone's output (and gold
+syntax), return a loss term, a replacement next-token distribution and/or a structure."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from torch import Tensor, nn
 
-from synlm.backbones.base import Backbone
-from synlm.outputs import BackboneOutput, Batch, HeadOutput
+from synlm.backbones.base import BackboneSpec
+from synlm.outputs import BackboneOutput, Batch, HeadOutput, StructureKind
+
+
+@dataclass(frozen=True)
+class HeadContext:
+    """The assembled model a head binds to (``SyntaxHead.bind``).
+
+    A head may keep the context (a plain dataclass) and call its modules in ``forward``;
+    assigning ``context.embedding`` or ``context.decoder`` to an attribute of the head
+    would register the shared weights a second time, so keep the context instead.
+    """
+
+    vocab_size: int
+    embedding: nn.Embedding  # (V, E) token embedding
+    decoder: nn.Linear  # E -> V, tied to the embedding unless ``tie_weights=False``
+    backbone: BackboneSpec
 
 
 class SyntaxHead(nn.Module):
-    """Base class of every syntax head.
+    """Base class of every syntax head. A head can do any of three things:
 
-    ``requires`` names the ``BackboneOutput`` fields the head reads (checked against
-    ``Backbone.provides`` when ``SyntaxLM`` is built); ``needs_gold`` names the ``Batch``
-    fields it reads (checked against the data at setup; empty means unsupervised).
-    ``replaces_distribution`` heads return ``log_probs``/``target_log_probs`` that
-    replace the tied decoder's next-token distribution; at most one per model.
+    - add a loss term: return ``HeadOutput.loss`` (unweighted; ``SyntaxLM`` multiplies it by
+      ``weight``) when the batch has the gold it needs;
+    - replace the next-token distribution (``replaces_distribution = True``): return
+      ``target_log_probs`` (B, T) on every call, and ``log_probs`` (B, T, V) whenever
+      ``log_probs_needed`` is set on the call (``SyntaxLM.log_probs``); returning
+      nothing is an error, never a silent fall-back to the decoder; at most one per model;
+    - induce a structure (``structure_kind`` not None): return ``HeadOutput.structure`` in
+      that kind's layout (``synlm.outputs.STRUCTURE_KINDS``), named ``name``.
+
+    ``requires`` names the ``BackboneOutput`` fields the head reads (checked against the
+    backbone's spec when ``SyntaxLM`` is built); ``needs_gold`` names the ``Batch`` fields
+    it trains on (checked against the corpus's gold at setup). ``forward`` is called on
+    every batch, also without gold (raw text, evaluation on a corpus without trees): then
+    the gold fields are ``None`` and the head returns no loss. ``bind(context)`` is called
+    once, after the embedding, decoder and backbone exist.
     """
 
     requires: ClassVar[frozenset[str]] = frozenset()
     needs_gold: ClassVar[frozenset[str]] = frozenset()
     replaces_distribution: ClassVar[bool] = False
-    #: Short name used in metric keys: ``train/{name}_loss``.
+    structure_kind: ClassVar[StructureKind | None] = None
+    #: Short name used in metric keys: ``train/{name}_loss``, ``val/uf1_{name}``.
     name: ClassVar[str] = "head"
 
     def __init__(self, weight: float = 1.0) -> None:
         super().__init__()
         self.weight = weight
 
-    def bind(self, backbone: Backbone) -> None:
-        """Build layers whose sizes depend on the backbone. Called once by SyntaxLM."""
+    def bind(self, context: HeadContext) -> None:
+        """Build layers whose sizes depend on the model. Called once by ``SyntaxLM``."""
 
-    def forward(self, out: BackboneOutput, batch: Batch, logits: Tensor) -> HeadOutput:
+    def forward(self, out: BackboneOutput, batch: Batch, logits: Tensor,
+                log_probs_needed: bool = False) -> HeadOutput:
+        """``out``: the backbone's output; ``logits`` (B, T, V): the tied decoder's."""
         raise NotImplementedError  # pragma: no cover

@@ -24,7 +24,7 @@ Which pairs (``pairing``):
 
 - ``sentence``: word pairs inside one sentence of one row (the paper's eq. 18).
 - ``stream``: pairs across the batch columns at the same time step, as the released code
-  does with its (T, B) inputs (reference-notes §2.3).
+  does with its (T, B) inputs (docs/reference-implementations.md §2.3).
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from synlm.backbones.base import Backbone
-from synlm.heads.base import SyntaxHead
+from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.modules import cumax, drop_connect
 from synlm.outputs import BackboneOutput, Batch, HeadOutput
 
@@ -99,12 +98,13 @@ class DistanceRankingHead(SyntaxHead):
     ``layers`` unless ``layer=None``.
 
     ``forward`` returns the loss, ``structure`` = the predicted distances (L_sel, B, T)
-    (detached; ``distances(out)`` gives them with gradient, e.g. for parsing), and metrics
+    (the ``distances`` structure named ``name``, decoded into trees for parsing), and metrics
     ``{name}_rank_acc`` (share of gold-ordered pairs predicted in order, strictly) and
     ``{name}_rank_pairs`` (pairs counted). Without gold distances it returns no loss.
     """
 
     needs_gold = frozenset({"distances"})
+    structure_kind = "distances"
     name = "syd"
 
     def __init__(
@@ -143,30 +143,19 @@ class DistanceRankingHead(SyntaxHead):
         self.layer_indices: list[int] = indices  # made non-negative by bind() where sizes are known
         self.proj = nn.ModuleList()  # split: W_s per layer (n, n); hidden: an MLP per layer
 
-    def bind(self, backbone: Backbone) -> None:
-        """Check ``requires`` and build the per-layer W_s (split) or MLP (hidden)."""
-        missing = self.requires - backbone.provides
-        if missing:
-            raise ValueError(
-                f"{type(self).__name__}(mode={self.mode!r}) needs {sorted(missing)}, which "
-                f"{type(backbone).__name__} does not provide"
-            )
+    def bind(self, context: HeadContext) -> None:
+        """Build the per-layer W_s (split) or MLP (hidden) from the backbone's spec."""
+        spec = context.backbone
         if self.mode == "shared":
             return
         if self.layer is None:  # hidden mode on out.hidden
-            self.proj = nn.ModuleList([self._mlp(backbone.output_size)])
+            self.proj = nn.ModuleList([self._mlp(spec.output_size)])
             return
-        attr = "distance_feature_sizes" if self.mode == "split" else "layer_sizes"
-        sizes = getattr(backbone, attr, None)
-        if sizes is None:
-            hint = "" if self.mode == "split" else "; use layer=None to read out.hidden"
-            raise ValueError(
-                f"{type(self).__name__}(mode={self.mode!r}, layer={self.layer}) needs the "
-                f"per-layer widths `{attr}` of {type(backbone).__name__}{hint}"
-            )
+        sizes = spec.distance_feature_sizes if self.mode == "split" else spec.layer_sizes
         for l in self.layer_indices:
             if not -len(sizes) <= l < len(sizes):
-                raise ValueError(f"layer {l} out of range for {len(sizes)} backbone layers")
+                raise ValueError(f"{type(self).__name__}(layer={self.layer}): layer {l} out of "
+                                 f"range for the {len(sizes)} backbone layers")
         self.layer_indices = [l % len(sizes) for l in self.layer_indices]
         if self.mode == "split":
             self.proj = nn.ModuleList(nn.Linear(sizes[l], sizes[l]) for l in self.layer_indices)
@@ -181,7 +170,7 @@ class DistanceRankingHead(SyntaxHead):
         if self.mode == "shared":
             return out.distances[self.layer_indices]  # (L_sel, B, T)
         if not self.proj:
-            raise RuntimeError(f"{type(self).__name__}: call bind(backbone) before forward")
+            raise RuntimeError(f"{type(self).__name__}: call bind(context) before forward")
         if self.layer is None:  # hidden mode on the decoder input
             return torch.sigmoid(self.proj[0](out.hidden)).squeeze(-1).unsqueeze(0)
         preds = []
@@ -197,7 +186,7 @@ class DistanceRankingHead(SyntaxHead):
     def forward(self, out: BackboneOutput, batch: Batch, logits: Tensor) -> HeadOutput:
         pred = self.distances(out)  # (L_sel, B, T)
         if batch.distances is None:
-            return HeadOutput(structure=pred.detach())
+            return HeadOutput(structure=pred)
         valid = batch.mask
         if batch.distance_mask is not None:
             valid = valid & batch.distance_mask
@@ -211,7 +200,7 @@ class DistanceRankingHead(SyntaxHead):
             loss=torch.stack(losses).mean(),
             metrics={f"{self.name}_rank_acc": rank_acc.float(),
                      f"{self.name}_rank_pairs": n_pairs.float()},
-            structure=pred.detach(),
+            structure=pred,
         )
 
     def extra_repr(self) -> str:

@@ -1,4 +1,4 @@
-"""Unsupervised parsing metrics (reference-notes §7; docs/evaluation.md).
+"""Unsupervised parsing metrics (docs/reference-implementations.md §7; docs/evaluation.md).
 
 ``ParsingF1`` accumulates, as DDP-summable tensors, the ON-LSTM/PRPN/SYD sentence-level mean
 unlabeled F1 (the headline), the corpus-level micro F1 (URNNG), per-label recall (Du et al.
@@ -48,7 +48,8 @@ class Protocol:
 
 PROTOCOLS = {
     "onlstm": Protocol("onlstm", WORD_TAGS),  # ON-LSTM / PRPN / SYD test_phrase_grammar.py
-    "palm": Protocol("palm", PALM_TAGS),  # PaLM keeps $ and # (reference-notes §4.5)
+    # PaLM keeps $ and # (docs/reference-implementations.md §4.5)
+    "palm": Protocol("palm", PALM_TAGS),
     "urnng": Protocol("urnng", WORD_TAGS, min_length=2),  # length-1 sentences skipped
 }
 
@@ -135,51 +136,3 @@ class ParsingF1(Metric):
         for k, label in enumerate(self.labels):
             out[f"recall_{label}"] = div(self.label_hit[k], self.label_total[k])
         return out
-
-
-class InducedTreeF1(torch.nn.Module):
-    """Sentence-level UF1 of the trees a model's distances induce, per distance set and layer.
-
-    ``update(sets, sentences)`` takes ``sets`` from ``SyntaxLM.distance_sets`` layout,
-    name -> (L, B, T) for rows ``[<eos>, w1..wn]``, and the gold ``Sentence`` of each row.
-    Punctuation (POS outside ``protocol``'s tags) is dropped from the per-word distances
-    before decoding, so one forward pass over the full sentence serves the LM loss and the
-    parse; ``synlm parse`` instead feeds punctuation-free sentences (ON-LSTM's protocol).
-    Keys are ``name`` for one-layer sets, else ``name_l{layer}``.
-    """
-
-    def __init__(self, biased: bool = False, protocol: str = "onlstm") -> None:
-        super().__init__()
-        self.biased = biased
-        self.protocol = PROTOCOLS[protocol]
-        self.metrics = torch.nn.ModuleDict()
-
-    def update(self, sets: dict[str, Tensor], sentences: Sequence) -> None:
-        from synlm.syntax.distances import distances_to_tree
-
-        rows = []
-        for b, sentence in enumerate(sentences):
-            gold = evaluation_tree(sentence.tree, self.protocol) if sentence.tree else None
-            if gold is not None:
-                keep = [tag in self.protocol.keep_tags for _, tag in sentence.tree.pos()]
-                rows.append((b, gold, torch.tensor(keep)))
-        if not rows:
-            return
-        for name, distances in sets.items():
-            values = distances.detach().float().cpu()
-            for layer in range(values.size(0)):
-                key = name if values.size(0) == 1 else f"{name}_l{layer}"
-                if key not in self.metrics:
-                    self.metrics[key] = ParsingF1().to(distances.device)
-                preds = [distances_to_tree(gold.leaves(),
-                                           values[layer, b, 1 : len(keep) + 1][keep].numpy(),
-                                           biased=self.biased)
-                         for b, gold, keep in rows]
-                self.metrics[key].update(preds, [gold for _, gold, _ in rows])
-
-    def compute(self) -> dict[str, Tensor]:
-        return {key: metric.compute()["uf1_sentence"] for key, metric in self.metrics.items()}
-
-    def reset(self) -> None:
-        for metric in self.metrics.values():
-            metric.reset()

@@ -108,7 +108,8 @@ def tree_to_heads(tree: Tree | str,
 
 
 def project_heads(heads: Sequence[int], word_index: Sequence[int]) -> np.ndarray:
-    """Subword heads from word heads (DMLM build_bpe_dependency, reference-notes §5.1).
+    """Subword heads from word heads (DMLM build_bpe_dependency,
+    docs/reference-implementations.md §5.1).
 
     ``word_index[s]`` is the (0-based) word of subword ``s``, non-decreasing. The first subword
     of a word takes the word's head, mapped to the *last* subword of the head word; each later

@@ -5,16 +5,19 @@ Token layout (agreed with ``synlm.data``): sentence ``w1..wn`` is a *unit* of ``
 Stream mode concatenates the units of a split, sentence mode pads one unit per row. All arrays
 here are flat over the concatenated units; ``offsets[u]`` is the first row of unit ``u``.
 
-- ``distances`` (SYD, reference-notes §2.4): row ``i >= 2`` holds ``d(w_{i-1}, w_i)`` from
+- ``distances`` (SYD, docs/reference-implementations.md §2.4): row ``i >= 2`` holds
+  ``d(w_{i-1}, w_i)`` from
   ``tree_to_distances``; rows 0 (gap ``w_n'``-``<eos>``, the root) and 1 (gap ``<eos>``-``w1``,
   the sentence boundary) both hold ``boundary``, a corpus-wide constant that defaults to the
   largest gap + 1 (SDLM's ``max + 1``). Pass the training split's value to the other splits.
-- ``spans`` (PaLM-S, window ``M``, ``K = M - 1`` slots, reference-notes §4.5 with the alignment
+- ``spans`` (PaLM-S, window ``M``, ``K = M - 1`` slots, docs/reference-implementations.md §4.5
+  with the alignment
   fixed): row ``i`` slot ``v`` is the span of ``K - v`` words ending at the word before input
   ``i``; a gold span of the right-branching binarisation (single words and the whole sentence
   excluded) gets weight = its length, rows are normalised to sum 1. Spans ending at ``w_n``
   belong to the next unit's row 0 in stream mode and are dropped in sentence mode.
-- ``dep_targets`` (DMLM, reference-notes §5.1): row 0 (``<eos>`` standing for ROOT) holds the
+- ``dep_targets`` (DMLM, docs/reference-implementations.md §5.1): row 0 (``<eos>`` standing for
+  ROOT) holds the
   root's dependents, row ``i`` every later word linked to ``w_i`` by an arc, and row ``n`` also
   the final ``<eos>``. Entries are positive offsets ``o``: input row ``i + o`` of the same
   unit; the final ``<eos>`` is offset ``n + 1 - i``, one past the unit (the next unit's row 0 in

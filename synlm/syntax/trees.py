@@ -24,7 +24,7 @@ WORD_TAGS = frozenset({
     "NNPS", "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB",
     "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB",
 })
-#: PaLM keeps currency symbols, as the Mikolov text does (reference-notes §4.5).
+#: PaLM keeps currency symbols, as the Mikolov text does (docs/reference-implementations.md §4.5).
 PALM_TAGS = WORD_TAGS | {"$", "#"}
 #: Tags of empty elements (PTB traces, CTB empty categories).
 EMPTY_TAGS = frozenset({"-NONE-"})
@@ -148,7 +148,7 @@ def labeled_spans(tree: Tree | str) -> list[tuple[int, int, str]]:
 
 def spans(tree: Tree | str, trivial: bool = False) -> set[tuple[int, int]]:
     """Unlabeled half-open spans as a set (unary chains collapse). Without ``trivial``, single
-    words and the whole sentence are left out (reference-notes §7.1)."""
+    words and the whole sentence are left out (docs/reference-implementations.md §7.1)."""
     found = {(i, j) for i, j, _ in labeled_spans(tree)}
     if trivial:
         return found
