@@ -170,12 +170,11 @@ class SyntaxLM(pl.LightningModule):
 
     @property
     def structures(self) -> dict[str, Structure]:
-        """What this model induces, by name: the backbone's structures, then the heads'."""
-        found = {s.name: s for s in self.backbone.spec.structures}
-        for head in self.heads:
-            if head.structure_kind is not None:
-                found[head.name] = Structure(head.name, head.structure_kind)
-        return found
+        """What this model induces, by name, in headline order: the heads' structures, then
+        the backbone's (``val/uf1``, ``val/uas`` and ``synlm parse`` take the first)."""
+        found = {h.name: Structure(h.name, h.structure_kind) for h in self.heads
+                 if h.structure_kind is not None}
+        return found | {s.name: s for s in self.backbone.spec.structures}
 
     def setup(self, stage: str) -> None:
         datamodule = self.datamodule
@@ -312,12 +311,8 @@ class SyntaxLM(pl.LightningModule):
             return
         for key, value in scores.items():
             self.log(f"{stage}/{key}", value.float())
-        structures = self.structures
-        head_names = {h.name for h in self.heads}
         for metric, kinds in (("uf1", TREE_KINDS), ("uas", ("arcs",))):
-            names = sorted((s.name for s in structures.values() if s.kind in kinds),
-                           key=lambda n: n not in head_names)  # heads first, stable
-            for name in names:
+            for name in (s.name for s in self.structures.values() if s.kind in kinds):
                 keys = sorted(k for k in scores if k == f"{metric}_{name}"
                               or k.startswith(f"{metric}_{name}_l"))
                 if keys:
@@ -330,13 +325,10 @@ class SyntaxLM(pl.LightningModule):
         ppl.update(-result.target_log_probs, batch.mask)
         self.log(f"{stage}/ppl", ppl, on_step=False, on_epoch=True, prog_bar=True)
         if batch.trees is not None:
-            values = self._structure_values(result)
-            self.parsing[stage].update(
-                {name: (self.structures[name].kind, v) for name, v in values.items()},
-                batch.trees)
+            self.parsing[stage].update(self._structure_values(result), batch.trees)
 
-    def _structure_values(self, result: LMOutput) -> dict[str, Tensor]:
-        """The values of every declared structure in this forward's output, by name."""
+    def _structure_values(self, result: LMOutput) -> dict[str, tuple[str, Tensor]]:
+        """Every declared structure in this forward's output: name -> (kind, values)."""
         values = {}
         for name, structure in self.structures.items():
             if name in result.heads:
@@ -344,7 +336,7 @@ class SyntaxLM(pl.LightningModule):
             else:
                 value = getattr(result.backbone, STRUCTURE_FIELDS[structure.kind])
             if value is not None:
-                values[name] = value
+                values[name] = (structure.kind, value)
         return values
 
     def predict_step(self, batch: Batch, batch_idx: int) -> Tensor:
@@ -454,7 +446,8 @@ class SyntaxLM(pl.LightningModule):
     def induce(self, tokens: Tensor) -> dict[str, Tensor]:
         """Every structure the model induces (``structures``) for rows ``[<eos>, w1..wn]``
         in eval mode, by name, in its kind's layout (``synlm.outputs.STRUCTURE_KINDS``)."""
-        return self._structure_values(self._evaluate(tokens))
+        return {name: value for name, (_, value)
+                in self._structure_values(self._evaluate(tokens)).items()}
 
     def _evaluate(self, tokens: Tensor, state: Any = None, log_probs_needed: bool = False
                   ) -> LMOutput:

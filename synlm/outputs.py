@@ -6,7 +6,7 @@ K = span slots, D = most dependents of one token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -69,11 +69,6 @@ class Batch:
         the gold trees stay where they are."""
         return Batch(**{name: value.to(device) if isinstance(value, Tensor) else value
                         for name, value in vars(self).items()})
-
-    def provided(self) -> frozenset[str]:
-        """Names of the gold fields this batch fills."""
-        return frozenset(f.name for f in fields(self) if f.name in GOLD_FIELDS
-                         and getattr(self, f.name) is not None)
 
 
 @dataclass

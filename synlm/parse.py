@@ -69,18 +69,17 @@ def load_model(path: str) -> Any:
 
 
 def default_structure(model: Any) -> str:
-    """The first head's structure if a head induces one, else the backbone's first."""
-    head_names = {h.name for h in model.heads}
-    names = sorted(model.structures, key=lambda n: n not in head_names)
-    if not names:
+    """The model's headline structure: the first head's if a head induces one, else the
+    backbone's first (``SyntaxLM.structures`` is in that order)."""
+    if not model.structures:
         raise SystemExit("synlm parse: the checkpoint's model induces no structure")
-    return names[0]
+    return next(iter(model.structures))
 
 
 def check_structure(model: Any, name: str) -> str:
     """``name``'s kind; an unknown name exits listing the valid ones."""
     if name not in model.structures:
-        valid = ", ".join(f"{n} ({s.kind})" for n, s in model.structures.items())
+        valid = ", ".join(f"{n} ({s.kind})" for n, s in sorted(model.structures.items()))
         raise SystemExit(f"synlm parse: the model has no structure {name!r}; it has: "
                          f"{valid or 'none'}")
     return model.structures[name].kind

@@ -15,19 +15,14 @@ from synlm.data.normalization import NORMALIZATIONS, normalize_word, normalizer
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.treebanks import CTBSepsent, PTBConcatSyn, PTBSepsent, UDTreebank
 from synlm.outputs import GOLD_FIELDS
+from synlm.registry import subclasses
 from synlm.syntax import Sentence
 
 FIXTURES = Path(__file__).parent / "fixtures" / "syntax"
 
 
 def named_corpora() -> list[type[Corpus]]:
-    found, stack = set(), [Corpus]
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        if "name" in vars(cls):
-            found.add(cls)
-    return sorted(found, key=lambda c: c.__name__)
+    return [cls for cls in subclasses(Corpus) if "name" in vars(cls)]
 
 
 def ud(tmp_path: Path, **kw) -> SynLMDataModule:

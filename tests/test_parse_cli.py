@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -52,8 +51,7 @@ class FakeLM:
 
     vocab = FakeVocab()
     normalization = "ptb"
-    heads = [SimpleNamespace(name="syd")]
-    structures = {"lm": Structure("lm", "distances"), "syd": Structure("syd", "distances")}
+    structures = {"syd": Structure("syd", "distances"), "lm": Structure("lm", "distances")}
 
     def induce(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         B, T = tokens.shape
