@@ -181,7 +181,8 @@ class SyntaxLM(pl.LightningModule):
         if datamodule is None or not hasattr(datamodule, "request"):
             return
         for head in self.heads:
-            datamodule.request(head.needs_gold, who=type(head).__name__)
+            datamodule.request(head.needs_gold, who=type(head).__name__,
+                               options=head.gold_options())
         self.vocab = datamodule.vocab
         self.normalization = datamodule.normalization
 

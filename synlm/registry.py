@@ -13,6 +13,7 @@ import synlm.callbacks
 import synlm.data.synthetic
 import synlm.data.treebanks
 import synlm.heads
+from synlm.backbones.base import LayerInsert
 from synlm.data.corpora import Corpus
 
 REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -36,10 +37,12 @@ def backbone_classes() -> list[type]:
 
 
 def list_components() -> dict[str, list[str]]:
-    """Backbones, heads, corpora and shipped configs, by short name."""
+    """Backbones, layer inserts, heads, corpora and shipped configs, by short name."""
     configs = sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.rglob("*.yaml"))
     return {
         "backbones": [c.__name__ for c in backbone_classes()],
+        "inserts": [c.__name__ for c in subclasses(LayerInsert)
+                    if c.__module__.startswith("synlm.")],
         "heads": [c.__name__ for c in subclasses(synlm.heads.SyntaxHead)],
         "corpora": [c.__name__ for c in subclasses(Corpus) if "name" in vars(c)],
         "configs": configs,

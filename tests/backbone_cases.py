@@ -1,19 +1,37 @@
-"""Tiny constructor arguments for every backbone: the parametrised tests run them all.
+"""Tiny constructions of every backbone: the parametrised tests run them all.
 
-A new backbone must add a case here; ``test_every_backbone_has_a_case`` fails otherwise.
+A case is a backbone class name and a factory (a stack with a layer insert is a case of its
+own). A new backbone must add a case here; ``test_every_backbone_has_a_case`` fails
+otherwise.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from synlm.backbones import AWDLSTM, ONLSTM, PRPN, SpanAttention
 from synlm.backbones.base import Backbone
 
 EMB = 16
+_AWD = dict(input_size=EMB, hidden_size=24, num_layers=3, dropout_input=0.2,
+            dropout_hidden=0.2, dropout_output=0.2, weight_drop=0.3)
+_ONLSTM = dict(input_size=EMB, hidden_size=24, num_layers=3, chunk_size=4)
 
-CASES: dict[str, dict] = {
-    "AWDLSTM": dict(input_size=EMB, hidden_size=24, num_layers=3, dropout_input=0.2,
-                    dropout_hidden=0.2, dropout_output=0.2, weight_drop=0.3),
-    "ONLSTM": dict(input_size=EMB, hidden_size=24, num_layers=3, chunk_size=4),
-    "PRPN": dict(input_size=EMB, hidden_size=24, num_layers=2, n_slots=5, n_lookback=3),
+
+def _span(**options: object) -> SpanAttention:
+    return SpanAttention(after=1, window=5, rrnn_size=4, parser_size=6, **options)
+
+
+CASES: dict[str, Callable[[], Backbone]] = {
+    "AWDLSTM": lambda: AWDLSTM(**_AWD),
+    "ONLSTM": lambda: ONLSTM(**_ONLSTM),
+    "PRPN": lambda: PRPN(input_size=EMB, hidden_size=24, num_layers=2, n_slots=5,
+                         n_lookback=3),
+    "PaLM": lambda: AWDLSTM(**_AWD, inserts=[_span()]),
+    "PaLM-RB": lambda: AWDLSTM(**_AWD, inserts=[_span(scores="right_branching")]),
+    "PaLM-paper": lambda: AWDLSTM(**_AWD, inserts=[_span(activation="tanh",
+                                                         mix_input="hidden_and_context")]),
+    "ONLSTM+SpanAttention": lambda: ONLSTM(**_ONLSTM, inserts=[_span()]),
 }
 
 
@@ -25,4 +43,4 @@ def all_backbones() -> dict[str, type[Backbone]]:
 
 
 def build(name: str) -> Backbone:
-    return all_backbones()[name](**CASES[name])
+    return CASES[name]()

@@ -86,10 +86,25 @@ def test_delta_changes_its_base_only_where_it_says(name: str) -> None:
     base = base_of(name)
     diffs = differing(resolve(base), resolve(base, delta))
     named = set(flatten(yaml.safe_load(delta.read_text())))
+    in_base = {p[:i] for p in flatten(resolve(base)) for i in range(len(p) + 1)}
     assert diffs, f"{name} changes nothing in {base.name}"
 
-    # every difference is named: the delta names the path or one of its prefixes
-    unnamed = {p for p in diffs if not any(p[:len(q)] == q for q in named)}
+    # every difference is named: the delta names the path, one of its prefixes or one of
+    # its keys (a list the base has empty); or it lies in the init_args of a class the
+    # delta changes (they reset to that class's defaults), or in a list item the base does
+    # not have (its unnamed keys are the class defaults)
+    def covered(p: KeyPath) -> bool:
+        if any(p[:len(q)] == q or q[:len(p)] == p for q in named):
+            return True
+        for i, key in enumerate(p):
+            new_class = (*p[:i], "class_path")
+            if key == "init_args" and new_class in named and new_class in diffs:
+                return True
+        items = [p[:i + 1] for i, key in enumerate(p) if isinstance(key, int)]
+        return any(item not in in_base and any(q[:len(item)] == item for q in named)
+                   for item in items)
+
+    unnamed = {p for p in diffs if not covered(p)}
     assert not unnamed, f"{name} changes keys it does not name: {sorted(map(dotted, unnamed))}"
 
     # every named key changes something, or restates a key of a list item that changes

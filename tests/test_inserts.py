@@ -23,10 +23,10 @@ class PastMix(LayerInsert):
     provides: ClassVar = frozenset({"span_scores"})
     structures: ClassVar = (Structure("span", "spans"),)
 
-    def bind(self, size: int) -> None:
+    def bind(self, size: int, dropout_hidden: float) -> None:
         self.mix = nn.Linear(K * size, size)
 
-    def forward(self, h: Tensor, state: Tensor | None) -> InsertOutput:
+    def forward(self, h: Tensor, raw: Tensor, state: Tensor | None) -> InsertOutput:
         B, T, H = h.shape
         past = h.new_zeros(B, K, H) if state is None else state  # (B, K, H) oldest first
         tape = torch.cat([past, h], 1)  # (B, K + T, H)

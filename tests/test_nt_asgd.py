@@ -79,3 +79,20 @@ def test_finetuning_restarts_averaging_and_stops_when_non_monotone() -> None:
     assert not trainer.should_stop and trainer.optimizers[0] is first_asgd
     trainer.validate(callback, module, 4.5)  # worse than min([4.0])
     assert trainer.should_stop
+
+
+def test_switch_at_a_fixed_epoch_ignores_the_rule_and_sets_the_lr() -> None:
+    """PaLM's schedule: Adam until ``switch_epoch``, then ASGD at ``lr``, whatever the
+    validation values did before."""
+    module = torch.nn.Linear(2, 2)
+    trainer, callback = FakeTrainer(module), NTASGD(nonmono=1, switch_epoch=2, lr=30.0)
+    trainer.optimizers = [torch.optim.Adam(module.parameters(), lr=1e-3, weight_decay=1e-6)]
+    for epoch, value in enumerate([5.0, 9.0, 9.5]):  # non-monotone from epoch 1 on
+        trainer.current_epoch = epoch
+        callback.on_train_epoch_start(trainer, module)
+        assert callback.averaging == (epoch >= 2)
+        trainer.validate(callback, module, value)
+    optimizer = trainer.optimizers[0]
+    assert isinstance(optimizer, torch.optim.ASGD)
+    assert optimizer.param_groups[0]["lr"] == 30.0
+    assert optimizer.param_groups[0]["weight_decay"] == 1e-6

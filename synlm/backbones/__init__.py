@@ -1,9 +1,11 @@
-"""Interchangeable backbones. Importing this package registers them for short class
-names in configs (``class_path: AWDLSTM``)."""
+"""Interchangeable backbones and the modules inserted between their layers. Importing this
+package registers them for short class names in configs (``class_path: AWDLSTM``,
+``class_path: SpanAttention``)."""
 
 from synlm.backbones.awd_lstm import AWDLSTM
 from synlm.backbones.base import Backbone
 from synlm.backbones.on_lstm import ONLSTM
 from synlm.backbones.prpn import PRPN
+from synlm.backbones.span_attention import SpanAttention
 
-__all__ = ["AWDLSTM", "ONLSTM", "PRPN", "Backbone"]
+__all__ = ["AWDLSTM", "ONLSTM", "PRPN", "Backbone", "SpanAttention"]

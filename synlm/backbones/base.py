@@ -42,6 +42,8 @@ class BackboneSpec:
         structures: what it induces; a backbone's structure of kind ``distances`` is
             ``out.distances``, of kind ``spans`` ``out.span_scores``.
         distance_feature_sizes: true width of each layer's ``distance_features``.
+        span_slots: K, the number of spans scored per position in ``span_scores`` (0 when
+            the backbone provides none).
     """
 
     input_size: int
@@ -51,6 +53,7 @@ class BackboneSpec:
     recurrent: bool
     structures: tuple[Structure, ...] = ()
     distance_feature_sizes: tuple[int, ...] = field(default=())
+    span_slots: int = 0
 
     def __post_init__(self) -> None:
         unknown = self.provides - OPTIONAL_FIELDS
@@ -95,13 +98,16 @@ class InsertOutput(NamedTuple):
 
 class LayerInsert(nn.Module):
     """A module run between layer ``after`` and layer ``after + 1`` (0-based) of a
-    ``RecurrentStack``: it reads layer ``after``'s output (after the between-layer dropout)
-    and returns what the next layer reads.
+    ``RecurrentStack``: it reads layer ``after``'s output and returns exactly what the next
+    layer reads (so any dropout on it is the insert's own).
 
-    ``provides`` and ``structures`` join the stack's spec. ``bind(size)`` is called once by
-    the stack with the width of the layer it reads, to build size-dependent parts. Its
-    ``state`` is carried across windows with the stack's and reset with it (``None`` at the
-    start of a stream).
+    ``forward(h, raw, state)``: ``h`` is the output after the between-layer dropout, ``raw``
+    the same output before it (PaLM mixes its context into the undropped output).
+    ``provides`` and ``structures`` join the stack's spec, as do the ``BackboneSpec`` fields
+    returned by ``spec_fields``. ``bind(size, dropout_hidden)`` is called once by the stack
+    with the width of the layer it reads and the stack's between-layer dropout rate, to build
+    size-dependent parts. Its ``state`` is carried across windows with the stack's and reset
+    with it (``None`` at the start of a stream).
     """
 
     provides: ClassVar[frozenset[str]] = frozenset()
@@ -111,10 +117,15 @@ class LayerInsert(nn.Module):
         super().__init__()
         self.after = after
 
-    def bind(self, size: int) -> None:
+    def bind(self, size: int, dropout_hidden: float) -> None:
         """Build the parts whose sizes depend on the layer width ``size``."""
 
-    def forward(self, h: Tensor, state: Any) -> InsertOutput:  # pragma: no cover
+    def spec_fields(self) -> dict[str, Any]:
+        """Extra ``BackboneSpec`` fields this insert sets (e.g. ``span_slots``)."""
+        return {}
+
+    def forward(self, h: Tensor, raw: Tensor, state: Any
+                ) -> InsertOutput:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -165,7 +176,7 @@ class RecurrentStack(Backbone):
     def bind_inserts(self) -> None:
         """Build the inserts for the layer widths; subclasses call it after their layers."""
         for insert in self.inserts:
-            insert.bind(self.layer_sizes[insert.after])
+            insert.bind(self.layer_sizes[insert.after], self.drop_hidden.p)
 
     def make_spec(self, provides: frozenset[str] = frozenset(),
                   structures: tuple[Structure, ...] = (), **extra: Any) -> BackboneSpec:
@@ -173,6 +184,7 @@ class RecurrentStack(Backbone):
         for insert in self.inserts:
             provides = provides | insert.provides
             structures = structures + insert.structures
+            extra |= insert.spec_fields()
         return BackboneSpec(
             input_size=self.input_size, output_size=self.input_size,
             layer_sizes=tuple(self.layer_sizes), provides=frozenset({"layers"}) | provides,
@@ -210,7 +222,7 @@ class RecurrentStack(Backbone):
             layers.append(h)
             if l in self._insert_at:
                 i = self._insert_at[l]
-                h, insert_states[i], more = self.inserts[i](h, st.inserts[i])
+                h, insert_states[i], more = self.inserts[i](h, y, st.inserts[i])
                 fields.update(more)
         out = BackboneOutput(hidden=self.drop_output(layers[-1]),  # (B, T, E)
                              state=StackState(layer_states, insert_states), layers=layers)

@@ -22,6 +22,10 @@ class NTASGD(Callback):
       history is cleared. With ``stop_when_nonmono`` training then stops at the first
       non-monotone validation (AWD finetune.py:213-216; ON-LSTM's version of this rule
       never fires because it never records the history, which is fixed here).
+    * ``switch_epoch`` replaces the switch rule by a fixed epoch: at its start the
+      optimiser becomes ASGD (PaLM, Peng et al. 2019 Appendix A: Adam for 40 epochs, then
+      ASGD). ``lr`` sets the ASGD learning rate (default: the optimiser's base lr; after
+      Adam, the SGD rate the recipe's ASGD runs at).
     * Everything, including raw weights held aside during validation, is saved in the
       checkpoint, so ``--ckpt_path last`` resumes exactly.
     """
@@ -32,11 +36,15 @@ class NTASGD(Callback):
         monitor: str = "val/ppl",
         finetune_epoch: int | None = None,
         stop_when_nonmono: bool = True,
+        switch_epoch: int | None = None,
+        lr: float | None = None,
     ) -> None:
         self.nonmono = nonmono
         self.monitor = monitor
         self.finetune_epoch = finetune_epoch
         self.stop_when_nonmono = stop_when_nonmono
+        self.switch_epoch = switch_epoch
+        self.lr = lr
         self.averaging = False
         self.finetuning = False
         self.history: list[float] = []
@@ -52,8 +60,9 @@ class NTASGD(Callback):
         if trainer.lr_scheduler_configs:
             raise ValueError("NTASGD replaces the optimiser; use it without an lr scheduler")
         group = old.param_groups[0]
-        asgd = torch.optim.ASGD(self._params(module), lr=group.get("initial_lr", group["lr"]),
-                                t0=0, lambd=0.0, weight_decay=group["weight_decay"])
+        lr = group.get("initial_lr", group["lr"]) if self.lr is None else self.lr
+        asgd = torch.optim.ASGD(self._params(module), lr=lr, t0=0, lambd=0.0,
+                                weight_decay=group["weight_decay"])
         trainer.strategy.optimizers = [asgd]
         self.averaging = True
 
@@ -94,6 +103,8 @@ class NTASGD(Callback):
 
     # ------------------------------------------------------------------ schedule
     def on_train_epoch_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if trainer.current_epoch == self.switch_epoch and not self.averaging:
+            self._start_asgd(trainer, module)
         if self.finetune_epoch is not None and trainer.current_epoch == self.finetune_epoch \
                 and not self.finetuning:
             self._start_asgd(trainer, module)
@@ -108,7 +119,7 @@ class NTASGD(Callback):
             raise KeyError(f"NTASGD monitors {self.monitor!r}, which was not logged")
         value = float(value)
         nonmono = len(self.history) > self.nonmono and value > min(self.history[:-self.nonmono])
-        if nonmono and not self.averaging:
+        if nonmono and not self.averaging and self.switch_epoch is None:
             self._start_asgd(trainer, module)
         elif nonmono and self.finetuning and self.stop_when_nonmono:
             trainer.should_stop = True

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 import numpy as np
@@ -59,7 +60,8 @@ class SynLMDataModule(pl.LightningDataModule):
         bptt: base window length; training windows vary as AWD-LSTM's unless
             ``variable_bptt`` is False; evaluation windows are fixed.
         max_length: sentence mode: training sentences longer than this are dropped.
-        span_window: PaLM's M: span targets cover the M - 1 spans ending at each word.
+        span_window: PaLM's m: span targets cover the m - 1 spans ending at each word;
+            None: the window a head asks for (``SpanHead`` asks for its attention's), else 10.
         tree_source: ``random`` replaces every gold tree by a seeded random binary tree
             over the same words before targets are built (Du et al. 2020 Table 4,
             "random trees"); evaluation trees stay gold.
@@ -79,7 +81,7 @@ class SynLMDataModule(pl.LightningDataModule):
         bptt: int = 70,
         variable_bptt: bool = True,
         max_length: int | None = None,
-        span_window: int = 10,
+        span_window: int | None = None,
         tree_source: Literal["gold", "random"] = "gold",
         seed: int = 141,
         num_workers: int = 0,
@@ -142,12 +144,25 @@ class SynLMDataModule(pl.LightningDataModule):
             fields.add("trees")
         return frozenset(fields)
 
-    def request(self, fields: frozenset[str], who: str) -> None:
-        """Ask for gold fields; a field the corpus cannot supply raises a one-line
-        ``ValueError`` naming ``who``, the corpus and the missing gold kind."""
+    def request(self, fields: frozenset[str], who: str,
+                options: Mapping[str, Any] | None = None) -> None:
+        """Ask for gold fields, built with ``options`` (``span_window``); a field the corpus
+        cannot supply, or an option that conflicts with an explicit setting, raises a
+        one-line ``ValueError`` naming ``who``."""
         missing = fields - self.gold_fields()
         if missing:
             raise ValueError(self._missing_message(frozenset(missing), who))
+        for option, value in (options or {}).items():
+            if option != "span_window":
+                raise ValueError(f"{who} asks for data option {option!r}; the DataModule "
+                                 "takes only span_window")
+            if self.span_window is not None and self.span_window != value:
+                raise ValueError(f"{who} needs span targets over a window of {value} (its "
+                                 f"attention's) but data.span_window is {self.span_window}; "
+                                 f"set data.span_window: {value} or remove it")
+            if self.span_window != value:
+                self.span_window = value
+                self._streams.clear()
         requested = self.requested | (fields & GOLD_FIELDS)
         if requested != self.requested:
             self.requested = requested
@@ -219,7 +234,7 @@ class SynLMDataModule(pl.LightningDataModule):
         targets = cached_targets(
             sentences, self.cache_dir / self.corpus.cache_key(),
             key=f"{self.corpus.cache_key()}-{split}-{self.tree_source}-{self.seed}", mode=mode,
-            span_window=self.span_window, boundary=self.boundary, closing_eos=stream)
+            span_window=self.span_window or 10, boundary=self.boundary, closing_eos=stream)
         present = {"constituency": targets.distance_mask.any(),
                    "dependency": targets.dep_row_mask.any()}
         empty = sorted(f for f in self.requested & FIELD_KINDS.keys()

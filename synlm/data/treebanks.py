@@ -1,4 +1,5 @@
-"""Treebank-backed corpora: PTB-Concat-Syn, PTB-Sepsent, CTB-Sepsent and UD treebanks."""
+"""Treebank-backed corpora: PTB-Concat-Syn, PTB-Sepsent, CTB-Sepsent, UD treebanks and
+WikiText-2 with line-aligned parses."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import ClassVar
 
 from nltk import Tree
 
-from synlm.data.corpora import DATA_ENV, Corpus, CorpusError, read_lines
+from synlm.data.corpora import DATA_ENV, Corpus, CorpusError, WikiText2, read_lines
 from synlm.data.normalization import normalize_word  # used below; still importable from here
 from synlm.syntax import ReaderError, Sentence, read_conllu, read_trees
 from synlm.syntax.targets import file_digest
@@ -174,6 +175,65 @@ class PTBConcatSyn(Corpus):
     def cache_key(self) -> str:
         files = [self.text_path(s) for s in self.splits]
         return _key(self.name, files + _tree_files(self.treebank))
+
+
+class ParsedWikiText2(WikiText2):
+    """WikiText-2 with constituency trees from a parser of your choice, for PaLM-S on
+    WikiText-2 (Peng et al. 2019 Table 2 do not say where their WikiText-2 trees came from,
+    and none are published).
+
+    ``trees`` (default ``data_dir/wikitext-2/trees``) is a folder holding ``train.trees``,
+    ``valid.trees`` and ``test.trees``, each
+    aligned line by line with the text: line i is one bracketed tree over exactly the words of
+    text line i (several sentences of a paragraph joined under one root), or empty for a line
+    without a parse (headings, blank lines). A misaligned or unreadable line fails naming the
+    file and line.
+    """
+
+    name = "wikitext2_parsed"
+    gold = frozenset({"constituency", "dependency"})  # heads by Collins rules from the trees
+
+    def __init__(self, data_dir: str | None = None, trees: str | None = None,
+                 download: bool = False) -> None:
+        super().__init__(data_dir, download)
+        self.trees = Path(trees).expanduser() if trees else self.data_dir / self.folder / "trees"
+
+    def tree_path(self, split: str) -> Path:
+        path = self.trees / f"{split}.trees"
+        if not path.exists():
+            raise CorpusError(f"{self.name}: missing {path}; parse {self.path(split)} line by "
+                              f"line (one bracketed tree per text line, empty lines for lines "
+                              f"without a parse) and write it there")
+        return path
+
+    def sentences(self, split: str) -> list[Sentence]:
+        texts = super().sentences(split)
+        path = self.tree_path(split)
+        lines = read_lines(path)
+        if len(lines) != len(texts):
+            raise CorpusError(f"{path}: {len(lines)} lines for the {len(texts)} lines of "
+                              f"{self.path(split)}; expected one tree (or an empty line) per "
+                              "text line")
+        out = []
+        for number, (line, sentence) in enumerate(zip(lines, texts, strict=True), start=1):
+            if not line.strip():
+                out.append(sentence)
+                continue
+            try:
+                tree = Tree.fromstring(line)
+            except ValueError as err:
+                raise CorpusError(f"{path}:{number}: not a bracketed tree ({err})") from None
+            if tree.leaves() != sentence.words:
+                raise CorpusError(f"{path}:{number}: the tree's {len(tree.leaves())} leaves "
+                                  f"are not the {len(sentence.words)} words of text line "
+                                  f"{number}")
+            out.append(Sentence(sentence.words, tree=tree, tags=words_and_tags(tree)[1],
+                                source=f"{path}:{number}"))
+        return out
+
+    def cache_key(self) -> str:
+        return _key(self.name, [self.path(s) for s in self.splits]
+                    + [self.tree_path(s) for s in self.splits])
 
 
 def _closest(tokens: list[str], lines: list[list[str]], cursor: int, window: int,

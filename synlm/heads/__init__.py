@@ -2,5 +2,6 @@
 
 from synlm.heads.base import SyntaxHead
 from synlm.heads.distance import DistanceRankingHead
+from synlm.heads.span import SpanHead
 
-__all__ = ["DistanceRankingHead", "SyntaxHead"]
+__all__ = ["DistanceRankingHead", "SpanHead", "SyntaxHead"]

@@ -4,7 +4,7 @@ syntax), return a loss term, a replacement next-token distribution and/or a stru
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -60,6 +60,12 @@ class SyntaxHead(nn.Module):
 
     def bind(self, context: HeadContext) -> None:
         """Build layers whose sizes depend on the model. Called once by ``SyntaxLM``."""
+
+    def gold_options(self) -> dict[str, Any]:
+        """Data settings the head's gold depends on, handed to the DataModule with its
+        ``needs_gold`` at setup (e.g. ``{"span_window": 20}``); a conflicting explicit
+        setting fails there in one line."""
+        return {}
 
     def forward(self, out: BackboneOutput, batch: Batch, logits: Tensor,
                 log_probs_needed: bool = False) -> HeadOutput:
