@@ -136,6 +136,15 @@ def _ls() -> int:
     return 0
 
 
+def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:
+    """The model the CLI builds from ``path`` plus ``--key=value`` overrides, untrained; the
+    DataModule it would train on is ``model.datamodule`` (``synlm.from_config``)."""
+    cli = SynLMCLI(args=["--config", str(path), *overrides], run=False)
+    model = cli.model
+    model.datamodule = cli.datamodule
+    return model
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["ls"]:
@@ -143,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["parse"]:
         from synlm.parse import main as parse_main
 
-        return parse_main(args[1:])
+        return parse_main(args[1:], build_model=build_model)
     try:
         SynLMCLI(args=None if argv is None else args)
     except (CorpusError, NonFiniteLossError, ValueError) as err:

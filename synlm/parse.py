@@ -6,6 +6,7 @@ trees a model induces for raw text. See docs/evaluation.md for the protocols.
     synlm parse --ckpt_path CKPT --treebank FILE.conllu --structure NAME   (arcs: UAS)
     synlm parse --ckpt_path CKPT --input TEXT --output FILE
     synlm parse --ckpt_path CKPT --list-structures
+    synlm parse --config CONFIG --seeds 25 --treebank PATH   (untrained models: mean and std)
 
 A checkpoint's structures are what its backbone and heads declare (``SyntaxLM.structures``);
 each is decoded by its kind: distances and spans into trees scored by UF1, arcs into heads
@@ -18,7 +19,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--baseline", choices=BASELINES, help="a trivial tree shape")
     src.add_argument("--ckpt_path", help="a SyntaxLM checkpoint whose structures give trees")
+    src.add_argument("--config", help="a training config: score the trees of the model it "
+                     "builds, untrained (randomly initialised; the vocabulary from its data)")
+    p.add_argument("--seeds", type=int, default=1, help="--config: initialise this many "
+                   "models (seeds 0..N-1) and report each figure's mean and '_std'")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="--config: overrides, e.g. model.backbone.init_args.hidden_size=64")
     p.add_argument("--treebank", help="a .mrg file, a directory of them, an LDC WSJ dir or the "
                    "NLTK treebank.zip")
     p.add_argument("--sections", type=int, nargs="*", help="LDC WSJ sections (e.g. 23)")
@@ -155,9 +162,43 @@ def evaluate(preds: Sequence[Tree], golds: Sequence[Tree]) -> dict[str, float | 
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``synlm parse``; prints one JSON object on stdout, returns the exit code."""
+def untrained_model(build_model: Callable[..., Any], config: str, seed: int,
+                    overrides: Sequence[str] = ()) -> Any:
+    """The model ``build_model`` (``synlm.cli.build_model``) makes of ``config`` with
+    ``seed_everything: seed``, untrained, in eval mode, with the vocabulary and
+    normalisation of its data (for PaLM Table 4's random row)."""
+    model = build_model(config, [f"--seed_everything={seed}",
+                                 *(f"--{item}" for item in overrides)])
+    model.vocab = model.datamodule.vocab
+    model.normalization = model.datamodule.normalization
+    return model.eval()
+
+
+def _mean_and_std(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each numeric figure's mean over ``results`` and its ``_std`` (population)."""
+    out: dict[str, Any] = {"n_models": len(results)}
+    for key, value in results[0].items():
+        values = [r[key] for r in results]
+        if isinstance(value, float) and None not in values:
+            out[key], out[f"{key}_std"] = round(float(np.mean(values)), 2), \
+                round(float(np.std(values)), 2)
+        else:
+            out[key] = value
+    return out
+
+
+def main(argv: list[str] | None = None,
+         build_model: Callable[..., Any] | None = None) -> int:
+    """Entry point of ``synlm parse``; prints one JSON object on stdout, returns the exit code.
+    ``build_model`` builds a model from a config (``--config``; ``synlm.cli`` passes its
+    own, which this module cannot import: the CLI sits above it)."""
     args = build_parser().parse_args(argv)
+    if args.config:
+        if build_model is None:
+            print("synlm parse: --config needs the CLI's model builder; run `synlm parse`",
+                  file=sys.stderr)
+            return 2
+        return _score_untrained(args, build_model)
     rng = np.random.default_rng(args.seed)
     model = load_model(args.ckpt_path) if args.ckpt_path else None
     if model is not None and args.list_structures:
@@ -187,16 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.treebank:
         print("synlm parse: give --treebank PATH (to score) or --input TEXT", file=sys.stderr)
         return 2
-    try:
-        raw = read_trees(args.treebank, sections=args.sections)
-    except (ReaderError, FileNotFoundError) as e:
-        print(f"synlm parse: {e}", file=sys.stderr)
-        return 1
-    golds = [g for g in (evaluation_tree(t, args.protocol) for t, _ in raw) if g is not None]
-    if args.max_length:
-        golds = [g for g in golds if len(g.leaves()) <= args.max_length]
-    if not golds:
-        print(f"synlm parse: no sentence of {args.treebank} passes the filters", file=sys.stderr)
+    golds = _gold_trees(args)
+    if golds is None:
         return 1
     preds = induce([g.leaves() for g in golds])
     if args.output:
@@ -211,6 +244,46 @@ def main(argv: list[str] | None = None) -> int:
         **evaluate(preds, golds),
     }
     print(json.dumps(result))
+    return 0
+
+
+def _gold_trees(args: argparse.Namespace) -> list[Tree] | None:
+    """The evaluation trees of ``--treebank`` under ``--protocol`` and ``--max-length``;
+    None (after a one-line message) when unreadable or empty."""
+    try:
+        raw = read_trees(args.treebank, sections=args.sections)
+    except (ReaderError, FileNotFoundError) as e:
+        print(f"synlm parse: {e}", file=sys.stderr)
+        return None
+    golds = [g for g in (evaluation_tree(t, args.protocol) for t, _ in raw) if g is not None]
+    if args.max_length:
+        golds = [g for g in golds if len(g.leaves()) <= args.max_length]
+    if not golds:
+        print(f"synlm parse: no sentence of {args.treebank} passes the filters", file=sys.stderr)
+        return None
+    return golds
+
+
+def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) -> int:
+    """``--config``: F1 and split percentages of ``--seeds`` untrained models' trees."""
+    if not args.treebank:
+        print("synlm parse: --config scores untrained models: give --treebank PATH",
+              file=sys.stderr)
+        return 2
+    golds = _gold_trees(args)
+    if golds is None:
+        return 1
+    words = [g.leaves() for g in golds]
+    results = []
+    for seed in range(args.seeds):
+        model = untrained_model(build_model, args.config, seed, args.set)
+        structure = args.structure or default_structure(model)
+        preds = model_trees(model, words, structure, args.layer, args.biased, args.batch_size)
+        results.append(evaluate(preds, golds))
+    print(json.dumps({"treebank": str(args.treebank),
+                      "trees": f"{args.config}:{structure}:untrained:seeds 0-{args.seeds - 1}",
+                      "protocol": args.protocol, "max_length": args.max_length,
+                      **_mean_and_std(results)}))
     return 0
 
 

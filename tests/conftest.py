@@ -37,3 +37,31 @@ TINY_OVERRIDES = [
     "--trainer.enable_progress_bar=false",
     "--trainer.enable_model_summary=false",
 ]
+
+
+def tiny_palm_config(root: Path, heads: list[dict] | None = None, **data: object) -> Path:
+    """A PaLM config small enough to train in seconds on the synthetic treebank (streamed
+    training, sentence-mode validation), written under ``root``; ``heads`` and ``data``
+    keys are added."""
+    import yaml
+
+    config = {
+        "seed_everything": 141,
+        "trainer": {"max_epochs": 2, "gradient_clip_val": 0.25, "accelerator": "cpu",
+                    "devices": 1, "log_every_n_steps": 5, "enable_progress_bar": False,
+                    "enable_model_summary": False, "default_root_dir": str(root)},
+        "optimizer": {"class_path": "torch.optim.Adam", "init_args": {"lr": 3e-3}},
+        "model": {
+            "backbone": {"class_path": "AWDLSTM", "init_args": {
+                "input_size": 32, "hidden_size": 64, "num_layers": 3, "dropout_input": 0.1,
+                "dropout_hidden": 0.1, "dropout_output": 0.1, "weight_drop": 0.1,
+                "inserts": [{"class_path": "SpanAttention", "init_args": {
+                    "window": 8, "rrnn_size": 16, "parser_size": 16}}]}},
+            "heads": heads or []},
+        "data": {"corpus": {"class_path": "SyntheticTreebank"}, "mode": "stream",
+                 "eval_mode": "sentence", "batch_size": 16, "eval_batch_size": 64,
+                 "bptt": 35, **data},
+    }
+    path = root / "palm.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path

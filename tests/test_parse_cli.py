@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import tiny_palm_config
 from synlm import parse
+from synlm.cli import main as cli_main
 from synlm.outputs import Structure
 
 FIXTURES = Path(__file__).parent / "fixtures" / "syntax"
@@ -95,3 +97,20 @@ def test_input_text_to_bracketed_trees(capsys, monkeypatch, tmp_path):
     assert out["n_sentences"] == 2
     assert out_file.read_text().splitlines() == ["(X the (X cat sat))",
                                                  "(X it (X rained (X all day)))"]
+
+
+def test_untrained_models_give_mean_and_std_over_seeds(capsys, tmp_path):
+    """PaLM Table 4's first row: the split percentages of randomly initialised models,
+    mean and std over seeds; one seed reproduces the same model."""
+    config = tiny_palm_config(tmp_path)
+    args = ["--config", str(config), "--treebank", str(FIXTURES / "sample.mrg"),
+            "--protocol", "palm"]
+    assert cli_main(["parse", *args, "--seeds", "3"]) == 0
+    three = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert three["n_models"] == 3 and three["n_sentences"] == 10
+    assert three["left_splits_pct_std"] > 0  # the seeds give different trees
+    assert 0 <= three["left_splits_pct"] + three["right_splits_pct"] <= 100
+    assert cli_main(["parse", *args, "--seeds", "1"]) == 0
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert first["uf1_sentence_std"] == 0.0
+    assert first["left_splits_pct"] != three["left_splits_pct"]

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import yaml
 from nltk import Tree
 
+from conftest import tiny_palm_config
 from synlm.backbones import AWDLSTM, SpanAttention
 from synlm.cli import main
 from synlm.data.datamodule import SynLMDataModule
@@ -108,26 +109,10 @@ def _metrics(run: Path) -> list[dict[str, float]]:
 def test_palm_s_learns_to_parse_the_synthetic_treebank(tmp_path: Path) -> None:
     """A short seeded PaLM-S run: the span loss falls and val/uf1 of the attention's trees
     beats right-branching trees of the same sentences."""
-    config = {
-        "seed_everything": 141,
-        "trainer": {"max_epochs": 2, "gradient_clip_val": 0.25, "accelerator": "cpu",
-                    "devices": 1, "log_every_n_steps": 5, "enable_progress_bar": False,
-                    "enable_model_summary": False, "default_root_dir": str(tmp_path)},
-        "optimizer": {"class_path": "torch.optim.Adam", "init_args": {"lr": 3e-3}},
-        "model": {
-            "backbone": {"class_path": "AWDLSTM", "init_args": {
-                "input_size": 32, "hidden_size": 64, "num_layers": 3, "dropout_input": 0.1,
-                "dropout_hidden": 0.1, "dropout_output": 0.1, "weight_drop": 0.1,
-                "inserts": [{"class_path": "SpanAttention", "init_args": {
-                    "window": 8, "rrnn_size": 16, "parser_size": 16}}]}},
-            "heads": [{"class_path": "SpanHead", "init_args": {"weight": 1.0}}]},
-        "data": {"corpus": {"class_path": "SyntheticTreebank",
-                            "init_args": {"n_valid": 200}},
-                 "mode": "stream", "eval_mode": "sentence", "batch_size": 16,
-                 "eval_batch_size": 64, "bptt": 35},
-    }
-    path = tmp_path / "palm_s.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = tiny_palm_config(tmp_path, heads=[{"class_path": "SpanHead",
+                                              "init_args": {"weight": 1.0}}],
+                            corpus={"class_path": "SyntheticTreebank",
+                                    "init_args": {"n_valid": 200}})
     try:
         main(["fit", "--config", str(path)])
     except SystemExit as exit_:
@@ -141,3 +126,15 @@ def test_palm_s_learns_to_parse_the_synthetic_treebank(tmp_path: Path) -> None:
     right = ParsingF1()
     right.update([baseline_tree(g.leaves(), "right-branching") for g in golds], golds)
     assert uf1 > float(right.compute()["uf1_sentence"]) + 0.1
+
+
+def test_a_split_without_gold_serves_none(tmp_path: Path) -> None:
+    """PTB-Concat-Syn with the NLTK sample has trees in training only: its validation
+    batches carry no span targets, so no zero span loss is logged there."""
+    corpus = SyntheticTreebank(n_train=20, n_valid=5, n_test=5)
+    data = SynLMDataModule(corpus, eval_batch_size=2, cache_dir=str(tmp_path))
+    data._sentences["valid"] = [replace(s, tree=None) for s in corpus.sentences("valid")]
+    data.request(frozenset({"spans"}), "SpanHead", {"span_window": 4})
+    assert "spans" in data.stream("train")[0]
+    assert "spans" not in data.stream("valid")[0]
+    assert next(iter(data.val_dataloader())).spans is None

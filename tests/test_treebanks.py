@@ -1,4 +1,5 @@
-"""Treebank corpora: PTB-Concat-Syn alignment, PTB-/CTB-Sepsent, UD; errors name the paths."""
+"""Treebank corpora: PTB-Concat-Syn alignment, PTB-/CTB-Sepsent, UD, WikiText-2 with parses;
+errors name the paths."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from synlm.data.corpora import CorpusError
 from synlm.data.treebanks import (
     CTBSepsent,
+    ParsedWikiText2,
     PTBConcatSyn,
     PTBSepsent,
     UDTreebank,
@@ -125,3 +127,32 @@ def test_real_nltk_sample_aligns():
     assert report.n_trees == 3914 and report.aligned >= 3900
     assert train[0].tree is None  # Mikolov's fake vocabulary line
     assert train[1].tree is not None and train[1].words[0] == "pierre"
+
+
+def _wikitext(root: Path, trees: dict[str, str]) -> ParsedWikiText2:
+    text = {"train": " = Title = \n\n the cat sat . It ran .\n",
+            "valid": " a dog\n", "test": " a dog\n"}
+    (root / "wikitext-2" / "trees").mkdir(parents=True)
+    for split, lines in text.items():
+        (root / "wikitext-2" / f"{split}.txt").write_text(lines)
+        (root / "wikitext-2" / "trees" / f"{split}.trees").write_text(trees.get(split, lines))
+    return ParsedWikiText2(data_dir=str(root))
+
+
+def test_parsed_wikitext2_reads_line_aligned_parses(tmp_path):
+    paragraph = "(ROOT (S (NP (DT the) (NN cat)) (VP (VBD sat)) (. .)) (S (NP (PRP It)) " \
+                "(VP (VBD ran)) (. .)))"
+    corpus = _wikitext(tmp_path, {"train": f"\n\n{paragraph}\n",
+                                  "valid": "(NP (DT a) (NN dog))\n",
+                                  "test": "(NP (DT a) (NN dog))\n"})
+    train = corpus.sentences("train")
+    assert [s.tree is not None for s in train] == [False, False, True]
+    assert train[2].tags == ["DT", "NN", "VBD", ".", "PRP", "VBD", "."]
+    assert "constituency" in corpus.gold
+    bad = _wikitext(tmp_path / "bad", {"valid": "(NP (DT a) (NN cat))\n"})
+    with pytest.raises(CorpusError, match=r"valid.trees:1: the tree's 2 leaves are not the 2 "
+                                          r"words of text line 1"):
+        bad.sentences("valid")
+    short = _wikitext(tmp_path / "short", {"train": "(X (Y a))\n"})
+    with pytest.raises(CorpusError, match=r"train.trees: 1 lines for the 3 lines"):
+        short.sentences("train")

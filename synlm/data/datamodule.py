@@ -244,12 +244,14 @@ class SynLMDataModule(pl.LightningDataModule):
             raise ValueError(
                 f"{type(self.corpus).__name__} declares {kinds} gold but no {split} sentence "
                 f"has it ({', '.join(empty)} would be all masked); check its trees or heads")
+        # a split without any gold of a kind serves none (its batches carry None, so heads
+        # log no loss there rather than a zero)
         gold: TokenArrays = {}
-        if "distances" in self.requested:
+        if "distances" in self.requested and present["constituency"]:
             gold["distances"], gold["distance_mask"] = targets.distances, targets.distance_mask
-        if "spans" in self.requested:
+        if "spans" in self.requested and present["constituency"]:
             gold["spans"], gold["span_mask"] = targets.spans, targets.span_mask
-        if "dep_targets" in self.requested:
+        if "dep_targets" in self.requested and present["dependency"]:
             gold["dep_offsets"], gold["dep_mask"] = targets.dep_targets, targets.dep_mask
         if not stream:  # one more row for the closing <eos>, never a target input
             gold = {k: np.concatenate([v, np.zeros_like(v[:1])]) for k, v in gold.items()}

@@ -1,0 +1,75 @@
+"""Micro-benchmark: one PaLM training step (AWD-LSTM + span attention, forward + backward)
+against the same AWD-LSTM without it, and the memory the step keeps for backward.
+
+Both get the same embeddings (B, T, input_size), train-mode dropouts and DropConnect, and
+the same loss on ``hidden``. Memory is the bytes of the tensors autograd saves during the
+forward, at T and 2T: the span attention keeps (B, T, K, ·) tensors, so doubling T doubles
+it (never O(T²)).
+
+    python benchmarks/palm_step.py --batch 20 --bptt 70 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+from synlm.backbones import AWDLSTM, SpanAttention
+from synlm.backbones.base import Backbone
+from timing import interleaved_steps
+
+
+def saved_megabytes(model: Backbone, x: torch.Tensor) -> float:
+    """MB of the tensors autograd saves for backward in one forward of ``model``."""
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    return sum(seen.values()) / 2**20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--bptt", type=int, default=70)
+    parser.add_argument("--input", type=int, default=400)
+    parser.add_argument("--hidden", type=int, default=1020)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--window", type=int, default=20)
+    parser.add_argument("--rrnn", type=int, default=200)
+    parser.add_argument("--parser", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    x = torch.randn(args.batch, args.bptt, args.input)
+    base = AWDLSTM(args.input, args.hidden, args.layers).train()
+    palm = AWDLSTM(args.input, args.hidden, args.layers, inserts=[SpanAttention(
+        after=args.layers - 2, window=args.window, rrnn_size=args.rrnn,
+        parser_size=args.parser)]).train()
+    pairs = interleaved_steps(base, palm, x, args.repeats)
+    t_base = statistics.median(b for b, _ in pairs)
+    t_palm = statistics.median(p for _, p in pairs)
+    ratio = statistics.median(p / b for b, p in pairs)
+    print(f"B={args.batch} T={args.bptt} sizes={args.input}/{args.hidden}x{args.layers} "
+          f"window={args.window} rrnn={args.rrnn} parser={args.parser} "
+          f"threads={torch.get_num_threads()}")
+    print(f"AWDLSTM: {t_base * 1e3:.1f} ms   PaLM: {t_palm * 1e3:.1f} ms   "
+          f"ratio (median of paired ratios) {ratio:.2f}")
+    for name, model in (("AWDLSTM", base), ("PaLM", palm)):
+        one, two = (saved_megabytes(model, torch.randn(args.batch, t, args.input))
+                    for t in (args.bptt, 2 * args.bptt))
+        print(f"{name}: saved for backward {one:.1f} MB at T={args.bptt}, {two:.1f} MB at "
+              f"T={2 * args.bptt} (x{two / one:.2f})")
+
+
+if __name__ == "__main__":
+    main()
