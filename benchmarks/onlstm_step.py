@@ -8,41 +8,22 @@ DropConnect, and the same loss on ``hidden``.
 
 from __future__ import annotations
 
-import argparse
-import statistics
-
 import torch
 
 from synlm.backbones import AWDLSTM, ONLSTM
-from timing import interleaved_steps
+from timing import report_pair, step_inputs, step_parser
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=20)
-    parser.add_argument("--bptt", type=int, default=70)
-    parser.add_argument("--input", type=int, default=400)
-    parser.add_argument("--hidden", type=int, default=1150)
-    parser.add_argument("--layers", type=int, default=3)
+    parser = step_parser(__doc__.splitlines()[0], hidden=1150)
     parser.add_argument("--chunk", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    x = torch.randn(args.batch, args.bptt, args.input)
-    name = "AWDLSTM"
+    x = step_inputs(args)
     base = AWDLSTM(args.input, args.hidden, args.layers).train()
     onlstm = ONLSTM(args.input, args.hidden, args.layers, args.chunk).train()
-    pairs = interleaved_steps(base, onlstm, x, args.repeats)
-    t_base = statistics.median(b for b, _ in pairs)
-    t_on = statistics.median(o for _, o in pairs)
-    ratio = statistics.median(o / b for b, o in pairs)
     print(f"B={args.batch} T={args.bptt} sizes={args.input}/{args.hidden}x{args.layers} "
           f"chunk={args.chunk} threads={torch.get_num_threads()}")
-    print(f"{name}: {t_base * 1e3:.1f} ms   ONLSTM: {t_on * 1e3:.1f} ms   "
-          f"ratio (median of paired ratios) {ratio:.2f}")
+    report_pair(base, onlstm, x, args.repeats, ("AWDLSTM", "ONLSTM"))
 
 
 if __name__ == "__main__":

@@ -11,14 +11,11 @@ it (never O(T²)).
 
 from __future__ import annotations
 
-import argparse
-import statistics
-
 import torch
 
 from synlm.backbones import AWDLSTM, SpanAttention
 from synlm.backbones.base import Backbone
-from timing import interleaved_steps
+from timing import report_pair, step_inputs, step_parser
 
 
 def saved_megabytes(model: Backbone, x: torch.Tensor) -> float:
@@ -35,35 +32,20 @@ def saved_megabytes(model: Backbone, x: torch.Tensor) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=20)
-    parser.add_argument("--bptt", type=int, default=70)
-    parser.add_argument("--input", type=int, default=400)
-    parser.add_argument("--hidden", type=int, default=1020)
-    parser.add_argument("--layers", type=int, default=3)
+    parser = step_parser(__doc__.splitlines()[0], hidden=1020)
     parser.add_argument("--window", type=int, default=20)
     parser.add_argument("--rrnn", type=int, default=200)
     parser.add_argument("--parser", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    x = torch.randn(args.batch, args.bptt, args.input)
+    x = step_inputs(args)
     base = AWDLSTM(args.input, args.hidden, args.layers).train()
     palm = AWDLSTM(args.input, args.hidden, args.layers, inserts=[SpanAttention(
         after=args.layers - 2, window=args.window, rrnn_size=args.rrnn,
         parser_size=args.parser)]).train()
-    pairs = interleaved_steps(base, palm, x, args.repeats)
-    t_base = statistics.median(b for b, _ in pairs)
-    t_palm = statistics.median(p for _, p in pairs)
-    ratio = statistics.median(p / b for b, p in pairs)
     print(f"B={args.batch} T={args.bptt} sizes={args.input}/{args.hidden}x{args.layers} "
           f"window={args.window} rrnn={args.rrnn} parser={args.parser} "
           f"threads={torch.get_num_threads()}")
-    print(f"AWDLSTM: {t_base * 1e3:.1f} ms   PaLM: {t_palm * 1e3:.1f} ms   "
-          f"ratio (median of paired ratios) {ratio:.2f}")
+    report_pair(base, palm, x, args.repeats, ("AWDLSTM", "PaLM"))
     for name, model in (("AWDLSTM", base), ("PaLM", palm)):
         one, two = (saved_megabytes(model, torch.randn(args.batch, t, args.input))
                     for t in (args.bptt, 2 * args.bptt))

@@ -3,8 +3,11 @@ interleaved so that load from other processes hits both alike."""
 
 from __future__ import annotations
 
+import argparse
+import statistics
 import time
 
+import torch
 from torch import Tensor
 
 from synlm.backbones.base import Backbone
@@ -26,3 +29,37 @@ def interleaved_steps(baseline: Backbone, candidate: Backbone, x: Tensor, repeat
         train_step_seconds(baseline, x), train_step_seconds(candidate, x)
     return [(train_step_seconds(baseline, x), train_step_seconds(candidate, x))
             for _ in range(repeats)]
+
+
+def step_parser(description: str, hidden: int) -> argparse.ArgumentParser:
+    """The arguments of a backbone-against-AWD-LSTM step benchmark (PTB sizes by default);
+    callers add their own."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--bptt", type=int, default=70)
+    parser.add_argument("--input", type=int, default=400)
+    parser.add_argument("--hidden", type=int, default=hidden)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    return parser
+
+
+def step_inputs(args: argparse.Namespace) -> Tensor:
+    """Sets the torch threads (``--threads``) and seed 0; the embeddings (B, T, E) to time."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    return torch.randn(args.batch, args.bptt, args.input)
+
+
+def report_pair(baseline: Backbone, candidate: Backbone, x: Tensor, repeats: int,
+                names: tuple[str, str]) -> None:
+    """Times the two interleaved and prints their median step times and the median of the
+    paired ratios (candidate / baseline)."""
+    pairs = interleaved_steps(baseline, candidate, x, repeats)
+    t_base = statistics.median(b for b, _ in pairs)
+    t_cand = statistics.median(c for _, c in pairs)
+    ratio = statistics.median(c / b for b, c in pairs)
+    print(f"{names[0]}: {t_base * 1e3:.1f} ms   {names[1]}: {t_cand * 1e3:.1f} ms   "
+          f"ratio (median of paired ratios) {ratio:.2f}")

@@ -169,8 +169,7 @@ def untrained_model(build_model: Callable[..., Any], config: str, seed: int,
     normalisation of its data (for PaLM Table 4's random row)."""
     model = build_model(config, [f"--seed_everything={seed}",
                                  *(f"--{item}" for item in overrides)])
-    model.vocab = model.datamodule.vocab
-    model.normalization = model.datamodule.normalization
+    model.setup("predict")  # takes the vocabulary and normalisation from its DataModule
     return model.eval()
 
 

@@ -146,4 +146,6 @@ def test_the_insert_declares_its_window_and_refuses_bad_settings() -> None:
         SpanAttention(mix_input="both")
     with pytest.raises(ValueError, match="scores must be"):
         AWDLSTM(8, 12, 3, inserts=[SpanAttention(scores="left")])
+    with pytest.raises(ValueError, match=r"activation must be one of \('none', 'tanh'\)"):
+        SpanAttention(activation="relu")
 

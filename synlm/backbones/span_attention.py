@@ -24,7 +24,7 @@ released code. Released-code details are in docs/reference-implementations.md §
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor, nn
@@ -108,9 +108,6 @@ class SpanScorer(nn.Module):
             _glorot_(self.token_proj.weight, 2 * n + size, parser_size)
             nn.init.zeros_(self.token_proj.bias)
             _glorot_(self.score.weight, parser_size, 1)
-        elif scores != "right_branching":
-            raise ValueError(f"SpanAttention scores must be 'mlp' or 'right_branching', "
-                             f"not {scores!r}")
 
     def forward(self, tape: Tensor) -> tuple[Tensor, Tensor]:
         K, n = self.K, self.rrnn_size
@@ -168,9 +165,12 @@ class SpanAttention(LayerInsert):
         if window < 2:
             raise ValueError(f"SpanAttention window must be >= 2 (K = window - 1 spans), "
                              f"got {window}")
-        if mix_input not in ("context", "hidden_and_context"):
-            raise ValueError(f"SpanAttention mix_input must be 'context' or "
-                             f"'hidden_and_context', not {mix_input!r}")
+        for option, value, choices in (("scores", scores, get_args(Scores)),
+                                       ("activation", activation, get_args(Activation)),
+                                       ("mix_input", mix_input, get_args(MixInput))):
+            if value not in choices:
+                raise ValueError(f"SpanAttention {option} must be one of {choices}, "
+                                 f"not {value!r}")
         self.window, self.rrnn_size, self.parser_size = window, rrnn_size, parser_size
         self.scores, self.activation, self.mix_input = scores, activation, mix_input
         self.dropout = dropout
