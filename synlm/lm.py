@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from torch.nn.utils import skip_init
 
 from synlm.backbones.base import STRUCTURE_FIELDS, Backbone
+from synlm.data.subwords import SubwordVocab
 from synlm.data.vocab import Vocab
 from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.metrics.perplexity import Perplexity
@@ -46,6 +47,13 @@ def detach_state(state: Any) -> Any:
     return apply_to_collection(state, Tensor, Tensor.detach)
 
 
+def _vocab_to_save(vocab: Vocab | None) -> list[str] | dict[str, Any] | None:
+    """A word vocabulary as its word list, a subword one as its tokenizer."""
+    if isinstance(vocab, SubwordVocab):
+        return vocab.to_dict()
+    return vocab.itos if vocab is not None else None
+
+
 class SyntaxLM(pl.LightningModule):
     """A language model made of a ``backbone`` and any number of syntax ``heads``.
 
@@ -72,7 +80,13 @@ class SyntaxLM(pl.LightningModule):
         embedding_dropout: word-type dropout on the embedding matrix (AWD ``dropoute``).
         alpha, beta: activation and temporal activation regularisation.
         ar_target: what AR penalises: ``output`` (``hidden``) or ``last_layer``.
+        tie_weights: the decoder's weight is the embedding matrix (Press & Wolf 2017).
+        decoder_bias: the decoder has a bias (AWD-LSTM); fairseq's Transformer LM and GPT-2
+            have none.
         init_range: embedding (and untied decoder) init U(−r, r); decoder bias 0.
+        init_std: if set, the embedding is drawn from N(0, init_std²) instead (fairseq's
+            Transformer LM: E^-0.5). A backbone with a ``pretrained_embedding`` (GPT-2) sets
+            it from that in either case.
         optimizer: ``{"class_path", "init_args"}`` of the optimiser (the CLI links its
             top-level ``optimizer:`` here); default ``DEFAULT_OPTIMIZER``.
         lr_scheduler: the same for a scheduler (top-level ``lr_scheduler:``); schedulers with
@@ -96,7 +110,9 @@ class SyntaxLM(pl.LightningModule):
         beta: float = 0.0,
         ar_target: Literal["output", "last_layer"] = "output",
         tie_weights: bool = True,
+        decoder_bias: bool = True,
         init_range: float = 0.1,
+        init_std: float | None = None,
         optimizer: dict | None = None,
         lr_scheduler: dict | None = None,
         param_groups: Sequence[ParamGroup] = (),
@@ -125,7 +141,7 @@ class SyntaxLM(pl.LightningModule):
         # binding in the order the modules' constructors would have drawn, so the random
         # stream (and every earlier run's numbers) stays as it was.
         self.embedding = skip_init(nn.Embedding, vocab_size, spec.input_size)
-        self.decoder = skip_init(nn.Linear, spec.output_size, vocab_size)
+        self.decoder = skip_init(nn.Linear, spec.output_size, vocab_size, bias=decoder_bias)
         if tie_weights:
             self.decoder.weight = self.embedding.weight
         context = HeadContext(vocab_size, self.embedding, self.decoder, spec)
@@ -133,13 +149,26 @@ class SyntaxLM(pl.LightningModule):
             head.bind(context)
         self.embedding.reset_parameters()
         self.decoder.reset_parameters()
-        nn.init.uniform_(self.embedding.weight, -init_range, init_range)
+        if init_std is None:
+            nn.init.uniform_(self.embedding.weight, -init_range, init_range)
+        else:
+            nn.init.normal_(self.embedding.weight, 0.0, init_std)
+        pretrained = backbone.pretrained_embedding()
+        if pretrained is not None:
+            if pretrained.shape != self.embedding.weight.shape:
+                raise ValueError(
+                    f"{type(backbone).__name__} comes with a {tuple(pretrained.shape)} token "
+                    f"embedding but the model's is ({vocab_size}, {spec.input_size}); use the "
+                    "tokenizer it was trained with (data.subwords: PretrainedTokenizer)")
+            with torch.no_grad():
+                self.embedding.weight.copy_(pretrained)
         if not tie_weights:
             nn.init.uniform_(self.decoder.weight, -init_range, init_range)
-        nn.init.zeros_(self.decoder.bias)
+        if decoder_bias:
+            nn.init.zeros_(self.decoder.bias)
 
-        self.val_ppl = Perplexity()
-        self.test_ppl = Perplexity()
+        self.ppl = nn.ModuleDict({"val": Perplexity(), "test": Perplexity()})
+        self.word_ppl = nn.ModuleDict({"val": Perplexity(), "test": Perplexity()})
         self.parsing = nn.ModuleDict({"val": InducedStructureMetrics(),
                                       "test": InducedStructureMetrics()})
         self._states: dict[str, Any] = {}
@@ -288,10 +317,10 @@ class SyntaxLM(pl.LightningModule):
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._eval_step(batch, "val", self.val_ppl)
+        self._eval_step(batch, "val")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._eval_step(batch, "test", self.test_ppl)
+        self._eval_step(batch, "test")
 
     def on_validation_epoch_end(self) -> None:
         self._log_structures("val")
@@ -321,10 +350,16 @@ class SyntaxLM(pl.LightningModule):
                              prog_bar=True)
                     break
 
-    def _eval_step(self, batch: Batch, stage: str, ppl: Perplexity) -> None:
+    def _eval_step(self, batch: Batch, stage: str) -> None:
+        """Perplexity (per token), and per word on subword data (``word_ppl``), plus the
+        induced structures' scores."""
         _, result = self._step(batch, stage)
-        ppl.update(-result.target_log_probs, batch.mask)
-        self.log(f"{stage}/ppl", ppl, on_step=False, on_epoch=True, prog_bar=True)
+        nll = -result.target_log_probs
+        self.ppl[stage].update(nll, batch.mask)
+        self.log(f"{stage}/ppl", self.ppl[stage], on_step=False, on_epoch=True, prog_bar=True)
+        if batch.word_ends is not None:
+            self.word_ppl[stage].update(nll, batch.mask, batch.word_ends)
+            self.log(f"{stage}/word_ppl", self.word_ppl[stage], on_step=False, on_epoch=True)
         if batch.trees is not None:
             self.parsing[stage].update(self._structure_values(result), batch.trees)
 
@@ -418,15 +453,16 @@ class SyntaxLM(pl.LightningModule):
             rng["cuda"] = torch.cuda.get_rng_state_all()
         checkpoint["synlm"] = {"train_state": plain_state(self._states.get("train")),
                                "rng": rng,
-                               "vocab": self.vocab.itos if self.vocab is not None else None,
+                               "vocab": _vocab_to_save(self.vocab),
                                "normalization": self.normalization}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("synlm")
         if not saved:
             return
-        if saved.get("vocab") is not None:
-            self.vocab = Vocab(saved["vocab"])
+        vocab = saved.get("vocab")
+        if vocab is not None:
+            self.vocab = SubwordVocab.from_dict(vocab) if isinstance(vocab, dict) else Vocab(vocab)
         # checkpoints from before normalisations were saved: synlm parse then used PTB's
         self.normalization = saved.get("normalization", "ptb")
         if saved["train_state"] is not None:

@@ -61,6 +61,7 @@ class Batch:
     span_mask: Tensor | None = None  # (B, T) bool
     dep_targets: Tensor | None = None  # (B, T, D) long, future dependents (padded)
     dep_mask: Tensor | None = None  # (B, T, D) bool
+    word_ends: Tensor | None = None  # (B, T) bool, subwords: the target ends a word (or is <eos>)
     trees: list[Any] | None = None  # sentence mode: one gold tree (or None) per row
     lengths: Tensor | None = None  # (B,) long, sentence mode: tokens per row
 
@@ -82,7 +83,7 @@ class BackboneOutput:
     distances: Tensor | None = None  # (L, B, T) syntactic distances computed by the model
     distance_features: Tensor | None = None  # (L, B, T, n) what a distance head may re-read
     span_scores: Tensor | None = None  # (B, T, K) span-attention scores (PaLM)
-    attention: Tensor | None = None  # (B, T, T) head-averaged attention (mixture heads)
+    attention: Tensor | None = None  # (B, T, S) head-averaged attention over S = cached + T
     aux_loss: Tensor | None = None  # scalar added to the loss unweighted
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from synlm.backbones import AWDLSTM, ONLSTM, PRPN, SpanAttention
+from synlm.backbones import AWDLSTM, GPT2, ONLSTM, PRPN, SpanAttention, Transformer
 from synlm.backbones.base import Backbone
 
 EMB = 16
@@ -32,6 +32,10 @@ CASES: dict[str, Callable[[], Backbone]] = {
     "PaLM-paper": lambda: AWDLSTM(**_AWD, inserts=[_span(activation="tanh",
                                                          mix_input="hidden_and_context")]),
     "ONLSTM+SpanAttention": lambda: ONLSTM(**_ONLSTM, inserts=[_span()]),
+    "Transformer": lambda: Transformer(input_size=EMB, num_layers=3, num_heads=2, ffn_size=32),
+    "GPT2": lambda: GPT2(n_embd=EMB, n_head=2, n_layer=3, n_positions=64),
+    "Transformer-pre-norm": lambda: Transformer(input_size=EMB, num_layers=2, num_heads=4,
+                                                ffn_size=32, pre_norm=True, attention_layer=0),
 }
 
 

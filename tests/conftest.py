@@ -39,6 +39,17 @@ TINY_OVERRIDES = [
 ]
 
 
+def fit_batch(model: torch.nn.Module, batch: object, lr: float, steps: int) -> float:
+    """Adam on one batch for ``steps`` steps; the last step's perplexity."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        nll = -model(batch).target_log_probs[batch.mask].mean()
+        nll.backward()
+        optimizer.step()
+    return nll.exp().item()
+
+
 def tiny_palm_config(root: Path, heads: list[dict] | None = None, **data: object) -> Path:
     """A PaLM config small enough to train in seconds on the synthetic treebank (streamed
     training, sentence-mode validation), written under ``root``; ``heads`` and ``data``

@@ -41,7 +41,8 @@ def test_output_matches_the_declared_spec(name: str) -> None:
         assert out.distances.dim() == 3 and out.distances.shape[1:] == (B, T)
     if out.distance_features is not None:
         assert out.distance_features.shape[:3] == (len(spec.distance_feature_sizes), B, T)
-    assert (out.state is not None) == spec.recurrent
+    assert (out.state is not None) == (spec.recurrent or spec.incremental)
+    assert spec.incremental or not spec.recurrent
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -63,10 +64,10 @@ def test_causal(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_state_carry(name: str) -> None:
-    """One window of 2T equals two windows of T with the carried state (eval mode)."""
+    """One window of 2T equals two windows of T with the carried state (eval mode): a
+    recurrent state, or a Transformer's key/value cache."""
     backbone = build(name).double().eval()
-    if not backbone.spec.recurrent:
-        pytest.skip("not a recurrent backbone")
+    assert backbone.spec.incremental, "every backbone continues a sequence from its state"
     x = _inputs(t=2 * T)
     whole = backbone(x)
     first = backbone(x[:, :T])
@@ -78,6 +79,9 @@ def test_state_carry(name: str) -> None:
     if whole.span_scores is not None:
         torch.testing.assert_close(
             torch.cat([first.span_scores, second.span_scores], 1), whole.span_scores)
+    if whole.attention is not None:  # (B, T, S): the second window's rows see S = 2T keys
+        torch.testing.assert_close(second.attention, whole.attention[:, T:])
+        torch.testing.assert_close(first.attention, whole.attention[:, :T, :T])
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -4,8 +4,10 @@ package registers them for short class names in configs (``class_path: AWDLSTM``
 
 from synlm.backbones.awd_lstm import AWDLSTM
 from synlm.backbones.base import Backbone
+from synlm.backbones.gpt2 import GPT2
 from synlm.backbones.on_lstm import ONLSTM
 from synlm.backbones.prpn import PRPN
 from synlm.backbones.span_attention import SpanAttention
+from synlm.backbones.transformer import Transformer
 
-__all__ = ["AWDLSTM", "ONLSTM", "PRPN", "Backbone", "SpanAttention"]
+__all__ = ["AWDLSTM", "GPT2", "ONLSTM", "PRPN", "Backbone", "SpanAttention", "Transformer"]

@@ -39,6 +39,9 @@ class BackboneSpec:
         layer_sizes: width of each entry of ``BackboneOutput.layers``.
         provides: the optional ``BackboneOutput`` fields it fills.
         recurrent: whether it carries a state across windows (stream mode).
+        incremental: whether ``forward(x, state)`` with the ``state`` it returned continues
+            the same sequences (generation): recurrent backbones by their state, Transformers
+            by a key/value cache (which training never carries across windows).
         structures: what it induces; a backbone's structure of kind ``distances`` is
             ``out.distances``, of kind ``spans`` ``out.span_scores``.
         distance_feature_sizes: true width of each layer's ``distance_features``.
@@ -51,6 +54,7 @@ class BackboneSpec:
     layer_sizes: tuple[int, ...]
     provides: frozenset[str]
     recurrent: bool
+    incremental: bool = False
     structures: tuple[Structure, ...] = ()
     distance_feature_sizes: tuple[int, ...] = field(default=())
     span_slots: int = 0
@@ -85,6 +89,12 @@ class Backbone(nn.Module):
 
     def forward(self, x: Tensor, state: Any = None) -> BackboneOutput:  # pragma: no cover
         raise NotImplementedError
+
+    def pretrained_embedding(self) -> Tensor | None:
+        """The token embedding (V, E) this backbone was loaded with (a pretrained GPT-2's),
+        which ``SyntaxLM`` copies into its own embedding (tied to the decoder); None: the
+        embedding is initialised by ``SyntaxLM``."""
+        return None
 
 
 class InsertOutput(NamedTuple):
@@ -127,6 +137,19 @@ class LayerInsert(nn.Module):
     def forward(self, h: Tensor, raw: Tensor, state: Any
                 ) -> InsertOutput:  # pragma: no cover
         raise NotImplementedError
+
+
+class KVCache(NamedTuple):
+    """The state of a Transformer backbone: per layer, the keys and values (B, heads, S,
+    head_dim) of the S positions seen so far. An immutable value: reusing it gives the same
+    continuation (a plain tuple of the same fields is accepted)."""
+
+    keys: tuple[Tensor, ...]
+    values: tuple[Tensor, ...]
+
+    @property
+    def length(self) -> int:
+        return self.keys[0].size(2)
 
 
 class StackState(NamedTuple):
@@ -188,7 +211,7 @@ class RecurrentStack(Backbone):
         return BackboneSpec(
             input_size=self.input_size, output_size=self.input_size,
             layer_sizes=tuple(self.layer_sizes), provides=frozenset({"layers"}) | provides,
-            recurrent=True, structures=structures, **extra)
+            recurrent=True, incremental=True, structures=structures, **extra)
 
     # ------------------------------------------------------------------ subclass hooks
     def window_weights(self) -> list[Any]:

@@ -478,7 +478,7 @@ class PRPN(Backbone):
         self.predictor = PredictNetwork(hidden_size, input_size, idropout, norm)
         self.spec = BackboneSpec(
             input_size=input_size, output_size=input_size, layer_sizes=(hidden_size,) * num_layers,
-            provides=frozenset({"distances", "layers"}), recurrent=True,
+            provides=frozenset({"distances", "layers"}), recurrent=True, incremental=True,
             structures=(Structure("lm", "distances"),))
 
     def initial_state(self, x: Tensor) -> PRPNState:

@@ -91,31 +91,28 @@ def fixed_window_lengths(n_positions: int, bptt: int) -> list[int]:
     return [min(bptt, n_positions - 1 - i) for i in range(0, n_positions - 1, bptt)]
 
 
-class StreamLoader:
-    """Yields the windows of one pass over ``columns`` in order.
+class ResumableLoader:
+    """Yields batch ``i`` of one pass for i = 0 .. len - 1 in order (subclasses say what batch
+    ``i`` is). It has a length, so Lightning does not prefetch, and it is stateful: Lightning
+    saves ``state_dict()`` in checkpoints and a resumed run continues at the next batch of
+    the same epoch."""
 
-    It has a length, so Lightning does not prefetch, and it is stateful: Lightning
-    saves ``state_dict()`` in checkpoints and a resumed run continues at the next
-    window of the same epoch.
-    """
-
-    def __init__(self, columns: Columns, lengths: Sequence[int], epoch: int = 0) -> None:
-        self.columns = columns
-        self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int).tolist()
-        self.lengths = list(lengths)
+    def __init__(self, epoch: int) -> None:
         self.epoch = epoch
         self.consumed = 0
         self._resume_at = 0
 
-    def __len__(self) -> int:
-        return len(self.lengths)
+    def __len__(self) -> int:  # pragma: no cover
+        raise NotImplementedError
+
+    def batch(self, i: int) -> Batch:  # pragma: no cover
+        raise NotImplementedError
 
     def __iter__(self) -> Iterator[Batch]:
         self.consumed, self._resume_at = self._resume_at, 0
-        while self.consumed < len(self.lengths):
-            start, length = self.starts[self.consumed], self.lengths[self.consumed]
+        while self.consumed < len(self):
             self.consumed += 1
-            yield self.columns.window(start, length)
+            yield self.batch(self.consumed - 1)
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "consumed": self.consumed}
@@ -123,6 +120,66 @@ class StreamLoader:
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state.get("epoch") == self.epoch and state["consumed"] < len(self):
             self._resume_at = state["consumed"]
+
+
+class StreamLoader(ResumableLoader):
+    """Yields the windows of one pass over ``columns`` in order."""
+
+    def __init__(self, columns: Columns, lengths: Sequence[int], epoch: int = 0) -> None:
+        super().__init__(epoch)
+        self.columns = columns
+        self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int).tolist()
+        self.lengths = list(lengths)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def batch(self, i: int) -> Batch:
+        return self.columns.window(self.starts[i], self.lengths[i])
+
+
+def token_budget_batches(lengths: np.ndarray, max_tokens: int, rng: np.random.Generator
+                         ) -> list[np.ndarray]:
+    """fairseq's ``--max-tokens`` batching: items by length (equal lengths in random order),
+    cut greedily so that rows × longest row ≤ ``max_tokens``; the batches in random order.
+    Returns arrays of item indices."""
+    too_long = np.flatnonzero(lengths > max_tokens)
+    if too_long.size:
+        i = int(too_long[0])
+        raise ValueError(f"item {i} has {int(lengths[i])} tokens, more than data.max_tokens="
+                         f"{max_tokens}; raise max_tokens or set data.max_length")
+    order = rng.permutation(len(lengths))
+    order = order[np.argsort(lengths[order], kind="stable")]
+    batches, start, longest = [], 0, 0
+    for end, item in enumerate(order):
+        longest = max(longest, int(lengths[item]))
+        if (end + 1 - start) * longest > max_tokens:
+            batches.append(order[start:end])
+            start, longest = end, int(lengths[item])
+    batches.append(order[start:])
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+class TokenBudgetLoader(ResumableLoader):
+    """Sentence batches of at most ``max_tokens`` padded tokens (``token_budget_batches``),
+    redrawn per epoch from ``(seed, epoch)``. With ``world_size`` ranks, rank r takes batches
+    r, r + world_size, ...; the list is first padded by repeating its first batches so every
+    rank runs the same number of steps."""
+
+    def __init__(self, dataset: torch.utils.data.Dataset, lengths: np.ndarray, max_tokens: int,
+                 seed: int, epoch: int = 0, rank: int = 0, world_size: int = 1) -> None:
+        super().__init__(epoch)
+        self.dataset = dataset
+        batches = token_budget_batches(lengths, max_tokens,
+                                       np.random.default_rng([seed, epoch]))
+        batches += batches[: -len(batches) % world_size]
+        self.batches = batches[rank::world_size]
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def batch(self, i: int) -> Batch:
+        return collate_units([self.dataset[int(j)] for j in self.batches[i]])
 
 
 class UnitDataset(torch.utils.data.Dataset):

@@ -16,16 +16,19 @@ from synlm.data.batching import (
     Columns,
     StreamLoader,
     TokenArrays,
+    TokenBudgetLoader,
     UnitDataset,
     awd_window_lengths,
     collate_units,
     fixed_window_lengths,
 )
 from synlm.data.corpora import Corpus, env_dir
+from synlm.data.subwords import Subwords, SubwordVocab
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import Vocab
 from synlm.outputs import GOLD_FIELDS
 from synlm.syntax import Sentence, baseline_tree
+from synlm.syntax.subwords import project_sentence
 from synlm.syntax.targets import cached_targets, max_distance
 
 CACHE_ENV = "SYNLM_CACHE_DIR"
@@ -60,8 +63,16 @@ class SynLMDataModule(pl.LightningDataModule):
         bptt: base window length; training windows vary as AWD-LSTM's unless
             ``variable_bptt`` is False; evaluation windows are fixed.
         max_length: sentence mode: training sentences longer than this are dropped.
+        max_tokens: sentence mode: training batches of sentences of similar length holding
+            at most this many tokens (rows × longest, padding included; fairseq's
+            ``--max-tokens``), redrawn every epoch; ``batch_size`` is then unused.
+            Evaluation keeps ``eval_batch_size``.
         span_window: PaLM's m: span targets cover the m - 1 spans ending at each word;
             None: the window a head asks for (``SpanHead`` asks for its attention's), else 10.
+        subwords: split words into subwords (``TrainedBPE``: a byte-level BPE trained on the
+            training split; ``PretrainedTokenizer``: GPT-2's or another pretrained tokenizer);
+            gold syntax is projected onto the subwords, and evaluation also logs the
+            word-level perplexity ``word_ppl``. None: the word vocabulary.
         tree_source: ``random`` replaces every gold tree by a seeded random binary tree
             over the same words before targets are built (Du et al. 2020 Table 4,
             "random trees"); evaluation trees stay gold.
@@ -81,7 +92,9 @@ class SynLMDataModule(pl.LightningDataModule):
         bptt: int = 70,
         variable_bptt: bool = True,
         max_length: int | None = None,
+        max_tokens: int | None = None,
         span_window: int | None = None,
+        subwords: Subwords | None = None,
         tree_source: Literal["gold", "random"] = "gold",
         seed: int = 141,
         num_workers: int = 0,
@@ -97,31 +110,57 @@ class SynLMDataModule(pl.LightningDataModule):
         self.bptt = bptt
         self.variable_bptt = variable_bptt
         self.max_length = max_length
+        self.max_tokens = max_tokens
         self.span_window = span_window
+        self.subwords = subwords
         self.tree_source = tree_source
         self.seed = seed
         self.num_workers = num_workers
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
         self.requested: frozenset[str] = frozenset()
+        self._corpus_sentences: dict[str, list[Sentence]] = {}
         self._sentences: dict[str, list[Sentence]] = {}
         self._streams: dict[tuple[str, str], tuple[TokenArrays, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ corpus
+    def corpus_sentences(self, split: str) -> list[Sentence]:
+        """The split as the corpus reads it (words)."""
+        if split not in self._corpus_sentences:
+            self._corpus_sentences[split] = self.corpus.sentences(split)
+        return self._corpus_sentences[split]
+
     def sentences(self, split: str) -> list[Sentence]:
+        """The split as the model sees it: the corpus's sentences, or with ``subwords``
+        their subword sentences (gold projected, ``Sentence.word_index`` set)."""
         if split not in self._sentences:
-            self._sentences[split] = self.corpus.sentences(split)
+            sentences = self.corpus_sentences(split)
+            if isinstance(self.vocab, SubwordVocab):
+                pieces = self.vocab.split([s.words for s in sentences])
+                sentences = [project_sentence(s, tokens, word_index)
+                             for s, (tokens, word_index) in zip(sentences, pieces)]
+            self._sentences[split] = sentences
         return self._sentences[split]
 
     @cached_property
     def vocab(self) -> Vocab:
-        """Built from all splits in order of first appearance (as AWD-LSTM), cached."""
-        path = self.cache_dir / self.corpus.cache_key() / "vocab.json"
+        """Words: built from all splits in order of first appearance (as AWD-LSTM), cached.
+        Subwords: the ``subwords``' vocabulary."""
+        folder = self.cache_dir / self.corpus.cache_key()
+        if self.subwords is not None:
+            return self.subwords.vocab([s.words for s in self.corpus_sentences("train")], folder)
+        path = folder / "vocab.json"
         if path.exists():
             return Vocab.load(path)
         vocab = Vocab.build(s.words for split in self.corpus.splits
-                            for s in self.sentences(split))
+                            for s in self.corpus_sentences(split))
         vocab.save(path)
         return vocab
+
+    @property
+    def cache_key(self) -> str:
+        """Identifies the encoded corpus: the corpus's key, plus the subwords' if any."""
+        key = self.corpus.cache_key()
+        return f"{key}-{self.vocab.key}" if isinstance(self.vocab, SubwordVocab) else key
 
     @property
     def vocab_size(self) -> int:
@@ -198,12 +237,14 @@ class SynLMDataModule(pl.LightningDataModule):
             sentences = self.sentences(split)
             lengths = np.array([len(s.words) + 1 for s in sentences], dtype=np.int64)
             bounds = np.concatenate([[0], np.cumsum(lengths)])
-            tokens = np.zeros(bounds[-1] + 1, dtype=np.int64)  # 0 is <eos>
+            tokens = np.full(bounds[-1] + 1, self.vocab.eos_id, dtype=np.int64)
             words = [w for s in sentences for w in s.words]
             is_word = np.ones(bounds[-1], dtype=bool)
             is_word[bounds[:-1]] = False
             tokens[:-1][is_word] = self.vocab.encode(words)
             arrays: TokenArrays = {"tokens": tokens}
+            if isinstance(self.vocab, SubwordVocab):
+                arrays["word_ends"] = _word_ends(sentences, is_word)
             # the closing <eos> gets an id of its own
             arrays["sentence_ids"] = np.append(np.repeat(np.arange(len(sentences)), lengths),
                                                len(sentences)).astype(np.int64)
@@ -233,7 +274,7 @@ class SynLMDataModule(pl.LightningDataModule):
                          if s.tree is not None else s for s in sentences]
         targets = cached_targets(
             sentences, self.cache_dir / self.corpus.cache_key(),
-            key=f"{self.corpus.cache_key()}-{split}-{self.tree_source}-{self.seed}", mode=mode,
+            key=f"{self.cache_key}-{split}-{self.tree_source}-{self.seed}", mode=mode,
             span_window=self.span_window or 10, boundary=self.boundary, closing_eos=stream)
         present = {"constituency": targets.distance_mask.any(),
                    "dependency": targets.dep_row_mask.any()}
@@ -264,8 +305,10 @@ class SynLMDataModule(pl.LightningDataModule):
         return self.trainer.global_rank, self.trainer.world_size
 
     def setup(self, stage: str) -> None:
-        if self.mode == "stream" and self.variable_bptt and self.trainer is not None:
-            # windows are redrawn every epoch, so the loader (and its length) is too
+        redrawn = (self.variable_bptt if self.mode == "stream"
+                   else self.max_tokens is not None)
+        if redrawn and self.trainer is not None:
+            # windows or batches are redrawn every epoch, so the loader (and its length) is too
             self.trainer.reload_dataloaders_every_n_epochs = 1
 
     def _stream_loader(self, split: str, n_columns: int, train: bool) -> StreamLoader:
@@ -280,13 +323,18 @@ class SynLMDataModule(pl.LightningDataModule):
         return StreamLoader(columns, lengths, epoch=epoch)
 
     def _sentence_loader(self, split: str, batch_size: int, train: bool
-                         ) -> torch.utils.data.DataLoader:
+                         ) -> torch.utils.data.DataLoader | TokenBudgetLoader:
         arrays, bounds = self.stream(split, "sentence")
         dataset = UnitDataset(arrays, bounds, self.sentences(split))
+        lengths = np.diff(bounds)  # tokens per unit
         if train and self.max_length is not None:
-            keep = [i for i, s in enumerate(self.sentences(split))
-                    if len(s.words) <= self.max_length]
-            dataset = torch.utils.data.Subset(dataset, keep)
+            keep = np.flatnonzero(lengths - 1 <= self.max_length)
+            dataset, lengths = torch.utils.data.Subset(dataset, keep.tolist()), lengths[keep]
+        if train and self.max_tokens is not None:
+            rank, world = self._world()
+            epoch = self.trainer.current_epoch if self.trainer is not None else 0
+            return TokenBudgetLoader(dataset, lengths, self.max_tokens, self.seed, epoch,
+                                     rank, world)
         generator = torch.Generator().manual_seed(self.seed)
         return torch.utils.data.DataLoader(
             dataset, batch_size=batch_size, shuffle=train, collate_fn=collate_units,
@@ -308,3 +356,16 @@ class SynLMDataModule(pl.LightningDataModule):
 
     def predict_dataloader(self):
         return self._loader("test", self.test_batch_size)
+
+
+def _word_ends(sentences: list[Sentence], is_word: np.ndarray) -> np.ndarray:
+    """(N + 1,) bool over a subword stream's inputs: whether the target there (the next
+    token) ends a word: the last subword of a word, or an ``<eos>``. The closing ``<eos>``
+    has no target."""
+    n_words = [s.word_index[-1] + 1 if s.word_index else 0 for s in sentences]
+    first_word = np.cumsum([0, *n_words[:-1]])  # of each sentence, numbered across the split
+    word_of = np.concatenate([np.asarray(s.word_index, dtype=np.int64) + first
+                              for s, first in zip(sentences, first_word)])  # per subword
+    token_ends = np.ones(len(is_word) + 1, dtype=bool)  # <eos> positions end a "word"
+    token_ends[:-1][is_word] = np.append(word_of[1:] != word_of[:-1], True)
+    return np.append(token_ends[1:], False)

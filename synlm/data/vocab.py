@@ -13,21 +13,25 @@ UNK = "<unk>"
 
 
 class Vocab:
-    """Maps words to ids in order of first appearance (as AWD-LSTM's ``Dictionary``).
+    """Maps tokens to ids.
 
-    ``<eos>`` is always id 0 and ``<unk>`` is always present; unknown words encode
-    to ``<unk>``.
+    A word vocabulary is built in order of first appearance (as AWD-LSTM's ``Dictionary``):
+    ``<eos>`` is id 0 and ``<unk>`` is always present, and unknown words encode to ``<unk>``.
+    A subword vocabulary (``synlm.data.subwords``) names its own end-of-sentence token and
+    may have no unknown token (byte-level BPE encodes everything).
     """
 
-    def __init__(self, itos: list[str]) -> None:
-        if itos[:1] != [EOS] or UNK not in itos:
-            raise ValueError(f"a vocabulary starts with {EOS} and contains {UNK}")
+    def __init__(self, itos: list[str], eos: str = EOS, unk: str | None = UNK) -> None:
         self.itos = list(itos)
         self.stoi = {w: i for i, w in enumerate(self.itos)}
         if len(self.stoi) != len(self.itos):
             raise ValueError("duplicate words in vocabulary")
-        self.eos_id = 0
-        self.unk_id = self.stoi[UNK]
+        missing = [t for t in (eos, unk) if t is not None and t not in self.stoi]
+        if missing:
+            raise ValueError(f"the vocabulary lacks its special tokens {missing}")
+        self.eos, self.unk = eos, unk
+        self.eos_id = self.stoi[eos]
+        self.unk_id = self.stoi[unk] if unk is not None else None
 
     @classmethod
     def build(cls, sentences: Iterable[list[str]]) -> Vocab:
@@ -41,6 +45,11 @@ class Vocab:
         return len(self.itos)
 
     def encode(self, words: list[str]) -> list[int]:
+        if self.unk_id is None:
+            unknown = [w for w in words if w not in self.stoi]
+            if unknown:
+                raise ValueError(f"tokens {unknown[:3]} are not in the vocabulary, which has "
+                                 "no unknown token")
         get, unk = self.stoi.get, self.unk_id
         return [get(w, unk) for w in words]
 

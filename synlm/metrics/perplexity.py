@@ -22,10 +22,13 @@ class Perplexity(Metric):
         self.add_state("nll", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("count", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
-    def update(self, nll: Tensor, mask: Tensor) -> None:
-        """``nll`` (B, T) per-token negative log-likelihood, ``mask`` (B, T) bool."""
+    def update(self, nll: Tensor, mask: Tensor, units: Tensor | None = None) -> None:
+        """``nll`` (B, T) per-token negative log-likelihood, ``mask`` (B, T) bool. ``units``
+        (B, T) bool: the positions counted in the denominator (default ``mask``); counting
+        only the ends of words gives a subword model's word-level perplexity, exp(Σ NLL over
+        subwords / number of words)."""
         self.nll += nll.detach().double()[mask].sum()
-        self.count += mask.sum()
+        self.count += (mask if units is None else units & mask).sum()
 
     def compute(self) -> Tensor:
         return torch.exp(self.nll / self.count.clamp(min=1))

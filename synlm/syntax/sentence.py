@@ -15,7 +15,8 @@ class Sentence:
     for each word, the 1-based index of its head word, 0 for the root (CoNLL style).
     ``tags`` are part-of-speech tags aligned to ``words`` (used to drop punctuation
     in parsing evaluation) and ``source`` says where the sentence came from
-    (``file:line``) for error messages and reports.
+    (``file:line``) for error messages and reports. A sentence of subwords
+    (``synlm.syntax.subwords``) has ``word_index``: the 0-based word each token belongs to.
     """
 
     words: list[str]
@@ -23,12 +24,13 @@ class Sentence:
     heads: list[int] | None = None
     tags: list[str] | None = None
     source: str | None = None
+    word_index: list[int] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.words)
         if self.tree is not None and self.tree.leaves() != self.words:
             raise ValueError(f"{self.source or 'sentence'}: tree leaves differ from the words")
-        for name in ("heads", "tags"):
+        for name in ("heads", "tags", "word_index"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
                 raise ValueError(

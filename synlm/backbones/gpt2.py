@@ -1,0 +1,161 @@
+"""GPT-2 (Radford et al. 2019, "Language Models are Unsupervised Multitask Learners").
+
+A Transformer decoder: learned position embeddings added to the token embeddings, blocks of
+pre-LayerNorm causal multi-head self-attention and a GELU MLP, a final LayerNorm, the
+decoder tied to the token embedding. The blocks, the position embeddings and the final
+LayerNorm are Hugging Face ``transformers``' ``GPT2Model`` (randomly initialised, or
+pretrained weights by hub name or ``save_pretrained`` directory), run on its fused SDPA
+attention. This wrapper adds what the backbone contract asks of it:
+
+- it reads embeddings, not ids: the token embedding is ``SyntaxLM``'s, which copies a
+  pretrained ``wte`` from ``pretrained_embedding``; the wrapper keeps no ``wte`` module;
+- ``layers``: every block's output (the top one after the final LayerNorm);
+- ``attention``: one layer's attention probabilities averaged over heads, computed
+  explicitly from that layer's queries and keys (every layer keeps the fused kernel);
+- its state is an immutable key/value cache (``KVCache``) for incremental decoding;
+  training never carries it across windows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from synlm.backbones.base import Backbone, BackboneSpec, KVCache
+from synlm.outputs import BackboneOutput
+
+
+def _layer_cache(cache: Any, layer: int) -> tuple[Tensor, Tensor]:
+    """Layer ``layer``'s keys and values (B, heads, S, head_dim) in the cache ``GPT2Model``
+    returned: a ``DynamicCache`` (read by ``layers`` in transformers 4.57 and 5, by
+    ``key_cache`` in 4.5x) or a legacy tuple of (key, value) pairs (4.45; 4.5x when no cache
+    was passed in)."""
+    if hasattr(cache, "layers"):
+        return cache.layers[layer].keys, cache.layers[layer].values
+    if hasattr(cache, "key_cache"):
+        return cache.key_cache[layer], cache.value_cache[layer]
+    return cache[layer]
+
+
+class GPT2(Backbone):
+    """GPT-2 blocks over ``SyntaxLM``'s embeddings; ``hidden`` is the top block's output
+    after the final LayerNorm (E = ``n_embd`` wide, for the tied decoder; GPT-2's decoder has
+    no bias: ``decoder_bias: false``).
+
+    A pretrained model brings its token embedding (``pretrained_embedding``), so the
+    vocabulary must be its tokenizer's. ``attention`` (B, T, S), S = cached + T positions,
+    holds the probabilities before attention dropout.
+
+    Args:
+        pretrained: a hub name (``gpt2``) or a directory written by ``save_pretrained`` (of
+            a ``GPT2Model`` or a ``GPT2LMHeadModel``); the size arguments are then ignored.
+            None: a randomly initialised model of the sizes below.
+        n_layer: number of blocks.
+        n_head: attention heads per block.
+        n_embd: embedding and hidden width E.
+        n_positions: longest sequence (cached positions included).
+        dropout: residual, embedding and attention dropout; None keeps the pretrained
+            config's values (``transformers``' defaults, 0.1, for a random model).
+        attention_layer: the block whose head-averaged attention is returned (negative
+            counts from the top; default the penultimate); None: no ``attention``.
+        revision: the hub revision (branch, tag or commit) of ``pretrained``.
+    """
+
+    def __init__(
+        self,
+        pretrained: str | None = None,
+        n_layer: int = 2,
+        n_head: int = 2,
+        n_embd: int = 64,
+        n_positions: int = 256,
+        dropout: float | None = 0.1,
+        attention_layer: int | None = -2,
+        revision: str | None = None,
+    ) -> None:
+        super().__init__()
+        from transformers import GPT2Config, GPT2Model  # imported here: it takes seconds
+
+        rates = {} if dropout is None else \
+            {"resid_pdrop": dropout, "embd_pdrop": dropout, "attn_pdrop": dropout}
+        if pretrained is None:
+            # vocab_size 1: the token embedding is SyntaxLM's, so wte is only a placeholder
+            model = GPT2Model(GPT2Config(
+                n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_positions=n_positions,
+                vocab_size=1, bos_token_id=None, eos_token_id=None,
+                attn_implementation="sdpa", **rates))
+            self._embedding = None
+        else:
+            # transformers 5 keeps the checkpoint's dtype; 4.x loads in the default dtype
+            model = GPT2Model.from_pretrained(pretrained, revision=revision,
+                                              attn_implementation="sdpa", **rates)
+            model.to(torch.get_default_dtype())
+            self._embedding = model.wte.weight.detach()  # (V, E), not a parameter
+        model.wte = None
+        self.model = model
+        config = model.config
+        if attention_layer is not None and not -config.n_layer <= attention_layer < config.n_layer:
+            raise ValueError(f"attention_layer {attention_layer} is not one of the "
+                             f"{config.n_layer} layers (0..{config.n_layer - 1} or "
+                             f"-1..-{config.n_layer})")
+        self.attention_layer = None if attention_layer is None else attention_layer % config.n_layer
+        head_dim = config.n_embd // config.n_head
+        self.scale = head_dim ** -0.5 if config.scale_attn_weights else 1.0
+        if config.scale_attn_by_inverse_layer_idx and self.attention_layer is not None:
+            self.scale /= self.attention_layer + 1
+        self.spec = BackboneSpec(
+            input_size=config.n_embd, output_size=config.n_embd,
+            layer_sizes=(config.n_embd,) * config.n_layer,
+            provides=frozenset({"layers"} if self.attention_layer is None
+                               else {"layers", "attention"}),
+            recurrent=False, incremental=True)
+
+    def pretrained_embedding(self) -> Tensor | None:
+        return self._embedding
+
+    def forward(self, x: Tensor, state: KVCache | tuple | None = None) -> BackboneOutput:
+        # x: (B, T, E)
+        config = self.model.config
+        past = None if state is None else KVCache(*state)
+        offset = 0 if past is None else past.length
+        T = x.size(1)
+        if offset + T > config.n_positions:
+            raise ValueError(f"GPT2 got {offset + T} positions ({offset} cached + {T} new), "
+                             f"more than its n_positions={config.n_positions}")
+        cache = None
+        if past is not None:
+            from transformers import DynamicCache
+
+            cache = DynamicCache()
+            for layer, (k, v) in enumerate(zip(*past)):
+                cache.update(k, v, layer)
+        captured: list[Tensor] = []  # the attention layer's fused q|k|v (B, T, 3E)
+        hook = None if self.attention_layer is None else \
+            self.model.h[self.attention_layer].attn.c_attn.register_forward_hook(
+                lambda module, args, qkv: captured.append(qkv))
+        try:
+            out = self.model(inputs_embeds=x, past_key_values=cache, use_cache=True,
+                             position_ids=torch.arange(offset, offset + T, device=x.device)[None],
+                             output_hidden_states=True)
+        finally:
+            if hook is not None:
+                hook.remove()
+        keys, values = zip(*(_layer_cache(out.past_key_values, layer)
+                             for layer in range(config.n_layer)))
+        result = BackboneOutput(hidden=out.last_hidden_state,  # (B, T, E)
+                                state=KVCache(keys, values),
+                                layers=list(out.hidden_states[1:]))  # L x (B, T, E)
+        if captured:
+            result.attention = self._attention(captured[0], keys[self.attention_layer], offset)
+        return result
+
+    def _attention(self, qkv: Tensor, keys: Tensor, offset: int) -> Tensor:
+        """softmax(q kᵀ · scale + causal mask) averaged over heads: (B, T, S), from the
+        layer's q|k|v (B, T, 3E) and its keys (B, heads, S, head_dim), S = offset + T."""
+        B, T, E = qkv.size(0), qkv.size(1), qkv.size(2) // 3
+        q = qkv[..., :E].reshape(B, T, self.model.config.n_head, -1).transpose(1, 2)
+        scores = q @ keys.transpose(-1, -2) * self.scale  # (B, heads, T, S)
+        visible = torch.ones(T, keys.size(2), dtype=torch.bool, device=q.device).tril(offset)
+        scores = scores.masked_fill(~visible, float("-inf"))
+        return scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).mean(1)

@@ -1,0 +1,218 @@
+"""Transformer language model: fairseq's ``transformer_lm``, the base DMLM trains (Yang & Wan
+2022 Appendix A: 6 layers, 8 heads, width 512, FFN 2048, dropout 0.1).
+
+A decoder-only stack of Vaswani et al. (2017) layers (§3.1-3.5): token embeddings scaled by
+√E plus sinusoidal positions, then per layer masked multi-head self-attention and a ReLU
+feed-forward network, each with dropout, a residual connection and LayerNorm. Post-norm
+(``LayerNorm(x + sublayer(x))``, fairseq's default) or pre-norm (``x + sublayer(LayerNorm(x))``
+with a final LayerNorm). ``SyntaxLM`` owns the embedding and the tied decoder (fairseq's
+``--share-decoder-input-output-embed``, no output bias).
+
+Attention is PyTorch's fused ``scaled_dot_product_attention`` except in ``attention_layer``
+(default the penultimate, as a dependency-mixture head reads it, DMLM §2.2), which computes
+the probabilities explicitly and returns their mean over heads as ``attention`` (B, T, S).
+
+The ``state`` is a key/value cache: passing it back continues the same sequences
+(incremental decoding for generation). Training never carries it across windows
+(``spec.recurrent`` is False): sentence mode feeds one sentence per row, as fairseq's
+``--sample-break-mode eos``; stream mode with fixed windows is fairseq's ``none`` (blocks).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from synlm.backbones.base import Backbone, BackboneSpec, KVCache
+from synlm.outputs import BackboneOutput
+
+
+def sinusoidal_positions(positions: Tensor, size: int) -> Tensor:
+    """fairseq's ``SinusoidalPositionalEmbedding`` (Vaswani et al. 2017 §3.5): for position p,
+    ``[sin(p·ω_0) .. sin(p·ω_{h-1}), cos(p·ω_0) .. cos(p·ω_{h-1})]`` with h = size / 2 and
+    ω_i = 10000^(−i / (h − 1)) (halves concatenated, not interleaved). Positions count from
+    0 (fairseq starts at padding_idx + 1, a shift that no result depends on)."""
+    half = size // 2
+    freq = torch.exp(torch.arange(half, device=positions.device, dtype=torch.float32)
+                     * -(math.log(10000.0) / (half - 1)))  # (h,)
+    angles = positions.float()[:, None] * freq[None, :]  # (T, h)
+    table = torch.cat([angles.sin(), angles.cos()], dim=1)  # (T, 2h)
+    return F.pad(table, (0, size - 2 * half))  # (T, size)
+
+
+def causal_mask(T: int, S: int, device: torch.device) -> Tensor:
+    """(T, S) bool, True where query t (the last T of S positions) may attend to key s."""
+    query_positions = torch.arange(S - T, S, device=device)  # (T,)
+    return torch.arange(S, device=device)[None, :] <= query_positions[:, None]
+
+
+class SelfAttention(nn.Module):
+    """Masked multi-head self-attention (Vaswani et al. 2017 §3.2.2). ``explicit`` computes
+    softmax(QKᵀ/√d) itself and returns it averaged over heads; otherwise the fused kernel
+    runs and no probabilities exist."""
+
+    def __init__(self, size: int, n_heads: int, dropout_attention: float, explicit: bool
+                 ) -> None:
+        super().__init__()
+        if size % n_heads:
+            raise ValueError(f"width {size} is not divisible by {n_heads} heads")
+        self.n_heads = n_heads
+        self.dropout_attention = dropout_attention
+        self.explicit = explicit
+        self.qkv = nn.Linear(size, 3 * size)  # q | k | v
+        self.proj = nn.Linear(size, size)
+
+    def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None
+                ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
+        B, T, C = x.shape
+        nh, hd = self.n_heads, C // self.n_heads
+        q, k, v = (t.view(B, T, nh, hd).transpose(1, 2)  # (B, nh, T, hd)
+                   for t in self.qkv(x).split(C, dim=2))
+        if cache is not None:
+            k = torch.cat([cache[0], k], dim=2)  # (B, nh, S, hd)
+            v = torch.cat([cache[1], v], dim=2)
+        S = k.size(2)
+        p_drop = self.dropout_attention if self.training else 0.0
+        probs = None
+        if self.explicit:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)  # (B, nh, T, S)
+            scores = scores.masked_fill(~causal_mask(T, S, x.device), float("-inf"))
+            weights = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32))
+            probs = weights.mean(dim=1)  # (B, T, S)
+            y = F.dropout(weights.to(v.dtype), p_drop, self.training) @ v  # (B, nh, T, hd)
+        elif S == T:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=True)
+        else:  # queries are the last T of S positions: the mask is aligned bottom-right
+            y = F.scaled_dot_product_attention(q, k, v, causal_mask(T, S, x.device),
+                                               dropout_p=p_drop)
+        y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        return self.proj(y), (k, v), probs
+
+
+class TransformerLayer(nn.Module):
+    """Self-attention and a feed-forward network (§3.3), each with dropout and a residual
+    connection, post-norm or pre-norm (fairseq ``TransformerDecoderLayer`` without
+    encoder attention)."""
+
+    def __init__(self, size: int, n_heads: int, ffn_size: int, dropout: float,
+                 dropout_attention: float, dropout_activation: float,
+                 activation: Literal["relu", "gelu"], pre_norm: bool, explicit: bool) -> None:
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.attn = SelfAttention(size, n_heads, dropout_attention, explicit)
+        self.attn_norm = nn.LayerNorm(size)
+        self.fc1 = nn.Linear(size, ffn_size)
+        self.fc2 = nn.Linear(ffn_size, size)
+        self.ffn_norm = nn.LayerNorm(size)
+        self.activation = F.relu if activation == "relu" else F.gelu
+        self.drop = nn.Dropout(dropout)
+        self.drop_activation = nn.Dropout(dropout_activation)
+
+    def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None
+                ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
+        # x: (B, T, C)
+        h = self.attn_norm(x) if self.pre_norm else x
+        a, kv, probs = self.attn(h, cache)
+        x = x + self.drop(a)
+        if not self.pre_norm:
+            x = self.attn_norm(x)
+        h = self.ffn_norm(x) if self.pre_norm else x
+        f = self.fc2(self.drop_activation(self.activation(self.fc1(h))))  # (B, T, C)
+        x = x + self.drop(f)
+        if not self.pre_norm:
+            x = self.ffn_norm(x)
+        return x, kv, probs
+
+
+class Transformer(Backbone):
+    """A Transformer decoder stack over ``SyntaxLM``'s embeddings.
+
+    Args:
+        input_size: model width E (the embedding size; 512 in fairseq's base).
+        num_layers: decoder layers (6).
+        num_heads: attention heads (8).
+        ffn_size: feed-forward inner width (2048).
+        dropout: on the embeddings, after attention and after the feed-forward network (0.1).
+        dropout_attention: on the attention probabilities (fairseq default 0).
+        dropout_activation: after the feed-forward activation (fairseq default 0).
+        activation: ``relu`` (``transformer_lm``) or ``gelu`` (``transformer_lm_gpt``).
+        pre_norm: LayerNorm before each sublayer plus a final one (fairseq
+            ``--decoder-normalize-before``); False: after (the default of ``transformer_lm``).
+        scale_embedding: multiply the embeddings by √E (fairseq's default).
+        attention_layer: the layer (0-based, negative from the top) whose head-averaged
+            attention probabilities are computed explicitly and provided as ``attention``
+            (default −2, the penultimate); None: every layer uses the fused kernel and no
+            attention is provided.
+    """
+
+    def __init__(
+        self,
+        input_size: int = 512,
+        num_layers: int = 6,
+        num_heads: int = 8,
+        ffn_size: int = 2048,
+        dropout: float = 0.1,
+        dropout_attention: float = 0.0,
+        dropout_activation: float = 0.0,
+        activation: Literal["relu", "gelu"] = "relu",
+        pre_norm: bool = False,
+        scale_embedding: bool = True,
+        attention_layer: int | None = -2,
+    ) -> None:
+        super().__init__()
+        if attention_layer is not None and not -num_layers <= attention_layer < num_layers:
+            raise ValueError(f"attention_layer {attention_layer} is not one of the "
+                             f"{num_layers} layers (0..{num_layers - 1} or -1..-{num_layers})")
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu', not {activation!r}")
+        self.input_size = input_size
+        self.embed_scale = math.sqrt(input_size) if scale_embedding else 1.0
+        self.attention_layer = None if attention_layer is None else attention_layer % num_layers
+        self.drop = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(
+            TransformerLayer(input_size, num_heads, ffn_size, dropout, dropout_attention,
+                             dropout_activation, activation, pre_norm,
+                             explicit=i == self.attention_layer)
+            for i in range(num_layers))
+        self.final_norm = nn.LayerNorm(input_size) if pre_norm else nn.Identity()
+        self.reset_parameters()
+        provides = {"layers"} | ({"attention"} if attention_layer is not None else set())
+        self.spec = BackboneSpec(
+            input_size=input_size, output_size=input_size, layer_sizes=(input_size,) * num_layers,
+            provides=frozenset(provides), recurrent=False, incremental=True)
+
+    def reset_parameters(self) -> None:
+        """fairseq's initialisation: Xavier-uniform weights, zero biases. The fused q|k|v
+        matrix (3E × E) under plain Xavier has fairseq's bound for its separate q, k, v with
+        gain 1/√2."""
+        for name, p in self.named_parameters():
+            if "norm" in name:
+                continue
+            if p.dim() == 2:
+                nn.init.xavier_uniform_(p)
+            else:
+                nn.init.zeros_(p)
+
+    def forward(self, x: Tensor, state: KVCache | tuple | None = None) -> BackboneOutput:
+        # x: (B, T, E) token embeddings; state: the cache of earlier positions, or None
+        cache = KVCache(*state) if state is not None else None
+        offset = cache.length if cache is not None else 0
+        positions = torch.arange(offset, offset + x.size(1), device=x.device)
+        h = self.drop(x * self.embed_scale
+                      + sinusoidal_positions(positions, self.input_size).to(x.dtype))  # (B, T, E)
+        layers, keys, values, attention = [], [], [], None
+        for i, layer in enumerate(self.layers):
+            h, (k, v), probs = layer(h, None if cache is None else
+                                     (cache.keys[i], cache.values[i]))  # (B, T, E)
+            layers.append(h)
+            keys.append(k)
+            values.append(v)
+            if probs is not None:
+                attention = probs  # (B, T, S)
+        layers[-1] = self.final_norm(h)
+        return BackboneOutput(hidden=layers[-1], state=KVCache(tuple(keys), tuple(values)),
+                              layers=layers, attention=attention)

@@ -1,0 +1,132 @@
+"""Subword vocabularies: a byte-level BPE trained on the training split with the ``tokenizers``
+library, or a pretrained tokenizer (GPT-2's) by hub name or local directory.
+
+Words keep their corpus tokenisation; each word is encoded on its own with a leading space
+(as it appears inside a line), so a word has one encoding wherever it stands and every
+subword knows its word. ``SynLMDataModule(subwords=...)`` turns each sentence into its
+subwords and projects the gold syntax onto them (``synlm.syntax.subwords``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from synlm.data.vocab import EOS, Vocab, atomic_write_text
+
+#: Byte-level BPE's base alphabet.
+BYTES = 256
+
+
+class SubwordVocab(Vocab):
+    """The vocabulary of a ``tokenizers.Tokenizer`` (ids as the tokenizer's), with the
+    tokenizer itself for splitting words and decoding ids to text."""
+
+    def __init__(self, tokenizer: Tokenizer, eos: str) -> None:
+        ids = tokenizer.get_vocab(with_added_tokens=True)
+        itos = sorted(ids, key=ids.__getitem__)
+        if [ids[t] for t in itos] != list(range(len(itos))):
+            raise ValueError("the tokenizer's ids are not contiguous from 0")
+        super().__init__(itos, eos=eos, unk=None)
+        self.tokenizer = tokenizer
+
+    def split(self, sentences: Sequence[Sequence[str]]) -> list[tuple[list[str], list[int]]]:
+        """Each sentence's subword tokens and, for each, the (0-based) index of its word."""
+        encodings = self.tokenizer.encode_batch([[" " + w for w in words] for words in sentences],
+                                                is_pretokenized=True, add_special_tokens=False)
+        return [(e.tokens, e.word_ids) for e in encodings]
+
+    def text(self, ids: Sequence[int]) -> str:
+        """``ids`` decoded to text (bytes joined, spaces restored)."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False).strip()
+
+    @property
+    def key(self) -> str:
+        """Identifies this vocabulary in cache keys (a digest of the tokenizer)."""
+        return "subwords-" + hashlib.sha256(self.tokenizer.to_str().encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a checkpoint stores to rebuild it (``from_dict``)."""
+        return {"tokenizer": self.tokenizer.to_str(), "eos": self.eos}
+
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> SubwordVocab:
+        return cls(Tokenizer.from_str(saved["tokenizer"]), saved["eos"])
+
+
+class Subwords:
+    """How a corpus's words become subwords (``SynLMDataModule(subwords=...)``)."""
+
+    def vocab(self, train: Sequence[Sequence[str]], cache_dir: Path) -> SubwordVocab:
+        """The subword vocabulary, given the training split's words and the cache folder."""
+        raise NotImplementedError  # pragma: no cover
+
+
+class TrainedBPE(Subwords):
+    """A byte-level BPE (Radford et al. 2019 §2.2; Sennrich et al. 2016) trained on the
+    training split with the ``tokenizers`` library, ``<eos>`` its only special token (id 0).
+    Cached under the cache folder, keyed by these settings and a digest of the training
+    words: a changed corpus trains a new one.
+
+    Args:
+        vocab_size: at most this many tokens (256 bytes + merges + ``<eos>``); a small corpus
+            may stop short of it.
+        min_frequency: a merge needs a pair seen at least this often.
+    """
+
+    def __init__(self, vocab_size: int = 10000, min_frequency: int = 2) -> None:
+        if vocab_size <= BYTES + 1:
+            raise ValueError(f"TrainedBPE(vocab_size={vocab_size}) leaves no room for merges: "
+                             f"the {BYTES} bytes and <eos> come first; use more than {BYTES + 1}")
+        self.vocab_size = vocab_size
+        self.min_frequency = min_frequency
+
+    def vocab(self, train: Sequence[Sequence[str]], cache_dir: Path) -> SubwordVocab:
+        digest = hashlib.sha256(json.dumps([self.vocab_size, self.min_frequency]).encode())
+        for words in train:
+            digest.update(" ".join(words).encode() + b"\n")
+        path = cache_dir / f"bpe-{self.vocab_size}-{digest.hexdigest()[:16]}.json"
+        if path.exists():
+            return SubwordVocab(Tokenizer.from_file(str(path)), EOS)
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=self.vocab_size, min_frequency=self.min_frequency, special_tokens=[EOS],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tokenizer.train_from_iterator((" " + " ".join(words) for words in train), trainer)
+        atomic_write_text(path, tokenizer.to_str())
+        return SubwordVocab(tokenizer, EOS)
+
+
+class PretrainedTokenizer(Subwords):
+    """A pretrained tokenizer loaded by ``transformers.AutoTokenizer``: a hub name (``gpt2``,
+    downloaded and cached by Hugging Face) or a local directory (``save_pretrained``).
+
+    Args:
+        name_or_path: hub name or directory.
+        eos: the end-of-sentence token; None: the tokenizer's own (GPT-2's
+            ``<|endoftext|>``).
+        revision: a hub revision (branch, tag or commit) to pin.
+    """
+
+    def __init__(self, name_or_path: str = "gpt2", eos: str | None = None,
+                 revision: str | None = None) -> None:
+        self.name_or_path = name_or_path
+        self.eos = eos
+        self.revision = revision
+
+    def vocab(self, train: Sequence[Sequence[str]], cache_dir: Path) -> SubwordVocab:
+        from transformers import AutoTokenizer
+
+        loaded = AutoTokenizer.from_pretrained(self.name_or_path, revision=self.revision)
+        eos = self.eos or loaded.eos_token
+        if eos is None:
+            raise ValueError(f"tokenizer {self.name_or_path} names no eos token; set "
+                             "data.subwords.init_args.eos")
+        return SubwordVocab(loaded.backend_tokenizer, eos)
