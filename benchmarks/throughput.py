@@ -5,12 +5,17 @@
         --baseline-config configs/awd_lstm.yaml
     python benchmarks/throughput.py --config configs/prpn.yaml \
         --baseline-override=--model.backbone.class_path=prpn_naive.NaivePRPN
+    python benchmarks/throughput.py --config configs/transformer.yaml \
+        --override=--data.max_tokens=2048
 
 The config is trained by the real Lightning loop (``trainer.fit``) for ``warmup + steps``
 windows; only the last ``steps`` are timed. For an AWDLSTM config the default baseline is
 a plain ``nn.LSTM`` language model of the same sizes with no regularisation, run by a
 bare PyTorch loop on the same windows: the ratio shows what weight drop, the dropouts,
-AR/TAR and Lightning cost. With ``--baseline-config``/``--baseline-override`` the
+AR/TAR and Lightning cost. For any other backbone (Transformer, GPT-2) the default baseline
+is a bare PyTorch loop over the same layers (a copy of the backbone, an embedding, the
+tied decoder, the config's optimiser): the ratio shows what ``SyntaxLM`` and Lightning
+cost. With ``--baseline-config``/``--baseline-override`` the
 baseline is another config trained the same way. Needs the config's corpus
 (``SYNLM_DATA_DIR``); ``--override=--data.corpus=SyntheticTreebank`` runs without one.
 """
@@ -18,6 +23,7 @@ baseline is another config trained the same way. Needs the config's corpus
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import resource
 import sys
@@ -35,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # baselines beside thi
 import synlm
 from synlm.backbones import AWDLSTM
 from synlm.lm import SyntaxLM
+from synlm.optim import optimizer_class
 
 
 class StepTimer(pl.Callback):
@@ -118,6 +125,33 @@ def measure_plain_lstm(model: SyntaxLM, datamodule, steps: int, warmup: int) -> 
             "tokens_per_s": tokens / seconds}
 
 
+def measure_bare_loop(model: SyntaxLM, datamodule, steps: int, warmup: int) -> dict:
+    """The same layers (a copy of ``model``'s backbone), embedding and tied decoder trained
+    by a bare loop on the same batches with the config's optimiser and the same clipping."""
+    backbone = copy.deepcopy(model.backbone).train()
+    embedding = copy.deepcopy(model.embedding)
+    params = [*backbone.parameters(), *embedding.parameters()]
+    config = model.hparams.optimizer
+    optimizer = optimizer_class(config["class_path"])(params, **config.get("init_args", {}))
+    seconds, tokens = 0.0, 0
+    for i, batch in enumerate(datamodule.train_dataloader()):
+        if i == warmup + steps:
+            break
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        hidden = backbone(embedding(batch.tokens)).hidden  # (B, T, E)
+        logits = F.linear(hidden, embedding.weight)  # (B, T, V)
+        loss = F.cross_entropy(logits[batch.mask], batch.targets[batch.mask])
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, 0.25)
+        optimizer.step()
+        if i >= warmup:
+            seconds += time.perf_counter() - start
+            tokens += int(batch.mask.sum())
+    return {"baseline": f"the same {type(backbone).__name__} layers in a bare loop",
+            "params": sum(p.numel() for p in params), "tokens_per_s": tokens / seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True)
@@ -142,6 +176,8 @@ def main() -> None:
         del baseline["model"], baseline["datamodule"]
     elif isinstance(model.backbone, AWDLSTM):
         baseline = measure_plain_lstm(model, datamodule, args.steps, args.warmup)
+    else:
+        baseline = measure_bare_loop(model, datamodule, args.steps, args.warmup)
     if baseline is not None:
         result["baseline"] = baseline
         result["ratio"] = result["tokens_per_s"] / baseline["tokens_per_s"]

@@ -20,6 +20,7 @@ def _hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     monkeypatch.setenv("SYNLM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path_factory.getbasetemp()))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no hub: a missing model fails at once
 
 
 #: CLI overrides that shrink any config to a model and corpus that run in seconds.
@@ -37,6 +38,26 @@ TINY_OVERRIDES = [
     "--trainer.enable_progress_bar=false",
     "--trainer.enable_model_summary=false",
 ]
+
+
+def local_gpt2(root: Path) -> Path:
+    """A small random GPT-2 and a byte-level BPE trained on the synthetic treebank, saved
+    together with ``save_pretrained`` as a hub checkpoint would be: what ``GPT2(pretrained=)``
+    and ``PretrainedTokenizer(name_or_path=)`` load without a network."""
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+
+    from synlm.data.subwords import TrainedBPE
+    from synlm.data.synthetic import SyntheticTreebank
+
+    path = root / "gpt2-local"
+    words = [s.words for s in SyntheticTreebank(n_train=300).sentences("train")]
+    bpe = TrainedBPE(vocab_size=300).vocab(words, root)
+    tokenizer = GPT2TokenizerFast(tokenizer_object=bpe.tokenizer, eos_token="<eos>")
+    tokenizer.save_pretrained(path)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_layer=2, n_head=2, n_embd=32,
+                               n_positions=128)).save_pretrained(path)
+    return path
 
 
 def fit_batch(model: torch.nn.Module, batch: object, lr: float, steps: int) -> float:

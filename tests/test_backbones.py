@@ -60,6 +60,9 @@ def test_causal(name: str) -> None:
         torch.testing.assert_close(a.distances[:, :, : t + 1], b.distances[:, :, : t + 1])
     if a.span_scores is not None:
         torch.testing.assert_close(a.span_scores[:, : t + 1], b.span_scores[:, : t + 1])
+    if a.attention is not None:  # rows <= t unchanged, and no weight on later positions
+        torch.testing.assert_close(a.attention[:, : t + 1], b.attention[:, : t + 1])
+        assert torch.all(a.attention.triu(1) == 0)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TINY_OVERRIDES
+from conftest import TINY_OVERRIDES, local_gpt2
 from synlm.cli import main
 from synlm.registry import REPO_CONFIGS, list_components
 
@@ -33,10 +33,16 @@ def test_print_config(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert printed["model"]["backbone"]["class_path"].startswith("synlm.")
 
 
+#: Configs that load pretrained weights: run on a small local checkpoint instead of the hub's.
+PRETRAINED = {"gpt2.yaml": "--model.backbone.init_args.pretrained={}"}
+
+
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_fast_dev_run(name: str, tmp_path: Path) -> None:
     args = ["fit", "--config", str(REPO_CONFIGS / name), *TINY_OVERRIDES,
             "--trainer.fast_dev_run=true", f"--trainer.default_root_dir={tmp_path}"]
+    if name in PRETRAINED:
+        args.append(PRETRAINED[name].format(local_gpt2(tmp_path)))
     assert run_cli(args) == 0
 
 

@@ -155,3 +155,14 @@ def test_a_saved_model_loads_into_a_freshly_built_one(saved: Path) -> None:
     assert not torch.allclose(fresh.log_probs(tokens), model.log_probs(tokens))
     fresh.load_state_dict(model.state_dict())
     torch.testing.assert_close(fresh.log_probs(tokens), model.log_probs(tokens))
+
+
+def test_a_loaded_model_trains_with_dropout(saved: Path) -> None:
+    """from_pretrained returns an eval-mode model; the backbone starts in training mode like
+    any module, so its dropout is on in training and off in evaluation."""
+    backbone = GPT2(pretrained=str(saved), dropout=0.5)
+    assert all(m.training for m in backbone.modules())
+    x = _embeddings()
+    assert not torch.equal(backbone(x.float()).hidden, backbone(x.float()).hidden)
+    backbone.eval()
+    torch.testing.assert_close(backbone(x.float()).hidden, backbone(x.float()).hidden)

@@ -91,6 +91,7 @@ class GPT2(Backbone):
             model = GPT2Model.from_pretrained(pretrained, revision=revision,
                                               attn_implementation="sdpa", **rates)
             model.to(torch.get_default_dtype())
+            model.train()  # from_pretrained leaves it in eval mode (no dropout) otherwise
             self._embedding = model.wte.weight.detach()  # (V, E), not a parameter
         model.wte = None
         self.model = model
