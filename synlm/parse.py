@@ -96,16 +96,19 @@ def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
              ) -> list[tuple[list[int], torch.Tensor]]:
     """Rows ``[<eos>, w1..wn, <eos>]`` in the model's vocabulary (words normalised as its
     corpus), by increasing length: the trailing ``<eos>`` gives spans ending at w_n a row."""
+    if model.vocab.unk_id is None:  # a subword vocabulary: trees would be over subwords
+        raise SystemExit("synlm parse reads word-level models; this model's vocabulary is "
+                         "subwords (data.subwords)")
     normalize = normalizer(model.normalization)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    eos = model.vocab.encode(["<eos>"])[0]
+    eos = model.vocab.eos_id
     out = []
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
         T = max(len(sentences[i]) for i in chunk) + 2
         tokens = torch.full((len(chunk), T), eos, dtype=torch.long)
         for b, i in enumerate(chunk):
-            ids = model.vocab.encode(["<eos>"] + [normalize(w) for w in sentences[i]])
+            ids = [eos, *model.vocab.encode([normalize(w) for w in sentences[i]])]
             tokens[b, :len(ids)] = torch.tensor(ids)
         out.append((chunk, tokens))
     return out

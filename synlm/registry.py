@@ -15,6 +15,7 @@ import synlm.data.treebanks
 import synlm.heads
 from synlm.backbones.base import LayerInsert
 from synlm.data.corpora import Corpus
+from synlm.data.subwords import Subwords
 
 REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -37,7 +38,8 @@ def backbone_classes() -> list[type]:
 
 
 def list_components() -> dict[str, list[str]]:
-    """Backbones, layer inserts, heads, corpora and shipped configs, by short name."""
+    """Backbones, layer inserts, heads, corpora, subword vocabularies and shipped configs, by
+    short name."""
     configs = sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.rglob("*.yaml"))
     return {
         "backbones": [c.__name__ for c in backbone_classes()],
@@ -45,5 +47,6 @@ def list_components() -> dict[str, list[str]]:
                     if c.__module__.startswith("synlm.")],
         "heads": [c.__name__ for c in subclasses(synlm.heads.SyntaxHead)],
         "corpora": [c.__name__ for c in subclasses(Corpus) if "name" in vars(c)],
+        "subwords": [c.__name__ for c in subclasses(Subwords)],
         "configs": configs,
     }

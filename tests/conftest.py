@@ -55,8 +55,10 @@ def local_gpt2(root: Path) -> Path:
     tokenizer = GPT2TokenizerFast(tokenizer_object=bpe.tokenizer, eos_token="<eos>")
     tokenizer.save_pretrained(path)
     torch.manual_seed(0)
+    eos = tokenizer.eos_token_id
     GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_layer=2, n_head=2, n_embd=32,
-                               n_positions=128)).save_pretrained(path)
+                               n_positions=128, bos_token_id=eos, eos_token_id=eos)
+                    ).save_pretrained(path)
     return path
 
 

@@ -1,6 +1,8 @@
-"""Run by test_ddp.py as ``python ddp_probe.py OUT DEVICES``: a short fit on the synthetic
-treebank whose per-rank columns and validation perplexity are written to OUT (JSON).
-Lightning's DDP launcher re-runs this script once per extra rank."""
+"""Run by test_ddp.py as ``python ddp_probe.py OUT DEVICES [budget]``: a short fit on the
+synthetic treebank whose per-rank columns and validation perplexity are written to OUT
+(JSON); with ``budget``, one epoch of a Transformer on token-budget sentence batches, whose
+per-rank step counts and sentences are written instead. Lightning's DDP launcher re-runs
+this script once per extra rank."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import sys
 import lightning.pytorch as pl
 import torch
 
-from synlm.backbones import AWDLSTM
+from synlm.backbones import AWDLSTM, Transformer
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.lm import SyntaxLM
@@ -25,6 +27,41 @@ class RecordColumns(pl.Callback):
         if batch_idx == 0:
             first = batch.sentence_ids[:, 0].contiguous()
             module.columns = trainer.strategy.all_gather(first).reshape(-1, len(first)).tolist()
+
+
+class RecordSentences(pl.Callback):
+    """Every rank's training steps and the sentences of its rows, gathered on rank 0."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        self.seen += batch.sentence_ids[:, 0].tolist()
+        module.steps = batch_idx + 1
+
+    def on_train_epoch_end(self, trainer, module) -> None:
+        gathered = [None] * trainer.world_size
+        if trainer.world_size > 1:
+            torch.distributed.all_gather_object(gathered, (module.steps, self.seen))
+        else:
+            gathered = [(module.steps, self.seen)]
+        module.ranks = gathered
+
+
+def budget(out: str, devices: int) -> None:
+    pl.seed_everything(0)
+    dm = SynLMDataModule(SyntheticTreebank(n_train=120, n_valid=20, n_test=10),
+                         mode="sentence", max_tokens=96)
+    model = SyntaxLM(Transformer(16, 2, 2, 32), vocab_size=dm.vocab_size, decoder_bias=False)
+    trainer = pl.Trainer(accelerator="cpu", devices=devices,
+                         strategy="ddp" if devices > 1 else "auto", max_epochs=1,
+                         limit_val_batches=0, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[RecordSentences()])
+    trainer.fit(model, dm)
+    if trainer.global_rank == 0:
+        with open(out, "w") as f:
+            json.dump({"ranks": model.ranks, "sentences": len(dm.sentences("train"))}, f)
 
 
 def main(out: str, devices: int) -> None:
@@ -54,4 +91,4 @@ def main(out: str, devices: int) -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    main(sys.argv[1], int(sys.argv[2]))
+    (budget if sys.argv[3:] == ["budget"] else main)(sys.argv[1], int(sys.argv[2]))

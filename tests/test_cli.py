@@ -106,8 +106,9 @@ def test_missing_corpus_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_ls_lists_components(capsys: pytest.CaptureFixture[str]) -> None:
     components = list_components()
-    assert "AWDLSTM" in components["backbones"]
+    assert {"AWDLSTM", "Transformer", "GPT2"} <= set(components["backbones"])
     assert {"PTB", "WikiText2", "SyntheticTreebank"} <= set(components["corpora"])
+    assert components["subwords"] == ["PretrainedTokenizer", "TrainedBPE"]
     assert "quickstart.yaml" in components["configs"]
     assert run_cli(["ls"]) == 0
     assert "AWDLSTM" in capsys.readouterr().out

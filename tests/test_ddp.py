@@ -13,11 +13,11 @@ import pytest
 PROBE = Path(__file__).with_name("ddp_probe.py")
 
 
-def run_probe(tmp_path: Path, devices: int) -> dict:
-    out = tmp_path / f"ddp{devices}.json"
+def run_probe(tmp_path: Path, devices: int, *mode: str) -> dict:
+    out = tmp_path / f"ddp{devices}{''.join(mode)}.json"
     env = {**os.environ, "PYTHONPATH": str(PROBE.parent.parent)}
-    subprocess.run([sys.executable, str(PROBE), str(out), str(devices)], check=True, env=env,
-                   cwd=tmp_path, timeout=300, capture_output=True)
+    subprocess.run([sys.executable, str(PROBE), str(out), str(devices), *mode], check=True,
+                   env=env, cwd=tmp_path, timeout=300, capture_output=True)
     return json.loads(out.read_text())
 
 
@@ -31,3 +31,18 @@ def test_ddp_ranks_see_disjoint_columns_and_log_the_same_perplexity(tmp_path: Pa
     assert rank0 + rank1 == single["columns"][0]  # ... of the same cut as one process
     assert double["val_ppl"] == pytest.approx(single["val_ppl"], rel=1e-5)
     assert double["weight_sum"] == pytest.approx(single["weight_sum"], rel=1e-5)
+
+
+@pytest.mark.ddp
+def test_ddp_token_budget_batches_cover_the_epoch_in_equal_steps(tmp_path: Path) -> None:
+    """Each rank takes every other token-budget batch; both run the same number of steps
+    (the list is padded with repeated batches) and together see every sentence."""
+    single = run_probe(tmp_path, 1, "budget")
+    double = run_probe(tmp_path, 2, "budget")
+    ((steps, seen),) = single["ranks"]
+    (steps0, seen0), (steps1, seen1) = double["ranks"]
+    assert sorted(seen) == list(range(single["sentences"]))
+    assert steps0 == steps1 == -(-steps // 2)
+    assert set(seen0) | set(seen1) == set(seen)
+    repeated = len(seen0) + len(seen1) - len(seen)  # rows of the padding batch, if any
+    assert (repeated > 0) == (steps % 2 == 1)

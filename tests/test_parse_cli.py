@@ -43,6 +43,8 @@ def test_bad_treebank_is_one_line_error(capsys, tmp_path):
 
 
 class FakeVocab:
+    eos_id, unk_id = 0, 1
+
     def encode(self, words: list[str]) -> list[int]:
         return [0 if w == "<eos>" else 1 + len(w) for w in words]
 
@@ -114,3 +116,14 @@ def test_untrained_models_give_mean_and_std_over_seeds(capsys, tmp_path):
     first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert first["uf1_sentence_std"] == 0.0
     assert first["left_splits_pct"] != three["left_splits_pct"]
+
+
+def test_a_subword_model_is_refused_in_one_line(capsys, monkeypatch):
+    class SubwordLM(FakeLM):
+        vocab = type("SubwordVocab", (FakeVocab,), {"unk_id": None})()
+
+    monkeypatch.setattr(parse, "load_model", lambda path: SubwordLM())
+    with pytest.raises(SystemExit, match="reads word-level models; this model's vocabulary is "
+                                         "subwords"):
+        parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),
+                    "--structure", "lm"])

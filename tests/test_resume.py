@@ -34,8 +34,13 @@ def step_losses(root: Path) -> dict[int, str]:
     "optimiser",
     [[], ["--trainer.callbacks+=NTASGD", "--trainer.callbacks.finetune_epoch=0"],
      ["--model.backbone=PRPN", "--model.backbone.init_args.input_size=16",
-      "--model.backbone.init_args.hidden_size=24", "--model.heads=[]"]],
-    ids=["sgd", "nt-asgd-averaging", "prpn-state"],
+      "--model.backbone.init_args.hidden_size=24", "--model.heads=[]"],
+     ["--model.backbone=Transformer", "--model.backbone.init_args.input_size=16",
+      "--model.backbone.init_args.num_layers=2", "--model.backbone.init_args.num_heads=2",
+      "--model.backbone.init_args.ffn_size=32", "--model.heads=[]", "--data.mode=sentence",
+      "--data.max_tokens=128", "--optimizer=AdamW", "--lr_scheduler=InverseSqrtWarmup",
+      "--lr_scheduler.warmup_steps=3"]],
+    ids=["sgd", "nt-asgd-averaging", "prpn-state", "transformer-token-budget"],
 )
 def test_resume_equals_uninterrupted(tmp_path: Path, optimiser: list[str]) -> None:
     """With NT-ASGD averaging, validation (and the checkpoint at step 2) use the averaged
