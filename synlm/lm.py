@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -10,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.cli import instantiate_class
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
+from lightning.pytorch.utilities import rank_zero_info
 from lightning_utilities.core.apply_func import apply_to_collection
 from torch import Tensor, nn
 from torch.nn.utils import skip_init
@@ -97,6 +99,14 @@ class SyntaxLM(pl.LightningModule):
         decay_norms_and_biases: weight decay on parameters with fewer than 2 dimensions;
             ``None``: not under AdamW, as configured otherwise.
         scale_lr_by_window: see above.
+        lm_weight: the weight of the NLL term; 0 trains on the heads' losses alone (DMLM's
+            phase 1, dependency modelling).
+        init_from: a checkpoint whose weights are loaded when a fit starts from scratch
+            (not when it resumes): parameters of the same name and shape are taken, the
+            others (e.g. a new head's) keep their initialisation, and both lists are
+            printed (DMLM's phase 2 from its phase-1 model).
+        frozen: regular expressions of parameter names (``re.search``) to keep fixed: they
+            get no gradient and no optimiser state (e.g. ``'^decoder\\.|^embedding\\.'``).
     """
 
     def __init__(
@@ -118,6 +128,9 @@ class SyntaxLM(pl.LightningModule):
         param_groups: Sequence[ParamGroup] = (),
         decay_norms_and_biases: bool | None = None,
         scale_lr_by_window: bool = True,
+        lm_weight: float = 1.0,
+        init_from: str | None = None,
+        frozen: Sequence[str] = (),
     ) -> None:
         super().__init__()
         # Through the CLI the hyperparameters are the config (class paths included), so
@@ -167,6 +180,13 @@ class SyntaxLM(pl.LightningModule):
         if decoder_bias:
             nn.init.zeros_(self.decoder.bias)
 
+        for pattern in frozen:
+            regex = re.compile(pattern)
+            matched = [p for name, p in self.named_parameters() if regex.search(name)]
+            if not matched:
+                raise ValueError(f"model.frozen pattern {pattern!r} matches no parameter")
+            for p in matched:
+                p.requires_grad_(False)
         self.ppl = nn.ModuleDict({"val": Perplexity(), "test": Perplexity()})
         self.word_ppl = nn.ModuleDict({"val": Perplexity(), "test": Perplexity()})
         self.parsing = nn.ModuleDict({"val": InducedStructureMetrics(),
@@ -197,6 +217,26 @@ class SyntaxLM(pl.LightningModule):
             raise ValueError(f"at most one head may replace the next-token distribution: "
                              f"{replacing}")
 
+    def _resuming(self) -> bool:
+        trainer = self._trainer
+        return trainer is not None and trainer.ckpt_path is not None
+
+    def _load_weights(self, path: str) -> None:
+        """``init_from``: the tensors of ``path``'s state dict whose name and shape match."""
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=False)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"model.init_from: no checkpoint at {path}; train the "
+                                    "first phase or fix the path") from None
+        saved = saved.get("state_dict", saved)
+        own = self.state_dict()
+        taken = {k: v for k, v in saved.items() if k in own and own[k].shape == v.shape}
+        self.load_state_dict(taken, strict=False)
+        fresh = sorted(set(own) - set(taken))
+        rank_zero_info(f"init_from {path}: {len(taken)} tensors loaded; kept fresh: "
+              f"{', '.join(fresh) or 'none'}; not used: "
+              f"{', '.join(sorted(set(saved) - set(taken))) or 'none'}")
+
     @property
     def structures(self) -> dict[str, Structure]:
         """What this model induces, by name, in headline order: the heads' structures, then
@@ -206,6 +246,8 @@ class SyntaxLM(pl.LightningModule):
         return found | {s.name: s for s in self.backbone.spec.structures}
 
     def setup(self, stage: str) -> None:
+        if stage == "fit" and self.hparams.init_from and not self._resuming():
+            self._load_weights(self.hparams.init_from)
         datamodule = self.datamodule
         if datamodule is None or not hasattr(datamodule, "request"):
             return
@@ -270,7 +312,7 @@ class SyntaxLM(pl.LightningModule):
         nll = -result.target_log_probs  # (B, T)
         mask = batch.mask
         lm_loss = nll[mask].mean()
-        loss = lm_loss
+        loss = self.hparams.lm_weight * lm_loss
         logs = {f"{stage}/lm_loss": lm_loss}
         heads = {h.name: h for h in self.heads}
         for name, head_out in result.heads.items():

@@ -61,6 +61,7 @@ class Batch:
     span_mask: Tensor | None = None  # (B, T) bool
     dep_targets: Tensor | None = None  # (B, T, D) long, future dependents (padded)
     dep_mask: Tensor | None = None  # (B, T, D) bool
+    dep_rows: Tensor | None = None  # (B, T) bool, inputs of sentences with heads (empty sets too)
     word_ends: Tensor | None = None  # (B, T) bool, subwords: the target ends a word (or is <eos>)
     trees: list[Any] | None = None  # sentence mode: one gold tree (or None) per row
     lengths: Tensor | None = None  # (B,) long, sentence mode: tokens per row

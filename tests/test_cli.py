@@ -33,16 +33,29 @@ def test_print_config(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert printed["model"]["backbone"]["class_path"].startswith("synlm.")
 
 
-#: Configs that load pretrained weights: run on a small local checkpoint instead of the hub's.
-PRETRAINED = {"gpt2.yaml": "--model.backbone.init_args.pretrained={}"}
+def phase_one_checkpoint(root: Path) -> Path:
+    """Two steps of the DM-LSTM's first phase through the CLI, as dm_lstm.yaml expects."""
+    args = ["fit", "--config", str(REPO_CONFIGS / "dm_lstm_dep.yaml"), *TINY_OVERRIDES,
+            "--trainer.max_steps=2", "--trainer.limit_val_batches=1",
+            f"--trainer.default_root_dir={root / 'phase1'}"]
+    assert run_cli(args) == 0
+    return root / "phase1" / "checkpoints" / "last.ckpt"
+
+
+#: Configs that start from saved weights: a small local GPT-2 instead of the hub's, a first
+#: phase trained here.
+STARTS_FROM = {
+    "gpt2.yaml": lambda root: f"--model.backbone.init_args.pretrained={local_gpt2(root)}",
+    "dm_lstm.yaml": lambda root: f"--model.init_from={phase_one_checkpoint(root)}",
+}
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_fast_dev_run(name: str, tmp_path: Path) -> None:
     args = ["fit", "--config", str(REPO_CONFIGS / name), *TINY_OVERRIDES,
             "--trainer.fast_dev_run=true", f"--trainer.default_root_dir={tmp_path}"]
-    if name in PRETRAINED:
-        args.append(PRETRAINED[name].format(local_gpt2(tmp_path)))
+    if name in STARTS_FROM:
+        args.append(STARTS_FROM[name](tmp_path))
     assert run_cli(args) == 0
 
 

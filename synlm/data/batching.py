@@ -217,7 +217,7 @@ def collate_units(items: list[tuple[dict[str, np.ndarray], Any]]) -> Batch:
         fields[name] = torch.from_numpy(out)
     lengths_t = torch.tensor(lengths)
     mask = torch.arange(width)[None, :] < lengths_t[:, None]
-    for name in ("distance_mask", "span_mask", "dep_mask"):
+    for name in ("distance_mask", "span_mask", "dep_mask", "dep_rows"):
         if name in fields:
             fields[name] &= mask if fields[name].dim() == 2 else mask[..., None]
     fields.pop("dep_offsets", None)

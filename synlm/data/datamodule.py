@@ -294,6 +294,7 @@ class SynLMDataModule(pl.LightningDataModule):
             gold["spans"], gold["span_mask"] = targets.spans, targets.span_mask
         if "dep_targets" in self.requested and present["dependency"]:
             gold["dep_offsets"], gold["dep_mask"] = targets.dep_targets, targets.dep_mask
+            gold["dep_rows"] = targets.dep_row_mask
         if not stream:  # one more row for the closing <eos>, never a target input
             gold = {k: np.concatenate([v, np.zeros_like(v[:1])]) for k, v in gold.items()}
         return gold

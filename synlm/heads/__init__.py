@@ -1,7 +1,8 @@
 """Plug-in syntax heads. Importing this package registers them for short class names."""
 
 from synlm.heads.base import SyntaxHead
+from synlm.heads.dependency import DependencyMixtureHead
 from synlm.heads.distance import DistanceRankingHead
 from synlm.heads.span import SpanHead
 
-__all__ = ["DistanceRankingHead", "SpanHead", "SyntaxHead"]
+__all__ = ["DependencyMixtureHead", "DistanceRankingHead", "SpanHead", "SyntaxHead"]

@@ -1,0 +1,146 @@
+"""Dependency-based mixture language models (Yang & Wan 2022, DMLM §2; Appendix A).
+
+Two phases, picked by ``phase``:
+
+1. ``dependency`` (eq. 2): the decoder's distribution at input t, p_dep(· | x≤t), is trained
+   towards the future dependents D_t of the word at t (``Batch.dep_targets``,
+   ``synlm.syntax.targets``)::
+
+       L_dep = −Σ_t Σ_{w ∈ D_t} log p_dep(w | x≤t) / N
+
+   N counts every input of a sentence with heads, empty sets included: the reference sums
+   over the targets and divides by the number of positions (T·B for the LSTM, fairseq's
+   ``ntokens`` for the Transformer), with no division by |D_t|. The targets are gathered
+   from the log-softmax, never a dense (T·B, V) indicator. Set ``model.lm_weight: 0`` to
+   train on this loss alone, as the paper's first phase does.
+
+2. ``mixture`` (eq. 3-4): the next token is a mixture of the dependency distributions of the
+   inputs so far, weighted by a dependency attention a_{t,j}::
+
+       p(x_{t+1} | x≤t) = Σ_{j≤t} a_{t,j} p_dep(x_{t+1} | x≤j)
+
+   computed exactly in log space, log p = logsumexp_j(log a_{t,j} + log p_dep,j(x_{t+1})),
+   from one (B, T, V) log-softmax and a (B, T, T) gather: O(B·T²) beyond the log-softmax,
+   never O(T²·V) (the reference mixes in probability space with a (B, T, V) ``bmm`` and
+   takes ``log`` of possibly zero values). The full (B, T, V) distribution is built only for
+   sampling and evaluation (``log_probs_needed``), by that ``bmm``.
+
+The attention (``attention``):
+
+- ``query_key`` (recurrent backbones, eq. 3): q_t = W_Q h_t, k_j = W_K h_j from the top layer
+  before the output dropout (``layers[-1]``), a_{t,·} = softmax(q_t·k_j / √E) over
+  j ∈ (t − ``context``, t], inside the current window (as the reference, whose attention
+  never crosses a BPTT segment); W_Q, W_K ~ U(−0.1, 0.1), biases 0.
+- ``backbone`` (Transformer, GPT-2): the head-averaged attention the backbone provides
+  (``attention``, its penultimate layer by default).
+- ``auto``: ``backbone`` when the backbone provides ``attention``, else ``query_key``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from synlm.heads.base import HeadContext, SyntaxHead
+from synlm.outputs import BackboneOutput, Batch, HeadOutput
+
+Phase = Literal["dependency", "mixture"]
+AttentionSource = Literal["auto", "query_key", "backbone"]
+
+
+class DependencyMixtureHead(SyntaxHead):
+    """DMLM's dependency modelling (phase 1) and dependency mixture (phase 2).
+
+    Args:
+        phase: ``dependency`` (a loss term on ``dep_targets``) or ``mixture`` (replaces the
+            next-token distribution).
+        attention: ``auto``, ``query_key`` or ``backbone`` (module docstring).
+        context: the query/key attention's window c (36, DMLM's LSTM default; the paper
+            uses 56 on ROCStories and 16 on PTB).
+        weight: the loss weight of phase 1.
+    """
+
+    name = "dm"
+
+    def __init__(self, phase: Phase = "dependency", attention: AttentionSource = "auto",
+                 context: int = 36, weight: float = 1.0) -> None:
+        super().__init__(weight)
+        if phase not in ("dependency", "mixture"):
+            raise ValueError(f"DependencyMixtureHead phase must be 'dependency' or 'mixture', "
+                             f"not {phase!r}")
+        if attention not in ("auto", "query_key", "backbone"):
+            raise ValueError(f"DependencyMixtureHead attention must be 'auto', 'query_key' or "
+                             f"'backbone', not {attention!r}")
+        self.phase = phase
+        self.attention = attention
+        self.context = context
+        self.replaces_distribution = phase == "mixture"
+        self.needs_gold = frozenset({"dep_targets"}) if phase == "dependency" else frozenset()
+        self.requires = frozenset({"attention"} if attention == "backbone" else {"layers"}) \
+            if phase == "mixture" else frozenset()
+
+    def bind(self, context: HeadContext) -> None:
+        if self.phase == "mixture" and self.attention == "auto":
+            provided = "attention" in context.backbone.provides
+            self.attention = "backbone" if provided else "query_key"
+        if self.phase == "mixture" and self.attention == "query_key":
+            size = context.backbone.layer_sizes[-1]
+            self.query = nn.Linear(size, size)
+            self.key = nn.Linear(size, size)
+            for linear in (self.query, self.key):
+                nn.init.uniform_(linear.weight, -0.1, 0.1)
+                nn.init.zeros_(linear.bias)
+
+    def forward(self, out: BackboneOutput, batch: Batch, logits: Tensor,
+                log_probs_needed: bool = False) -> HeadOutput:
+        log_p = logits.log_softmax(-1, dtype=_at_least_float32(logits))  # (B, T, V)
+        if self.phase == "dependency":
+            return HeadOutput(loss=self.dependency_loss(log_p, batch))
+        log_a = self.log_attention(out)  # (B, T, T)
+        T = log_p.size(1)
+        # dep[b, t, j] = log p_dep(x_{t+1} | x≤j): the distribution at j read at t's target
+        dep = log_p.gather(2, batch.targets[:, None, :].expand(-1, T, -1)).transpose(1, 2)
+        target_log_probs = torch.logsumexp(log_a + dep, dim=-1)  # (B, T)
+        full = None
+        if log_probs_needed:  # (B, T, V) = a @ p_dep, only for sampling and evaluation
+            full = torch.bmm(log_a.exp(), log_p.exp()).clamp_min(1e-30).log()
+        return HeadOutput(target_log_probs=target_log_probs, log_probs=full)
+
+    @staticmethod
+    def dependency_loss(log_p: Tensor, batch: Batch) -> Tensor | None:
+        """Eq. 2: −Σ over the future dependents of log p_dep, over the inputs of sentences
+        with heads (None without them in this batch)."""
+        if batch.dep_targets is None or batch.dep_rows is None or not batch.dep_rows.any():
+            return None
+        picked = log_p.gather(2, batch.dep_targets)  # (B, T, D)
+        total = -(picked * batch.dep_mask).sum()
+        return total / batch.dep_rows.sum()
+
+    def log_attention(self, out: BackboneOutput) -> Tensor:
+        """log a_{t,j} (B, T, T), −inf outside the allowed j."""
+        if self.attention == "backbone":
+            a = out.attention  # (B, T, S) probabilities
+            if a.size(1) != a.size(2):
+                raise ValueError("DependencyMixtureHead reads the attention of a window "
+                                 "without a cache (its p_dep of cached positions is gone)")
+            T = a.size(1)
+            causal = torch.ones(T, T, dtype=torch.bool, device=a.device).tril()
+            # clamp: log 0 would give 0·∞ = NaN gradients; masked entries get −inf
+            a = a.to(_at_least_float32(a))
+            return a.clamp_min(1e-30).log().masked_fill(~causal, float("-inf"))
+        h = out.layers[-1]  # (B, T, E) top layer before the output dropout
+        T = h.size(1)
+        q, k = self.query(h), self.key(h)  # (B, T, E)
+        scores = q @ k.transpose(1, 2) / math.sqrt(h.size(-1))  # (B, T, T)
+        scores = scores.to(_at_least_float32(scores))
+        t = torch.arange(T, device=h.device)
+        allowed = (t[None, :] <= t[:, None]) & (t[None, :] > t[:, None] - self.context)
+        return scores.masked_fill(~allowed, float("-inf")).log_softmax(-1)
+
+
+def _at_least_float32(x: Tensor) -> torch.dtype:
+    """float32 for 16-bit inputs (mixed precision), the input's own dtype above."""
+    return torch.promote_types(x.dtype, torch.float32)

@@ -1,0 +1,154 @@
+"""DMLM's dependency-mixture head: the dependency loss against a dense indicator, the exact
+log-space mixture, causality, the two phases and the partial load between them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from synlm.backbones import AWDLSTM, Transformer
+from synlm.data.datamodule import SynLMDataModule
+from synlm.data.synthetic import SyntheticTreebank
+from synlm.heads import DependencyMixtureHead
+from synlm.lm import SyntaxLM
+from synlm.outputs import Batch
+
+V = 23
+
+
+def lstm(**kw) -> AWDLSTM:
+    return AWDLSTM(16, 24, 2, dropout_input=0.0, dropout_hidden=0.0, dropout_output=0.0,
+                   weight_drop=0.0, **kw)
+
+
+def transformer() -> Transformer:
+    return Transformer(16, 2, 2, 32, dropout=0.0, attention_layer=0)
+
+
+def mixture_lm(backbone, **head) -> SyntaxLM:
+    torch.manual_seed(0)
+    return SyntaxLM(backbone, heads=[DependencyMixtureHead("mixture", **head)],
+                    vocab_size=V).double().eval()
+
+
+def tokens(B: int = 2, T: int = 9, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def batch_of(x: torch.Tensor) -> Batch:
+    return Batch(tokens=x[:, :-1], targets=x[:, 1:], mask=torch.ones_like(x[:, 1:]).bool())
+
+
+@pytest.mark.parametrize("backbone", [lstm, transformer], ids=["query_key", "backbone"])
+def test_the_mixture_is_a_distribution_and_its_nll_is_exact(backbone) -> None:
+    """log p(x_{t+1}) from the log-space gather equals the log of Σ_j a_tj p_dep,j(x_{t+1})
+    written out, and the full mixture sums to one over the vocabulary (float64)."""
+    model = mixture_lm(backbone())
+    batch = batch_of(tokens())
+    result = model(batch, log_probs_needed=True)
+    head = model.heads[0]
+    a = head.log_attention(result.backbone).exp()  # (B, T, T)
+    p_dep = result.logits.softmax(-1)  # (B, T, V)
+    B, T = batch.targets.shape
+    for b in range(B):
+        for t in range(T):
+            explicit = sum(a[b, t, j] * p_dep[b, j, batch.targets[b, t]] for j in range(t + 1))
+            assert result.target_log_probs[b, t].item() == pytest.approx(
+                explicit.log().item(), rel=1e-9)
+    full = result.heads["dm"].log_probs
+    torch.testing.assert_close(full.exp().sum(-1), torch.ones(B, T, dtype=torch.double))
+    torch.testing.assert_close(full.gather(2, batch.targets[..., None])[..., 0],
+                               result.target_log_probs)
+
+
+def test_query_key_attention_sees_only_its_window() -> None:
+    head = mixture_lm(lstm(), context=3).heads[0]
+    out = mixture_lm(lstm(), context=3).backbone(torch.randn(1, 8, 16).double())
+    a = head.log_attention(out).exp()[0]
+    for t in range(8):
+        assert torch.count_nonzero(a[t]) == min(t + 1, 3)
+        assert a[t, max(0, t - 2) : t + 1].sum().item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("backbone", [lstm, transformer], ids=["query_key", "backbone"])
+def test_the_mixture_is_causal(backbone) -> None:
+    model = mixture_lm(backbone())
+    x = tokens(T=10)
+    y = x.clone()
+    y[:, 6:] = (y[:, 6:] + 1) % V
+    a, b = model(batch_of(x)).target_log_probs, model(batch_of(y)).target_log_probs
+    # position t predicts x_{t+1}: rows < 5 read inputs and targets before the change
+    torch.testing.assert_close(a[:, :5], b[:, :5])
+    assert not torch.allclose(a[:, 5:], b[:, 5:])
+
+
+def test_dependency_loss_equals_the_dense_indicator_sum() -> None:
+    """Phase 1 from sparse targets equals −Σ_t Σ_w 1[w ∈ D_t] log p_dep(w) / N with a dense
+    (B, T, V) multi-hot indicator, N the inputs of sentences with heads."""
+    dm = SynLMDataModule(SyntheticTreebank(n_train=30, n_valid=5, n_test=5), mode="sentence",
+                         batch_size=6)
+    dm.request(frozenset({"dep_targets"}), who="test")
+    batch = next(iter(dm.train_dataloader()))
+    torch.manual_seed(0)
+    model = SyntaxLM(lstm(), heads=[DependencyMixtureHead("dependency")],
+                     vocab_size=dm.vocab_size).double()
+    result = model(batch)
+    log_p = result.logits.log_softmax(-1)
+    dense = torch.zeros_like(log_p)
+    for b, t, d in batch.dep_mask.nonzero().tolist():
+        dense[b, t, batch.dep_targets[b, t, d]] += 1.0  # a word may be twice in D_t
+    expected = -(dense * log_p).sum() / batch.dep_rows.sum()
+    torch.testing.assert_close(result.heads["dm"].loss, expected)
+    assert batch.dep_rows.sum() > batch.dep_mask.any(-1).sum()  # empty sets count in N
+
+
+def test_phase_one_trains_on_the_dependency_loss_alone(tmp_path: Path) -> None:
+    """lm_weight 0: the loss is the head's; the dependency loss falls."""
+    dm = SynLMDataModule(SyntheticTreebank(n_train=120, n_valid=10, n_test=10),
+                         batch_size=8, bptt=20)
+    model = SyntaxLM(lstm(), heads=[DependencyMixtureHead("dependency")],
+                     vocab_size=dm.vocab_size, lm_weight=0.0, bptt=20,
+                     optimizer={"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-2}})
+    trainer = pl.Trainer(max_steps=30, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         limit_val_batches=0, log_every_n_steps=1)
+    losses = []
+
+    class Record(pl.Callback):
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+            losses.append(float(outputs["loss"]))
+            assert float(outputs["loss"]) == pytest.approx(
+                float(trainer.callback_metrics["train/dm_loss_step"]), rel=1e-6)
+
+    trainer.callbacks.append(Record())
+    trainer.fit(model, dm)
+    assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5
+
+
+def test_phase_two_starts_from_phase_one_with_fresh_query_and_key(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    phase1 = SyntaxLM(lstm(), heads=[DependencyMixtureHead("dependency")], vocab_size=V)
+    path = tmp_path / "phase1.ckpt"
+    torch.save({"state_dict": phase1.state_dict()}, path)
+    torch.manual_seed(1)
+    phase2 = SyntaxLM(lstm(), heads=[DependencyMixtureHead("mixture")], vocab_size=V,
+                      init_from=str(path), frozen=[r"^decoder\.", r"^embedding\."])
+    fresh_query = phase2.heads[0].query.weight.clone()
+    phase2._load_weights(str(path))
+    for name, tensor in phase1.state_dict().items():
+        torch.testing.assert_close(phase2.state_dict()[name], tensor)
+    torch.testing.assert_close(phase2.heads[0].query.weight, fresh_query)
+    assert not phase2.embedding.weight.requires_grad  # frozen dependency decoder
+    assert phase2.heads[0].query.weight.requires_grad
+    with pytest.raises(FileNotFoundError, match="model.init_from: no checkpoint at"):
+        phase2._load_weights(str(tmp_path / "missing.ckpt"))
+    with pytest.raises(ValueError, match="model.frozen pattern 'nothing' matches no parameter"):
+        SyntaxLM(lstm(), vocab_size=V, frozen=["nothing"])
+
+
+def test_bad_phase_is_one_line() -> None:
+    with pytest.raises(ValueError, match="phase must be 'dependency' or 'mixture'"):
+        DependencyMixtureHead("both")
