@@ -228,6 +228,11 @@ class SyntaxLM(pl.LightningModule):
         except FileNotFoundError:
             raise FileNotFoundError(f"model.init_from: no checkpoint at {path}; train the "
                                     "first phase or fix the path") from None
+        vocab = (saved.get("synlm") or {}).get("vocab")
+        if vocab is not None and self.vocab is not None and vocab != _vocab_to_save(self.vocab):
+            raise ValueError(f"model.init_from: {path} was trained on another vocabulary "
+                             "than this run's data; use the same corpus and subwords in both "
+                             "phases")
         saved = saved.get("state_dict", saved)
         own = self.state_dict()
         taken = {k: v for k, v in saved.items() if k in own and own[k].shape == v.shape}
@@ -246,16 +251,15 @@ class SyntaxLM(pl.LightningModule):
         return found | {s.name: s for s in self.backbone.spec.structures}
 
     def setup(self, stage: str) -> None:
+        datamodule = self.datamodule
+        if datamodule is not None and hasattr(datamodule, "request"):
+            for head in self.heads:
+                datamodule.request(head.needs_gold, who=type(head).__name__,
+                                   options=head.gold_options())
+            self.vocab = datamodule.vocab
+            self.normalization = datamodule.normalization
         if stage == "fit" and self.hparams.init_from and not self._resuming():
             self._load_weights(self.hparams.init_from)
-        datamodule = self.datamodule
-        if datamodule is None or not hasattr(datamodule, "request"):
-            return
-        for head in self.heads:
-            datamodule.request(head.needs_gold, who=type(head).__name__,
-                               options=head.gold_options())
-        self.vocab = datamodule.vocab
-        self.normalization = datamodule.normalization
 
     @property
     def datamodule(self) -> pl.LightningDataModule | None:

@@ -33,20 +33,31 @@ def test_print_config(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert printed["model"]["backbone"]["class_path"].startswith("synlm.")
 
 
-def phase_one_checkpoint(root: Path) -> Path:
-    """Two steps of the DM-LSTM's first phase through the CLI, as dm_lstm.yaml expects."""
-    args = ["fit", "--config", str(REPO_CONFIGS / "dm_lstm_dep.yaml"), *TINY_OVERRIDES,
-            "--trainer.max_steps=2", "--trainer.limit_val_batches=1",
-            f"--trainer.default_root_dir={root / 'phase1'}"]
-    assert run_cli(args) == 0
-    return root / "phase1" / "checkpoints" / "last.ckpt"
+def hub_free(root: Path) -> list[str]:
+    """A small local GPT-2 (weights and tokenizer) instead of the hub's."""
+    return [f"--model.backbone.init_args.pretrained={local_gpt2(root)}"]
+
+
+def after_phase_one(config: str, *extra: str):
+    """Overrides that start ``config``'s second phase from two steps of its first, run
+    here through the CLI with ``extra`` overrides."""
+    def overrides(root: Path) -> list[str]:
+        args = ["fit", "--config", str(REPO_CONFIGS / config), *TINY_OVERRIDES, *extra,
+                "--trainer.max_steps=2", "--trainer.limit_val_batches=1",
+                f"--trainer.default_root_dir={root / 'phase1'}"]
+        assert run_cli(args) == 0
+        return [*extra, f"--model.init_from={root / 'phase1' / 'checkpoints' / 'last.ckpt'}"]
+    return overrides
 
 
 #: Configs that start from saved weights: a small local GPT-2 instead of the hub's, a first
 #: phase trained here.
 STARTS_FROM = {
-    "gpt2.yaml": lambda root: f"--model.backbone.init_args.pretrained={local_gpt2(root)}",
-    "dm_lstm.yaml": lambda root: f"--model.init_from={phase_one_checkpoint(root)}",
+    "gpt2.yaml": hub_free,
+    "dm_gpt2_dep.yaml": hub_free,
+    "dm_lstm.yaml": after_phase_one("dm_lstm_dep.yaml"),
+    "dm_transformer.yaml": after_phase_one("dm_transformer_dep.yaml"),
+    "dm_gpt2.yaml": lambda root: after_phase_one("dm_gpt2_dep.yaml", *hub_free(root))(root),
 }
 
 
@@ -55,7 +66,7 @@ def test_fast_dev_run(name: str, tmp_path: Path) -> None:
     args = ["fit", "--config", str(REPO_CONFIGS / name), *TINY_OVERRIDES,
             "--trainer.fast_dev_run=true", f"--trainer.default_root_dir={tmp_path}"]
     if name in STARTS_FROM:
-        args.append(STARTS_FROM[name](tmp_path))
+        args += STARTS_FROM[name](tmp_path)
     assert run_cli(args) == 0
 
 

@@ -143,6 +143,14 @@ def test_phase_two_starts_from_phase_one_with_fresh_query_and_key(tmp_path: Path
     torch.testing.assert_close(phase2.heads[0].query.weight, fresh_query)
     assert not phase2.embedding.weight.requires_grad  # frozen dependency decoder
     assert phase2.heads[0].query.weight.requires_grad
+    other = tmp_path / "other.ckpt"
+    torch.save({"state_dict": phase1.state_dict(), "synlm": {"vocab": ["<eos>", "<unk>"]}},
+               other)
+    from synlm.data.vocab import Vocab
+
+    phase2.vocab = Vocab(["<eos>", "<unk>", "a"])
+    with pytest.raises(ValueError, match="was trained on another vocabulary than this run's"):
+        phase2._load_weights(str(other))
     with pytest.raises(FileNotFoundError, match="model.init_from: no checkpoint at"):
         phase2._load_weights(str(tmp_path / "missing.ckpt"))
     with pytest.raises(ValueError, match="model.frozen pattern 'nothing' matches no parameter"):
