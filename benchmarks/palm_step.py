@@ -14,21 +14,7 @@ from __future__ import annotations
 import torch
 
 from synlm.backbones import AWDLSTM, SpanAttention
-from synlm.backbones.base import Backbone
-from timing import report_pair, step_inputs, step_parser
-
-
-def saved_megabytes(model: Backbone, x: torch.Tensor) -> float:
-    """MB of the tensors autograd saves for backward in one forward of ``model``."""
-    seen: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(x)
-    return sum(seen.values()) / 2**20
+from timing import report_pair, saved_megabytes, step_inputs, step_parser
 
 
 def main() -> None:
@@ -47,8 +33,9 @@ def main() -> None:
           f"threads={torch.get_num_threads()}")
     report_pair(base, palm, x, args.repeats, ("AWDLSTM", "PaLM"))
     for name, model in (("AWDLSTM", base), ("PaLM", palm)):
-        one, two = (saved_megabytes(model, torch.randn(args.batch, t, args.input))
-                    for t in (args.bptt, 2 * args.bptt))
+        one, two = (saved_megabytes(
+            lambda t=t, m=model: m(torch.randn(args.batch, t, args.input)))
+            for t in (args.bptt, 2 * args.bptt))
         print(f"{name}: saved for backward {one:.1f} MB at T={args.bptt}, {two:.1f} MB at "
               f"T={2 * args.bptt} (x{two / one:.2f})")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -29,6 +30,25 @@ def interleaved_steps(baseline: Backbone, candidate: Backbone, x: Tensor, repeat
         train_step_seconds(baseline, x), train_step_seconds(candidate, x)
     return [(train_step_seconds(baseline, x), train_step_seconds(candidate, x))
             for _ in range(repeats)]
+
+
+def saved_megabytes(forward: Callable[[], object]) -> float:
+    """MB of the tensors autograd saves for backward while ``forward()`` runs."""
+    seen: dict[int, int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return sum(seen.values()) / 2**20
+
+
+def paired_ratio(pairs: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """Median baseline and candidate seconds, and the median of the paired ratios."""
+    return (statistics.median(b for b, _ in pairs), statistics.median(c for _, c in pairs),
+            statistics.median(c / b for b, c in pairs))
 
 
 def step_parser(description: str, hidden: int) -> argparse.ArgumentParser:
@@ -57,9 +77,6 @@ def report_pair(baseline: Backbone, candidate: Backbone, x: Tensor, repeats: int
                 names: tuple[str, str]) -> None:
     """Times the two interleaved and prints their median step times and the median of the
     paired ratios (candidate / baseline)."""
-    pairs = interleaved_steps(baseline, candidate, x, repeats)
-    t_base = statistics.median(b for b, _ in pairs)
-    t_cand = statistics.median(c for _, c in pairs)
-    ratio = statistics.median(c / b for b, c in pairs)
+    t_base, t_cand, ratio = paired_ratio(interleaved_steps(baseline, candidate, x, repeats))
     print(f"{names[0]}: {t_base * 1e3:.1f} ms   {names[1]}: {t_cand * 1e3:.1f} ms   "
           f"ratio (median of paired ratios) {ratio:.2f}")
