@@ -149,6 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["ls"]:
         return _ls()
+    if args[:1] == ["annotate"]:
+        from synlm.annotate import main as annotate_main
+
+        return annotate_main(args[1:])
     if args[:1] == ["parse"]:
         from synlm.parse import main as parse_main
 

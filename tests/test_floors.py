@@ -24,7 +24,8 @@ ALLOWED = {
     "callbacks": set(),
     "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs"},
     "registry": {"backbones", "heads", "callbacks", "data"},
-    "cli": {"lm", "data", "registry", "parse"},
+    "cli": {"lm", "data", "registry", "parse", "annotate"},
+    "annotate": {"data", "syntax"},
     "config": {"cli", "lm"},
     "parse": {"lm", "data", "metrics", "syntax"},
 }
