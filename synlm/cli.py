@@ -159,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return parse_main(args[1:], build_model=build_model)
     try:
         SynLMCLI(args=None if argv is None else args)
-    except (CorpusError, NonFiniteLossError, ValueError) as err:
+    except (CorpusError, NonFiniteLossError, ValueError, FileNotFoundError) as err:
         print(f"synlm: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -128,6 +128,17 @@ def test_missing_corpus_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "ptb.train.txt" in lines[-1] and "SYNLM_DATA_DIR" in lines[-1]
 
 
+def test_missing_first_phase_is_one_line(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    code = run_cli(["fit", "--config", str(REPO_CONFIGS / "dm_lstm.yaml"), *TINY_OVERRIDES,
+                    f"--model.init_from={tmp_path / 'none.ckpt'}",
+                    "--trainer.fast_dev_run=true", f"--trainer.default_root_dir={tmp_path}"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"synlm: error: model.init_from: no checkpoint at {tmp_path / 'none.ckpt'}; train the "
+        "first phase or fix the path")
+
+
 def test_ls_lists_components(capsys: pytest.CaptureFixture[str]) -> None:
     components = list_components()
     assert {"AWDLSTM", "Transformer", "GPT2"} <= set(components["backbones"])
