@@ -160,3 +160,12 @@ def test_phase_two_starts_from_phase_one_with_fresh_query_and_key(tmp_path: Path
 def test_bad_phase_is_one_line() -> None:
     with pytest.raises(ValueError, match="phase must be 'dependency' or 'mixture'"):
         DependencyMixtureHead("both")
+
+
+def test_mixed_precision_keeps_the_mixture_in_float32() -> None:
+    model = SyntaxLM(transformer(), heads=[DependencyMixtureHead("mixture")], vocab_size=V)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        result = model(batch_of(tokens()), log_probs_needed=True)
+    assert result.target_log_probs.dtype == result.heads["dm"].log_probs.dtype == torch.float32
+    sums = result.heads["dm"].log_probs.exp().sum(-1)
+    torch.testing.assert_close(sums, torch.ones_like(sums), atol=1e-5, rtol=0)

@@ -106,7 +106,8 @@ class DependencyMixtureHead(SyntaxHead):
         target_log_probs = torch.logsumexp(log_a + dep, dim=-1)  # (B, T)
         full = None
         if log_probs_needed:  # (B, T, V) = a @ p_dep, only for sampling and evaluation
-            full = torch.bmm(log_a.exp(), log_p.exp()).clamp_min(1e-30).log()
+            with torch.autocast(log_p.device.type, enabled=False):  # keep it in float32
+                full = torch.bmm(log_a.exp(), log_p.exp()).clamp_min(1e-30).log()
         return HeadOutput(target_log_probs=target_log_probs, log_probs=full)
 
     @staticmethod
