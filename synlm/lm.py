@@ -521,9 +521,17 @@ class SyntaxLM(pl.LightningModule):
     @torch.no_grad()
     def log_probs(self, tokens: Tensor, state: Any = None) -> Tensor:
         """Next-token log-probabilities (B, T, V) for ``tokens`` (B, T), in eval mode."""
+        return self.step(tokens, state)[0]
+
+    @torch.no_grad()
+    def step(self, tokens: Tensor, state: Any = None) -> tuple[Tensor, Any]:
+        """Next-token log-probabilities (B, T, V) of the distribution the model uses (a
+        replacing head's, else the decoder's) for ``tokens`` (B, T) continuing ``state``,
+        and the state after them; eval mode. Generation calls it token by token."""
         result = self._evaluate(tokens, state, log_probs_needed=True)
         replaced = [h.log_probs for h in result.heads.values() if h.log_probs is not None]
-        return replaced[0] if replaced else result.logits.float().log_softmax(-1)
+        log_probs = replaced[0] if replaced else result.logits.float().log_softmax(-1)
+        return log_probs, result.state
 
     @torch.no_grad()
     def induce(self, tokens: Tensor) -> dict[str, Tensor]:

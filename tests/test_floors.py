@@ -26,6 +26,7 @@ ALLOWED = {
     "registry": {"backbones", "heads", "callbacks", "data"},
     "cli": {"lm", "data", "registry", "parse", "annotate"},
     "annotate": {"data", "syntax"},
+    "generation": {"lm"},
     "config": {"cli", "lm"},
     "parse": {"lm", "data", "metrics", "syntax"},
 }
