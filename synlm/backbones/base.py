@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
+import torch
 from torch import Tensor, nn
 
 from synlm.modules import LockedDropout
@@ -150,6 +151,21 @@ class KVCache(NamedTuple):
     @property
     def length(self) -> int:
         return self.keys[0].size(2)
+
+
+def causal_mask(T: int, S: int, device: torch.device) -> Tensor:
+    """(T, S) bool, True where query t (the last T of S positions) may attend to key s."""
+    query_positions = torch.arange(S - T, S, device=device)  # (T,)
+    return torch.arange(S, device=device)[None, :] <= query_positions[:, None]
+
+
+def attention_layer_index(layer: int | None, num_layers: int) -> int | None:
+    """A Transformer's ``attention_layer`` (negative counts from the top) as 0..L-1; None
+    stays None. Raises a one-line ValueError outside the stack."""
+    if layer is not None and not -num_layers <= layer < num_layers:
+        raise ValueError(f"attention_layer {layer} is not one of the {num_layers} layers "
+                         f"(0..{num_layers - 1} or -1..-{num_layers})")
+    return None if layer is None else layer % num_layers
 
 
 class StackState(NamedTuple):

@@ -23,7 +23,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from synlm.backbones.base import Backbone, BackboneSpec, KVCache
+from synlm.backbones.base import (
+    Backbone,
+    BackboneSpec,
+    KVCache,
+    attention_layer_index,
+    causal_mask,
+)
 from synlm.outputs import BackboneOutput
 
 
@@ -96,11 +102,7 @@ class GPT2(Backbone):
         model.wte = None
         self.model = model
         config = model.config
-        if attention_layer is not None and not -config.n_layer <= attention_layer < config.n_layer:
-            raise ValueError(f"attention_layer {attention_layer} is not one of the "
-                             f"{config.n_layer} layers (0..{config.n_layer - 1} or "
-                             f"-1..-{config.n_layer})")
-        self.attention_layer = None if attention_layer is None else attention_layer % config.n_layer
+        self.attention_layer = attention_layer_index(attention_layer, config.n_layer)
         head_dim = config.n_embd // config.n_head
         self.scale = head_dim ** -0.5 if config.scale_attn_weights else 1.0
         if config.scale_attn_by_inverse_layer_idx and self.attention_layer is not None:
@@ -148,15 +150,14 @@ class GPT2(Backbone):
                                 state=KVCache(keys, values),
                                 layers=list(out.hidden_states[1:]))  # L x (B, T, E)
         if captured:
-            result.attention = self._attention(captured[0], keys[self.attention_layer], offset)
+            result.attention = self._attention(captured[0], keys[self.attention_layer])
         return result
 
-    def _attention(self, qkv: Tensor, keys: Tensor, offset: int) -> Tensor:
+    def _attention(self, qkv: Tensor, keys: Tensor) -> Tensor:
         """softmax(q kᵀ · scale + causal mask) averaged over heads: (B, T, S), from the
-        layer's q|k|v (B, T, 3E) and its keys (B, heads, S, head_dim), S = offset + T."""
+        layer's q|k|v (B, T, 3E) and its keys (B, heads, S, head_dim), S = cached + T."""
         B, T, E = qkv.size(0), qkv.size(1), qkv.size(2) // 3
         q = qkv[..., :E].reshape(B, T, self.model.config.n_head, -1).transpose(1, 2)
         scores = q @ keys.transpose(-1, -2) * self.scale  # (B, heads, T, S)
-        visible = torch.ones(T, keys.size(2), dtype=torch.bool, device=q.device).tril(offset)
-        scores = scores.masked_fill(~visible, float("-inf"))
+        scores = scores.masked_fill(~causal_mask(T, keys.size(2), q.device), float("-inf"))
         return scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).mean(1)

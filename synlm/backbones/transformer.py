@@ -27,7 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from synlm.backbones.base import Backbone, BackboneSpec, KVCache
+from synlm.backbones.base import (
+    Backbone,
+    BackboneSpec,
+    KVCache,
+    attention_layer_index,
+    causal_mask,
+)
 from synlm.outputs import BackboneOutput
 
 
@@ -42,12 +48,6 @@ def sinusoidal_positions(positions: Tensor, size: int) -> Tensor:
     angles = positions.float()[:, None] * freq[None, :]  # (T, h)
     table = torch.cat([angles.sin(), angles.cos()], dim=1)  # (T, 2h)
     return F.pad(table, (0, size - 2 * half))  # (T, size)
-
-
-def causal_mask(T: int, S: int, device: torch.device) -> Tensor:
-    """(T, S) bool, True where query t (the last T of S positions) may attend to key s."""
-    query_positions = torch.arange(S - T, S, device=device)  # (T,)
-    return torch.arange(S, device=device)[None, :] <= query_positions[:, None]
 
 
 class SelfAttention(nn.Module):
@@ -164,14 +164,11 @@ class Transformer(Backbone):
         attention_layer: int | None = -2,
     ) -> None:
         super().__init__()
-        if attention_layer is not None and not -num_layers <= attention_layer < num_layers:
-            raise ValueError(f"attention_layer {attention_layer} is not one of the "
-                             f"{num_layers} layers (0..{num_layers - 1} or -1..-{num_layers})")
         if activation not in ("relu", "gelu"):
             raise ValueError(f"activation must be 'relu' or 'gelu', not {activation!r}")
         self.input_size = input_size
         self.embed_scale = math.sqrt(input_size) if scale_embedding else 1.0
-        self.attention_layer = None if attention_layer is None else attention_layer % num_layers
+        self.attention_layer = attention_layer_index(attention_layer, num_layers)
         self.drop = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
             TransformerLayer(input_size, num_heads, ffn_size, dropout, dropout_attention,
@@ -180,7 +177,7 @@ class Transformer(Backbone):
             for i in range(num_layers))
         self.final_norm = nn.LayerNorm(input_size) if pre_norm else nn.Identity()
         self.reset_parameters()
-        provides = {"layers"} | ({"attention"} if attention_layer is not None else set())
+        provides = {"layers"} | ({"attention"} if self.attention_layer is not None else set())
         self.spec = BackboneSpec(
             input_size=input_size, output_size=input_size, layer_sizes=(input_size,) * num_layers,
             provides=frozenset(provides), recurrent=False, incremental=True)

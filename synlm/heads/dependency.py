@@ -44,6 +44,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from synlm.backbones.base import causal_mask
 from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.outputs import BackboneOutput, Batch, HeadOutput
 
@@ -127,8 +128,7 @@ class DependencyMixtureHead(SyntaxHead):
             if a.size(1) != a.size(2):
                 raise ValueError("DependencyMixtureHead reads the attention of a window "
                                  "without a cache (its p_dep of cached positions is gone)")
-            T = a.size(1)
-            causal = torch.ones(T, T, dtype=torch.bool, device=a.device).tril()
+            causal = causal_mask(a.size(1), a.size(2), a.device)  # (T, T)
             # clamp: log 0 would give 0·∞ = NaN gradients; masked entries get −inf
             a = a.to(_at_least_float32(a))
             return a.clamp_min(1e-30).log().masked_fill(~causal, float("-inf"))
