@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torch.nn.utils import skip_init
 
 from synlm.backbones.base import STRUCTURE_FIELDS, Backbone
-from synlm.data.subwords import SubwordVocab
+from synlm.data.subwords import load_vocab
 from synlm.data.vocab import Vocab
 from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.metrics.perplexity import Perplexity
@@ -47,13 +47,6 @@ def plain_state(state: Any) -> Any:
 def detach_state(state: Any) -> Any:
     """Cut the graph between windows (truncated BPTT) without copying."""
     return apply_to_collection(state, Tensor, Tensor.detach)
-
-
-def _vocab_to_save(vocab: Vocab | None) -> list[str] | dict[str, Any] | None:
-    """A word vocabulary as its word list, a subword one as its tokenizer."""
-    if isinstance(vocab, SubwordVocab):
-        return vocab.to_dict()
-    return vocab.itos if vocab is not None else None
 
 
 class SyntaxLM(pl.LightningModule):
@@ -229,7 +222,7 @@ class SyntaxLM(pl.LightningModule):
             raise FileNotFoundError(f"model.init_from: no checkpoint at {path}; train the "
                                     "first phase or fix the path") from None
         vocab = (saved.get("synlm") or {}).get("vocab")
-        if vocab is not None and self.vocab is not None and vocab != _vocab_to_save(self.vocab):
+        if vocab is not None and self.vocab is not None and vocab != self.vocab.to_saved():
             raise ValueError(f"model.init_from: {path} was trained on another vocabulary "
                              "than this run's data; use the same corpus and subwords in both "
                              "phases")
@@ -499,7 +492,7 @@ class SyntaxLM(pl.LightningModule):
             rng["cuda"] = torch.cuda.get_rng_state_all()
         checkpoint["synlm"] = {"train_state": plain_state(self._states.get("train")),
                                "rng": rng,
-                               "vocab": _vocab_to_save(self.vocab),
+                               "vocab": self.vocab.to_saved() if self.vocab is not None else None,
                                "normalization": self.normalization}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -508,7 +501,7 @@ class SyntaxLM(pl.LightningModule):
             return
         vocab = saved.get("vocab")
         if vocab is not None:
-            self.vocab = SubwordVocab.from_dict(vocab) if isinstance(vocab, dict) else Vocab(vocab)
+            self.vocab = load_vocab(vocab)
         # checkpoints from before normalisations were saved: synlm parse then used PTB's
         self.normalization = saved.get("normalization", "ptb")
         if saved["train_state"] is not None:

@@ -14,7 +14,7 @@ from nltk import Tree
 from synlm.data.batching import TokenBudgetLoader, token_budget_batches
 from synlm.data.corpora import TextCorpus
 from synlm.data.datamodule import SynLMDataModule
-from synlm.data.subwords import PretrainedTokenizer, SubwordVocab, TrainedBPE
+from synlm.data.subwords import PretrainedTokenizer, SubwordVocab, TrainedBPE, load_vocab
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.metrics.perplexity import Perplexity
 from synlm.syntax import Sentence
@@ -65,7 +65,7 @@ def test_trained_bpe_splits_words_and_decodes_back(tmp_path: Path) -> None:
         assert sub.tree.leaves() == sub.words  # the projected tree covers the subwords
     assert any(len(s.words) > len(r.words)
                for s, r in zip(dm.sentences("valid"), dm.corpus_sentences("valid")))
-    assert SubwordVocab.from_dict(vocab.to_dict()).itos == vocab.itos  # checkpoints
+    assert load_vocab(vocab.to_saved()).itos == vocab.itos  # checkpoints
 
 
 def test_the_bpe_cache_is_reused_and_rebuilt_when_the_corpus_changes(tmp_path: Path) -> None:

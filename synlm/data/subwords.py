@@ -13,7 +13,6 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -50,13 +49,17 @@ class SubwordVocab(Vocab):
         """Identifies this vocabulary in cache keys (a digest of the tokenizer)."""
         return "subwords-" + hashlib.sha256(self.tokenizer.to_str().encode()).hexdigest()[:16]
 
-    def to_dict(self) -> dict[str, Any]:
-        """What a checkpoint stores to rebuild it (``from_dict``)."""
+    def to_saved(self) -> dict[str, str]:
+        """What a checkpoint stores to rebuild it (``load_vocab``): the tokenizer."""
         return {"tokenizer": self.tokenizer.to_str(), "eos": self.eos}
 
-    @classmethod
-    def from_dict(cls, saved: dict[str, Any]) -> SubwordVocab:
-        return cls(Tokenizer.from_str(saved["tokenizer"]), saved["eos"])
+
+def load_vocab(saved: list[str] | dict[str, str]) -> Vocab:
+    """The vocabulary a checkpoint stored (``Vocab.to_saved``): a word list, or a subword
+    vocabulary's tokenizer."""
+    if isinstance(saved, dict):
+        return SubwordVocab(Tokenizer.from_str(saved["tokenizer"]), saved["eos"])
+    return Vocab(saved)
 
 
 class Subwords:

@@ -56,6 +56,10 @@ class Vocab:
     def decode(self, ids: Iterable[int]) -> list[str]:
         return [self.itos[i] for i in ids]
 
+    def to_saved(self) -> list[str] | dict[str, str]:
+        """What a checkpoint stores to rebuild it (``synlm.data.subwords.load_vocab``)."""
+        return self.itos
+
     def save(self, path: str | Path) -> None:
         atomic_write_text(Path(path), json.dumps(self.itos, ensure_ascii=False))
 
