@@ -1,4 +1,5 @@
-"""The `synlm` command: LightningCLI (fit, validate, test, predict) plus `parse`, `ls`."""
+"""The `synlm` command: LightningCLI (fit, validate, test, predict) plus `parse`, `annotate`,
+`generate`, `evaluate-generation` and `ls`."""
 
 from __future__ import annotations
 
@@ -145,6 +146,13 @@ def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:
     return model
 
 
+def build_run(args: Sequence[str]) -> tuple[pl.Trainer, SyntaxLM, SynLMDataModule]:
+    """The trainer, model and DataModule the CLI builds from ``args`` (``fit``'s options
+    without the subcommand), not yet run: ``synlm generate``'s reverse LM."""
+    cli = SynLMCLI(args=list(args), run=False)
+    return cli.trainer, cli.model, cli.datamodule
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["ls"]:
@@ -153,6 +161,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from synlm.annotate import main as annotate_main
 
         return annotate_main(args[1:])
+    if args[:1] == ["generate"]:
+        from synlm.generate import main as generate_main
+
+        return generate_main(args[1:], build_run=build_run)
+    if args[:1] == ["evaluate-generation"]:
+        from synlm.generate import evaluate_main
+
+        return evaluate_main(args[1:], build_run=build_run)
     if args[:1] == ["parse"]:
         from synlm.parse import main as parse_main
 

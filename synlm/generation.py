@@ -2,9 +2,10 @@
 (Holtzman et al. 2020 §3.1), batched, seeded, with the backbone's incremental state.
 
 A backbone whose ``spec.incremental`` is set (recurrent stacks, and Transformer and GPT-2
-through their key/value cache) is fed only the new token at each step; otherwise, and for a
-head that replaces the distribution (its own state is not carried yet), the whole sequence
-is run again at every step. Both give the same tokens (``tests/test_generation.py``).
+through their key/value cache) is fed only the new token at each step, a head that replaces
+the distribution too when it is ``incremental`` (DM's mixture keeps its past positions);
+otherwise the whole sequence is run again at every step. Both give the same tokens
+(``tests/test_generation.py``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def generate(model: SyntaxLM, prompts: Tensor, max_new_tokens: int,
     ``generator`` seeds the sampling (same seed, same samples)."""
     eos = model.vocab.eos_id if model.vocab is not None else 0
     incremental = (use_cache and model.backbone.spec.incremental
-                   and not any(h.replaces_distribution for h in model.heads))
+                   and all(h.incremental for h in model.heads if h.replaces_distribution))
     log_probs, state = model.step(prompts)
     sequence, new = prompts, []
     done = torch.zeros(prompts.size(0), dtype=torch.bool, device=prompts.device)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import lightning.pytorch as pl
@@ -24,7 +24,7 @@ from synlm.metrics.perplexity import Perplexity
 from synlm.metrics.structures import TREE_KINDS, InducedStructureMetrics
 from synlm.modules import embedding_dropout
 from synlm.optim import GroupedOptimizer, ParamGroup, build_optimizer, clip_gradients
-from synlm.outputs import Batch, HeadOutput, LMOutput, Structure
+from synlm.outputs import Batch, HeadOutput, LMOutput, StepState, Structure
 
 #: The optimiser of a model built without one (configs name theirs, see configs/).
 DEFAULT_OPTIMIZER = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
@@ -267,11 +267,12 @@ class SyntaxLM(pl.LightningModule):
         self._datamodule = datamodule
 
     # ------------------------------------------------------------------ forward
-    def forward(self, batch: Batch, state: Any = None, log_probs_needed: bool = False
-                ) -> LMOutput:
+    def forward(self, batch: Batch, state: Any = None, log_probs_needed: bool = False,
+                head_states: Mapping[str, Any] | None = None) -> LMOutput:
         """One window. Every head runs (without gold it returns no loss); a head that
         replaces the distribution gives ``target_log_probs`` (and ``log_probs`` when
-        ``log_probs_needed``)."""
+        ``log_probs_needed``). ``head_states``: the incremental heads' states, by name, from
+        the previous window of the same sequences (generation; ``step``)."""
         emb = embedding_dropout(self.embedding.weight, batch.tokens,
                                 self.hparams.embedding_dropout, self.training)  # (B, T, E)
         out = self.backbone(emb, state)
@@ -282,7 +283,9 @@ class SyntaxLM(pl.LightningModule):
         heads: dict[str, HeadOutput] = {}
         for head in self.heads:
             if head.replaces_distribution:
-                head_out = head(out, batch, logits, log_probs_needed=log_probs_needed)
+                own = ({"state": (head_states or {}).get(head.name)} if head.incremental
+                       else {})
+                head_out = head(out, batch, logits, log_probs_needed=log_probs_needed, **own)
                 missing = "target_log_probs" if head_out.target_log_probs is None else \
                     "log_probs" if log_probs_needed and head_out.log_probs is None else None
                 if missing:
@@ -517,14 +520,19 @@ class SyntaxLM(pl.LightningModule):
         return self.step(tokens, state)[0]
 
     @torch.no_grad()
-    def step(self, tokens: Tensor, state: Any = None) -> tuple[Tensor, Any]:
+    def step(self, tokens: Tensor, state: StepState | Any = None) -> tuple[Tensor, StepState]:
         """Next-token log-probabilities (B, T, V) of the distribution the model uses (a
         replacing head's, else the decoder's) for ``tokens`` (B, T) continuing ``state``,
-        and the state after them; eval mode. Generation calls it token by token."""
-        result = self._evaluate(tokens, state, log_probs_needed=True)
+        and the state after them (the backbone's and the incremental heads'; a bare backbone
+        state is accepted); eval mode. Generation calls it token by token."""
+        if not isinstance(state, StepState):
+            state = StepState(state, {})
+        result = self._evaluate(tokens, state.backbone, log_probs_needed=True,
+                                head_states=state.heads)
         replaced = [h.log_probs for h in result.heads.values() if h.log_probs is not None]
         log_probs = replaced[0] if replaced else result.logits.float().log_softmax(-1)
-        return log_probs, result.state
+        heads = {name: h.state for name, h in result.heads.items() if h.state is not None}
+        return log_probs, StepState(result.state, heads)
 
     @torch.no_grad()
     def induce(self, tokens: Tensor) -> dict[str, Tensor]:
@@ -533,8 +541,8 @@ class SyntaxLM(pl.LightningModule):
         return {name: value for name, (_, value)
                 in self._structure_values(self._evaluate(tokens)).items()}
 
-    def _evaluate(self, tokens: Tensor, state: Any = None, log_probs_needed: bool = False
-                  ) -> LMOutput:
+    def _evaluate(self, tokens: Tensor, state: Any = None, log_probs_needed: bool = False,
+                  head_states: Mapping[str, Any] | None = None) -> LMOutput:
         """A forward pass in eval mode on raw tokens (no targets, no gold), then the
         previous mode again."""
         was_training = self.training
@@ -542,6 +550,6 @@ class SyntaxLM(pl.LightningModule):
         try:
             return self(Batch(tokens=tokens, targets=tokens,
                               mask=torch.ones_like(tokens, dtype=torch.bool)), state,
-                        log_probs_needed=log_probs_needed)
+                        log_probs_needed=log_probs_needed, head_states=head_states)
         finally:
             self.train(was_training)

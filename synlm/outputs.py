@@ -7,7 +7,7 @@ K = span slots, D = most dependents of one token.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -98,6 +98,15 @@ class HeadOutput:
     target_log_probs: Tensor | None = None  # (B, T) log p(target) under that distribution
     metrics: dict[str, Tensor] = field(default_factory=dict)  # logged as {stage}/{name}
     structure: Tensor | None = None  # the head's induced structure, in its kind's layout
+    state: Any = None  # an incremental head's own state after the window (generation)
+
+
+class StepState(NamedTuple):
+    """The state ``SyntaxLM.step`` returns and continues from: the backbone's, and the own
+    state of each incremental head, by name (``SyntaxHead.incremental``)."""
+
+    backbone: Any
+    heads: dict[str, Any]
 
 
 @dataclass

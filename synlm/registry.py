@@ -10,6 +10,7 @@ from pathlib import Path
 
 import synlm.backbones
 import synlm.callbacks
+import synlm.data.generation_corpora
 import synlm.data.synthetic
 import synlm.data.treebanks
 import synlm.heads

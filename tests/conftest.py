@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import sys
 from pathlib import Path
@@ -99,3 +100,17 @@ def tiny_palm_config(root: Path, heads: list[dict] | None = None, **data: object
     path = root / "palm.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+STORY_HEADER = ["sentence1", "sentence2", "sentence3", "sentence4", "sentence5", "label"]
+
+
+def write_stories(path: Path, n: int, start: int = 0) -> None:
+    """``n`` ROCStories-format stories numbered from ``start`` (a CSV with the header)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(STORY_HEADER)
+        for i in range(start, start + n):
+            writer.writerow([f"[MALE] woke up {i} .", "he ate .", "he ran .", "it rained .",
+                             f"he slept {i} .", "1"])

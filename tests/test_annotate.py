@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from synlm.annotate import annotate, read_input
 from synlm.cli import main
+from synlm.data.annotation import annotate, read_input
+from synlm.data.generation_corpora import ROCStories
 from synlm.registry import REPO_CONFIGS
 from synlm.syntax import read_conllu
 
@@ -76,6 +77,27 @@ def test_annotate_rocstories_through_the_cli(pipeline: Path, tmp_path: Path,
     parsed = read_conllu(out)
     assert [s.words for s in parsed][1] == ["she", "made", "soup", "."]
     assert parsed[0].source.endswith(":1") and len(parsed) == 5
+
+
+def test_rocstories_story_heads_join_its_sentences_parses(pipeline: Path, tmp_path: Path
+                                                         ) -> None:
+    """A story's heads: each sentence's parse shifted by the words before it, each of the
+    five roots attached to the story's ROOT (0); the corpus then declares dependency gold."""
+    stories = tmp_path / "rocstories" / "ROCStories_test.csv"
+    stories.parent.mkdir()
+    shared = EWT.parent / "rocstories" / "ROCStories_test.csv"
+    stories.write_text("".join(shared.read_text(encoding="utf-8").splitlines(True)[:4]),
+                       encoding="utf-8")
+    corpus = ROCStories(str(tmp_path), staged=True, parser=str(pipeline))
+    assert corpus.gold == frozenset({"dependency"})
+    unit = corpus.sentences("test")[2]
+    parsed = read_conllu(annotate(stories, "rocstories", model=str(pipeline)))[10:15]
+    offsets = [0]
+    for sentence in parsed[:-1]:
+        offsets.append(offsets[-1] + len(sentence.words))
+    assert unit.words == [w for s in parsed for w in s.words]
+    assert unit.heads == [h + o if h else 0 for s, o in zip(parsed, offsets) for h in s.heads]
+    assert unit.heads.count(0) == 5
 
 
 def test_heads_from_an_existing_conllu_parse(tmp_path: Path) -> None:

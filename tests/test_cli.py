@@ -12,7 +12,8 @@ from conftest import TINY_OVERRIDES, local_gpt2
 from synlm.cli import main
 from synlm.registry import REPO_CONFIGS, list_components
 
-EXPERIMENTS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.glob("*.yaml"))
+EXPERIMENTS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
+                     [*REPO_CONFIGS.glob("*.yaml"), *REPO_CONFIGS.glob("generation/*.yaml")])
 #: Partial configs that stack on an experiment (``--config X.yaml --config data/Y.yaml``).
 #: ablations/*.yaml are partial too, but stack on their own base: tests/test_ablations.py.
 PARTIALS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
@@ -59,6 +60,16 @@ STARTS_FROM = {
     "dm_transformer.yaml": after_phase_one("dm_transformer_dep.yaml"),
     "dm_gpt2.yaml": lambda root: after_phase_one("dm_gpt2_dep.yaml", *hub_free(root))(root),
 }
+for _task in ("roc", "news"):  # the generation rows: the same chains on their own configs
+    STARTS_FROM |= {
+        f"generation/gpt2_{_task}.yaml": hub_free,
+        f"generation/dm_gpt2_dep_{_task}.yaml": hub_free,
+        f"generation/dm_lstm_{_task}.yaml": after_phase_one(f"generation/dm_lstm_dep_{_task}.yaml"),
+        f"generation/dm_transformer_{_task}.yaml":
+            after_phase_one(f"generation/dm_transformer_dep_{_task}.yaml"),
+        f"generation/dm_gpt2_{_task}.yaml": lambda root, t=_task: after_phase_one(
+            f"generation/dm_gpt2_dep_{t}.yaml", *hub_free(root))(root),
+    }
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

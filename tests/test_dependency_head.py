@@ -50,7 +50,7 @@ def test_the_mixture_is_a_distribution_and_its_nll_is_exact(backbone) -> None:
     batch = batch_of(tokens())
     result = model(batch, log_probs_needed=True)
     head = model.heads[0]
-    a = head.log_attention(result.backbone).exp()  # (B, T, T)
+    a = head.log_attention(result.backbone)[0].exp()  # (B, T, T)
     p_dep = result.logits.softmax(-1)  # (B, T, V)
     B, T = batch.targets.shape
     for b in range(B):
@@ -64,10 +64,49 @@ def test_the_mixture_is_a_distribution_and_its_nll_is_exact(backbone) -> None:
                                result.target_log_probs)
 
 
+@pytest.mark.parametrize("backbone", [lstm, transformer], ids=["query_key", "backbone"])
+def test_step_by_step_with_its_own_state_equals_the_whole_sequence(backbone) -> None:
+    """Generation: the head keeps the past positions' p_dep (and keys) as its state, so
+    feeding one token at a time gives the whole sequence's distributions, also past the
+    query/key window (context 3 < 9 tokens)."""
+    model = mixture_lm(backbone(), context=3)
+    x = tokens(T=9)
+    full, _ = model.step(x)
+    log_probs, state = model.step(x[:, :4])
+    steps = [log_probs]
+    for t in range(4, x.size(1)):
+        log_probs, state = model.step(x[:, t:t + 1], state)
+        steps.append(log_probs)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full)
+    kept = state.heads["dm"].log_p.size(1)
+    assert kept == (2 if backbone is lstm else 9)  # context − 1; every past position
+
+
+def test_logit_sampling_is_the_softmax_of_the_attention_mixed_logits() -> None:
+    """``sampling: logits`` (the released DM-LSTM sampler): softmax(Σ_j a_tj z_j) with z the
+    decoder's logits; the training NLL stays the mixture's."""
+    mixture = mixture_lm(lstm())
+    with torch.no_grad():
+        mixture.embedding.weight.mul_(30)  # peaked p_dep, far from uniform
+    logits = mixture_lm(lstm(), sampling="logits")
+    logits.load_state_dict(mixture.state_dict())
+    x = tokens()
+    batch = batch_of(x)
+    out = logits(batch, log_probs_needed=True)
+    a = logits.heads[0].log_attention(out.backbone)[0].exp()  # (B, T, T)
+    expected = torch.bmm(a, out.logits).log_softmax(-1)
+    torch.testing.assert_close(out.heads["dm"].log_probs, expected)
+    torch.testing.assert_close(out.target_log_probs, mixture(batch).target_log_probs)
+    gap = out.heads["dm"].log_probs - mixture(batch, log_probs_needed=True).heads["dm"].log_probs
+    assert gap.abs().max() > 0.1  # a different distribution from the mixture
+    with pytest.raises(ValueError, match="sampling must be 'mixture' or 'logits'"):
+        DependencyMixtureHead("mixture", sampling="product")
+
+
 def test_query_key_attention_sees_only_its_window() -> None:
     head = mixture_lm(lstm(), context=3).heads[0]
     out = mixture_lm(lstm(), context=3).backbone(torch.randn(1, 8, 16).double())
-    a = head.log_attention(out).exp()[0]
+    a = head.log_attention(out)[0].exp()[0]
     for t in range(8):
         assert torch.count_nonzero(a[t]) == min(t + 1, 3)
         assert a[t, max(0, t - 2) : t + 1].sum().item() == pytest.approx(1.0)

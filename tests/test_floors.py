@@ -24,9 +24,10 @@ ALLOWED = {
     "callbacks": set(),
     "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs"},
     "registry": {"backbones", "heads", "callbacks", "data"},
-    "cli": {"lm", "data", "registry", "parse", "annotate"},
-    "annotate": {"data", "syntax"},
+    "cli": {"lm", "data", "registry", "parse", "annotate", "generate"},
+    "annotate": {"data"},
     "generation": {"lm"},
+    "generate": {"lm", "data", "generation", "metrics", "parse", "registry"},
     "config": {"cli", "lm"},
     "parse": {"lm", "data", "metrics", "syntax"},
 }

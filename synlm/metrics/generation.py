@@ -1,0 +1,296 @@
+"""Automatic metrics for generated text, as the DMLM paper reports them (Yang & Wan 2022,
+"Dependency-based Mixture Language Models", Tables 2, 4 and 5).
+
+The protocol is that of the paper's released evaluation code (``DPLM-Transformer/metrics.py``,
+``eval_stories.py``, ``eval_ppl_by_gpt2.py``); each function says where it follows it and where
+it departs from it. All text is pre-tokenised: a sample or a reference is a list of whitespace
+tokens. BLEU, Distinct, Self-BLEU and BERTScore are percentages (×100), as the tables print
+them; the LM score is in nats per token and the GPT-2 perplexity is a plain perplexity.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from statistics import fmean
+from typing import Any, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+Tokens = Sequence[str]
+NGram = tuple[str, ...]
+
+
+class ScoringLM(Protocol):
+    """What ``lm_score`` reads of a ``synlm.SyntaxLM`` (which sits above this floor)."""
+
+    vocab: Any  # a synlm.data.vocab.Vocab; a SubwordVocab also has ``split``
+
+    def log_probs(self, tokens: Tensor) -> Tensor: ...
+
+    def parameters(self) -> Iterator[nn.Parameter]: ...
+
+
+def _check_samples(samples: Sequence[Tokens], what: str) -> None:
+    if len(samples) == 0:
+        raise ValueError(f"{what}: expected at least one sample, got none")
+
+
+def _check_pairs(hypotheses: Sequence[Tokens], references: Sequence[Tokens], what: str) -> None:
+    _check_samples(hypotheses, what)
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{what}: expected one reference per hypothesis, got "
+                         f"{len(hypotheses)} hypotheses and {len(references)} references")
+
+
+def _check_order(n: int, what: str) -> None:
+    if n < 1:
+        raise ValueError(f"{what}: expected an n-gram order n >= 1, got {n}")
+
+
+def _ngrams(tokens: Tokens, n: int) -> list[NGram]:
+    """The n-grams of ``tokens`` in order (none when it is shorter than n)."""
+    return list(zip(*(tokens[i:] for i in range(n))))
+
+
+def _device(device: str | torch.device | None) -> torch.device:
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], n: int) -> float:
+    """Sentence BLEU-n averaged over pairs, ×100: the released protocol of Table 2's B-n.
+
+    ``mean_i sentence_bleu([references[i]], hypotheses[i], weights=(1/n,)*n,
+    smoothing_function=SmoothingFunction().method1)`` with nltk, i.e. per pair
+    BP · exp(Σ_{k≤n} log(p_k) / n), p_k the clipped k-gram precision against the one reference
+    (a zero match count replaced by 0.1 matches, nltk's method1; no unigram match gives 0) and
+    BP = min(1, exp(1 − |ref| / |hyp|)). As ``bleu_upto`` in the released ``metrics.py``; a
+    macro average of sentence scores, not the corpus BLEU of ``corpus_bleu``.
+    """
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    _check_pairs(hypotheses, references, "bleu")
+    _check_order(n, "bleu")
+    weights, smoothing = (1 / n,) * n, SmoothingFunction().method1
+    return 100 * fmean(sentence_bleu([list(r)], list(h), weights, smoothing)
+                       for h, r in zip(hypotheses, references))
+
+
+def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], n: int) -> float:
+    """Corpus BLEU-n by sacrebleu, ×100 (sacrebleu's own scale): clipped n-gram matches and
+    counts summed over all pairs before the precisions are taken, BP = min(1, exp(1 − R / H))
+    on the summed lengths, BLEU = BP · exp(Σ_{k≤n} log(p_k) / n).
+
+    Tokens are space-joined and not re-tokenised (``tokenize="none"``), one reference per
+    hypothesis, ``effective_order=False`` (the corpus-level setting) and sacrebleu's default
+    smoothing ("exp", which only matters when some order has no match at all). Not in the
+    released code: the standard corpus BLEU, offered beside its sentence average (``bleu``).
+    """
+    from sacrebleu.metrics import BLEU
+
+    _check_pairs(hypotheses, references, "corpus_bleu")
+    _check_order(n, "corpus_bleu")
+    metric = BLEU(max_ngram_order=n, tokenize="none", effective_order=False)
+    return metric.corpus_score([" ".join(h) for h in hypotheses],
+                               [[" ".join(r) for r in references]]).score
+
+
+def distinct(samples: Sequence[Tokens], n: int, per_sample: bool = False) -> float:
+    """Distinct-n, ×100: the number of distinct n-grams over the number of n-grams.
+
+    By default as the released story evaluation (``distinct_document``): the samples are
+    concatenated into one token sequence, so n-grams spanning the end of one sample and the
+    start of the next are counted too. ``per_sample=True`` counts the n-grams inside each
+    sample only and pools them over the set (Li et al. 2016's definition). No n-gram at all
+    (every sample shorter than n) gives 0, where the released code divides by zero.
+    """
+    _check_samples(samples, "distinct")
+    _check_order(n, "distinct")
+    sequences = samples if per_sample else [[t for sample in samples for t in sample]]
+    grams = [g for tokens in sequences for g in _ngrams(tokens, n)]
+    return 100 * len(set(grams)) / len(grams) if grams else 0.0
+
+
+def _matches_against_others(counts: list[Counter[NGram]]) -> list[int]:
+    """For each sample, its k-gram matches against all the other samples as nltk clips them:
+    Σ_g min(c(g), max over the others of their count of g). Kept per k-gram: the largest and
+    second-largest count over all samples (ties included), so the maximum over the others is
+    the second-largest when this sample holds the largest, else the largest (≥ its count)."""
+    top: dict[NGram, tuple[int, int]] = {}
+    for sample in counts:
+        for gram, c in sample.items():
+            first, second = top.get(gram, (0, 0))
+            if c > first:
+                top[gram] = (c, first)
+            elif c > second:
+                top[gram] = (first, c)
+    return [sum(min(c, top[g][1]) if c == top[g][0] else c for g, c in sample.items())
+            for sample in counts]
+
+
+def self_bleu(samples: Sequence[Tokens], n: int) -> float:
+    """Self-BLEU-n, ×100: the mean over samples of nltk's unsmoothed
+    ``sentence_bleu(other_samples, sample, weights=(1/n,)*n)``, equal to the nltk loop.
+
+    Per sample: p_k = (k-gram matches clipped by the maximum count among the other samples)
+    / max(1, number of its k-grams); r = the other samples' length closest to its own (the
+    shorter on a tie); BP = 1 if |s| > r, 0 if |s| = 0, else exp(1 − r / |s|); the score is 0
+    without a unigram match, else BP · exp(Σ_{k≤n} log(p_k) / n), where a p_k without matches
+    counts as the smallest positive float (nltk's method0), which makes the score ~0.
+
+    In O(total n-grams) as the released ``selfbleu`` (largest and second-largest count per
+    n-gram), with the closest other length found by bisection in the sorted lengths. The
+    released code puts 1e-100 for a zero match count where nltk puts 2.2e-308; both are ~0.
+    """
+    _check_order(n, "self_bleu")
+    if len(samples) < 2:
+        raise ValueError(f"self_bleu: expected at least two samples, got {len(samples)}")
+    matches = [_matches_against_others([Counter(_ngrams(s, k)) for s in samples])
+               for k in range(1, n + 1)]
+    length_counts = Counter(len(s) for s in samples)
+    lengths = sorted(length_counts)
+    scores = []
+    for i, sample in enumerate(samples):
+        h = len(sample)
+        if matches[0][i] == 0:
+            scores.append(0.0)
+            continue
+        if length_counts[h] > 1:
+            r = h
+        else:  # its own length is unique: the nearest distinct lengths below and above
+            j = bisect_left(lengths, h)
+            near = lengths[max(j - 1, 0):j] + lengths[j + 1:j + 2]
+            r = min(near, key=lambda length: (abs(length - h), length))
+        bp = 1.0 if h > r else math.exp(1 - r / h)
+        log_p = (math.log(matches[k][i] / max(1, h - k) if matches[k][i] else sys.float_info.min)
+                 for k in range(n))
+        scores.append(bp * math.exp(math.fsum(1 / n * lp for lp in log_p)))
+    return 100 * fmean(scores)
+
+
+def lm_score(model: ScoringLM, samples: Sequence[Tokens], batch_size: int = 32) -> float:
+    """The LM score (Semeniuta et al. 2018; Caccia et al. 2020): the mean negative
+    log-likelihood, in nats per token, of the samples under an "oracle" ``SyntaxLM``.
+
+    Each sample is a row ``[<eos>, w1..wn]`` predicting ``w1..wn <eos>``, scored with
+    ``model.log_probs`` (the distribution the model uses, eval mode); the mean is over all
+    predicted tokens, the closing ``<eos>`` included: Σ −log p / Σ (n_i + 1). Words are
+    encoded with ``model.vocab`` (unknown words as ``<unk>``; a vocabulary without one raises).
+    With a subword vocabulary the words are first split into subwords and the mean is per
+    subword token. Rows are right-padded and masked, which leaves every number as scoring the
+    sample alone (the models are causal). Not in the released code.
+    """
+    _check_samples(samples, "lm_score")
+    vocab = model.vocab
+    if vocab is None:
+        raise ValueError("lm_score: expected a model with a vocabulary (model.vocab), as a "
+                         "synlm checkpoint stores it; this one has none")
+    pieces = ([tokens for tokens, _ in vocab.split(samples)]
+              if hasattr(vocab, "split") else samples)  # subwords: split the words first
+    rows = [[vocab.eos_id, *vocab.encode(list(p)), vocab.eos_id] for p in pieces]
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start:start + batch_size]
+        padded = torch.full((len(batch), max(map(len, batch))), vocab.eos_id, dtype=torch.long)
+        for i, row in enumerate(batch):
+            padded[i, :len(row)] = torch.tensor(row)
+        predicted = torch.tensor([len(row) - 1 for row in batch])
+        mask = (torch.arange(padded.size(1) - 1) < predicted[:, None]).to(device)
+        padded = padded.to(device)
+        log_probs = model.log_probs(padded[:, :-1]).gather(-1, padded[:, 1:, None])
+        total -= log_probs.squeeze(-1)[mask].double().sum().item()
+        count += int(predicted.sum())
+    return total / count
+
+
+@torch.no_grad()
+def gpt2_perplexity(samples: Sequence[Tokens], model_path: str, lowercase: bool = True,
+                    device: str | torch.device | None = None, batch_size: int = 16) -> float:
+    """The mean over samples of each sample's perplexity under GPT-2, as the released
+    ``eval_ppl_by_gpt2.py`` (Tables 4 and 5's "GPT-2 PPL").
+
+    Each sample is joined with spaces, lowercased by default (the released script lowercases
+    every line), tokenised by the tokenizer at ``model_path`` (a ``save_pretrained`` folder or
+    a hub name) and cut to the model's ``n_positions``; its perplexity is
+    exp(mean over t ≥ 2 of −log p(x_t | x_<t)), the first token not being predicted, as
+    ``GPT2LMHeadModel(ids, labels=ids).loss`` computes it; the result is the plain mean of
+    these perplexities (not the perplexity of the pooled tokens). Batched with right padding
+    and an attention mask, which gives the one-by-one numbers. A sample of fewer than two
+    tokens, which has no predicted token (NaN in the released script), raises.
+    """
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    _check_samples(samples, "gpt2_perplexity")
+    texts = [" ".join(s) for s in samples]
+    if lowercase:
+        texts = [t.lower() for t in texts]
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    device = _device(device)
+    model = GPT2LMHeadModel.from_pretrained(model_path).to(device).eval()
+    ids = [x[:model.config.n_positions] for x in tokenizer(texts)["input_ids"]]
+    short = [i for i, x in enumerate(ids) if len(x) < 2]
+    if short:
+        raise ValueError(f"gpt2_perplexity: expected samples of at least two GPT-2 tokens, but "
+                         f"{len(short)} have fewer (the first is sample {short[0]})")
+    ids.sort(key=len)  # less padding; the mean does not depend on the order
+    perplexities = []
+    for start in range(0, len(ids), batch_size):
+        batch = ids[start:start + batch_size]
+        tokens = torch.zeros(len(batch), len(batch[-1]), dtype=torch.long)  # the longest last
+        for i, row in enumerate(batch):
+            tokens[i, :len(row)] = torch.tensor(row)
+        mask = (torch.arange(tokens.size(1)) < torch.tensor([len(r) for r in batch])[:, None])
+        tokens, mask = tokens.to(device), mask.to(device)
+        logits = model(input_ids=tokens, attention_mask=mask.long()).logits.float()
+        nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
+        predicted = mask[:, 1:]
+        mean_nll = (nll * predicted).sum(1) / predicted.sum(1)
+        perplexities += mean_nll.exp().tolist()
+    return fmean(perplexities)
+
+
+def bert_score(hypotheses: Sequence[Tokens], references: Sequence[Tokens], model_path: str,
+               num_layers: int | None = None, batch_size: int = 64,
+               device: str | torch.device | None = None) -> float:
+    """BERTScore F1 (Zhang et al. 2020), ×100: the mean over pairs of
+    ``torchmetrics.functional.text.bert_score`` F1 on the space-joined tokens, with the model
+    and tokenizer at ``model_path`` (a local folder or a hub name), the hidden states of layer
+    ``num_layers`` (None: the last; 0 is the embeddings), no idf weighting, no baseline
+    rescaling, inputs truncated to 512 tokens.
+
+    The paper used Tiiiger/bert_score's defaults for English (roberta-large, layer 17); the
+    number depends on the model and the layer, so compare only scores computed alike. Not in
+    the released code.
+    """
+    from torchmetrics.functional.text import bert_score as torchmetrics_bert_score
+
+    _check_pairs(hypotheses, references, "bert_score")
+    scores = torchmetrics_bert_score([" ".join(h) for h in hypotheses],
+                                     [" ".join(r) for r in references],
+                                     model_name_or_path=model_path, num_layers=num_layers,
+                                     batch_size=batch_size, device=_device(device),
+                                     truncation=True)
+    return 100 * scores["f1"].double().mean().item()
+
+
+def story_metrics(samples: Sequence[Tokens], references: Sequence[Tokens]) -> dict[str, float]:
+    """Table 2's model-free columns for samples and their references (one each), as
+    ``eval_stories.py`` computes them: empty samples are dropped with their references
+    first, then B-1, B-2 (``bleu``), corpus BLEU-1, -2 (``corpus_bleu``), D-2, D-3
+    (``distinct``, concatenated) and SB-2, SB-3 (``self_bleu``), all ×100."""
+    _check_pairs(samples, references, "story_metrics")
+    kept = [(s, r) for s, r in zip(samples, references) if len(s) > 0]
+    if not kept:
+        raise ValueError("story_metrics: expected at least one non-empty sample, got none")
+    hyps, refs = [s for s, _ in kept], [r for _, r in kept]
+    return {"bleu_1": bleu(hyps, refs, 1), "bleu_2": bleu(hyps, refs, 2),
+            "corpus_bleu_1": corpus_bleu(hyps, refs, 1),
+            "corpus_bleu_2": corpus_bleu(hyps, refs, 2),
+            "distinct_2": distinct(hyps, 2), "distinct_3": distinct(hyps, 3),
+            "self_bleu_2": self_bleu(hyps, 2), "self_bleu_3": self_bleu(hyps, 3)}

@@ -1,0 +1,163 @@
+"""synlm generate and synlm evaluate-generation on a tiny model trained here on a few
+ROCStories-format stories: JSONL records, seeded reproducibility, no leak of the ending into
+the context, the metrics JSON (LM and reverse-LM scores included), one-line errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import write_stories
+from synlm.cli import build_run, main
+from synlm.generate import Prompt, evaluate, read_records, sample
+from synlm.parse import load_model
+from synlm.registry import REPO_CONFIGS
+
+TINY = ["--model.backbone=AWDLSTM", "--model.backbone.init_args.input_size=16",
+        "--model.backbone.init_args.hidden_size=24", "--model.backbone.init_args.num_layers=2",
+        "--model.heads=[]", "--data.batch_size=2", "--data.eval_batch_size=2", "--data.bptt=10",
+        "--trainer.max_steps=6", "--trainer.accelerator=cpu", "--trainer.devices=1",
+        "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A checkpoint trained for a few steps on staged ROCStories-format stories, and the
+    data folder."""
+    root = tmp_path_factory.mktemp("generate")
+    write_stories(root / "data" / "rocstories" / "ROCStories_dev.csv", 12)
+    write_stories(root / "data" / "rocstories" / "ROCStories_test.csv", 4, start=100)
+    args = ["fit", "--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY,
+            "--data.corpus=ROCStories", f"--data.corpus.init_args.data_dir={root / 'data'}",
+            "--data.corpus.init_args.staged=true", "--data.corpus.init_args.held_out=2",
+            "--data.eval_mode=stream", f"--data.cache_dir={root / 'cache'}",
+            f"--trainer.default_root_dir={root / 'run'}"]
+    assert main(args) == 0
+    return root / "run" / "checkpoints" / "last.ckpt", root / "data"
+
+
+def generate(ckpt: Path, out: Path, *args: str) -> list[dict[str, str]]:
+    assert main(["generate", "--ckpt_path", str(ckpt), "--output", str(out), *args]) == 0
+    return read_records(out)
+
+
+def test_story_endings_are_jsonl_seeded_and_never_see_the_ending(run: tuple[Path, Path],
+                                                                 tmp_path: Path) -> None:
+    ckpt, data = run
+    stories = data / "rocstories" / "ROCStories_test.csv"
+    first = generate(ckpt, tmp_path / "a.jsonl", "--stories", str(stories), "--top-p", "0.9",
+                     "--max-new-tokens", "8", "--seed", "3")
+    assert len(first) == 4
+    assert first[1]["context"] == "[MALE] woke up 101 . he ate . he ran . it rained ."
+    assert first[1]["reference"] == "he slept 101 ."
+    assert all(0 < len(r["sample"].split()) <= 8 or r["sample"] == "" for r in first)
+    again = generate(ckpt, tmp_path / "b.jsonl", "--stories", str(stories), "--top-p", "0.9",
+                     "--max-new-tokens", "8", "--seed", "3")
+    assert again == first  # same seed, same samples
+    other = generate(ckpt, tmp_path / "c.jsonl", "--stories", str(stories), "--top-p", "0.9",
+                     "--max-new-tokens", "8", "--seed", "4")
+    assert [r["sample"] for r in other] != [r["sample"] for r in first]
+    # a different fifth sentence changes the references only: it never reaches the model
+    changed = tmp_path / "changed.csv"
+    changed.write_text(stories.read_text().replace("he slept", "she sang"))
+    swapped = generate(ckpt, tmp_path / "d.jsonl", "--stories", str(changed), "--top-p", "0.9",
+                       "--max-new-tokens", "8", "--seed", "3")
+    assert [r["sample"] for r in swapped] == [r["sample"] for r in first]
+    assert swapped[1]["reference"] == "she sang 101 ."
+
+
+def test_samples_batched_by_length_equal_samples_one_by_one(run: tuple[Path, Path]) -> None:
+    """Batching changes only which generator draws go where: with one prompt per batch and
+    greedy-like filtering (top-k 1) every sample is the model's own continuation."""
+    model = load_model(str(run[0]))
+    prompts = [Prompt(text.split()) for text in
+               ("[MALE] woke up 1 .", "he ate . he ran .", "[MALE] woke up 2 .")]
+    together = sample(model, prompts, max_new_tokens=6, top_k=1, batch_size=8)
+    alone = [sample(model, [p], max_new_tokens=6, top_k=1)[0] for p in prompts]
+    assert together == alone
+
+
+def test_unconditional_samples_and_their_metrics(run: tuple[Path, Path], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    ckpt = run[0]
+    out = tmp_path / "u.jsonl"
+    assert main(["generate", "--ckpt_path", str(ckpt), "--num-samples", "12",
+                 "--max-new-tokens", "12", "--output", str(out), "--metrics",
+                 "--oracle", str(ckpt)]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    records = read_records(out)
+    assert len(records) == 12 and all(set(r) == {"sample"} for r in records)
+    samples = [r["sample"].split() for r in records]
+    from synlm.metrics.generation import distinct, lm_score, self_bleu
+
+    assert metrics["distinct_2"] == distinct(samples, 2)
+    assert metrics["self_bleu_3"] == self_bleu(samples, 3)
+    assert metrics["lm_score"] == pytest.approx(lm_score(load_model(str(ckpt)), samples))
+    assert "bleu_1" not in metrics  # no references
+
+
+def test_evaluate_generation_with_references_and_a_reverse_lm(
+        run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ckpt, data = run
+    stories = data / "rocstories" / "ROCStories_test.csv"
+    out = tmp_path / "e.jsonl"
+    generate(ckpt, out, "--stories", str(stories), "--max-new-tokens", "8")
+    heldout = tmp_path / "heldout.txt"
+    heldout.write_text("he slept 7 .\nhe ate .\n")
+    rlm = ["--rlm-heldout", str(heldout), "--rlm-set", "trainer.max_epochs=2",
+           "model.backbone.init_args.hidden_size=16", "data.batch_size=2"]
+    assert main(["evaluate-generation", str(out), *rlm]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert {"bleu_1", "bleu_2", "corpus_bleu_1", "distinct_2", "self_bleu_2"} <= set(metrics)
+    # the held-out text has 6 word types plus <eos> and <unk>: an untrained LM scores log 8
+    assert 0 < metrics["rlm_score"] < 1.5 * math.log(8)
+    again = evaluate(read_records(out), rlm_heldout=str(heldout), rlm_overrides=rlm[3:],
+                     build_run=build_run)
+    assert again["rlm_score"] == pytest.approx(metrics["rlm_score"])  # seeded
+
+
+def test_errors_are_one_line(run: tuple[Path, Path], tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["generate", "--ckpt_path", str(tmp_path / "none.ckpt")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"synlm generate: --ckpt_path: no checkpoint at {tmp_path / 'none.ckpt'}")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"sample": "a b"}\nnot json\n')
+    assert main(["evaluate-generation", str(bad)]) == 2
+    assert f"{bad}:2: not JSON" in capsys.readouterr().err
+    assert main(["generate", "--ckpt_path", str(run[0]), "--metrics"]) == 2
+    assert "give --output FILE" in capsys.readouterr().err
+    assert main(["generate", "--ckpt_path", str(run[0]), "--dm-sampling", "logits"]) == 2
+    assert "has no DependencyMixtureHead" in capsys.readouterr().err
+
+
+def test_a_mixture_model_samples_through_the_cli(tmp_path: Path) -> None:
+    """A DM-LSTM (phase 2) checkpoint samples from its mixture: the same tokens as re-running
+    the whole sequence at every step, which is what generate does for it."""
+    write_stories(tmp_path / "data" / "rocstories" / "ROCStories_dev.csv", 8)
+    write_stories(tmp_path / "data" / "rocstories" / "ROCStories_test.csv", 2, start=50)
+    args = ["fit", "--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY,
+            "--model.heads=[{class_path: DependencyMixtureHead, init_args: {phase: mixture, "
+            "context: 8}}]", "--data.corpus=ROCStories",
+            f"--data.corpus.init_args.data_dir={tmp_path / 'data'}",
+            "--data.corpus.init_args.staged=true", "--data.corpus.init_args.held_out=2",
+            "--data.eval_mode=stream", f"--data.cache_dir={tmp_path / 'cache'}",
+            "--trainer.max_steps=2", f"--trainer.default_root_dir={tmp_path / 'run'}"]
+    assert main(args) == 0
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    records = generate(ckpt, tmp_path / "m.jsonl", "--stories",
+                       str(tmp_path / "data" / "rocstories" / "ROCStories_test.csv"),
+                       "--max-new-tokens", "5")
+    model = load_model(str(ckpt))
+    assert model.heads[0].replaces_distribution and len(records) == 2
+    logits = generate(ckpt, tmp_path / "l.jsonl", "--stories",
+                      str(tmp_path / "data" / "rocstories" / "ROCStories_test.csv"),
+                      "--max-new-tokens", "5", "--dm-sampling", "logits")
+    assert len(logits) == 2  # the same checkpoint sampled through its logit mixture
+    row = torch.tensor([[model.vocab.eos_id, *model.vocab.encode(["he", "ate", "."])]])
+    log_probs, _ = model.step(row)
+    assert torch.allclose(log_probs.exp().sum(-1), torch.ones(1, 4), atol=1e-5)
