@@ -1,19 +1,9 @@
-"""Dependency heads for raw text, written as a cached CoNLL-U file (``synlm annotate``,
-``ROCStories``/``WMTNews`` with ``parser``).
-
-    synlm annotate --input news/valid.txt --parser spacy --model spacy_ewt/model-best
-    synlm annotate --input rocstories/ROCStories_dev.csv --format rocstories \\
-        --parser spacy --model spacy_ewt/model-best
-    synlm annotate --input text.txt --parser conllu --conllu parsed.conllu
-
-Input: one pre-tokenised sentence per line (``lines``: WMT News, PTB text), or a ROCStories
-CSV (``rocstories``: its ``sentence1`` .. ``sentence5`` columns, one sentence each). The
-tokens are kept as they are: the spaCy pipeline gets them as a ``Doc`` with one sentence
-(no re-tokenisation, no sentence split), so the heads align with what a language model
-reads. ``--parser conllu`` takes the heads of an existing CoNLL-U parse of the same
-sentences instead (checked token by token). The output (``--output``, default under the
-cache folder, keyed by the input's and the parser's digests) is reused when it exists.
-"""
+"""Dependency heads for raw text as a cached CoNLL-U file: what ``synlm annotate`` writes
+and ``ROCStories``/``WMTNews`` read with ``parser``. The tokens are kept as they are: a spaCy
+pipeline gets each sentence as one ``Doc`` (no re-tokenisation, no sentence split), so the
+heads align with what a language model reads; or the heads of an existing CoNLL-U parse of
+the same sentences are taken, checked token by token. The output is keyed by the input's and
+the parser's digests and reused when it exists."""
 
 from __future__ import annotations
 

@@ -185,8 +185,12 @@ class TextCorpus(Corpus):
         raise CorpusError(
             f"{self.name}: missing {path}; download it from {remote.url} (or pass "
             f"download=True), or point {DATA_ENV} at a folder holding "
-            f"{self.folder}/{remote.name}"
+            f"{self.folder}/{remote.name}{self.missing_hint(split)}"
         )
+
+    def missing_hint(self, split: str) -> str:
+        """What else to do about a missing ``split`` file, appended to the error."""
+        return ""
 
     def sentences(self, split: str) -> list[Sentence]:
         path = self.path(split)

@@ -16,18 +16,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import ClassVar
 
 from synlm.data.annotation import annotate, parser_identity, read_stories
-from synlm.data.corpora import (
-    DATA_ENV,
-    Corpus,
-    CorpusError,
-    RemoteFile,
-    read_lines,
-    sha256_of,
-)
+from synlm.data.corpora import CorpusError, RemoteFile, TextCorpus, read_lines, sha256_of
 from synlm.syntax import ReaderError, Sentence, read_conllu
 
 
@@ -41,7 +33,7 @@ class Story:
     source: str
 
 
-class GenerationCorpus(Corpus):
+class GenerationCorpus(TextCorpus):
     """A corpus of text units (stories or sentences) for language modelling and sampling.
 
     Args:
@@ -54,34 +46,22 @@ class GenerationCorpus(Corpus):
             whose heads give the dependency gold of DM-models; None: no gold.
     """
 
-    normalization = "none"
-    folder: ClassVar[str]
-    files: ClassVar[dict[str, RemoteFile]]
     annotation_format: ClassVar[str]  # ``synlm annotate --format``
 
     def __init__(self, data_dir: str | None = None, download: bool = False,
                  staged: bool = False, held_out: int = 1000, parser: str | None = None
                  ) -> None:
-        super().__init__(data_dir)
-        self.download = download
+        super().__init__(data_dir, download)
         self.staged = staged
         self.held_out = held_out
         self.parser = parser
         self.gold = frozenset({"dependency"}) if parser else frozenset()
 
-    def path(self, split: str) -> Path:
-        """The file of ``split`` (fetched with ``download``); a missing one names the fix."""
-        remote = self.files[split]
-        path = self.data_dir / self.folder / remote.name
-        if path.exists():
-            return path
-        if self.download:
-            return remote.fetch(path)
-        staged = (f", or set staged: true to train on the {self.files['valid'].name} split "
-                  "(docs/data.md)" if split == "train" else "")
-        raise CorpusError(f"{self.name}: missing {path}; download it from {remote.url} (or "
-                          f"pass download=True), or point {DATA_ENV} at a folder holding "
-                          f"{self.folder}/{remote.name}{staged}")
+    def missing_hint(self, split: str) -> str:
+        if split != "train":
+            return ""
+        return (f", or set staged: true to train on the {self.files['valid'].name} split "
+                "(docs/data.md)")
 
     def units(self, split: str) -> list[Sentence]:
         """Every unit of the ``split`` file, in order, with heads when ``parser`` is set."""
