@@ -41,9 +41,10 @@ def generate(model: SyntaxLM, prompts: Tensor, max_new_tokens: int,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              generator: torch.Generator | None = None, use_cache: bool = True,
              stop_at_eos: bool = True) -> Tensor:
-    """Sample ``max_new_tokens`` continuations (B, N) of ``prompts`` (B, P), rows of equal
-    length (``[<eos>, w1 .. wk]`` for a context; ``[<eos>]`` for unconditional samples).
-    With ``stop_at_eos`` a row that has produced ``<eos>`` continues with ``<eos>`` only.
+    """Sample continuations (B, N) of ``prompts`` (B, P), rows of equal length
+    (``[<eos>, w1 .. wk]`` for a context; ``[<eos>]`` for unconditional samples), N =
+    ``max_new_tokens``. With ``stop_at_eos`` a row that has produced ``<eos>`` continues
+    with ``<eos>`` only, and sampling stops early (N smaller) once every row has.
     ``generator`` seeds the sampling (same seed, same samples)."""
     eos = model.vocab.eos_id if model.vocab is not None else 0
     incremental = (use_cache and model.backbone.spec.incremental
@@ -58,6 +59,8 @@ def generate(model: SyntaxLM, prompts: Tensor, max_new_tokens: int,
             token = token.masked_fill(done, eos)
             done |= token == eos
         new.append(token)
+        if stop_at_eos and bool(done.all()):
+            break
         sequence = torch.cat([sequence, token[:, None]], dim=1)
         if incremental:
             log_probs, state = model.step(token[:, None], state)

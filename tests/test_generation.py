@@ -54,7 +54,7 @@ def sample(model: SyntaxLM, seed: int, **kw) -> torch.Tensor:
 def test_cached_and_uncached_generation_agree_and_seeds_reproduce(name: str) -> None:
     model = lm(name)
     cached = sample(model, 1, top_p=0.9)
-    assert cached.shape == (2, 12)
+    assert cached.size(0) == 2 and cached.size(1) <= 12
     assert torch.equal(cached, sample(model, 1, top_p=0.9, use_cache=False))
     assert torch.equal(cached, sample(model, 1, top_p=0.9))  # same seed, same samples
     assert not torch.equal(cached, sample(model, 2, top_p=0.9))
@@ -74,6 +74,6 @@ def test_rows_stop_at_eos() -> None:
         model.decoder.bias.fill_(-50.0)
         model.decoder.bias[0] = 50.0  # <eos> (id 0) almost surely first
     out = sample(model, 1)
-    assert torch.equal(out, torch.zeros_like(out))
+    assert torch.equal(out, torch.zeros(2, 1, dtype=torch.long))  # every row done: stop
     assert math.isclose(float(model.step(torch.tensor([[0]]))[0].exp().sum()), 1.0,
                         rel_tol=1e-5)
