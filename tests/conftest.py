@@ -114,3 +114,14 @@ def write_stories(path: Path, n: int, start: int = 0) -> None:
         for i in range(start, start + n):
             writer.writerow([f"[MALE] woke up {i} .", "he ate .", "he ran .", "it rained .",
                              f"he slept {i} .", "1"])
+
+
+def run_cli(args: list[str]) -> int:
+    """``synlm`` with ``args``: its exit code, also when it exits by ``SystemExit``
+    (``--print_config``, ``--help``, argument errors)."""
+    from synlm.cli import main
+
+    try:
+        return main(args)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import TINY_OVERRIDES
-from synlm.cli import main
+from conftest import TINY_OVERRIDES, run_cli
 from synlm.registry import REPO_CONFIGS
 
 REPO = REPO_CONFIGS.parent
@@ -23,13 +22,6 @@ ABLATIONS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.glob("
 BASE_COMMENT = re.compile(r"#\s*base:\s*(\S+)\s*")
 
 KeyPath = tuple[str | int, ...]
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        return main(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
 
 
 def base_of(name: str) -> Path:

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TINY_OVERRIDES, local_gpt2
-from synlm.cli import main
+from conftest import TINY_OVERRIDES, local_gpt2, run_cli
 from synlm.registry import REPO_CONFIGS, list_components
 
 EXPERIMENTS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
@@ -18,13 +17,6 @@ EXPERIMENTS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
 #: ablations/*.yaml are partial too, but stack on their own base: tests/test_ablations.py.
 PARTIALS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
                   [*REPO_CONFIGS.glob("data/*.yaml"), *REPO_CONFIGS.glob("trainer/*.yaml")])
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        return main(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
