@@ -2,11 +2,12 @@
 # Short-budget generation runs (docs/results.md, DMLM Tables 2 and 4): AWD-LSTM and DM-LSTM
 # from the shipped generation configs at one small size (embedding 200, LSTM 400, 3 layers,
 # batch 40), trained on the staged splits (staged: true), then sampled and scored.
-#   bash benchmarks/generation_budget.sh OUT_DIR TASK [EPOCHS] [DEP] [N]
+#   bash benchmarks/generation_budget.sh OUT_DIR TASK [EPOCHS] [DEP] [N] [ORACLE_EPOCHS]
 # TASK roc: AWD-LSTM for EPOCHS epochs; DM-LSTM for DEP epochs of dependency modelling then
 # EPOCHS - DEP of the mixture (context 56); endings for the first N test stories (nucleus
 # p 0.5, the paper's), scored against sentence 5.
-# TASK news: the same two models plus an oracle AWD-LSTM (another seed, 2 x EPOCHS epochs) for
+# TASK news: the same two models plus an oracle AWD-LSTM (another seed, ORACLE_EPOCHS, default
+# 2 x EPOCHS) for
 # the LM score; N unconditional samples each by pure sampling (as Tables 4's scores), scored
 # by the oracle and by a reverse LM (configs/rlm.yaml) on the real test split.
 # Needs SYNLM_DATA_DIR (rocstories/, emnlp2017_news/) and PARSER, a spaCy pipeline for the
@@ -17,6 +18,7 @@ task=${2:?roc or news}
 epochs=${3:-3}
 dep=${4:-1}
 n=${5:-1000}
+oracle_epochs=${6:-$((2 * epochs))}
 parser=${PARSER:?a spaCy pipeline directory}
 mkdir -p "$out"
 small=(--data.corpus.init_args.staged=true --model.backbone.init_args.input_size=200
@@ -48,7 +50,7 @@ if [ "$task" = roc ]; then
     sample "$name" --stories "$out/stories.csv" --top-p 0.5
   done
 else
-  run oracle_news awd_lstm_news.yaml "$((2 * epochs))" --seed_everything=7
+  run oracle_news awd_lstm_news.yaml "$oracle_epochs" --seed_everything=7
   for name in awd_lstm_news dm_lstm_news; do
     sample "$name" --num-samples "$n" --max-new-tokens 51 --oracle \
       "$out/oracle_news/checkpoints/last.ckpt" \

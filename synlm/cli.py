@@ -19,6 +19,8 @@ from lightning.pytorch.cli import (
     SaveConfigCallback,
 )
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.optim import Optimizer
 
 from synlm import __version__
@@ -31,19 +33,97 @@ jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
 
 
 class RunCheckpoint(ModelCheckpoint):
-    """``epoch{epoch:03d}-step{step:06d}.ckpt`` (best by ``val/ppl``) plus ``last.ckpt``
-    (at every validation and when training ends), in ``<default_root_dir>/checkpoints``
-    so ``--ckpt_path last`` finds the previous run."""
+    """``epoch{epoch:03d}-step{step:06d}.ckpt`` (best by ``val/ppl``) plus ``last.ckpt``, in
+    ``<default_root_dir>/checkpoints`` so ``--ckpt_path last`` finds the previous run.
+
+    ``last.ckpt`` is written where Lightning's loops restart from exactly: after a step's
+    validation, or at the end of a step before the loops close its epoch (once closed,
+    they count an epoch that training left midway as finished, and a resume would start
+    the next one):
+
+    * after every validation during fit (Lightning: only when the best improved);
+    * at the end of the step after which training stops (``max_steps``, ``max_time``,
+      ``trainer.should_stop``, SIGTERM) or its epoch ends, unless a scheduled validation
+      follows (then after that). A validation Lightning adds only because training stops
+      is not in the checkpoint, as an uninterrupted run has none;
+    * on SIGTERM, which Lightning turns into a ``SIGTERMException`` once the step (and its
+      validation if one is due) is done, when the above did not already save that step.
+
+    Nothing is written when training ends (Lightning would, after closing the epoch), on
+    other exceptions, which can come from the middle of a step, nor between the batches of
+    an accumulated step, whose pending gradients no checkpoint holds: ``last.ckpt`` stays
+    the last consistent one."""
 
     def __init__(self) -> None:
         super().__init__(filename="epoch{epoch:03d}-step{step:06d}", monitor="val/ppl",
                          mode="min", save_last=True, auto_insert_metric_name=False,
-                         enable_version_counter=False)
+                         enable_version_counter=False, save_on_train_epoch_end=False)
+
+    def _save_last(self, trainer: pl.Trainer) -> None:
+        """``last.ckpt`` now, unless this step is saved already (or no fit is training)."""
+        if not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Resuming from the end of an epoch's last batch, Lightning counts that epoch as
+        finished but keeps its mid-epoch restart stage, which would skip the next epoch's
+        start (``on_train_epoch_start``: the carried state's reset, NT-ASGD's schedule);
+        clear the stage so that the epoch starts as in an uninterrupted run."""
+        super().on_train_start(trainer, pl_module)
+        fit_loop = trainer.fit_loop
+        epochs = fit_loop.epoch_progress.current
+        if fit_loop.restarted_mid_epoch and epochs.completed == epochs.ready:
+            fit_loop.reset_restart_stage()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           outputs: Any, batch: Any, batch_idx: int) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if self._last_step_before_stop_or_epoch_end(trainer):
+            self._save_last(trainer)
+
+    @staticmethod
+    def _last_step_before_stop_or_epoch_end(trainer: pl.Trainer) -> bool:
+        """Whether training (may) stop or the epoch ends after this batch, which closes an
+        optimiser step and has no scheduled validation after it. Callbacks that stop
+        training at a batch's end (``Timer``) run before checkpoint callbacks, so their
+        ``should_stop`` is seen here."""
+        loop = trainer.fit_loop.epoch_loop
+        stops = loop._is_training_done or trainer.should_stop or trainer.received_sigterm
+        if not stops or loop._should_accumulate():
+            return False
+        # the schedule alone: Lightning also validates because should_stop is set
+        stop, trainer.should_stop = trainer.should_stop, False
+        try:
+            return not loop._should_check_val_fx(trainer.fit_loop._data_fetcher)
+        finally:
+            trainer.should_stop = stop
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_validation_end(trainer, pl_module)
+        self._save_last(trainer)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Also write ``last.ckpt`` when training stops between validations (max_steps)."""
-        if trainer.global_step != self._last_global_step_saved:
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        """Nothing: the step training stopped at is saved (Lightning would save here, with
+        the epoch closed, which resumes in the next one)."""
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                     exception: BaseException) -> None:
+        """SIGTERM: Lightning finished the step (and its validation if one was due) and
+        raised ``SIGTERMException``; save that step if it is not saved yet, unless the
+        exception came from a validation, after the epoch was closed or between the
+        batches of an accumulated step (no consistent state to save: ``last.ckpt`` is
+        left as it was)."""
+        if not isinstance(exception, SIGTERMException):
+            return
+        loop = trainer.fit_loop.epoch_loop
+        if not (trainer.validating or loop._num_ready_batches_reached()
+                or loop._should_accumulate()):
+            self._save_last(trainer)
+        saved = self._last_global_step_saved == trainer.global_step
+        rank_zero_info(f"SIGTERM after step {trainer.global_step}: "
+                       + ("saved last.ckpt; " if saved else
+                          "no consistent state to save here, last.ckpt is left as it was; ")
+                       + "continue with --ckpt_path last")
 
 
 class SaveRunConfig(SaveConfigCallback):

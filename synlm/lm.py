@@ -488,8 +488,8 @@ class SyntaxLM(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Save the carried training state and torch's RNG (dropout masks), so a resumed
         run continues bit for bit (Lightning saves neither), and the vocabulary and word
-        normalisation ``synlm parse`` needs. Window lengths come from their own seeded
-        generator, so no other RNG matters."""
+        normalisation ``synlm parse`` needs. Window lengths and sentence batches come from
+        generators seeded by (seed, epoch), so no other RNG matters."""
         rng = {"cpu": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()

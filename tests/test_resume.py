@@ -1,21 +1,65 @@
-"""Resuming from last.ckpt continues bit for bit: 2 steps + resume + 2 steps == 4 steps."""
+"""Resuming from last.ckpt continues bit for bit, wherever training stopped: at a
+validation, between validations (``max_steps``), at an epoch's end, by ``max_time``, after
+an exception, and by SIGTERM (also tests/test_preemption.py, with a real process)."""
 
 from __future__ import annotations
 
 import csv
+import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import lightning.pytorch as pl
+import numpy as np
 import pytest
 import torch
+from lightning.pytorch.callbacks import Checkpoint
 
 from conftest import TINY_OVERRIDES
 from synlm.cli import main
+from synlm.data.batching import ShuffledLoader
+from synlm.data.datamodule import SynLMDataModule
+from synlm.data.synthetic import SyntheticTreebank
 from synlm.registry import REPO_CONFIGS
+
+#: The quickstart's ON-LSTM at a tiny size (kept by the other backbones where they share
+#: the argument).
+SMALL_MODEL = ["--model.backbone.init_args.input_size=16",
+               "--model.backbone.init_args.hidden_size=24",
+               "--model.backbone.init_args.chunk_size=4"]
+SMALL_CORPUS = ["--data.corpus.init_args.n_train=60"]
+NT_ASGD = ["--trainer.callbacks+=NTASGD", "--trainer.callbacks.finetune_epoch=0"]
+CASES = {
+    "stream": [],
+    "sentence": ["--data.mode=sentence"],
+    "nt-asgd-averaging": NT_ASGD,
+    "awd-lstm": ["--model.backbone=AWDLSTM", "--model.heads=[]"],
+    "prpn": ["--model.backbone=PRPN", "--model.backbone.init_args.n_slots=5",
+             "--model.heads=[]"],
+    "transformer-token-budget": [
+        "--model.backbone=Transformer", "--model.backbone.init_args.num_layers=2",
+        "--model.backbone.init_args.num_heads=2", "--model.backbone.init_args.ffn_size=32",
+        "--model.heads=[]", "--data.mode=sentence", "--data.max_tokens=128",
+        "--optimizer=AdamW", "--lr_scheduler=InverseSqrtWarmup",
+        "--lr_scheduler.warmup_steps=3"],
+}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    """Tiny models gain nothing from more threads, and on a busy CPU waking them costs
+    more than the work."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def fit(root: Path, max_steps: int, *extra: str) -> None:
     args = ["fit", "--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY_OVERRIDES,
-            f"--trainer.max_steps={max_steps}", "--trainer.val_check_interval=2",
+            *SMALL_MODEL, f"--trainer.max_steps={max_steps}", "--trainer.val_check_interval=2",
             "--trainer.limit_val_batches=2", "--trainer.log_every_n_steps=1",
             f"--trainer.default_root_dir={root}", *extra]
     assert main(args) == 0
@@ -30,31 +74,182 @@ def step_losses(root: Path) -> dict[int, str]:
     return losses
 
 
-@pytest.mark.parametrize(
-    "optimiser",
-    [[], ["--trainer.callbacks+=NTASGD", "--trainer.callbacks.finetune_epoch=0"],
-     ["--model.backbone=PRPN", "--model.backbone.init_args.input_size=16",
-      "--model.backbone.init_args.hidden_size=24", "--model.heads=[]"],
-     ["--model.backbone=Transformer", "--model.backbone.init_args.input_size=16",
-      "--model.backbone.init_args.num_layers=2", "--model.backbone.init_args.num_heads=2",
-      "--model.backbone.init_args.ffn_size=32", "--model.heads=[]", "--data.mode=sentence",
-      "--data.max_tokens=128", "--optimizer=AdamW", "--lr_scheduler=InverseSqrtWarmup",
-      "--lr_scheduler.warmup_steps=3"]],
-    ids=["sgd", "nt-asgd-averaging", "prpn-state", "transformer-token-budget"],
-)
-def test_resume_equals_uninterrupted(tmp_path: Path, optimiser: list[str]) -> None:
+def last(root: Path) -> dict[str, Any]:
+    return torch.load(root / "checkpoints" / "last.ckpt", weights_only=False)
+
+
+def assert_identical(a: Any, b: Any, where: str) -> None:
+    """Nested dicts, sequences and tensors equal bit for bit."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_identical(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_identical(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def assert_same_runs(straight: Path, resumed: Path, steps: int) -> None:
+    """The same weights, optimiser state, carried state, RNG and NT-ASGD state bit for bit,
+    and the same training loss at every step (identical strings)."""
+    a, b = last(straight), last(resumed)
+    assert a["global_step"] == b["global_step"] == steps
+    for key in ("state_dict", "optimizer_states", "lr_schedulers", "synlm"):
+        assert_identical(a[key], b[key], key)
+    for key in (k for k in a["callbacks"] if k.startswith("NTASGD")):
+        assert_identical(a["callbacks"][key], b["callbacks"][key], key)
+    losses = step_losses(straight)
+    assert sorted(losses) == list(range(steps))
+    assert step_losses(resumed) == losses
+
+
+def resume_chain(tmp_path: Path, stops: list[int], steps: int, *extra: str) -> None:
+    """``stops`` runs, each resuming the last, then one to ``steps``, against one run."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    fit(straight, steps, *extra)
+    for i, stop in enumerate(stops):
+        fit(resumed, stop, *extra, *(["--ckpt_path=last"] if i else []))
+        assert last(resumed)["global_step"] == stop
+    fit(resumed, steps, "--ckpt_path=last", *extra)
+    assert_same_runs(straight, resumed, steps)
+
+
+@pytest.mark.parametrize("extra", [[], NT_ASGD], ids=["sgd", "nt-asgd-averaging"])
+def test_resume_after_a_stop_at_a_validation(tmp_path: Path, extra: list[str]) -> None:
     """With NT-ASGD averaging, validation (and the checkpoint at step 2) use the averaged
     weights while training goes on from the raw ones: the resume must restore both."""
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    fit(straight, 4, *optimiser)
-    fit(resumed, 2, *optimiser)
-    fit(resumed, 4, "--ckpt_path=last", *optimiser)
+    resume_chain(tmp_path, [2], 4, *extra)
 
-    a = torch.load(straight / "checkpoints" / "last.ckpt", weights_only=False)
-    b = torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=False)
-    assert a["global_step"] == b["global_step"] == 4
-    for name, tensor in a["state_dict"].items():
-        assert torch.equal(tensor, b["state_dict"][name]), name
-    losses = step_losses(straight)
-    assert len(losses) == 4
-    assert step_losses(resumed) == losses  # identical strings: bit for bit
+
+@pytest.mark.parametrize("extra", list(CASES.values()), ids=list(CASES))
+def test_resume_after_a_stop_between_validations(tmp_path: Path, extra: list[str]) -> None:
+    """Stopped by max_steps at step 3 (validations at 2 and 4): the checkpoint is the end
+    of step 3 in its epoch, not an epoch Lightning has closed (which resumed in the next
+    epoch, with other windows and a fresh carried state)."""
+    resume_chain(tmp_path, [3], 5, *extra)
+
+
+def test_resume_across_epoch_ends(tmp_path: Path) -> None:
+    """Stops mid-epoch, at the last step of an epoch (no validation there), at the first
+    step after a resume and mid-way through the next epoch, with fixed windows (built
+    once, the loader kept epoch 0 and a later epoch's position was dropped)."""
+    dm = SynLMDataModule(SyntheticTreebank(n_train=60, n_valid=60, n_test=60), batch_size=4,
+                         bptt=12, variable_bptt=False)  # as TINY_OVERRIDES + SMALL_CORPUS
+    epoch = len(dm.train_dataloader())
+    assert epoch % 3  # no validation at its last step
+    resume_chain(tmp_path, [4, epoch, epoch + 1, epoch + 3], epoch + 5, *SMALL_CORPUS,
+                 "--data.variable_bptt=false", "--trainer.val_check_interval=3")
+
+
+def test_resume_after_max_time(tmp_path: Path) -> None:
+    """``max_time`` stops at some step k and validates there (Lightning); the checkpoint is
+    that of step k before that validation, which an uninterrupted run does not have (NT-ASGD
+    would count it)."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    extra = [*SMALL_CORPUS, *NT_ASGD, "--trainer.callbacks.stop_when_nonmono=false"]
+    fit(resumed, -1, "--trainer.max_time=00:00:00:01", *extra)
+    steps = last(resumed)["global_step"] + 3
+    fit(resumed, steps, "--ckpt_path=last", *extra)
+    fit(straight, steps, *extra)
+    assert_same_runs(straight, resumed, steps)
+
+
+class RaiseAt(pl.Callback):
+    """Raises at the start of the step after ``step`` optimiser steps."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError(f"boom at {self.step}")
+
+
+def test_resume_after_an_exception(tmp_path: Path) -> None:
+    """An exception writes nothing (it may come from the middle of a step): last.ckpt is
+    that of the last validation, and continues from there exactly."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    fit(straight, 6)
+    with pytest.raises(RuntimeError, match="boom at 3"):
+        fit(resumed, 6, f"--trainer.callbacks+={__name__}.RaiseAt",
+            "--trainer.callbacks.step=3")
+    assert last(resumed)["global_step"] == 2
+    fit(resumed, 6, "--ckpt_path=last")
+    assert_same_runs(straight, resumed, 6)
+
+
+class SigtermAt(pl.Callback):
+    """Sends this process SIGTERM after ``step`` optimiser steps: in ``on_train_batch_end``
+    (before checkpoint callbacks run) or in the validation of that step."""
+
+    def __init__(self, step: int, during: str = "train") -> None:
+        self.step, self.during = step, during
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if self.during == "train" and trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def on_validation_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if self.during == "validation" and trainer.global_step == self.step \
+                and not trainer.sanity_checking:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+class LateSigtermAt(Checkpoint):
+    """SIGTERM after the checkpoint callbacks' ``on_train_batch_end`` (a ``Checkpoint``
+    runs after the others, in order): Lightning still finishes the step and raises
+    ``SIGTERMException``, which RunCheckpoint.on_exception saves."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.parametrize(("callback", "options", "saved"), [
+    ("SigtermAt", ["--trainer.callbacks.step=3"], 3),
+    ("LateSigtermAt", ["--trainer.callbacks.step=3"], 3),
+    ("SigtermAt", ["--trainer.callbacks.step=4", "--trainer.callbacks.during=validation"], 2),
+], ids=["at-step-end", "after-checkpoint-callbacks", "during-validation"])
+def test_resume_after_sigterm(tmp_path: Path, callback: str, options: list[str],
+                              saved: int) -> None:
+    """SIGTERM ends fit with Lightning's ``SIGTERMException`` (a ``SystemExit`` without
+    code: exit status 0) once the step is done, and last.ckpt holds that step (validations
+    at 2, 4, 6). One that comes during a validation, which Lightning leaves midway, leaves
+    last.ckpt at the previous validation."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    fit(straight, 7)
+    with pytest.raises(SystemExit) as stopped:
+        fit(resumed, 7, f"--trainer.callbacks+={__name__}.{callback}", *options)
+    assert stopped.value.code is None
+    assert last(resumed)["global_step"] == saved
+    fit(resumed, 7, "--ckpt_path=last")
+    assert_same_runs(straight, resumed, 7)
+
+
+def test_shuffled_sentence_batches_resume_and_split_over_ranks() -> None:
+    """Sentence mode's training order comes from (seed, epoch): a loader given another's
+    position continues it; ranks get disjoint shares of one padded order."""
+    dataset = [({"tokens": np.array([i, i]), "targets": np.array([i, i])}, None)
+               for i in range(10)]
+
+    def units(loader: ShuffledLoader) -> list[int]:
+        return [int(i) for batch in loader for i in batch.tokens[:, 0]]
+
+    one = ShuffledLoader(dataset, batch_size=3, seed=1)
+    assert len(one) == 4 and sorted(units(one)) == list(range(10))
+    assert units(one) != units(ShuffledLoader(dataset, batch_size=3, seed=1, epoch=1))
+    next(iter(one))
+    resumed = ShuffledLoader(dataset, batch_size=3, seed=1)
+    resumed.load_state_dict(one.state_dict())
+    assert units(resumed) == units(one)[3:]
+    shares = [units(ShuffledLoader(dataset, 3, seed=1, rank=r, world_size=4)) for r in range(4)]
+    assert [len(s) for s in shares] == [3] * 4  # 10 padded to 12
+    assert {i for s in shares for i in s} == set(range(10))

@@ -160,7 +160,38 @@ def token_budget_batches(lengths: np.ndarray, max_tokens: int, rng: np.random.Ge
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-class TokenBudgetLoader(ResumableLoader):
+class SentenceLoader(ResumableLoader):
+    """Yields padded batches of ``dataset``'s units, each given by its item indices."""
+
+    def __init__(self, dataset: torch.utils.data.Dataset, batches: list[np.ndarray],
+                 epoch: int = 0) -> None:
+        super().__init__(epoch)
+        self.dataset = dataset
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def batch(self, i: int) -> Batch:
+        return collate_units([self.dataset[int(j)] for j in self.batches[i]])
+
+
+class ShuffledLoader(SentenceLoader):
+    """Batches of ``batch_size`` units in an order redrawn per epoch from ``(seed, epoch)``
+    (the last batch may be smaller), so that a resumed run draws the same order. With
+    ``world_size`` ranks the order is first padded by repeating its first units to a
+    multiple of ``world_size``, and rank r takes units r, r + world_size, ... (as torch's
+    ``DistributedSampler``)."""
+
+    def __init__(self, dataset: torch.utils.data.Dataset, batch_size: int, seed: int,
+                 epoch: int = 0, rank: int = 0, world_size: int = 1) -> None:
+        order = np.random.default_rng([seed, epoch]).permutation(len(dataset))
+        order = np.concatenate([order, order[: -len(order) % world_size]])[rank::world_size]
+        super().__init__(dataset, [order[i : i + batch_size]
+                                   for i in range(0, len(order), batch_size)], epoch)
+
+
+class TokenBudgetLoader(SentenceLoader):
     """Sentence batches of at most ``max_tokens`` padded tokens (``token_budget_batches``),
     redrawn per epoch from ``(seed, epoch)``. With ``world_size`` ranks, rank r takes batches
     r, r + world_size, ...; the list is first padded by repeating its first batches so every
@@ -168,18 +199,10 @@ class TokenBudgetLoader(ResumableLoader):
 
     def __init__(self, dataset: torch.utils.data.Dataset, lengths: np.ndarray, max_tokens: int,
                  seed: int, epoch: int = 0, rank: int = 0, world_size: int = 1) -> None:
-        super().__init__(epoch)
-        self.dataset = dataset
         batches = token_budget_batches(lengths, max_tokens,
                                        np.random.default_rng([seed, epoch]))
         batches += batches[: -len(batches) % world_size]
-        self.batches = batches[rank::world_size]
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def batch(self, i: int) -> Batch:
-        return collate_units([self.dataset[int(j)] for j in self.batches[i]])
+        super().__init__(dataset, batches[rank::world_size], epoch)
 
 
 class UnitDataset(torch.utils.data.Dataset):

@@ -14,6 +14,7 @@ import torch
 
 from synlm.data.batching import (
     Columns,
+    ShuffledLoader,
     StreamLoader,
     TokenArrays,
     TokenBudgetLoader,
@@ -314,10 +315,9 @@ class SynLMDataModule(pl.LightningDataModule):
         return self.trainer.global_rank, self.trainer.world_size
 
     def setup(self, stage: str) -> None:
-        redrawn = (self.variable_bptt if self.mode == "stream"
-                   else self.max_tokens is not None)
-        if redrawn and self.trainer is not None:
-            # windows or batches are redrawn every epoch, so the loader (and its length) is too
+        if self.trainer is not None:
+            # the training loader is built per epoch: windows or batches are redrawn from
+            # (seed, epoch), and the position a checkpoint saves is one in that epoch
             self.trainer.reload_dataloaders_every_n_epochs = 1
 
     def _stream_loader(self, split: str, n_columns: int, train: bool) -> StreamLoader:
@@ -332,22 +332,27 @@ class SynLMDataModule(pl.LightningDataModule):
         return StreamLoader(columns, lengths, epoch=epoch)
 
     def _sentence_loader(self, split: str, batch_size: int, train: bool
-                         ) -> torch.utils.data.DataLoader | TokenBudgetLoader:
+                         ) -> torch.utils.data.DataLoader | ShuffledLoader | TokenBudgetLoader:
+        """Training: batches redrawn every epoch from ``(seed, epoch)``, resumable mid-epoch
+        (``ResumableLoader``); evaluation: the split in order."""
         arrays, bounds = self.stream(split, "sentence")
         dataset = UnitDataset(arrays, bounds, self.sentences(split))
         lengths = np.diff(bounds)  # tokens per unit
-        if train and self.max_length is not None:
+        if not train:
+            # its own generator: a loader's iterator draws its seed from one, which must not
+            # be torch's global RNG (dropout masks)
+            return torch.utils.data.DataLoader(
+                dataset, batch_size=batch_size, collate_fn=collate_units,
+                num_workers=self.num_workers, generator=torch.Generator().manual_seed(self.seed))
+        if self.max_length is not None:
             keep = np.flatnonzero(lengths - 1 <= self.max_length)
             dataset, lengths = torch.utils.data.Subset(dataset, keep.tolist()), lengths[keep]
-        if train and self.max_tokens is not None:
-            rank, world = self._world()
-            epoch = self.trainer.current_epoch if self.trainer is not None else 0
+        rank, world = self._world()
+        epoch = self.trainer.current_epoch if self.trainer is not None else 0
+        if self.max_tokens is not None:
             return TokenBudgetLoader(dataset, lengths, self.max_tokens, self.seed, epoch,
                                      rank, world)
-        generator = torch.Generator().manual_seed(self.seed)
-        return torch.utils.data.DataLoader(
-            dataset, batch_size=batch_size, shuffle=train, collate_fn=collate_units,
-            num_workers=self.num_workers, generator=generator)
+        return ShuffledLoader(dataset, batch_size, self.seed, epoch, rank, world)
 
     def _loader(self, split: str, batch_size: int, train: bool = False):
         if (self.mode if train else self.eval_mode) == "stream":
