@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from synlm.data.corpora import read_lines
-from synlm.data.generation_corpora import read_stories
+from synlm.data.generation_corpora import Story
 from synlm.data.normalization import normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.data.vocab import Vocab, atomic_write_text
@@ -51,8 +51,7 @@ class Prompt:
 
 def stories_prompts(path: Path) -> list[Prompt]:
     """ROCStories story-ending prompts: sentences 1-4 as context, sentence 5 as reference."""
-    return [Prompt([w for words, _ in story[:4] for w in words], story[4][0])
-            for story in read_stories(path)]
+    return [Prompt(story.context, story.ending) for story in Story.read(path)]
 
 
 def lines_prompts(contexts: Path, references: Path | None) -> list[Prompt]:

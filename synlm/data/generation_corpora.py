@@ -16,10 +16,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import ClassVar
 
-from synlm.data.annotation import annotate, parser_identity, read_stories
-from synlm.data.corpora import CorpusError, RemoteFile, TextCorpus, read_lines, sha256_of
+from synlm.data.annotation import annotate, parser_identity, read_input, read_stories
+from synlm.data.corpora import CorpusError, RemoteFile, TextCorpus, sha256_of
 from synlm.syntax import ReaderError, Sentence, read_conllu
 
 
@@ -31,6 +32,18 @@ class Story:
     context: list[str]
     ending: list[str]
     source: str
+
+    @classmethod
+    def read(cls, path: Path) -> list[Story]:
+        """Every story of a ROCStories CSV as context and ending."""
+        return [cls([w for words, _ in story[:4] for w in words], story[4][0],
+                    _story_source(story))
+                for story in read_stories(path)]
+
+
+def _story_source(story: list[tuple[list[str], str]]) -> str:
+    """``file:line`` of a story read by ``read_stories`` (its sentences add ``:column``)."""
+    return story[0][1].rsplit(":", 1)[0]
 
 
 class GenerationCorpus(TextCorpus):
@@ -140,7 +153,7 @@ class ROCStories(GenerationCorpus):
                 for sentence in parsed[5 * i:5 * i + 5]:
                     heads += [h + offset if h else 0 for h in sentence.heads]
                     offset += len(sentence.words)
-            out.append(Sentence(words, heads=heads, source=story[0][1].rsplit(":", 1)[0]))
+            out.append(Sentence(words, heads=heads, source=_story_source(story)))
         return out
 
     def stories(self, split: str) -> list[Story]:
@@ -148,9 +161,7 @@ class ROCStories(GenerationCorpus):
         if self.staged and split != "test":
             raise CorpusError(f"{self.name}: staged: only the test split's stories are "
                               "served as contexts")
-        return [Story([w for sentence, _ in story[:4] for w in sentence], story[4][0],
-                      story[0][1].rsplit(":", 1)[0])
-                for story in read_stories(self.path(split))]
+        return Story.read(self.path(split))
 
 
 class WMTNews(GenerationCorpus):
@@ -171,12 +182,7 @@ class WMTNews(GenerationCorpus):
     }
 
     def units(self, split: str) -> list[Sentence]:
-        path = self.path(split)
-        parsed = self.annotation(split) if self.parser else None
-        out = []
-        for number, line in enumerate(read_lines(path), start=1):
-            if not line.split():
-                raise CorpusError(f"{path}:{number}: empty line, expected one sentence per line")
-            heads = parsed[number - 1].heads if parsed is not None else None
-            out.append(Sentence(line.split(), heads=heads, source=f"{path}:{number}"))
-        return out
+        lines = read_input(self.path(split), "lines")
+        parsed = self.annotation(split) if self.parser else [None] * len(lines)
+        return [Sentence(words, heads=p.heads if p else None, source=source)
+                for (words, source), p in zip(lines, parsed)]
