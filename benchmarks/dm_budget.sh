@@ -19,7 +19,7 @@ small=(--data.corpus="$corpus" --model.backbone.init_args.input_size=64
 run() {  # name config epochs extra-args...; a finished run (its last.ckpt exists) is kept
   local name=$1 config=$2 n=$3
   shift 3
-  if [ -e "$out/$name/checkpoints/last.ckpt" ]; then return; fi
+  if ls "$out/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then return; fi
   /usr/bin/time -f "$name %e s" synlm fit --config "configs/$config" "${small[@]}" \
     --trainer.max_epochs="$n" --trainer.default_root_dir="$out/$name" "$@" \
     > "$out/$name.log" 2>&1
@@ -27,9 +27,9 @@ run() {  # name config epochs extra-args...; a finished run (its last.ckpt exist
 run awd_lstm awd_lstm.yaml "$epochs"
 run dm_dep dm_lstm_dep.yaml "$dep"
 run dm_mixture dm_lstm.yaml "$((epochs - dep))" \
-  --model.init_from="$out/dm_dep/checkpoints/last.ckpt"
+  --model.init_from="$out/dm_dep"
 for name in awd_lstm dm_dep dm_mixture; do
-  python3 - "$out/$name/logs/version_0/metrics.csv" "$name" <<'PY'
+  python3 - "$out/$name/version_0/metrics.csv" "$name" <<'PY'
 import csv, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r.get("val/ppl")]
 print(sys.argv[2], " ".join(f"{float(r['val/ppl']):.2f}" for r in rows))

@@ -27,7 +27,7 @@ small=(--data.corpus.init_args.staged=true --model.backbone.init_args.input_size
 run() {  # name config epochs extra-args...; a finished run (its last.ckpt exists) is kept
   local name=$1 config=$2 epochs=$3
   shift 3
-  if [ -e "$out/$name/checkpoints/last.ckpt" ]; then return; fi
+  if ls "$out/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then return; fi
   /usr/bin/time -f "$name fit %e s" synlm fit --config "configs/generation/$config" \
     "${small[@]}" --trainer.max_epochs="$epochs" --trainer.default_root_dir="$out/$name" "$@" \
     > "$out/$name.log" 2>&1
@@ -36,14 +36,14 @@ sample() {  # name extra-args...: samples and metrics of $out/$name
   local name=$1
   shift
   /usr/bin/time -f "$name generate %e s" synlm generate \
-    --ckpt_path "$out/$name/checkpoints/last.ckpt" --output "$out/$name.jsonl" --metrics "$@" \
+    --ckpt_path "$out/$name" --output "$out/$name.jsonl" --metrics "$@" \
     > "$out/$name.metrics.json" 2> "$out/$name.generate.log"
   echo "$name $(cat "$out/$name.metrics.json")"
 }
 run "awd_lstm_$task" "awd_lstm_$task.yaml" "$epochs"
 run "dm_lstm_dep_$task" "dm_lstm_dep_$task.yaml" "$dep" --data.corpus.init_args.parser="$parser"
 run "dm_lstm_$task" "dm_lstm_$task.yaml" "$((epochs - dep))" \
-  --model.init_from="$out/dm_lstm_dep_$task/checkpoints/last.ckpt"
+  --model.init_from="$out/dm_lstm_dep_$task"
 if [ "$task" = roc ]; then
   head -n "$((n + 1))" "$SYNLM_DATA_DIR/rocstories/ROCStories_test.csv" > "$out/stories.csv"
   for name in awd_lstm_roc dm_lstm_roc; do
@@ -53,12 +53,12 @@ else
   run oracle_news awd_lstm_news.yaml "$oracle_epochs" --seed_everything=7
   for name in awd_lstm_news dm_lstm_news; do
     sample "$name" --num-samples "$n" --max-new-tokens 51 --oracle \
-      "$out/oracle_news/checkpoints/last.ckpt" \
+      "$out/oracle_news" \
       --rlm-heldout "$SYNLM_DATA_DIR/emnlp2017_news/test.txt"
   done
 fi
 for name in "awd_lstm_$task" "dm_lstm_dep_$task" "dm_lstm_$task"; do
-  python3 - "$out/$name/logs/version_0/metrics.csv" "$name" <<'PY'
+  python3 - "$out/$name/version_0/metrics.csv" "$name" <<'PY'
 import csv, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r.get("val/ppl")]
 print(sys.argv[2], "val/ppl by epoch:", " ".join(f"{float(r['val/ppl']):.2f}" for r in rows))

@@ -20,7 +20,7 @@ span() {  # the span attention restated whole (a list item has no per-key overri
 run() {  # name config extra-args...; a finished run (its checkpoint exists) is kept
   local name=$1 config=$2
   shift 2
-  if ls "$out/$name"/checkpoints/*.ckpt > /dev/null 2>&1; then return; fi
+  if ls "$out/$name"/version_*/checkpoints/*.ckpt > /dev/null 2>&1; then return; fi
   /usr/bin/time -f "$name %e s" synlm fit --config "configs/$config" "${small[@]}" "$@" \
     --trainer.default_root_dir="$out/$name" > "$out/$name.log" 2>&1
 }
@@ -30,7 +30,7 @@ run palm_rb palm_rb.yaml "$(span ', "scores": "right_branching"')"
 run palm_s palm_s.yaml "$(span)"
 treebank=${SYNLM_DATA_DIR:?}/nltk_treebank/treebank.zip
 for name in palm_u palm_rb palm_s; do
-  ckpt=$(ls "$out/$name"/checkpoints/*.ckpt | grep -v last | head -1)
+  ckpt=$(ls "$out/$name"/version_*/checkpoints/*.ckpt | grep -v last | head -1)
   for length in 10 40; do
     synlm parse --ckpt_path "$ckpt" --treebank "$treebank" --protocol palm \
       --max-length "$length" > "$out/$name.wsj$length.json"

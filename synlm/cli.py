@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -23,18 +24,23 @@ from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.optim import Optimizer
 
-from synlm import __version__
+from synlm import __version__, runs
 from synlm.data.corpora import CorpusError
 from synlm.data.datamodule import SynLMDataModule
 from synlm.lm import NonFiniteLossError, SyntaxLM
 from synlm.registry import list_components
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
+# main() hands LightningCLI the command line itself (after with_saved_config)
+warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter")
+
+#: ``--ckpt_path`` values Lightning resolves itself.
+LIGHTNING_CKPT_NAMES = ("best", "hpc", "registry")
 
 
 class RunCheckpoint(ModelCheckpoint):
     """``epoch{epoch:03d}-step{step:06d}.ckpt`` (best by ``val/ppl``) plus ``last.ckpt``, in
-    ``<default_root_dir>/checkpoints`` so ``--ckpt_path last`` finds the previous run.
+    the run's ``checkpoints`` folder (``runs/<config>/version_N/checkpoints``).
 
     ``last.ckpt`` is written where Lightning's loops restart from exactly: after a step's
     validation, or at the end of a step before the loops close its epoch (once closed,
@@ -127,8 +133,12 @@ class RunCheckpoint(ModelCheckpoint):
 
 
 class SaveRunConfig(SaveConfigCallback):
-    """Save the resolved config in the run directory (overwriting a previous one) and
-    push it to wandb when wandb is the logger."""
+    """Save the resolved config in the run's folder, push it to wandb when wandb logs, and
+    keep it in every checkpoint (``synlm test --ckpt_path FILE`` needs no ``--config``)."""
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        checkpoint[runs.CONFIG_KEY] = self.parser.dump(self.config, skip_none=False)
 
     def save_config(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                     stage: str) -> None:
@@ -175,26 +185,70 @@ class SynLMCLI(LightningCLI):
         parser.link_arguments("data.bptt", "model.bptt")
         parser.link_arguments("data", "model.vocab_size", compute_fn=lambda dm: dm.vocab_size,
                               apply_on="instantiate")
+        parser.add_argument("--tensorboard", type=bool, default=False,
+                            help="Also log to TensorBoard, in the run's tensorboard/ folder.")
 
-    def before_instantiate_classes(self) -> None:
-        config = self.config[self.subcommand] if self.subcommand else self.config
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Then the run's folder: ``trainer.default_root_dir`` (``runs/<config>`` by
+        default) holds one ``version_N`` per run; ``--ckpt_path last`` continues the newest
+        run that saved one, in its folder; any other ``--ckpt_path`` may name a run folder
+        and is checked here (before Lightning reads its hyperparameters), so that a missing
+        or damaged checkpoint is one line."""
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        config = self.config[subcommand] if subcommand else self.config
         trainer = config.trainer
         if trainer.default_root_dir is None:
             trainer.default_root_dir = str(Path("runs") / run_name(config.get("config") or []))
-        if trainer.logger in (None, True):
-            # No logger configured: <root>/logs/version_N/metrics.csv, no service needed.
-            trainer.logger = jsonargparse.Namespace(
-                class_path="lightning.pytorch.loggers.CSVLogger",
-                init_args=jsonargparse.Namespace(save_dir=trainer.default_root_dir,
-                                                 name="logs"))
-
+        self._continued: tuple[int, int] | None = None  # (version, global step)
+        ckpt_path = config.get("ckpt_path")
+        if ckpt_path == "last":
+            found = runs.latest_last(Path(trainer.default_root_dir))
+            if found is None:
+                if subcommand != "fit":
+                    raise runs.CheckpointError(
+                        f"--ckpt_path last: no run under {trainer.default_root_dir} saved a "
+                        f"checkpoint (version_*/checkpoints/last.ckpt)")
+                rank_zero_info(f"--ckpt_path last: no run under {trainer.default_root_dir} "
+                               "saved a checkpoint yet; starting a new run")
+                config.ckpt_path = None
+            else:
+                version, config.ckpt_path = found[0], str(found[1])
+                if subcommand == "fit":
+                    step = runs.read_checkpoint(found[1])["global_step"]
+                    self._continued = (version, step)
+        elif ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
+            config.ckpt_path = str(runs.resolve_checkpoint(ckpt_path))
+            runs.read_checkpoint(config.ckpt_path)
+        init_from = config.model.get("init_from") if "model" in config else None
+        if subcommand == "fit" and init_from and config.ckpt_path is None:
+            runs.read_checkpoint(init_from, "model.init_from")  # before the run's folder
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
+        """The run's loggers: ``metrics.csv`` always (``RunCSVLogger``, first, so that the
+        checkpoints and ``config.yaml`` go to its ``version_N``), the configured logger
+        (wandb, ...) beside it, TensorBoard with ``--tensorboard``; ``logger: false``
+        logs nothing and keeps only the checkpoints in the next ``version_N``."""
+        config = self.config_init[self.subcommand] if self.subcommand else self.config_init
+        root = Path(config.trainer.default_root_dir)
+        configured = config.trainer.logger
+        if configured is False:
+            version = self._continued[0] if self._continued else runs.next_version(root)
+            self._checkpoint_dir = runs.version_dir(root, version) / runs.CHECKPOINTS
+        else:
+            self._checkpoint_dir = None
+            version, step = self._continued or (None, None)
+            csv = runs.RunCSVLogger(root, version, resume_step=step)
+            extra = [] if configured in (None, True) else (
+                list(configured) if isinstance(configured, Iterable) else [configured])
+            if config.get("tensorboard"):
+                extra.append(runs.run_tensorboard_logger(csv))
+            kwargs["logger"] = [csv, *extra]
         trainer = super().instantiate_trainer(**kwargs)
-        # Known before fit starts, so that ``--ckpt_path last`` can find the last run.
         for callback in trainer.checkpoint_callbacks:
-            if isinstance(callback, RunCheckpoint) and callback.dirpath is None:
-                callback.dirpath = str(Path(trainer.default_root_dir) / "checkpoints")
+            if isinstance(callback, RunCheckpoint) and callback.dirpath is None \
+                    and self._checkpoint_dir is not None:
+                callback.dirpath = str(self._checkpoint_dir)
         return trainer
 
 
@@ -233,6 +287,30 @@ def build_run(args: Sequence[str]) -> tuple[pl.Trainer, SyntaxLM, SynLMDataModul
     return cli.trainer, cli.model, cli.datamodule
 
 
+def with_saved_config(args: list[str]) -> list[str]:
+    """``validate|test|predict --ckpt_path CKPT`` without ``--config``: the config the
+    checkpoint's run was trained with goes first, the other flags override it."""
+    if args[:1] not in (["validate"], ["test"], ["predict"]):
+        return args
+    if any(a in ("-c", "--config") or a.startswith("--config=") for a in args):
+        return args
+    ckpt = _flag_value(args, "--ckpt_path")
+    if ckpt is None or ckpt in ("last", *LIGHTNING_CKPT_NAMES):
+        return args
+    return [args[0], "--config", runs.saved_config(ckpt), *args[1:]]
+
+
+def _flag_value(args: Sequence[str], flag: str) -> str | None:
+    """The value of ``flag`` given as ``flag VALUE`` or ``flag=VALUE`` (the last one)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["ls"]:
@@ -254,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return parse_main(args[1:], build_model=build_model)
     try:
-        SynLMCLI(args=None if argv is None else args)
+        SynLMCLI(args=with_saved_config(args))
     except (CorpusError, NonFiniteLossError, ValueError, FileNotFoundError) as err:
         print(f"synlm: error: {err}", file=sys.stderr)
         return 2

@@ -167,7 +167,7 @@ def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
             result[f"distinct_{n}"] = m.distinct(samples, n)
             result[f"self_bleu_{n}"] = m.self_bleu(samples, n)
     if oracle:
-        result["lm_score"] = m.lm_score(load_model(oracle), samples)
+        result["lm_score"] = m.lm_score(load_model(oracle, "--oracle"), samples)
     if gpt2:  # samples of two words or more: GPT-2 predicts from the second token on
         scored = [s for s in samples if len(s) > 1]
         result["gpt2_ppl"] = m.gpt2_perplexity(scored, gpt2)
@@ -255,12 +255,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(path: str, device: str) -> SyntaxLM:
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"--ckpt_path: no checkpoint at {path}")
-    return load_model(path).to(device)
-
-
 def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -> int:
     """``synlm generate``; ``build_run`` (the CLI's) trains the reverse LM."""
     args = build_parser().parse_args(argv)
@@ -269,7 +263,7 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
             raise ValueError("--references goes with --contexts")
         if args.metrics and not args.output:
             raise ValueError("--metrics prints the metrics; give --output FILE for the samples")
-        model = _load(args.ckpt_path, args.device)
+        model = load_model(args.ckpt_path).to(args.device)
         if args.dm_sampling:
             heads = [h for h in model.heads if hasattr(h, "sampling")]
             if not heads:

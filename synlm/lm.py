@@ -25,6 +25,7 @@ from synlm.metrics.structures import TREE_KINDS, InducedStructureMetrics
 from synlm.modules import embedding_dropout
 from synlm.optim import GroupedOptimizer, ParamGroup, build_optimizer, clip_gradients
 from synlm.outputs import Batch, HeadOutput, LMOutput, StepState, Structure
+from synlm.runs import read_checkpoint
 
 #: The optimiser of a model built without one (configs name theirs, see configs/).
 DEFAULT_OPTIMIZER = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
@@ -94,7 +95,8 @@ class SyntaxLM(pl.LightningModule):
         scale_lr_by_window: see above.
         lm_weight: the weight of the NLL term; 0 trains on the heads' losses alone (DMLM's
             phase 1, dependency modelling).
-        init_from: a checkpoint whose weights are loaded when a fit starts from scratch
+        init_from: a checkpoint, or a run folder (``runs/dm_lstm_dep``: its newest
+            ``last.ckpt``), whose weights are loaded when a fit starts from scratch
             (not when it resumes): parameters of the same name and shape are taken, the
             others (e.g. a new head's) keep their initialisation, and both lists are
             printed (DMLM's phase 2 from its phase-1 model).
@@ -215,12 +217,9 @@ class SyntaxLM(pl.LightningModule):
         return trainer is not None and trainer.ckpt_path is not None
 
     def _load_weights(self, path: str) -> None:
-        """``init_from``: the tensors of ``path``'s state dict whose name and shape match."""
-        try:
-            saved = torch.load(path, map_location="cpu", weights_only=False)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"model.init_from: no checkpoint at {path}; train the "
-                                    "first phase or fix the path") from None
+        """``init_from``: the tensors of ``path``'s state dict whose name and shape match
+        (``path``: a checkpoint, or a run folder for its newest ``last.ckpt``)."""
+        saved = read_checkpoint(path, "model.init_from")
         vocab = (saved.get("synlm") or {}).get("vocab")
         if vocab is not None and self.vocab is not None and vocab != self.vocab.to_saved():
             raise ValueError(f"model.init_from: {path} was trained on another vocabulary "

@@ -30,6 +30,7 @@ from nltk import Tree
 from synlm.data.normalization import normalizer
 from synlm.metrics.parsing import PROTOCOLS, ParsingF1, evaluation_tree
 from synlm.metrics.structures import AttachmentScore, decode_heads, decode_trees
+from synlm.runs import CheckpointError, read_checkpoint, resolve_checkpoint
 from synlm.syntax import BASELINES, ReaderError, Sentence, baseline_tree, read_conllu, read_trees
 from synlm.syntax.trees import to_bracket
 
@@ -66,11 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_model(path: str) -> Any:
-    """``SyntaxLM.load_from_checkpoint(path, map_location="cpu")`` in eval mode."""
+def load_model(path: str, flag: str = "--ckpt_path") -> Any:
+    """The model of the checkpoint ``path`` names (a file or a run folder:
+    ``synlm.runs.resolve_checkpoint``), on the CPU in eval mode; a missing or unreadable
+    checkpoint is a one-line ``CheckpointError`` naming ``flag``."""
     from synlm.lm import SyntaxLM
 
-    model = SyntaxLM.load_from_checkpoint(path, map_location="cpu")
+    read_checkpoint(path, flag)  # memory-mapped: checks it before Lightning unpickles it
+    model = SyntaxLM.load_from_checkpoint(resolve_checkpoint(path, flag), map_location="cpu")
     model.eval()
     return model
 
@@ -202,7 +206,11 @@ def main(argv: list[str] | None = None,
             return 2
         return _score_untrained(args, build_model)
     rng = np.random.default_rng(args.seed)
-    model = load_model(args.ckpt_path) if args.ckpt_path else None
+    try:
+        model = load_model(args.ckpt_path) if args.ckpt_path else None
+    except CheckpointError as e:
+        print(f"synlm parse: {e}", file=sys.stderr)
+        return 2
     if model is not None and args.list_structures:
         print(json.dumps({n: s.kind for n, s in model.structures.items()}))
         return 0

@@ -15,6 +15,7 @@ from synlm.data.synthetic import SyntheticTreebank
 from synlm.heads import DependencyMixtureHead
 from synlm.lm import SyntaxLM
 from synlm.outputs import Batch
+from synlm.runs import CheckpointError
 
 V = 23
 
@@ -190,7 +191,7 @@ def test_phase_two_starts_from_phase_one_with_fresh_query_and_key(tmp_path: Path
     phase2.vocab = Vocab(["<eos>", "<unk>", "a"])
     with pytest.raises(ValueError, match="was trained on another vocabulary than this run's"):
         phase2._load_weights(str(other))
-    with pytest.raises(FileNotFoundError, match="model.init_from: no checkpoint at"):
+    with pytest.raises(CheckpointError, match="model.init_from: no checkpoint at"):
         phase2._load_weights(str(tmp_path / "missing.ckpt"))
     with pytest.raises(ValueError, match="model.frozen pattern 'nothing' matches no parameter"):
         SyntaxLM(lstm(), vocab_size=V, frozen=["nothing"])

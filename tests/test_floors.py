@@ -22,14 +22,15 @@ ALLOWED = {
     "backbones": {"modules", "outputs"},
     "heads": {"modules", "outputs", "backbones.base"},
     "callbacks": set(),
-    "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs"},
+    "runs": set(),
+    "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs", "runs"},
     "registry": {"backbones", "heads", "callbacks", "data"},
-    "cli": {"lm", "data", "registry", "parse", "annotate", "generate"},
+    "cli": {"lm", "data", "registry", "parse", "annotate", "generate", "runs"},
     "annotate": {"data"},
     "generation": {"lm"},
     "generate": {"lm", "data", "generation", "metrics", "parse", "registry"},
     "config": {"cli", "lm"},
-    "parse": {"lm", "data", "metrics", "syntax"},
+    "parse": {"lm", "data", "metrics", "syntax", "runs"},
 }
 
 

@@ -37,7 +37,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             "--data.eval_mode=stream", f"--data.cache_dir={root / 'cache'}",
             f"--trainer.default_root_dir={root / 'run'}"]
     assert main(args) == 0
-    return root / "run" / "checkpoints" / "last.ckpt", root / "data"
+    return root / "run", root / "data"  # a run folder stands for its newest last.ckpt
 
 
 def generate(ckpt: Path, out: Path, *args: str) -> list[dict[str, str]]:
@@ -148,7 +148,7 @@ def test_a_mixture_model_samples_through_the_cli(tmp_path: Path) -> None:
             "--data.eval_mode=stream", f"--data.cache_dir={tmp_path / 'cache'}",
             "--trainer.max_steps=2", f"--trainer.default_root_dir={tmp_path / 'run'}"]
     assert main(args) == 0
-    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    ckpt = tmp_path / "run"
     records = generate(ckpt, tmp_path / "m.jsonl", "--stories",
                        str(tmp_path / "data" / "rocstories" / "ROCStories_test.csv"),
                        "--max-new-tokens", "5")

@@ -70,7 +70,7 @@ def losses(config: str, root: Path) -> tuple[tuple[float, ...], float]:
             "--trainer.limit_val_batches=2", "--trainer.num_sanity_val_steps=0",
             "--trainer.log_every_n_steps=1", f"--trainer.default_root_dir={root}"]
     assert main(args) == 0
-    rows = list(csv.DictReader((root / "logs" / "version_0" / "metrics.csv").open()))
+    rows = list(csv.DictReader((root / "version_0" / "metrics.csv").open()))
     train = {int(r["step"]): float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")}
     (val,) = [float(r["val/loss"]) for r in rows if r.get("val/loss")]
     return tuple(train[s] for s in range(3)), val

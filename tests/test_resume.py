@@ -23,6 +23,7 @@ from synlm.data.batching import ShuffledLoader
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.registry import REPO_CONFIGS
+from synlm.runs import resolve_checkpoint
 
 #: The quickstart's ON-LSTM at a tiny size (kept by the other backbones where they share
 #: the argument).
@@ -65,17 +66,18 @@ def fit(root: Path, max_steps: int, *extra: str) -> None:
     assert main(args) == 0
 
 
-def step_losses(root: Path) -> dict[int, str]:
-    losses = {}
-    for metrics in sorted(root.glob("logs/version_*/metrics.csv")):
-        for row in csv.DictReader(metrics.open()):
-            if row.get("train/loss_step"):
-                losses[int(row["step"])] = row["train/loss_step"]
-    return losses
+def logged(root: Path) -> list[tuple[int, str, str]]:
+    """(step, metric, value) of every per-step training loss and validation metric of the
+    run in ``root``, in file order. ``*_epoch`` training means are left out: a process
+    stopped mid-epoch logs the mean of the part it trained, as Lightning closes its epoch."""
+    (metrics,) = root.glob("version_*/metrics.csv")  # a resumed run continues its folder
+    return [(int(row["step"]), key, value) for row in csv.DictReader(metrics.open())
+            for key, value in row.items()
+            if value and (key == "train/loss_step" or key.startswith("val/"))]
 
 
 def last(root: Path) -> dict[str, Any]:
-    return torch.load(root / "checkpoints" / "last.ckpt", weights_only=False)
+    return torch.load(resolve_checkpoint(root), weights_only=False)
 
 
 def assert_identical(a: Any, b: Any, where: str) -> None:
@@ -94,18 +96,24 @@ def assert_identical(a: Any, b: Any, where: str) -> None:
         assert a == b, where
 
 
-def assert_same_runs(straight: Path, resumed: Path, steps: int) -> None:
+def assert_same_runs(straight: Path, resumed: Path, steps: int,
+                     stop_validation: int | None = None) -> None:
     """The same weights, optimiser state, carried state, RNG and NT-ASGD state bit for bit,
-    and the same training loss at every step (identical strings)."""
+    and one metrics.csv with the same training losses and validation metrics at every step
+    (identical strings, none twice). ``stop_validation``: a step whose validation
+    Lightning ran only because training stopped there, unless one was due (in the log, not
+    in the checkpoint)."""
     a, b = last(straight), last(resumed)
     assert a["global_step"] == b["global_step"] == steps
     for key in ("state_dict", "optimizer_states", "lr_schedulers", "synlm"):
         assert_identical(a[key], b[key], key)
     for key in (k for k in a["callbacks"] if k.startswith("NTASGD")):
         assert_identical(a["callbacks"][key], b["callbacks"][key], key)
-    losses = step_losses(straight)
-    assert sorted(losses) == list(range(steps))
-    assert step_losses(resumed) == losses
+    rows = logged(straight)
+    assert [step for step, key, _ in rows if key == "train/loss_step"] == list(range(steps))
+    extra = [r for r in logged(resumed)
+             if r[0] == stop_validation and r[1].startswith("val/") and r not in rows]
+    assert [r for r in logged(resumed) if r not in extra] == rows
 
 
 def resume_chain(tmp_path: Path, stops: list[int], steps: int, *extra: str) -> None:
@@ -153,10 +161,10 @@ def test_resume_after_max_time(tmp_path: Path) -> None:
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     extra = [*SMALL_CORPUS, *NT_ASGD, "--trainer.callbacks.stop_when_nonmono=false"]
     fit(resumed, -1, "--trainer.max_time=00:00:00:01", *extra)
-    steps = last(resumed)["global_step"] + 3
-    fit(resumed, steps, "--ckpt_path=last", *extra)
-    fit(straight, steps, *extra)
-    assert_same_runs(straight, resumed, steps)
+    stop = last(resumed)["global_step"]
+    fit(resumed, stop + 3, "--ckpt_path=last", *extra)
+    fit(straight, stop + 3, *extra)
+    assert_same_runs(straight, resumed, stop + 3, stop_validation=stop - 1)
 
 
 class RaiseAt(pl.Callback):

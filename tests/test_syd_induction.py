@@ -23,7 +23,7 @@ def final_metrics(root: Path, *overrides: str) -> dict[str, float]:
             "--trainer.max_epochs=3", "--trainer.enable_model_summary=false",
             f"--trainer.default_root_dir={root}", *overrides]
     assert main(args) == 0
-    rows = list(csv.DictReader((root / "logs" / "version_0" / "metrics.csv").open()))
+    rows = list(csv.DictReader((root / "version_0" / "metrics.csv").open()))
     last = [r for r in rows if r.get("val/uf1")][-1]
     return {k: float(v) for k, v in last.items() if v and k.startswith("val/")}
 
@@ -48,7 +48,7 @@ def test_supervised_distances_beat_baseline_and_unsupervised_onlstm(
     # the same trees through `synlm parse --ckpt_path` (punctuation-free sentences fed alone)
     treebank = tmp_path / "valid.mrg"
     treebank.write_text("".join(s.tree.pformat(margin=10**6) + "\n" for s in sentences))
-    checkpoint = tmp_path / "syd" / "checkpoints" / "last.ckpt"
+    checkpoint = tmp_path / "syd"  # the run folder: its newest last.ckpt
     for distances, floor in (("syd", right_uf1 + 0.15), ("lm", 0.0)):
         assert main(["parse", "--ckpt_path", str(checkpoint), "--treebank", str(treebank),
                      "--structure", distances, "--layer", "0"]) == 0
