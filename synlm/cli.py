@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Iterable, Sequence
@@ -11,8 +12,10 @@ from typing import Any, NoReturn
 
 import jsonargparse
 import lightning.pytorch as pl
+import torch
 import yaml
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.accelerators import CPUAccelerator
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.cli import (
     LightningArgumentParser,
     LightningCLI,
@@ -25,6 +28,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.optim import Optimizer
 
 from synlm import __version__, runs
+from synlm.callbacks import SynLMProgressBar, TokensPerSecond
 from synlm.data.corpora import CorpusError
 from synlm.data.datamodule import SynLMDataModule
 from synlm.lm import NonFiniteLossError, SyntaxLM
@@ -33,6 +37,8 @@ from synlm.registry import list_components
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
 # main() hands LightningCLI the command line itself (after with_saved_config)
 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter")
+# Lightning 2.6 under torch >= 2.10, once per run, nothing a user can act on
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 #: ``--ckpt_path`` values Lightning resolves itself.
 LIGHTNING_CKPT_NAMES = ("best", "hpc", "registry")
@@ -166,7 +172,6 @@ class SynLMCLI(LightningCLI):
         kwargs.setdefault("parser_kwargs", {"parser_mode": "omegaconf+"})
         kwargs.setdefault("save_config_callback", SaveRunConfig)
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
-        kwargs.setdefault("trainer_defaults", {"callbacks": [RunCheckpoint()]})
         kwargs.setdefault("auto_configure_optimizers", False)
         super().__init__(SyntaxLM, SynLMDataModule, *args, **kwargs)
 
@@ -227,16 +232,18 @@ class SynLMCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """The run's loggers: ``metrics.csv`` always (``RunCSVLogger``, first, so that the
         checkpoints and ``config.yaml`` go to its ``version_N``), the configured logger
-        (wandb, ...) beside it, TensorBoard with ``--tensorboard``; ``logger: false``
-        logs nothing and keeps only the checkpoints in the next ``version_N``."""
+        (wandb, ...) beside it, TensorBoard with ``--tensorboard``, and the learning rate
+        among the logged values (``LearningRateMonitor``); ``logger: false`` logs nothing
+        and keeps only the checkpoints in the next ``version_N``. Callbacks: the configured
+        ones, ``RunCheckpoint`` (unless ``enable_checkpointing: false``) and
+        ``TokensPerSecond``; Lightning's default progress bar becomes ``SynLMProgressBar``."""
         config = self.config_init[self.subcommand] if self.subcommand else self.config_init
         root = Path(config.trainer.default_root_dir)
         configured = config.trainer.logger
-        if configured is False:
+        if configured is False:  # Lightning then writes in default_root_dir: make it the run's
             version = self._continued[0] if self._continued else runs.next_version(root)
-            self._checkpoint_dir = runs.version_dir(root, version) / runs.CHECKPOINTS
+            kwargs["default_root_dir"] = str(runs.version_dir(root, version))
         else:
-            self._checkpoint_dir = None
             version, step = self._continued or (None, None)
             csv = runs.RunCSVLogger(root, version, resume_step=step)
             extra = [] if configured in (None, True) else (
@@ -244,11 +251,22 @@ class SynLMCLI(LightningCLI):
             if config.get("tensorboard"):
                 extra.append(runs.run_tensorboard_logger(csv))
             kwargs["logger"] = [csv, *extra]
+        callbacks = config.trainer.callbacks or []
+        kwargs["callbacks"] = [*(callbacks if isinstance(callbacks, list) else [callbacks]),
+                               *([RunCheckpoint()] if config.trainer.enable_checkpointing
+                                 is not False else []),
+                               TokensPerSecond()]
         trainer = super().instantiate_trainer(**kwargs)
-        for callback in trainer.checkpoint_callbacks:
-            if isinstance(callback, RunCheckpoint) and callback.dirpath is None \
-                    and self._checkpoint_dir is not None:
-                callback.dirpath = str(self._checkpoint_dir)
+        if trainer.loggers and not any(isinstance(c, LearningRateMonitor)
+                                       for c in trainer.callbacks):
+            trainer.callbacks.append(LearningRateMonitor())
+        bar = trainer.progress_bar_callback
+        if type(bar) is RichProgressBar:  # Lightning's default, not one configured
+            trainer.callbacks[trainer.callbacks.index(bar)] = SynLMProgressBar()
+        if isinstance(trainer.accelerator, CPUAccelerator):
+            rank_zero_info(f"torch uses {torch.get_num_threads()} threads per process on "
+                           f"{os.cpu_count()} CPUs; when runs share the machine, give each "
+                           "fewer (OMP_NUM_THREADS=1)")
         return trainer
 
 

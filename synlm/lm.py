@@ -328,6 +328,8 @@ class SyntaxLM(pl.LightningModule):
         logs[f"{stage}/loss"] = loss
         batch_size = batch.tokens.size(0)
         on_step = stage == "train"
+        self.log(f"{stage}/loss", logs.pop(f"{stage}/loss"), on_step=on_step, on_epoch=True,
+                 batch_size=batch_size, sync_dist=not on_step, prog_bar=on_step)
         self.log_dict(logs, on_step=on_step, on_epoch=True, batch_size=batch_size,
                       sync_dist=not on_step, prog_bar=False)
         return loss, result

@@ -65,6 +65,7 @@ class Batch:
     word_ends: Tensor | None = None  # (B, T) bool, subwords: the target ends a word (or is <eos>)
     trees: list[Any] | None = None  # sentence mode: one gold tree (or None) per row
     lengths: Tensor | None = None  # (B,) long, sentence mode: tokens per row
+    n_targets: int = 0  # mask.sum(), counted on the host when the batch is built
 
     def to(self, device: torch.device | str) -> Batch:
         """The batch with its tensors on ``device`` (Lightning calls this to move it);

@@ -25,7 +25,7 @@ ALLOWED = {
     "runs": set(),
     "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs", "runs"},
     "registry": {"backbones", "heads", "callbacks", "data"},
-    "cli": {"lm", "data", "registry", "parse", "annotate", "generate", "runs"},
+    "cli": {"lm", "data", "registry", "parse", "annotate", "generate", "runs", "callbacks"},
     "annotate": {"data"},
     "generation": {"lm"},
     "generate": {"lm", "data", "generation", "metrics", "parse", "registry"},

@@ -10,19 +10,39 @@ import torch
 from synlm.callbacks import NTASGD
 
 
+class EventLog:
+    """A logger that records what it is given: (step, metric) pairs."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, str]] = []
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        self.events.extend((step, name) for name, value in metrics.items() if value == 1.0)
+
+
 class FakeTrainer(SimpleNamespace):
-    """The few Trainer attributes NTASGD reads."""
+    """The few Trainer attributes NTASGD reads; each validation is one step further, and
+    Lightning's logging step lags ``global_step`` by one during a validation."""
 
     def __init__(self, module: torch.nn.Module) -> None:
         optimizer = torch.optim.SGD(module.parameters(), lr=30.0, weight_decay=1e-6)
         super().__init__(optimizers=[optimizer], lr_scheduler_configs=[], sanity_checking=False,
                          state=SimpleNamespace(fn="fit"), callback_metrics={},
-                         should_stop=False, current_epoch=0)
+                         should_stop=False, current_epoch=0, global_step=0, loggers=[EventLog()],
+                         fit_loop=SimpleNamespace(epoch_loop=SimpleNamespace(
+                             _batches_that_stepped=0)))
         self.strategy = self
 
+    @property
+    def events(self) -> list[tuple[int, str]]:
+        return self.loggers[0].events
+
     def validate(self, callback: NTASGD, module: torch.nn.Module, value: float) -> None:
+        self.global_step += 1
+        self.fit_loop.epoch_loop._batches_that_stepped = self.global_step - 1
         self.callback_metrics = {"val/ppl": torch.tensor(value)}
         callback.on_validation_end(self, module)
+        self.fit_loop.epoch_loop._batches_that_stepped = self.global_step  # as Lightning
 
 
 def test_switch_rule_matches_awd() -> None:
@@ -42,6 +62,7 @@ def test_switch_rule_matches_awd() -> None:
     assert optimizer.param_groups[0]["lr"] == 30.0
     assert optimizer.param_groups[0]["weight_decay"] == 1e-6
     assert callback.history == pytest.approx(values)
+    assert trainer.events == [(5, "nt_asgd/averaging")]  # the 6th validation's step
 
 
 def test_validation_sees_averaged_weights_and_training_the_raw_ones() -> None:
@@ -79,6 +100,7 @@ def test_finetuning_restarts_averaging_and_stops_when_non_monotone() -> None:
     assert not trainer.should_stop and trainer.optimizers[0] is first_asgd
     trainer.validate(callback, module, 4.5)  # worse than min([4.0])
     assert trainer.should_stop
+    assert trainer.events == [(1, "nt_asgd/finetuning"), (3, "nt_asgd/stopped")]
 
 
 def test_switch_at_a_fixed_epoch_ignores_the_rule_and_sets_the_lr() -> None:
@@ -96,3 +118,4 @@ def test_switch_at_a_fixed_epoch_ignores_the_rule_and_sets_the_lr() -> None:
     assert isinstance(optimizer, torch.optim.ASGD)
     assert optimizer.param_groups[0]["lr"] == 30.0
     assert optimizer.param_groups[0]["weight_decay"] == 1e-6
+    assert trainer.events == [(2, "nt_asgd/averaging")]  # once, at epoch 2's start

@@ -140,3 +140,13 @@ def test_test_with_last_and_no_run_is_one_line(tmp_path: Path,
                     f"--trainer.default_root_dir={tmp_path}", "--ckpt_path=last"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "--ckpt_path last: no run under" in line
+
+
+def test_without_a_logger_or_checkpoints_runs_still_get_their_own_folder(
+        tmp_path: Path) -> None:
+    assert fit(tmp_path, "--trainer.max_steps=1", "--trainer.logger=false") == 0
+    assert fit(tmp_path, "--trainer.max_steps=1", "--trainer.logger=false",
+               "--trainer.enable_checkpointing=false") == 0
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
+                  if p.is_file()) == ["version_0/checkpoints/last.ckpt",
+                                      "version_0/config.yaml", "version_1/config.yaml"]

@@ -21,6 +21,7 @@ from synlm.syntax import baseline_tree
 def final_metrics(root: Path, *overrides: str) -> dict[str, float]:
     args = ["fit", "--config", str(REPO_CONFIGS / "quickstart.yaml"),
             "--trainer.max_epochs=3", "--trainer.enable_model_summary=false",
+            "--trainer.enable_progress_bar=false",
             f"--trainer.default_root_dir={root}", *overrides]
     assert main(args) == 0
     rows = list(csv.DictReader((root / "version_0" / "metrics.csv").open()))

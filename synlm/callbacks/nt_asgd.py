@@ -7,6 +7,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_info
 
 
 class NTASGD(Callback):
@@ -28,6 +29,9 @@ class NTASGD(Callback):
       Adam, the SGD rate the recipe's ASGD runs at).
     * Everything, including raw weights held aside during validation, is saved in the
       checkpoint, so ``--ckpt_path last`` resumes exactly.
+    * Each switch, the start of fine-tuning and the stop it triggers are printed and
+      logged as ``nt_asgd/averaging``, ``nt_asgd/finetuning`` and ``nt_asgd/stopped``
+      (value 1 at that step).
     """
 
     def __init__(
@@ -105,11 +109,15 @@ class NTASGD(Callback):
     def on_train_epoch_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         if trainer.current_epoch == self.switch_epoch and not self.averaging:
             self._start_asgd(trainer, module)
+            _event(trainer, "averaging", f"switch_epoch {self.switch_epoch}: averaged SGD "
+                   f"from now on (lr {trainer.optimizers[0].param_groups[0]['lr']:g})")
         if self.finetune_epoch is not None and trainer.current_epoch == self.finetune_epoch \
                 and not self.finetuning:
             self._start_asgd(trainer, module)
             self.finetuning = True
             self.history = []
+            _event(trainer, "finetuning", f"finetune_epoch {self.finetune_epoch}: fine-tuning "
+                   "with a fresh averaged SGD")
 
     def on_validation_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         if trainer.sanity_checking or trainer.state.fn != "fit":
@@ -119,10 +127,14 @@ class NTASGD(Callback):
             raise KeyError(f"NTASGD monitors {self.monitor!r}, which was not logged")
         value = float(value)
         nonmono = len(self.history) > self.nonmono and value > min(self.history[:-self.nonmono])
+        worse = (f"{self.monitor} {value:.4g} is worse than the best before the last "
+                 f"{self.nonmono} validations")
         if nonmono and not self.averaging and self.switch_epoch is None:
             self._start_asgd(trainer, module)
+            _event(trainer, "averaging", f"{worse}: averaged SGD from now on")
         elif nonmono and self.finetuning and self.stop_when_nonmono:
             trainer.should_stop = True
+            _event(trainer, "stopped", f"{worse} while fine-tuning: training stops")
         self.history.append(value)
 
     # ------------------------------------------------------------------ checkpoint
@@ -135,3 +147,13 @@ class NTASGD(Callback):
         self.finetuning = state["finetuning"]
         self.history = list(state["history"])
         self._raw = state["raw"]
+
+
+def _event(trainer: pl.Trainer, name: str, what: str) -> None:
+    """An NT-ASGD event: one line on the console and ``nt_asgd/<name> = 1`` in every
+    logger (a mark on the learning curves: metrics.csv, wandb, TensorBoard), at the step
+    Lightning logs this moment's values at (a validation's are one below ``global_step``)."""
+    rank_zero_info(f"NT-ASGD, epoch {trainer.current_epoch}, step {trainer.global_step}: {what}")
+    step = trainer.fit_loop.epoch_loop._batches_that_stepped
+    for logger in trainer.loggers:
+        logger.log_metrics({f"nt_asgd/{name}": 1.0}, step=step)

@@ -61,7 +61,7 @@ class Columns:
             fields["dep_targets"], inside = self._dependents(start, length)
             fields["dep_mask"] = fields["dep_mask"] & inside
         return Batch(tokens=tokens, targets=targets, mask=torch.ones_like(tokens, dtype=torch.bool),
-                     **fields)
+                     n_targets=targets.numel(), **fields)
 
     def _dependents(self, start: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids (C, T, D) of each position's future dependents, from stored offsets,
@@ -244,4 +244,5 @@ def collate_units(items: list[tuple[dict[str, np.ndarray], Any]]) -> Batch:
         if name in fields:
             fields[name] &= mask if fields[name].dim() == 2 else mask[..., None]
     fields.pop("dep_offsets", None)
-    return Batch(mask=mask, lengths=lengths_t, trees=[s for _, s in items], **fields)
+    return Batch(mask=mask, lengths=lengths_t, trees=[s for _, s in items],
+                 n_targets=sum(lengths), **fields)
