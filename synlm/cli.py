@@ -1,5 +1,5 @@
-"""The `synlm` command: LightningCLI (fit, validate, test, predict) plus `parse`, `annotate`,
-`generate`, `evaluate-generation` and `ls`."""
+"""The `synlm` command: LightningCLI (fit, validate, test, predict) plus `parse`, `plot`,
+`annotate`, `generate`, `evaluate-generation` and `ls`."""
 
 from __future__ import annotations
 
@@ -345,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from synlm.generate import evaluate_main
 
         return evaluate_main(args[1:], build_run=build_run)
+    if args[:1] == ["plot"]:
+        from synlm.plot import main as plot_main
+
+        return plot_main(args[1:])
     if args[:1] == ["parse"]:
         from synlm.parse import main as parse_main
 

@@ -4,13 +4,15 @@ trees a model induces for raw text. See docs/evaluation.md for the protocols.
     synlm parse --baseline right-branching --treebank PATH [--protocol onlstm] [--max-length 10]
     synlm parse --ckpt_path CKPT --treebank PATH [--structure lm] [--layer 1] [--biased]
     synlm parse --ckpt_path CKPT --treebank FILE.conllu --structure NAME   (arcs: UAS)
-    synlm parse --ckpt_path CKPT --input TEXT --output FILE
+    synlm parse --ckpt_path CKPT --input TEXT [--output FILE] [--format pretty]
+    synlm parse --baseline balanced --treebank PATH --show 3 [--format pretty|svg|json]
     synlm parse --ckpt_path CKPT --list-structures
     synlm parse --config CONFIG --seeds 25 --treebank PATH   (untrained models: mean and std)
 
 A checkpoint's structures are what its backbone and heads declare (``SyntaxLM.structures``);
 each is decoded by its kind: distances and spans into trees scored by UF1, arcs into heads
 scored by UAS. Words are normalised as the training corpus was (saved in the checkpoint).
+Trees are written as ``--format`` says (docs/visualisation.md).
 """
 
 from __future__ import annotations
@@ -27,12 +29,17 @@ import numpy as np
 import torch
 from nltk import Tree
 
+from synlm import viz
 from synlm.data.normalization import normalizer
 from synlm.metrics.parsing import PROTOCOLS, ParsingF1, evaluation_tree
 from synlm.metrics.structures import AttachmentScore, decode_heads, decode_trees
 from synlm.runs import CheckpointError, read_checkpoint, resolve_checkpoint
 from synlm.syntax import BASELINES, ReaderError, Sentence, baseline_tree, read_conllu, read_trees
 from synlm.syntax.trees import to_bracket
+
+#: How ``--format`` writes trees: one bracketed tree per line, nltk's text drawing (a blank
+#: line after each), one SVG picture per sentence (a folder), one JSON object per line.
+FORMATS = ("bracket", "pretty", "svg", "json")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,7 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "instead of the unbiased split (Algorithm 2)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--input", help="raw text, one whitespace-tokenised sentence per line")
-    p.add_argument("--output", help="write one bracketed tree per line here")
+    p.add_argument("--output", help="write the trees here in --format (without it, --input's "
+                   "trees go to stdout); svg: a folder of NNNN.svg, one per sentence; arcs: "
+                   "the heads, a sentence a line")
+    p.add_argument("--format", choices=FORMATS, default="bracket",
+                   help="bracket: one bracketed tree per line; pretty: nltk's text drawing; "
+                   "svg: one picture per sentence (--treebank: beside its gold tree); json: "
+                   "one object per line (words, tree, and gold for --show)")
+    p.add_argument("--show", type=int, default=0, metavar="N", help="--treebank: the first N "
+                   "predicted trees beside their gold trees in --format, on stdout before the "
+                   "score line (svg: the only pictures written to --output)")
     return p
 
 
@@ -195,10 +211,16 @@ def _mean_and_std(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None,
          build_model: Callable[..., Any] | None = None) -> int:
-    """Entry point of ``synlm parse``; prints one JSON object on stdout, returns the exit code.
+    """Entry point of ``synlm parse``; prints one JSON object on stdout (the scores, or what
+    ``--input --output`` wrote), after the trees of ``--show``; ``--input`` without
+    ``--output`` prints the trees instead. Returns the exit code.
     ``build_model`` builds a model from a config (``--config``; ``synlm.cli`` passes its
     own, which this module cannot import: the CLI sits above it)."""
     args = build_parser().parse_args(argv)
+    error = output_error(args)
+    if error:
+        print(f"synlm parse: {error}", file=sys.stderr)
+        return 2
     if args.config:
         if build_model is None:
             print("synlm parse: --config needs the CLI's model builder; run `synlm parse`",
@@ -230,10 +252,9 @@ def main(argv: list[str] | None = None,
         lines = Path(args.input).read_text(encoding="utf-8").splitlines()
         sentences = [line.split() for line in lines if line.split()]
         trees = induce(sentences)
+        write_trees(trees, args.format, args.output)
         if args.output:
-            Path(args.output).write_text("".join(to_bracket(t) + "\n" for t in trees),
-                                         encoding="utf-8")
-        print(json.dumps({"n_sentences": len(trees), "output": args.output}))
+            print(json.dumps({"n_sentences": len(trees), "output": args.output}))
         return 0
     if not args.treebank:
         print("synlm parse: give --treebank PATH (to score) or --input TEXT", file=sys.stderr)
@@ -242,9 +263,7 @@ def main(argv: list[str] | None = None,
     if golds is None:
         return 1
     preds = induce([g.leaves() for g in golds])
-    if args.output:
-        Path(args.output).write_text("".join(to_bracket(t) + "\n" for t in preds),
-                                     encoding="utf-8")
+    _write_predictions(args, preds, golds)
     result: dict[str, Any] = {
         "treebank": str(args.treebank),
         "trees": args.baseline or f"{args.ckpt_path}:{structure}:{args.layer}:"
@@ -255,6 +274,73 @@ def main(argv: list[str] | None = None,
     }
     print(json.dumps(result))
     return 0
+
+
+def output_error(args: argparse.Namespace) -> str | None:
+    """What ``--format``, ``--output`` and ``--show`` ask that cannot be done, if anything."""
+    if args.show < 0:
+        return f"--show takes a number of trees >= 0, got {args.show}"
+    if args.show and (args.input or args.config or not args.treebank):
+        return "--show N shows predicted beside gold trees: give --treebank PATH with " \
+               "--baseline or --ckpt_path, without --input"
+    if args.format == "svg" and args.output and Path(args.output).is_file():
+        return f"--output {args.output} is a file; --format svg writes one picture per " \
+               "sentence into a folder"
+    if args.format == "svg" and not args.output and (args.input or args.show):
+        return "--format svg writes one picture per sentence: give --output FOLDER"
+    return None
+
+
+def format_tree(tree: Tree, fmt: str, gold: Tree | None = None) -> str:
+    """One sentence's tree (with ``gold``: and its gold tree) in the text format ``fmt``
+    (bracket, pretty or json), ending in a newline (pretty: a blank line)."""
+    if fmt == "json":
+        record = {"words": tree.leaves(), "tree": to_bracket(tree)}
+        if gold is not None:
+            record["gold"] = to_bracket(gold)
+        return json.dumps(record) + "\n"
+    if fmt == "pretty":
+        return viz.pretty(tree, gold) + "\n\n"
+    if gold is None:
+        return to_bracket(tree) + "\n"
+    return f"predicted: {to_bracket(tree)}\ngold: {to_bracket(gold)}\n"
+
+
+def write_trees(trees: Sequence[Tree], fmt: str, output: str | None = None,
+                golds: Sequence[Tree] | None = None) -> None:
+    """``trees`` (each beside its gold tree if ``golds`` are given) in ``fmt`` to the file
+    ``output``, else to stdout; svg: ``NNNN.svg`` (sentence 1 is ``0001.svg``) in the folder
+    ``output``, made if missing."""
+    pairs = list(zip(trees, golds if golds is not None else [None] * len(trees)))
+    if fmt == "svg":
+        if output is None:
+            raise ValueError("svg writes one picture per sentence: give a folder as output")
+        folder = Path(output)
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, (tree, gold) in enumerate(pairs, 1):
+            (folder / f"{i:04d}.svg").write_text(viz.svg(tree, gold), encoding="utf-8")
+        return
+    text = "".join(format_tree(tree, fmt, gold) for tree, gold in pairs)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+def _write_predictions(args: argparse.Namespace, preds: Sequence[Tree],
+                       golds: Sequence[Tree]) -> None:
+    """A scored treebank's trees: every prediction to ``--output``, and the first ``--show``
+    beside their gold trees on stdout; svg pictures always show the gold tree, and
+    ``--show`` keeps the first N."""
+    if args.format == "svg":
+        if args.output:
+            n = args.show or len(preds)
+            write_trees(preds[:n], "svg", args.output, golds[:n])
+        return
+    if args.output:
+        write_trees(preds, args.format, args.output)
+    if args.show:
+        write_trees(preds[:args.show], args.format, golds=golds[:args.show])
 
 
 def _gold_trees(args: argparse.Namespace) -> list[Tree] | None:

@@ -25,12 +25,15 @@ ALLOWED = {
     "runs": set(),
     "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs", "runs"},
     "registry": {"backbones", "heads", "callbacks", "data"},
-    "cli": {"lm", "data", "registry", "parse", "annotate", "generate", "runs", "callbacks"},
+    "cli": {"lm", "data", "registry", "parse", "annotate", "generate", "runs", "plot",
+            "callbacks"},
+    "viz": {"syntax"},
+    "plot": {"runs"},
     "annotate": {"data"},
     "generation": {"lm"},
     "generate": {"lm", "data", "generation", "metrics", "parse", "registry"},
     "config": {"cli", "lm"},
-    "parse": {"lm", "data", "metrics", "syntax", "runs"},
+    "parse": {"lm", "data", "metrics", "syntax", "runs", "viz"},
 }
 
 

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 import torch
+from nltk import Tree
 
 from conftest import tiny_palm_config
-from synlm import parse
+from synlm import parse, viz
 from synlm.cli import main as cli_main
+from synlm.metrics.parsing import evaluation_tree
 from synlm.outputs import Structure
+from synlm.syntax import baseline_tree, read_trees
+from synlm.syntax.trees import to_bracket
 
 FIXTURES = Path(__file__).parent / "fixtures" / "syntax"
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -127,3 +133,96 @@ def test_a_subword_model_is_refused_in_one_line(capsys, monkeypatch):
                                          "subwords"):
         parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),
                     "--structure", "lm"])
+
+
+def trees_printed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """What a successful ``synlm parse`` printed on stdout."""
+    assert parse.main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def test_input_without_output_prints_the_trees(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n\nit rained all day\n")
+    model = ["--ckpt_path", "x.ckpt", "--structure", "lm", "--input", str(text)]
+    printed = trees_printed(capsys, *model)
+    assert printed.splitlines() == ["(X the (X cat sat))", "(X it (X rained (X all day)))"]
+    out_file = tmp_path / "trees.txt"
+    run(capsys, *model, "--output", str(out_file))
+    assert out_file.read_text() == printed
+    balanced = ["--baseline", "balanced", "--input", str(text)]
+    assert trees_printed(capsys, *balanced).splitlines() == [
+        "(X (X the cat) sat)", "(X (X it rained) (X all day))"]
+
+
+def test_json_and_pretty_formats_hold_the_same_trees(capsys, tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\nit rained all day\n")
+    args = ["--baseline", "balanced", "--input", str(text)]
+    brackets = trees_printed(capsys, *args).splitlines()
+    records = [json.loads(line) for line in
+               trees_printed(capsys, *args, "--format", "json").splitlines()]
+    assert [r["tree"] for r in records] == brackets
+    assert [r["words"] for r in records] == [["the", "cat", "sat"], ["it", "rained", "all", "day"]]
+    pretty = trees_printed(capsys, *args, "--format", "pretty")
+    trees = [Tree.fromstring(b) for b in brackets]
+    assert pretty == "".join(viz.pretty(t) + "\n\n" for t in trees)
+    out_file = tmp_path / "trees.json"
+    run(capsys, *args, "--format", "json", "--output", str(out_file))
+    assert [json.loads(line) for line in out_file.read_text().splitlines()] == records
+
+
+def test_svg_format_writes_one_picture_per_sentence(capsys, tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\nit rained all day\n")
+    folder = tmp_path / "pictures"
+    args = ["--baseline", "balanced", "--input", str(text), "--format", "svg"]
+    assert run(capsys, *args, "--output", str(folder)) == {"n_sentences": 2,
+                                                            "output": str(folder)}
+    assert sorted(p.name for p in folder.iterdir()) == ["0001.svg", "0002.svg"]
+    words = [e.text for e in ET.parse(folder / "0002.svg").iter(f"{SVG}text")]
+    assert [w for w in words if w != "X"] == ["it", "rained", "all", "day"]
+    assert parse.main(args) == 2
+    assert capsys.readouterr().err.strip() == "synlm parse: --format svg writes one picture " \
+                                              "per sentence: give --output FOLDER"
+
+
+def test_show_prints_predictions_beside_gold_before_the_scores(capsys):
+    bank = ["--baseline", "right-branching", "--treebank", str(FIXTURES / "sample.mrg")]
+    scores = run(capsys, *bank)
+    lines = trees_printed(capsys, *bank, "--show", "2", "--format", "json").splitlines()
+    assert len(lines) == 3 and json.loads(lines[-1]) == scores
+    golds = [evaluation_tree(t, "onlstm") for t, _ in read_trees(FIXTURES / "sample.mrg")]
+    for line, gold in zip(lines[:2], golds, strict=False):
+        record = json.loads(line)
+        assert record["words"] == gold.leaves()
+        assert record["gold"] == to_bracket(gold)
+        assert Tree.fromstring(record["tree"]) == baseline_tree(gold.leaves(),
+                                                                "right-branching")
+    pretty = trees_printed(capsys, *bank, "--show", "2", "--format", "pretty").splitlines()
+    assert pretty.count("predicted:") == 2 and pretty.count("gold:") == 2
+    assert json.loads(pretty[-1]) == scores
+    bracket = trees_printed(capsys, *bank, "--show", "1").splitlines()
+    assert bracket[:2] == [f"predicted: {json.loads(lines[0])['tree']}",
+                           f"gold: {to_bracket(golds[0])}"]
+
+
+def test_show_in_svg_writes_the_first_pictures_beside_gold(capsys, tmp_path):
+    folder = tmp_path / "pictures"
+    bank = ["--baseline", "balanced", "--treebank", str(FIXTURES / "sample.mrg")]
+    assert run(capsys, *bank, "--show", "2", "--format", "svg", "--output", str(folder))[
+        "n_sentences"] == 10
+    assert sorted(p.name for p in folder.iterdir()) == ["0001.svg", "0002.svg"]
+    gold = evaluation_tree(next(iter(read_trees(FIXTURES / "sample.mrg")))[0], "onlstm")
+    words = [e.text for e in ET.parse(folder / "0001.svg").iter(f"{SVG}text")]
+    for word in gold.leaves():
+        assert words.count(word) >= 2  # the prediction's and the gold tree's leaves
+
+
+def test_show_needs_a_treebank(capsys, tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sat\n")
+    assert parse.main(["--baseline", "balanced", "--input", str(text), "--show", "1"]) == 2
+    assert capsys.readouterr().err.strip() == "synlm parse: --show N shows predicted beside " \
+        "gold trees: give --treebank PATH with --baseline or --ckpt_path, without --input"
