@@ -18,7 +18,9 @@ from synlm.backbones.base import LayerInsert
 from synlm.data.corpora import Corpus
 from synlm.data.subwords import Subwords
 
-REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+#: The shipped configs, inside the package (``configs/`` in a checkout links here), so that
+#: ``--config quickstart.yaml`` and ``synlm ls`` work after a wheel install too.
+REPO_CONFIGS = Path(__file__).resolve().parent / "configs"
 
 
 def subclasses(base: type) -> list[type]:
