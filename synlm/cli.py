@@ -27,7 +27,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.optim import Optimizer
 
-from synlm import __version__, runs
+from synlm import __version__, runs, usage
 from synlm.callbacks import SynLMProgressBar, TokensPerSecond
 from synlm.data.corpora import CorpusError
 from synlm.data.datamodule import SynLMDataModule
@@ -155,14 +155,23 @@ class SaveRunConfig(SaveConfigCallback):
 
 
 class SynLMArgumentParser(LightningArgumentParser):
-    """Names the valid classes when a ``class_path`` cannot be resolved."""
+    """Errors in a few lines instead of the usage: what jsonargparse found, the closest
+    flag, class argument or class name ("did you mean"), the valid short class names when
+    a ``class_path`` cannot be resolved, and where the full option list is."""
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error:  # jsonargparse trying alternatives: not for the user
+            super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        options = [o for a in parser._actions for o in a.option_strings]
+        message = message.strip() + usage.suggestion(message, options)
         if "import path" in message:
             known = "; ".join(f"{kind}: {', '.join(names)}"
                               for kind, names in list_components().items() if kind != "configs")
-            message = f"{message.rstrip()}\nvalid short class names: {known}"
-        super().error(message, ex)
+            message = f"{message}\nvalid short class names: {known}"
+        prog = parser.prog.replace(" [options]", "")
+        sys.stderr.write(f"{prog}: error: {message}\n({prog} --help lists every option)\n")
+        self.exit(2)
 
 
 class SynLMCLI(LightningCLI):
@@ -331,6 +340,15 @@ def _flag_value(args: Sequence[str], flag: str) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in ([], ["-h"], ["--help"]):
+        print(usage.overview())
+        return 0
+    if args[:1] == ["--version"]:
+        print(usage.version())
+        return 0
+    if args[0] not in usage.COMMANDS:
+        print(usage.unknown_command(args[0]), file=sys.stderr)
+        return 2
     if args[:1] == ["ls"]:
         return _ls()
     if args[:1] == ["annotate"]:
@@ -353,6 +371,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from synlm.parse import main as parse_main
 
         return parse_main(args[1:], build_model=build_model)
+    args = usage.resolve_configs(args)
+    problem = usage.config_error(args)
+    if problem:
+        print(f"synlm {args[0]}: error: {problem}", file=sys.stderr)
+        return 2
     try:
         SynLMCLI(args=with_saved_config(args))
     except (CorpusError, NonFiniteLossError, ValueError, FileNotFoundError) as err:

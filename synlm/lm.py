@@ -74,7 +74,8 @@ class SyntaxLM(pl.LightningModule):
         vocab_size: set from the DataModule by the CLI.
         bptt: base window length, for the learning-rate scaling (linked from the data).
         embedding_dropout: word-type dropout on the embedding matrix (AWD ``dropoute``).
-        alpha, beta: activation and temporal activation regularisation.
+        alpha: activation regularisation (AR).
+        beta: temporal activation regularisation (TAR).
         ar_target: what AR penalises: ``output`` (``hidden``) or ``last_layer``.
         tie_weights: the decoder's weight is the embedding matrix (Press & Wolf 2017).
         decoder_bias: the decoder has a bias (AWD-LSTM); fairseq's Transformer LM and GPT-2

@@ -172,3 +172,83 @@ def test_from_config_builds_what_the_cli_builds() -> None:
     assert model.log_probs(batch.tokens).shape == (*batch.tokens.shape, model.datamodule.vocab_size)
     sets = model.induce(batch.tokens)
     assert sets["lm"].shape[0] == 3 and sets["syd"].shape[0] == 1
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["-h"]])
+def test_help_lists_every_command(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from synlm.usage import COMMANDS
+
+    assert run_cli(args) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.split("commands:\n")[1]
+              .split("\n\n")[0].splitlines()]
+    assert listed == list(COMMANDS) and {"parse", "plot", "ls", "generate"} <= set(listed)
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import lightning
+    import torch
+
+    import synlm
+
+    assert run_cli(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"synlm {synlm.__version__} (torch {torch.__version__}, "
+        f"lightning {lightning.__version__})")
+
+
+QUICKSTART = str(REPO_CONFIGS / "quickstart.yaml")
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["fitt"], "synlm: error: unknown command 'fitt'; did you mean fit?"),
+    (["fit", "--config", QUICKSTART, "--trainer.max_epocs=3"],
+     "unrecognized arguments: --trainer.max_epocs=3; did you mean --trainer.max_epochs?"),
+    (["fit", "--config", QUICKSTART, "--model.backbone.init_args.hiden_size=3"],
+     "Option 'hiden_size' is not accepted; did you mean hidden_size?"),
+    (["fit", "--config", QUICKSTART, "--model.backbone=ONLSTMM"],
+     "Expected a dot import path string: ONLSTMM; did you mean ONLSTM?"),
+    (["fit", "--config", "quickstat.yaml"],
+     "synlm fit: error: --config: no file quickstat.yaml; did you mean quickstart.yaml?"),
+    (["test", "--config=onlstm_sid.yaml"], "did you mean onlstm_syd.yaml?"),
+], ids=["command", "flag", "class-argument", "class-name", "config", "config-equals"])
+def test_mistakes_get_a_suggestion_instead_of_the_usage(
+        args: list[str], said: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no configs/ here: shipped configs are found by name
+    assert run_cli(args) == 2
+    err = capsys.readouterr().err
+    assert said in err and "usage:" not in err and len(err.strip().splitlines()) <= 6
+
+
+def test_a_yaml_error_names_its_file_line_and_column(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("config: bad.yaml\ntrainer:\n  max_epochs: 2\n")  # stacks on bad.yaml
+    (tmp_path / "bad.yaml").write_text("trainer:\n  max_epochs: 3\n bad: [\n")
+    assert run_cli(["fit", "--config", str(good)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"synlm fit: error: {tmp_path / 'bad.yaml'}:3:2: not valid YAML")
+
+
+def test_shipped_configs_are_found_by_name_anywhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["fit", "--config", "quickstart.yaml", "--config=trainer/debug.yaml",
+                    "--print_config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["trainer"]["limit_train_batches"] == 4  # trainer/debug.yaml's
+    assert printed["model"]["backbone"]["class_path"] == "synlm.backbones.ONLSTM"
+
+
+def test_every_shipped_config_is_package_data() -> None:
+    """The wheel carries synlm/configs (``synlm ls``, ``--config NAME`` after a wheel
+    install): every file there matches pyproject's package-data globs."""
+    import re
+
+    pyproject = (REPO_CONFIGS.parents[1] / "pyproject.toml").read_text()
+    section = pyproject.split("[tool.setuptools.package-data]")[1]
+    globs = re.findall(r'"([^"]+)"', re.search(r"synlm = \[(.*?)\]", section).group(1))
+    packaged = {p for g in globs for p in REPO_CONFIGS.parent.glob(g)}
+    shipped = {p for p in REPO_CONFIGS.rglob("*") if p.is_file()}
+    assert shipped and shipped <= packaged

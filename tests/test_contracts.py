@@ -69,8 +69,8 @@ def test_every_structure_kind_is_scored_in_validation(tmp_path: Path) -> None:
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False,
                          default_root_dir=tmp_path)
     (scores,) = trainer.validate(model, dm, verbose=False)
-    assert scores["val/uas_oracle"] == scores["val/uas"] == 1.0  # oracle heads
-    assert 0.0 < scores["val/uf1_span"] == scores["val/uf1"] <= 1.0  # span decoder ran
+    assert scores["val/uas_oracle"] == scores["val/uas"] == 100.0  # oracle heads, percent
+    assert 0.0 < scores["val/uf1_span"] == scores["val/uf1"] <= 100.0  # span decoder ran
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)

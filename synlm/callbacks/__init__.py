@@ -3,5 +3,6 @@
 from synlm.callbacks.nt_asgd import NTASGD
 from synlm.callbacks.progress import SynLMProgressBar
 from synlm.callbacks.throughput import TokensPerSecond
+from synlm.callbacks.trees import TreeSamples
 
-__all__ = ["NTASGD", "SynLMProgressBar", "TokensPerSecond"]
+__all__ = ["NTASGD", "SynLMProgressBar", "TokensPerSecond", "TreeSamples"]

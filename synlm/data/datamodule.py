@@ -53,7 +53,8 @@ class SynLMDataModule(pl.LightningDataModule):
         eval_mode: the mode of validation, test and predict (default: ``mode``); a
             stream-trained model validated in ``sentence`` mode logs ``val/uf1``.
         batch_size: training columns (stream) or sentences (sentence) per device.
-        eval_batch_size, test_batch_size: the same for validation and test (AWD: 10, 1).
+        eval_batch_size: the same for validation (AWD: 10).
+        test_batch_size: the same for test (AWD: 1).
         bptt: base window length; training windows vary as AWD-LSTM's unless
             ``variable_bptt`` is False; evaluation windows are fixed.
         max_length: sentence mode: training sentences longer than this are dropped.

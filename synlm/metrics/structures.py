@@ -23,7 +23,7 @@ from nltk import Tree
 from torch import Tensor
 from torchmetrics import Metric
 
-from synlm.metrics.parsing import PROTOCOLS, ParsingF1, evaluation_tree
+from synlm.metrics.parsing import PROTOCOLS, ParsingF1, Protocol, evaluation_tree
 from synlm.syntax import Sentence, distances_to_tree, palm_tree
 
 TREE_KINDS = ("distances", "spans")
@@ -68,6 +68,20 @@ def decode_trees(kind: str, values: Tensor, rows: Sequence[tuple[int, Sentence]]
         return [[prune_leaves(palm_tree(s.words, padded[b, :len(s.words) + 2].numpy()), mask)
                  for (b, s), mask in zip(rows, keep)]]
     raise ValueError(f"no tree decoder for structure kind {kind!r}; tree kinds: {TREE_KINDS}")
+
+
+def scored_rows(sentences: Sequence[Sentence], protocol: Protocol | str = "onlstm"
+                ) -> tuple[list[tuple[int, Sentence]], list[Tree], list[np.ndarray]]:
+    """What tree kinds are scored on among ``sentences`` (a batch's rows): (row index,
+    sentence) of each sentence with a gold tree that ``protocol`` keeps, its evaluation tree
+    (``evaluation_tree``: punctuation removed) and which of its words that tree keeps, the
+    ``keep`` of ``decode_trees``."""
+    protocol = PROTOCOLS[protocol] if isinstance(protocol, str) else protocol
+    treed = [(b, s) for b, s in enumerate(sentences) if s.tree is not None]
+    golds = [evaluation_tree(s.tree, protocol) for _, s in treed]
+    rows = [row for row, gold in zip(treed, golds) if gold is not None]
+    keep = [np.array([tag in protocol.keep_tags for _, tag in s.tree.pos()]) for _, s in rows]
+    return rows, [gold for gold in golds if gold is not None], keep
 
 
 def decode_heads(values: Tensor, n: int) -> list[int]:
@@ -122,12 +136,7 @@ class InducedStructureMetrics(torch.nn.Module):
 
     def update(self, structures: dict[str, tuple[str, Tensor]],
                sentences: Sequence[Sentence]) -> None:
-        treed = [(b, s) for b, s in enumerate(sentences) if s.tree is not None]
-        golds = [evaluation_tree(s.tree, self.protocol) for _, s in treed]
-        rows = [row for row, gold in zip(treed, golds) if gold is not None]
-        golds = [gold for gold in golds if gold is not None]
-        keep = [np.array([tag in self.protocol.keep_tags for _, tag in s.tree.pos()])
-                for _, s in rows]
+        rows, golds, keep = scored_rows(sentences, self.protocol)
         headed = [(b, s) for b, s in enumerate(sentences) if s.heads is not None]
         for name, (kind, values) in structures.items():
             if kind == "arcs":
@@ -144,11 +153,13 @@ class InducedStructureMetrics(torch.nn.Module):
                 self._metric(key, ParsingF1, values).update(preds, golds)
 
     def compute(self) -> dict[str, Tensor]:
-        """``uf1_*`` (sentence-level F1) and ``uas_*`` per structure key."""
+        """``uf1_*`` (sentence-level F1) and ``uas_*`` per structure key, in percent: the
+        unit of ``synlm parse`` and of the papers' tables (the ``ParsingF1`` and
+        ``AttachmentScore`` metric objects return fractions, as torchmetrics does)."""
         out = {}
         for key, metric in self.metrics.items():
             value = metric.compute()
-            out[key] = value["uf1_sentence"] if isinstance(value, dict) else value
+            out[key] = 100 * (value["uf1_sentence"] if isinstance(value, dict) else value)
         return out
 
     def reset(self) -> None:

@@ -1,0 +1,156 @@
+"""What the ``synlm`` command says about itself: the overview of its commands, the version,
+"did you mean" for mistyped commands, flags, class names and config names, config files
+found among the shipped ones, and YAML errors that name their file and line."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import yaml
+
+from synlm import __version__
+from synlm.registry import REPO_CONFIGS, list_components
+
+#: Every subcommand with what it does, in the order ``synlm --help`` lists them.
+COMMANDS = {
+    "fit": "train a model; writes runs/<config>/version_N/ (config, metrics.csv, checkpoints)",
+    "validate": "the validation metrics of a checkpoint (--ckpt_path; its config is inside)",
+    "test": "the test metrics of a checkpoint (--ckpt_path; its config is inside)",
+    "predict": "run a checkpoint's predict step over the data",
+    "parse": "induced trees (and parsing F1 or UAS against a treebank) of a checkpoint",
+    "plot": "learning curves of runs from their metrics.csv",
+    "generate": "sample text from a checkpoint (story endings, contexts, unconditional)",
+    "evaluate-generation": "the generation metrics of a JSONL file of samples",
+    "annotate": "dependency heads for raw text with a spaCy pipeline (cached CoNLL-U)",
+    "ls": "backbones, heads, corpora and shipped configs, by short name",
+}
+LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+
+
+def overview() -> str:
+    """``synlm --help``: every command, one line each."""
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {what}" for name, what in COMMANDS.items()]
+    return "\n".join([
+        "usage: synlm COMMAND [options]      synlm COMMAND --help: the command's options",
+        "",
+        "Syntax-aware language models on PyTorch Lightning (synlm " + __version__ + ").",
+        "fit/validate/test/predict take --config FILE.yaml (repeatable; a shipped config by",
+        "name, e.g. --config quickstart.yaml) and dotted overrides, --trainer.max_epochs=3.",
+        "",
+        "commands:", *lines,
+        "",
+        "options:",
+        "  -h, --help  this message",
+        "  --version   the versions of synlm, torch and lightning",
+    ])
+
+
+def version() -> str:
+    import lightning
+    import torch
+
+    return f"synlm {__version__} (torch {torch.__version__}, lightning {lightning.__version__})"
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean X?"`` for the closest candidate, or ``""``."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def unknown_command(name: str) -> str:
+    return (f"synlm: error: unknown command {name!r}{did_you_mean(name, COMMANDS)} "
+            f"(synlm --help lists them)")
+
+
+def shipped_configs() -> list[str]:
+    """The shipped configs by their path under ``synlm/configs`` (``data/ptb.yaml``)."""
+    return sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.rglob("*.yaml"))
+
+
+def resolve_configs(args: Sequence[str]) -> list[str]:
+    """``args`` with each ``--config NAME`` that is not a file here but a shipped config
+    (``quickstart.yaml``, ``data/ptb.yaml``) replaced by the shipped file's path."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        flag, eq, value = arg.partition("=")
+        if flag in ("-c", "--config") and eq:
+            out[i] = f"{flag}={_shipped_or_given(value)}"
+        elif arg in ("-c", "--config") and i + 1 < len(out):
+            out[i + 1] = _shipped_or_given(out[i + 1])
+    return out
+
+
+def _shipped_or_given(value: str) -> str:
+    if Path(value).exists() or not (REPO_CONFIGS / value).is_file():
+        return value
+    return str(REPO_CONFIGS / value)
+
+
+def config_error(args: Sequence[str]) -> str | None:
+    """The first problem with a ``--config`` file of ``args``, as one line: a missing file
+    (with the closest shipped config) or a YAML error with its file, line and column; the
+    configs a file stacks on (its ``config:`` entries) are checked too."""
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in ("-c", "--config") and (eq or i + 1 < len(args)):
+            found = _yaml_problem(Path(value if eq else args[i + 1]))
+            if found:
+                return found
+    return None
+
+
+def _yaml_problem(path: Path) -> str | None:
+    if "\n" in str(path) or str(path).lstrip().startswith("{"):
+        return None  # a config given inline as a YAML string
+    if not path.is_file():
+        names = shipped_configs()
+        hint = did_you_mean(path.name, [*names, *(Path(n).name for n in names)])
+        return (f"--config: no file {path}{hint} (synlm ls lists the shipped configs, which "
+                "may be named without a folder)")
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        what = getattr(err, "problem", None) or str(err).splitlines()[0]
+        return f"{where}: not valid YAML: {what}"
+    stacked = loaded.get("config") if isinstance(loaded, dict) else None
+    for inner in [stacked] if isinstance(stacked, str) else (stacked or []):
+        found = _yaml_problem(path.parent / str(inner))
+        if found:
+            return found
+    return None
+
+
+def suggestion(message: str, options: Iterable[str]) -> str:
+    """A "did you mean" for a jsonargparse error ``message``: an unknown flag (among
+    ``options``), an unknown argument of a class, or an unknown class name; ``""``
+    when nothing is close."""
+    unknown = re.search(r"unrecognized arguments: (\S+)", message)
+    if unknown:
+        return did_you_mean(unknown.group(1).split("=")[0], options)
+    rejected = re.search(r"class_path '([\w.]+)'.*?Option '(\w+)' is not accepted", message,
+                         re.DOTALL)
+    if rejected:
+        return did_you_mean(rejected.group(2), _parameters(rejected.group(1)))
+    bad_class = re.search(r"Expected a dot import path string: (\S+)", message)
+    if bad_class:
+        names = [n for kind, ns in list_components().items() if kind != "configs" for n in ns]
+        return did_you_mean(bad_class.group(1), names)
+    return ""
+
+
+def _parameters(class_path: str) -> list[str]:
+    module, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return []
+    return [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
