@@ -1,0 +1,56 @@
+"""The documentation site builds with ``mkdocs build --strict`` (every page in the nav, every
+link and anchor resolving, the API pages rendered from the docstrings), its CLI page holds the
+``--help`` of every subcommand, generated from the parsers by ``docs/hooks.py``, and the API
+pages document the model. mkdocs is in the dev extra: without it this fails."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBCOMMANDS = ("fit", "validate", "test", "predict", "parse", "plot", "generate",
+               "evaluate-generation", "annotate")
+
+
+def page_text(site: Path, page: str) -> str:
+    """The text of a built page, tags removed."""
+    return html.unescape(re.sub(r"<[^>]+>", "", (site / page / "index.html").read_text()))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}{result.stderr}"
+    return out
+
+
+def test_cli_page_has_the_help_of_every_subcommand(site: Path) -> None:
+    text = page_text(site, "cli")
+    for command in SUBCOMMANDS:
+        assert f"$ synlm {command} --help" in text, command
+        assert re.search(rf"usage: synlm (\[options\] )?{command} ", text), command
+    assert "--list-structures" in text  # synlm parse's options, in full
+    assert "more lines: synlm fit --help" in text  # LightningCLI's, abridged
+    assert "$ synlm ls" in text and "AWDLSTM" in text and "quickstart.yaml" in text
+
+
+def test_api_pages_document_the_model(site: Path) -> None:
+    model = page_text(site, "api/model")
+    assert "synlm.SyntaxLM" in model and "synlm.config.from_config" in model
+    assert "induce" in model  # a method, from its docstring
+    for page, name in [("api/backbones", "AWDLSTM"), ("api/heads", "DistanceRankingHead"),
+                       ("api/data", "SynLMDataModule"), ("api/data", "CTBSepsent"),
+                       ("api/metrics", "ParsingF1"), ("api/callbacks", "NTASGD"),
+                       ("api/viz", "distance_bars"), ("api/runs", "resolve_checkpoint")]:
+        assert name in page_text(site, page), (page, name)
