@@ -1,0 +1,35 @@
+"""benchmarks/throughput.py measures on the device it names: its table runs end to end
+(small models, CPU) and each ratio is the row's throughput over the row it names. Speed
+itself is never asserted here (docs/results.md has the measured numbers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
+
+
+@pytest.mark.slow
+def test_the_speed_table_runs_and_its_ratios_compare_the_named_rows() -> None:
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--table", "--small", "--steps", "1", "--warmup", "1",
+         "--device", "cpu", "--json"],
+        capture_output=True, text=True, timeout=600, check=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout
+    rows = {r["name"]: r for r in map(json.loads, out.splitlines())}
+    assert list(rows) == ["plain LSTM LM, B20 T70", "AWD-LSTM", "ON-LSTM", "ONLSTM-SYD",
+                          "plain LSTM LM, B64 T35", "PRPN", "PRPN-SYD", "AWD-LSTM bf16",
+                          "ONLSTM-SYD bf16", "PRPN bf16"]
+    for row in rows.values():
+        assert row["device"].startswith("cpu, 1 threads") and row["tokens_per_s"] > 0
+        if row["against"] is not None:
+            against = rows[row["against"]]["tokens_per_s"]
+            assert row["ratio"] == pytest.approx(row["tokens_per_s"] / against)
+    assert {r["precision"] for n, r in rows.items() if n.endswith("bf16")} == {"bf16-mixed"}
+    assert rows["PRPN"]["against"] == "plain LSTM LM, B64 T35"
