@@ -50,6 +50,14 @@ def detach_state(state: Any) -> Any:
     return apply_to_collection(state, Tensor, Tensor.detach)
 
 
+def masked_mean(x: Tensor, mask: Tensor, dense: bool) -> Tensor:
+    """``x[mask].mean()`` (``mask`` over ``x``'s leading dimensions). ``dense`` (every
+    position counts, known on the host from ``Batch.n_targets``): the same value, bit for
+    bit, without boolean indexing, whose data-dependent shape makes the host wait for the
+    device at every step."""
+    return x.contiguous().mean() if dense else x[mask].mean()
+
+
 class SyntaxLM(pl.LightningModule):
     """A language model made of a ``backbone`` and any number of syntax ``heads``.
 
@@ -311,7 +319,8 @@ class SyntaxLM(pl.LightningModule):
         result = self._carrying_forward(batch, stage)
         nll = -result.target_log_probs  # (B, T)
         mask = batch.mask
-        lm_loss = nll[mask].mean()
+        dense = batch.n_targets == mask.numel()  # every position counts (stream mode)
+        lm_loss = masked_mean(nll, mask, dense)
         loss = self.hparams.lm_weight * lm_loss
         logs = {f"{stage}/lm_loss": lm_loss}
         heads = {h.name: h for h in self.heads}
@@ -325,7 +334,7 @@ class SyntaxLM(pl.LightningModule):
         if out.aux_loss is not None:
             loss = loss + out.aux_loss
         if stage == "train":
-            loss = loss + self._activation_regularisation(out.hidden, out.layers, mask)
+            loss = loss + self._activation_regularisation(out.hidden, out.layers, mask, dense)
         logs[f"{stage}/loss"] = loss
         batch_size = batch.tokens.size(0)
         on_step = stage == "train"
@@ -336,18 +345,18 @@ class SyntaxLM(pl.LightningModule):
         return loss, result
 
     def _activation_regularisation(self, hidden: Tensor, layers: list[Tensor] | None,
-                                   mask: Tensor) -> Tensor:
+                                   mask: Tensor, dense: bool = False) -> Tensor:
         """AR on ``hidden`` or the top layer (``ar_target``), TAR on the top layer
-        (Merity et al. 2018 §4.6)."""
+        (Merity et al. 2018 §4.6); ``dense``: ``masked_mean``'s."""
         reg = torch.zeros((), device=mask.device)
         top = layers[-1] if layers else None
         ar_input = hidden if self.hparams.ar_target == "output" else top
         if self.hparams.alpha and ar_input is not None:
-            reg = reg + self.hparams.alpha * ar_input[mask].pow(2).mean()
+            reg = reg + self.hparams.alpha * masked_mean(ar_input.pow(2), mask, dense)
         if self.hparams.beta and top is not None and top.size(1) > 1:
             both = mask[:, 1:] & mask[:, :-1]
             diff = top[:, 1:] - top[:, :-1]
-            reg = reg + self.hparams.beta * diff[both].pow(2).mean()
+            reg = reg + self.hparams.beta * masked_mean(diff.pow(2), both, dense)
         return reg
 
     # ------------------------------------------------------------------ loops

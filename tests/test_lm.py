@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
@@ -83,6 +84,29 @@ def test_loss_is_nll_plus_weighted_heads_plus_ar_tar(monkeypatch: pytest.MonkeyP
     assert logged["train/constant_loss"] == 2.0 and "train/seen" in logged
     expected = torch.log_softmax(result.logits, -1).gather(-1, batch.targets[..., None])[..., 0]
     torch.testing.assert_close(result.target_log_probs, expected)
+
+
+def test_a_stream_batch_takes_its_loss_without_boolean_indexing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """When every position counts (stream mode; ``Batch.n_targets`` says so on the host) the
+    LM loss and AR/TAR skip boolean indexing, whose data-dependent shape makes the host wait
+    for a GPU at every step, and give the same loss bit for bit."""
+    torch.manual_seed(0)
+    model = SyntaxLM(tiny_backbone(), heads=[], vocab_size=20, alpha=2.0, beta=1.0,
+                     embedding_dropout=0.0).eval()
+    monkeypatch.setattr(model, "log", lambda *args, **kwargs: None)
+    monkeypatch.setattr(model, "log_dict", lambda *args, **kwargs: None)
+    tokens = torch.randint(0, 20, (3, 9))
+    losses, indexing = [], []
+    for n_targets in (0, 3 * 8):  # 0: not counted (a batch built by hand): indexing
+        model._states.clear()
+        with torch.profiler.profile() as profile:
+            loss, _ = model._step(dataclasses.replace(batch_of(tokens), n_targets=n_targets),
+                                  "train")
+        losses.append(loss)
+        indexing.append("aten::nonzero" in {e.key for e in profile.key_averages()})
+    assert torch.equal(losses[0], losses[1])
+    assert indexing == [True, False]
 
 
 def test_tied_decoder_and_reference_init() -> None:
