@@ -244,7 +244,7 @@ class SynLMCLI(LightningCLI):
         (wandb, ...) beside it, TensorBoard with ``--tensorboard``, and the learning rate
         among the logged values (``LearningRateMonitor``); ``logger: false`` logs nothing
         and keeps only the checkpoints in the next ``version_N``. Callbacks: the configured
-        ones, ``RunCheckpoint`` (unless ``enable_checkpointing: false``) and
+        ones, ``RunCheckpoint`` (fit only, unless ``enable_checkpointing: false``) and
         ``TokensPerSecond``; Lightning's default progress bar becomes ``SynLMProgressBar``."""
         config = self.config_init[self.subcommand] if self.subcommand else self.config_init
         root = Path(config.trainer.default_root_dir)
@@ -261,9 +261,12 @@ class SynLMCLI(LightningCLI):
                 extra.append(runs.run_tensorboard_logger(csv))
             kwargs["logger"] = [csv, *extra]
         callbacks = config.trainer.callbacks or []
+        checkpointing = self.subcommand in (None, "fit") \
+            and config.trainer.enable_checkpointing is not False
+        if not checkpointing:  # validate/test/predict save nothing
+            kwargs["enable_checkpointing"] = False
         kwargs["callbacks"] = [*(callbacks if isinstance(callbacks, list) else [callbacks]),
-                               *([RunCheckpoint()] if config.trainer.enable_checkpointing
-                                 is not False else []),
+                               *([RunCheckpoint()] if checkpointing else []),
                                TokensPerSecond()]
         trainer = super().instantiate_trainer(**kwargs)
         if trainer.loggers and not any(isinstance(c, LearningRateMonitor)
