@@ -215,7 +215,7 @@ class SynLMCLI(LightningCLI):
         if trainer.default_root_dir is None:
             trainer.default_root_dir = str(Path("runs") / run_name(config.get("config") or []))
         self._continued: tuple[int, int] | None = None  # (version, global step)
-        ckpt_path = config.get("ckpt_path")
+        ckpt_path, version = config.get("ckpt_path"), None
         if ckpt_path == "last":
             found = runs.latest_last(Path(trainer.default_root_dir))
             if found is None:
@@ -228,14 +228,15 @@ class SynLMCLI(LightningCLI):
                 config.ckpt_path = None
             else:
                 version, config.ckpt_path = found[0], str(found[1])
-                if subcommand == "fit":
-                    step = runs.read_checkpoint(found[1])["global_step"]
-                    self._continued = (version, step)
         elif ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
             config.ckpt_path = str(runs.resolve_checkpoint(ckpt_path))
-            runs.read_checkpoint(config.ckpt_path)
+        ckpt_path = config.get("ckpt_path")
+        if ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
+            step = runs.read_checkpoint(ckpt_path)["global_step"]  # readable?
+            if subcommand == "fit" and version is not None:
+                self._continued = (version, step)
         init_from = config.model.get("init_from") if "model" in config else None
-        if subcommand == "fit" and init_from and config.ckpt_path is None:
+        if subcommand == "fit" and init_from and ckpt_path is None:
             runs.read_checkpoint(init_from, "model.init_from")  # before the run's folder
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
@@ -322,23 +323,13 @@ def with_saved_config(args: list[str]) -> list[str]:
     checkpoint's run was trained with goes first, the other flags override it."""
     if args[:1] not in (["validate"], ["test"], ["predict"]):
         return args
-    if any(a in ("-c", "--config") or a.startswith("--config=") for a in args):
+    ckpts = usage.flag_values(args, "--ckpt_path")
+    if usage.flag_values(args, *usage.CONFIG_FLAGS) or not ckpts:
         return args
-    ckpt = _flag_value(args, "--ckpt_path")
-    if ckpt is None or ckpt in ("last", *LIGHTNING_CKPT_NAMES):
+    ckpt = ckpts[-1][2]
+    if ckpt in ("last", *LIGHTNING_CKPT_NAMES):
         return args
     return [args[0], "--config", runs.saved_config(ckpt), *args[1:]]
-
-
-def _flag_value(args: Sequence[str], flag: str) -> str | None:
-    """The value of ``flag`` given as ``flag VALUE`` or ``flag=VALUE`` (the last one)."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

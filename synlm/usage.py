@@ -29,7 +29,6 @@ COMMANDS = {
     "annotate": "dependency heads for raw text with a spaCy pipeline (cached CoNLL-U)",
     "ls": "backbones, heads, corpora and shipped configs, by short name",
 }
-LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 
 
 def overview() -> str:
@@ -74,16 +73,28 @@ def shipped_configs() -> list[str]:
     return sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.rglob("*.yaml"))
 
 
+CONFIG_FLAGS = ("-c", "--config")
+
+
+def flag_values(args: Sequence[str], *flags: str) -> list[tuple[int, str, str]]:
+    """Every value of ``flags`` in ``args``, given as ``FLAG VALUE`` or ``FLAG=VALUE``, in
+    order: ``(i, prefix, value)`` with ``args[i] == prefix + value``."""
+    found = []
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in flags and eq:
+            found.append((i, flag + eq, value))
+        elif arg in flags and i + 1 < len(args):
+            found.append((i + 1, "", args[i + 1]))
+    return found
+
+
 def resolve_configs(args: Sequence[str]) -> list[str]:
     """``args`` with each ``--config NAME`` that is not a file here but a shipped config
     (``quickstart.yaml``, ``data/ptb.yaml``) replaced by the shipped file's path."""
     out = list(args)
-    for i, arg in enumerate(out):
-        flag, eq, value = arg.partition("=")
-        if flag in ("-c", "--config") and eq:
-            out[i] = f"{flag}={_shipped_or_given(value)}"
-        elif arg in ("-c", "--config") and i + 1 < len(out):
-            out[i + 1] = _shipped_or_given(out[i + 1])
+    for i, prefix, value in flag_values(args, *CONFIG_FLAGS):
+        out[i] = prefix + _shipped_or_given(value)
     return out
 
 
@@ -97,12 +108,10 @@ def config_error(args: Sequence[str]) -> str | None:
     """The first problem with a ``--config`` file of ``args``, as one line: a missing file
     (with the closest shipped config) or a YAML error with its file, line and column; the
     configs a file stacks on (its ``config:`` entries) are checked too."""
-    for i, arg in enumerate(args):
-        flag, eq, value = arg.partition("=")
-        if flag in ("-c", "--config") and (eq or i + 1 < len(args)):
-            found = _yaml_problem(Path(value if eq else args[i + 1]))
-            if found:
-                return found
+    for _, _, value in flag_values(args, *CONFIG_FLAGS):
+        found = _yaml_problem(Path(value))
+        if found:
+            return found
     return None
 
 
