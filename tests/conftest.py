@@ -11,6 +11,8 @@ import pytest
 import torch
 
 os.environ.setdefault("WANDB_MODE", "offline")
+if not torch.cuda.is_available():  # Triton kernels run in its interpreter (read when defined)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 # the benchmarks' baselines (e.g. prpn_naive.NaivePRPN) are checked against the fast models
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 torch.set_num_threads(2)

@@ -24,7 +24,9 @@ per window (and, on CPU in float32, reordered once for oneDNN); the recurrence i
 autograd function whose forward records no graph and whose backward is hand-derived, so
 each step costs one matmul plus about a dozen small kernels each way, and the W_hh
 gradient of the whole window is a single matmul. Under autocast the recurrence runs in
-float32 (cumax included).
+float32 (cumax included). On CUDA (``kernel="auto"`` or ``"triton"``) the same loop runs
+``synlm.kernels.on_lstm.TritonRecurrence``: per step one cuBLAS product and one fused Triton
+kernel each way, equal to this path to float32 rounding (tests/test_kernels_on_lstm.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from synlm.backbones.base import LayerInsert, RecurrentStack
+from synlm.kernels import Kernel, check_kernel, use_triton
 from synlm.modules import cumax, drop_connect
 from synlm.outputs import BackboneOutput, Structure
 
@@ -176,10 +179,15 @@ def _master_affine(like: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class ONLSTMCell(nn.Module):
-    """One ON-LSTM layer run over a whole window (eq. 1-12)."""
+    """One ON-LSTM layer run over a whole window (eq. 1-12).
+
+    ``kernel``: ``"auto"`` runs the fused Triton recurrence on CUDA tensors and the PyTorch
+    one elsewhere; ``"torch"`` or ``"triton"`` force one (synlm.kernels).
+    """
 
     def __init__(
-        self, input_size: int, hidden_size: int, chunk_size: int, weight_drop: float = 0.0
+        self, input_size: int, hidden_size: int, chunk_size: int, weight_drop: float = 0.0,
+        kernel: Kernel = "auto",
     ) -> None:
         super().__init__()
         if hidden_size % chunk_size:
@@ -191,6 +199,7 @@ class ONLSTMCell(nn.Module):
         self.ih = nn.Linear(input_size, gates)
         self.hh = nn.Linear(hidden_size, gates)
         self.weight_drop = weight_drop
+        self.kernel = check_kernel(kernel)
 
     def window_weight(self) -> Tensor:
         """W_hh for one window: DropConnect mask drawn once here, reused at every step."""
@@ -206,15 +215,18 @@ class ONLSTMCell(nn.Module):
         """x (B, T, I) -> outputs (B, T, H), new state, master-forget logits h^f (B, T, n)."""
         xi = F.linear(x.transpose(0, 1), self.ih.weight, self.ih.bias + self.hh.bias)  # (T, B, G)
         dtype = torch.promote_types(xi.dtype, torch.float32)  # the recurrence stays >= fp32
+        recurrence = _Recurrence
+        if use_triton(self.kernel, xi):
+            from synlm.kernels.on_lstm import TritonRecurrence as recurrence
         with torch.autocast(x.device.type, enabled=False):
-            hs, h, c, hf = _Recurrence.apply(
+            hs, h, c, hf = recurrence.apply(
                 xi.to(dtype), state[0].to(dtype), state[1].to(dtype), w_hh.to(dtype)
             )
         return hs.transpose(0, 1), (h, c), hf.transpose(0, 1)
 
     def extra_repr(self) -> str:
         return (f"chunk_size={self.chunk_size}, n_chunk={self.n_chunk}, "
-                f"weight_drop={self.weight_drop}")
+                f"weight_drop={self.weight_drop}, kernel={self.kernel!r}")
 
 
 class ONLSTM(RecurrentStack):
@@ -234,6 +246,7 @@ class ONLSTM(RecurrentStack):
     is layer l's true n (heads size their layers from the spec in ``bind``).
     State: a ``StackState`` with one (h (B, H_l), c (B, n_l, chunk_size)) per layer.
     DropConnect masks of every layer are drawn once per window, before the input dropout.
+    ``kernel`` picks each layer's time loop (``ONLSTMCell``): on a GPU the fused Triton one.
     """
 
     def __init__(
@@ -247,13 +260,14 @@ class ONLSTM(RecurrentStack):
         dropout_output: float = 0.45,
         weight_drop: float = 0.45,
         inserts: Sequence[LayerInsert] = (),
+        kernel: Kernel = "auto",
     ) -> None:
         super().__init__(input_size, hidden_size, num_layers, dropout_input, dropout_hidden,
                          dropout_output, inserts)
         self.hidden_size = hidden_size
         in_sizes = [input_size, *self.layer_sizes[:-1]]
         self.cells = nn.ModuleList(
-            ONLSTMCell(i, h, chunk_size, weight_drop)
+            ONLSTMCell(i, h, chunk_size, weight_drop, kernel)
             for i, h in zip(in_sizes, self.layer_sizes, strict=True)
         )
         self.bind_inserts()

@@ -1,0 +1,55 @@
+"""Fused recurrences for the GPU, written in Triton (issue 12; docs/performance.md).
+
+Each recurrent backbone keeps its PyTorch time loop as the reference path (the CPU path);
+the modules here replace only the per-step elementwise work of a time loop by one Triton
+kernel each way, so a step costs one cuBLAS product plus one fused kernel. Under
+``TRITON_INTERPRET=1`` the same kernels run on CPU tensors (NumPy), which is how the tests
+compare them with the reference path on machines without a GPU.
+
+``kernel`` arguments of the backbones take ``"auto"`` (Triton on CUDA tensors when Triton is
+installed, PyTorch otherwise), ``"torch"`` or ``"triton"``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from typing import Literal
+
+from torch import Tensor
+
+Kernel = Literal["auto", "torch", "triton"]
+KERNELS: tuple[str, ...] = ("auto", "torch", "triton")
+
+
+@functools.cache
+def triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def interpreting() -> bool:
+    """Whether Triton kernels run in its CPU interpreter (read when a kernel is defined)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def check_kernel(kernel: str) -> Kernel:
+    """Validate a backbone's ``kernel`` argument; a one-line error names the choices."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {kernel!r}")
+    if kernel == "triton" and not triton_installed():
+        raise ValueError("kernel='triton' needs the triton package: pip install triton "
+                         "(or kernel='auto', which falls back to PyTorch)")
+    return kernel  # type: ignore[return-value]
+
+
+def use_triton(kernel: Kernel, like: Tensor) -> bool:
+    """Whether a recurrence over tensors like ``like`` runs the Triton kernels."""
+    if kernel == "torch":
+        return False
+    if kernel == "triton":
+        if not (like.is_cuda or interpreting()):
+            raise RuntimeError("kernel='triton' runs on CUDA tensors, or on the CPU under "
+                               "TRITON_INTERPRET=1; use kernel='auto' to fall back to PyTorch")
+        return True
+    return like.is_cuda and triton_installed()

@@ -1,0 +1,170 @@
+"""The ON-LSTM time loop of one layer with one fused Triton kernel per step and direction.
+
+Same computation and signature as ``synlm.backbones.on_lstm._Recurrence`` (Shen et al. 2019
+eq. 1-11; docs/models/on_lstm.md). A forward step is
+
+    gates_t = xi_t + h_{t-1} W_hh^T                          one cuBLAS addmm
+    c_t, h_t = step(gates_t, c_{t-1})                        one kernel: master-gate softmax
+                                                             and cumsum, the four gates, eq. 8-11
+
+and a backward step is one kernel for every gate gradient (the cumax Jacobian included) and
+one product dg_t W_hh for d h_{t-1}. The forward saves only the pre-activations, the cells and
+the outputs; the backward kernel recomputes the activations from them, so the saved memory
+is (T, B, G + 2H) against the PyTorch path's (T, B, G + 5H).
+
+One program handles one batch row: the master gates need the whole row's softmax and cumsum
+over the n chunks. Blocks are (BLOCK_N, BLOCK_K), the chunk count and size rounded up to
+powers of two.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from synlm.kernels.common import masked_softmax, sigmoid, tanh
+
+
+@triton.jit
+def _master_gates(g_row, n, rn, mask_n):
+    """[i~, f~] (BLOCK_N,) each and the two softmaxes they are the cumsums of (eq. 5-6)."""
+    soft_i = masked_softmax(tl.load(g_row + rn, mask=mask_n, other=0.0), mask_n)
+    soft_f = masked_softmax(tl.load(g_row + n + rn, mask=mask_n, other=0.0), mask_n)
+    return 1.0 - tl.cumsum(soft_i, 0), tl.cumsum(soft_f, 0), soft_i, soft_f
+
+
+@triton.jit
+def _forward_step(
+    gates_ptr, c_prev_ptr, c_ptr, h_ptr, n, k,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    """One step for row b: gates (B, G), c_{t-1} (B, n, k) -> c_t (B, n, k), h_t (B, H)."""
+    b = tl.program_id(0)
+    H = n * k
+    rn = tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    mask_n = rn < n
+    mask = mask_n[:, None] & (rk[None, :] < k)
+    cell = rn[:, None] * k + rk[None, :]  # (BLOCK_N, BLOCK_K) offsets in an H-block
+    g_row = gates_ptr + b * (2 * n + 4 * H)
+    i_m, f_m, _, _ = _master_gates(g_row, n, rn, mask_n)
+    w = (f_m * i_m)[:, None]  # eq. 7
+    quad = g_row + 2 * n + cell
+    o = sigmoid(tl.load(quad, mask=mask, other=0.0))
+    c_hat = tanh(tl.load(quad + H, mask=mask, other=0.0))
+    i = sigmoid(tl.load(quad + 2 * H, mask=mask, other=0.0))
+    f = sigmoid(tl.load(quad + 3 * H, mask=mask, other=0.0))
+    f_hat = f * w + (f_m[:, None] - w)  # eq. 8
+    i_hat = i * w + (i_m[:, None] - w)  # eq. 9
+    c_prev = tl.load(c_prev_ptr + b * H + cell, mask=mask, other=0.0)
+    c = f_hat * c_prev + i_hat * c_hat  # eq. 10
+    tl.store(c_ptr + b * H + cell, c, mask=mask)
+    tl.store(h_ptr + b * H + cell, o * tanh(c), mask=mask)  # eq. 11
+
+
+@triton.jit
+def _backward_step(
+    gates_ptr, c_prev_ptr, c_ptr, dh_ptr, d_out_ptr, d_hf_ptr, dc_ptr, dg_ptr, n, k,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    """Row b of one backward step.
+
+    Reads d h_t = dh (from dg_{t+1} W_hh) + d_out_t, the carried d c_t (updated in place to
+    d c_{t-1}) and the gradient of the returned master-forget logits d_hf_t; writes the gate
+    pre-activation gradients dg_t (B, G).
+    """
+    b = tl.program_id(0)
+    H = n * k
+    rn = tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    mask_n = rn < n
+    mask = mask_n[:, None] & (rk[None, :] < k)
+    cell = rn[:, None] * k + rk[None, :]
+    g_row = gates_ptr + b * (2 * n + 4 * H)
+    i_m, f_m, soft_i, soft_f = _master_gates(g_row, n, rn, mask_n)
+    w = f_m * i_m
+    quad = g_row + 2 * n + cell
+    o = sigmoid(tl.load(quad, mask=mask, other=0.0))
+    c_hat = tanh(tl.load(quad + H, mask=mask, other=0.0))
+    i = sigmoid(tl.load(quad + 2 * H, mask=mask, other=0.0))
+    f = sigmoid(tl.load(quad + 3 * H, mask=mask, other=0.0))
+    w2 = w[:, None]
+    f_hat = f_m[:, None] - w2 * (1.0 - f)
+    i_hat = i_m[:, None] - w2 * (1.0 - i)
+    row = b * H + cell
+    c_prev = tl.load(c_prev_ptr + row, mask=mask, other=0.0)
+    tc = tanh(tl.load(c_ptr + row, mask=mask, other=0.0))
+    dh = tl.load(dh_ptr + row, mask=mask, other=0.0) + tl.load(d_out_ptr + row, mask=mask,
+                                                                other=0.0)
+    dc = tl.load(dc_ptr + row, mask=mask, other=0.0) + dh * o * (1.0 - tc * tc)  # eq. 11
+    dg_quad = dg_ptr + b * (2 * n + 4 * H) + 2 * n + cell
+    tl.store(dg_quad, dh * tc * o * (1.0 - o), mask=mask)
+    tl.store(dg_quad + H, dc * i_hat * (1.0 - c_hat * c_hat), mask=mask)
+    tl.store(dg_quad + 2 * H, dc * c_hat * w2 * i * (1.0 - i), mask=mask)
+    tl.store(dg_quad + 3 * H, dc * c_prev * w2 * f * (1.0 - f), mask=mask)
+    # eq. 7-10 summed over each chunk: c = (f~ - w(1-f)) c_prev + (i~ - w(1-i)) c^, w = f~ i~
+    d_w = tl.sum(dc * (c_prev * (f - 1.0) + c_hat * (i - 1.0)), 1)
+    d_f_m = tl.sum(dc * c_prev, 1) + d_w * i_m
+    d_i_m = tl.sum(dc * c_hat, 1) + d_w * f_m
+    # through the cumsums (a reverse cumsum; i~ = 1 - cumsum) and the softmaxes
+    d_soft_i = -tl.cumsum(d_i_m, 0, reverse=True)
+    d_soft_f = tl.cumsum(d_f_m, 0, reverse=True)
+    d_li = soft_i * (d_soft_i - tl.sum(soft_i * d_soft_i, 0))
+    d_lf = soft_f * (d_soft_f - tl.sum(soft_f * d_soft_f, 0))
+    d_lf += tl.load(d_hf_ptr + b * n + rn, mask=mask_n, other=0.0)
+    dg_row = dg_ptr + b * (2 * n + 4 * H)
+    tl.store(dg_row + rn, d_li, mask=mask_n)
+    tl.store(dg_row + n + rn, d_lf, mask=mask_n)
+    tl.store(dc_ptr + row, dc * f_hat, mask=mask)  # d c_{t-1}
+
+
+def _blocks(n: int, k: int) -> dict[str, int]:
+    return {"BLOCK_N": triton.next_power_of_2(n), "BLOCK_K": triton.next_power_of_2(k)}
+
+
+class TritonRecurrence(torch.autograd.Function):
+    """xi (T, B, G), h0 (B, H), c0 (B, n, k), w_hh (G, H) -> hs (T, B, H), h_T, c_T, h^f (T, B, n).
+
+    G = 2n + 4H; xi already holds W_ih x + b_ih + b_hh and w_hh is the window's dropped
+    weight, as for the PyTorch path.
+    """
+
+    @staticmethod
+    def forward(ctx, xi: Tensor, h0: Tensor, c0: Tensor, w_hh: Tensor):  # type: ignore[override]
+        T, B, _ = xi.shape
+        n, k = c0.shape[1:]
+        H = n * k
+        xi, w_t = xi.contiguous(), w_hh.t()
+        gates = torch.empty_like(xi)
+        cs = xi.new_empty(T + 1, B, n, k)  # c_{t-1} at index t
+        hs = xi.new_empty(T, B, H)
+        cs[0] = c0
+        h, blocks = h0.contiguous(), _blocks(n, k)
+        for t in range(T):
+            torch.addmm(xi[t], h, w_t, out=gates[t])
+            _forward_step[(B,)](gates[t], cs[t], cs[t + 1], hs[t], n, k, **blocks)
+            h = hs[t]
+        ctx.save_for_backward(h0, w_hh, gates, cs, hs)
+        return hs, hs[T - 1].clone(), cs[T].clone(), gates[:, :, n : 2 * n].contiguous()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_hs: Tensor, d_hT: Tensor, d_cT: Tensor, d_hf: Tensor):  # type: ignore[override]
+        h0, w_hh, gates, cs, hs = ctx.saved_tensors
+        T, B, G = gates.shape
+        n, k = cs.shape[2:]
+        H = n * k
+        d_hs, d_hf = d_hs.contiguous(), d_hf.contiguous()
+        dg = torch.empty_like(gates)
+        dh = d_hT.contiguous()
+        dc = d_cT.clone(memory_format=torch.contiguous_format)  # carried in place
+        blocks = _blocks(n, k)
+        for t in reversed(range(T)):
+            _backward_step[(B,)](gates[t], cs[t], cs[t + 1], dh, d_hs[t], d_hf[t], dc, dg[t],
+                                 n, k, **blocks)
+            dh = dg[t] @ w_hh  # d h_{t-1}
+        h_prev = torch.cat((h0.unsqueeze(0), hs[:-1]), 0).view(T * B, H)
+        d_w_hh = dg.view(T * B, G).t() @ h_prev
+        return dg, dh, dc, d_w_hh
