@@ -35,6 +35,37 @@ class NonFiniteLossError(RuntimeError):
     """Training produced a NaN or infinite loss."""
 
 
+class FiniteLossWatch:
+    """The first non-finite training loss, recorded on the loss's device.
+
+    ``record`` runs every step without the host waiting for the device (``if not
+    torch.isfinite(loss)`` would wait on a GPU at every step); ``check`` reads the record,
+    one wait, and raises ``NonFiniteLossError`` naming the exact step. ``SyntaxLM`` checks
+    at each logging step (the logger reads the loss then anyway), before every validation
+    and checkpoint, and at the end of training, so no checkpoint holds a non-finite model.
+    """
+
+    def __init__(self) -> None:
+        self.step: Tensor | None = None  # () long, -1 while every loss was finite
+        self.value: Tensor | None = None  # () that first loss
+
+    def record(self, loss: Tensor, step: int) -> None:
+        loss = loss.detach()
+        if self.step is None:
+            self.step = torch.full((), -1, dtype=torch.long, device=loss.device)
+            self.value = torch.zeros((), dtype=loss.dtype, device=loss.device)
+        first = ~torch.isfinite(loss) & (self.step < 0)
+        self.step = torch.where(first, step, self.step)
+        self.value = torch.where(first, loss, self.value)
+
+    def check(self) -> None:
+        if self.step is None or (step := int(self.step)) < 0:
+            return
+        value, self.step = float(self.value), None
+        raise NonFiniteLossError(f"non-finite training loss ({value}) at step {step}; "
+                                 "the last good checkpoint is left as it was")
+
+
 def plain_state(state: Any) -> Any:
     """The state with named tuples turned into tuples, so checkpoints load with
     ``weights_only=True``; backbones accept either form."""
@@ -197,6 +228,7 @@ class SyntaxLM(pl.LightningModule):
                                       "test": InducedStructureMetrics()})
         self._states: dict[str, Any] = {}
         self._lr_scale = 1.0
+        self._finite = FiniteLossWatch()
         self._datamodule: pl.LightningDataModule | None = None
         self.vocab: Vocab | None = None  # set at setup, saved in checkpoints (synlm parse)
         self.normalization = "none"  # the corpus's word normalisation, likewise
@@ -362,12 +394,17 @@ class SyntaxLM(pl.LightningModule):
     # ------------------------------------------------------------------ loops
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         loss, _ = self._step(batch, "train")
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(
-                f"non-finite training loss ({loss.item()}) at step {self.global_step}; "
-                "the last good checkpoint is left as it was"
-            )
+        self._finite.record(loss, self.global_step)
+        every = self._trainer.log_every_n_steps if self._trainer is not None else 1
+        if (self.global_step + 1) % every == 0:
+            self._finite.check()
         return loss
+
+    def on_validation_start(self) -> None:
+        self._finite.check()
+
+    def on_train_end(self) -> None:
+        self._finite.check()
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._eval_step(batch, "val")
@@ -500,7 +537,9 @@ class SyntaxLM(pl.LightningModule):
         """Save the carried training state and torch's RNG (dropout masks), so a resumed
         run continues bit for bit (Lightning saves neither), and the vocabulary and word
         normalisation ``synlm parse`` needs. Window lengths and sentence batches come from
-        generators seeded by (seed, epoch), so no other RNG matters."""
+        generators seeded by (seed, epoch), so no other RNG matters. A non-finite loss
+        since the last check raises here, before anything is written."""
+        self._finite.check()
         rng = {"cpu": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()

@@ -9,6 +9,7 @@ from typing import ClassVar
 import lightning.pytorch as pl
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import fit_batch
 from synlm.backbones import AWDLSTM
@@ -230,3 +231,58 @@ def test_predict_log_probs_reproduce_test_perplexity() -> None:
     # the state is carried across windows in both loops, so the numbers are the same
     torch.testing.assert_close(torch.exp(-predicted.double().sum() / count),
                                torch.tensor(tested["test/ppl"], dtype=torch.float64))
+
+
+def _explode_fit(tmp_path: Path, **trainer_args) -> pl.Trainer:
+    dm = SynLMDataModule(SyntheticTreebank(n_train=200, n_valid=20, n_test=20),
+                         batch_size=4, eval_batch_size=4, bptt=10)
+    model = ExplodesAtStep3(tiny_backbone(), vocab_size=dm.vocab_size, bptt=10)
+    trainer = pl.Trainer(default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                         enable_checkpointing=False, num_sanity_val_steps=0, **trainer_args)
+    trainer.fit(model, dm)
+    return trainer
+
+
+@pytest.mark.parametrize("trainer_args", [
+    {"max_steps": 10, "limit_val_batches": 0, "log_every_n_steps": 5},  # at the logging step
+    {"max_steps": 5, "limit_val_batches": 0, "log_every_n_steps": 50},  # at the end of training
+])
+def test_non_finite_loss_found_without_a_validation(tmp_path: Path, trainer_args) -> None:
+    with pytest.raises(NonFiniteLossError, match=r"\(nan\) at step 3;"):
+        _explode_fit(tmp_path, **trainer_args)
+
+
+class _ScalarReads(TorchDispatchMode):
+    """Counts reads of a tensor's value by the host (``.item()``, ``bool(t)``, ``int(t)``):
+    on a GPU each waits for the device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func is torch.ops.aten._local_scalar_dense.default
+        return func(*args, **(kwargs or {}))
+
+
+class CountsScalarReads(SyntaxLM):
+    def training_step(self, batch: Batch, batch_idx: int):
+        with _ScalarReads() as reads:
+            loss = super().training_step(batch, batch_idx)
+        self.reads.append(reads.count)
+        return loss
+
+
+def test_training_step_reads_no_device_value_between_logging_steps(tmp_path: Path) -> None:
+    """A stream-mode step with AR, TAR, DropConnect and the non-finite watch asks the device
+    for no value (issue 12 item 2): the watch reads its record at logging steps only."""
+    dm = SynLMDataModule(SyntheticTreebank(n_train=200, n_valid=20, n_test=20),
+                         batch_size=4, eval_batch_size=4, bptt=10)
+    model = CountsScalarReads(tiny_backbone(weight_drop=0.5), vocab_size=dm.vocab_size,
+                              bptt=10, alpha=2.0, beta=1.0)
+    model.reads = []
+    trainer = pl.Trainer(max_steps=6, limit_val_batches=0, log_every_n_steps=3, logger=False,
+                         enable_progress_bar=False, enable_checkpointing=False,
+                         default_root_dir=tmp_path)
+    trainer.fit(model, dm)
+    assert model.reads == [0, 0, 1, 0, 0, 1]  # global steps 2 and 5 log
