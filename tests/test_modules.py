@@ -60,3 +60,20 @@ def test_cumax_is_monotone_in_unit_interval() -> None:
     y = cumax(torch.randn(3, 11) * 5)
     assert (y.diff(dim=-1) >= 0).all() and (y >= 0).all() and (y <= 1 + 1e-6).all()
     torch.testing.assert_close(y[:, -1], torch.ones(3))
+
+
+def test_weight_drop_lstm_runs_in_float32_under_autocast() -> None:
+    """bf16-mixed keeps the LSTM in float32: the same outputs and state as without autocast,
+    from a bfloat16 input (what an autocast embedding or insert may hand it)."""
+    torch.manual_seed(0)
+    lstm = WeightDropLSTM(6, 8, weight_drop=0.5).train()
+    x = torch.randn(2, 5, 6).to(torch.bfloat16)
+    state = (torch.randn(1, 2, 8), torch.randn(1, 2, 8))
+    torch.manual_seed(1)
+    want, (want_h, want_c) = lstm(x.float(), state)
+    torch.manual_seed(1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, (got_h, got_c) = lstm(x, state)
+    assert got.dtype == torch.float32
+    for g, w in [(got, want), (got_h, want_h), (got_c, want_c)]:
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
