@@ -149,3 +149,17 @@ def test_the_insert_declares_its_window_and_refuses_bad_settings() -> None:
     with pytest.raises(ValueError, match=r"activation must be one of \('none', 'tanh'\)"):
         SpanAttention(activation="relu")
 
+
+
+def test_span_states_and_scores_stay_float32_under_autocast() -> None:
+    """bf16-mixed: the rational span states and scores are the float32 ones, bit for bit,
+    from a bfloat16 layer output."""
+    insert = SpanAttention(after=0, window=4, rrnn_size=3, parser_size=4)
+    insert.bind(5, 0.0)
+    insert.eval()
+    h = torch.randn(2, 6, 5).to(torch.bfloat16)
+    want = insert(h.float(), h.float(), None).fields["span_scores"]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = insert(h, h, None).fields["span_scores"]
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

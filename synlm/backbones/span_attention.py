@@ -197,7 +197,8 @@ class SpanAttention(LayerInsert):
         # h, raw: (B, T, H); state: the last K inputs (B, K, H), oldest first
         past = h.new_zeros(h.size(0), self.K, h.size(2)) if state is None else state
         tape = torch.cat([past, h], 1)  # (B, K + T, H)
-        reprs, scores = self.scorer(tape)  # (B, T, K, 2n), (B, T, K)
+        with torch.autocast(h.device.type, enabled=False):  # span states and scores in fp32
+            reprs, scores = self.scorer(tape.to(torch.promote_types(tape.dtype, torch.float32)))
         weights = torch.softmax(scores, -1)  # ω (B, T, K)
         context = self.drop(torch.einsum("btk,btkc->btc", weights, reprs))  # a (B, T, 2n)
         gate = torch.sigmoid(self.mix_gate(torch.cat([h, context], -1)))  # (B, T, H)
