@@ -102,7 +102,7 @@ def test_kernel_choice(monkeypatch):
     assert not use_triton("torch", cpu)
     assert use_triton("triton", cpu)  # interpreted
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    with pytest.raises(RuntimeError, match="CUDA tensors, or on the CPU under TRITON_INTERPRET"):
+    with pytest.raises(ValueError, match="CUDA tensors, or on the CPU under TRITON_INTERPRET"):
         use_triton("triton", cpu)
     with pytest.raises(ValueError, match="kernel must be one of auto, torch, triton; got 'cuda'"):
         check_kernel("cuda")

@@ -31,7 +31,10 @@ the input half of the attention key hoisted out of the loop, inside a custom aut
 forward records no graph, the backward is hand-written and the window's weight gradients are
 one matmul each. The predictor's attention needs no loop at all (its memory is past top-layer
 outputs, known once the reading layers have run): two batched matmuls over a band of the
-(T, n + T) score matrix. Dropout masks are drawn once per window.
+(T, n + T) score matrix. Dropout masks are drawn once per window. On CUDA (``kernel="auto"`` or
+``"triton"``) each reading layer runs ``synlm.kernels.prpn.TritonReadingRecurrence`` instead:
+the same loop with its per-step elementwise work fused into Triton kernels between the
+cuBLAS products, equal to this path to float32 rounding (tests/test_kernels_prpn.py).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from synlm.backbones.base import Backbone, BackboneSpec
+from synlm.kernels import Kernel, check_kernel, use_triton
 from synlm.modules import dropout_mask
 from synlm.modules.ln_lstm import LayerNormLSTMCell
 from synlm.outputs import BackboneOutput, Structure
@@ -337,8 +341,10 @@ class ReadingLayer(nn.Module):
     """One layer of the reading network (§5.1): structured attention over the last n (h, c)
     of this layer (eq. 9-12), then a layer-normalised LSTM step from the selected state."""
 
-    def __init__(self, input_size: int, hidden_size: int, dropout: float, key_dropout: float):
+    def __init__(self, input_size: int, hidden_size: int, dropout: float, key_dropout: float,
+                 kernel: Kernel = "auto"):
         super().__init__()
+        self.kernel = check_kernel(kernel)
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.dropout = dropout  # on the LSTM input
@@ -366,8 +372,11 @@ class ReadingLayer(nn.Module):
             cell.c_norm.weight, cell.c_norm.bias, key_masks, rmask,
         )
         dtype = torch.promote_types(ih.dtype, torch.float32)  # under autocast the loop is fp32
+        recurrence = _ReadingRecurrence
+        if use_triton(self.kernel, ih):
+            from synlm.kernels.prpn import TritonReadingRecurrence as recurrence
         with torch.autocast(x.device.type, enabled=False):
-            tape = _ReadingRecurrence.apply(
+            tape = recurrence.apply(
                 *(a if a is None else a.to(dtype) for a in args),
                 cell.hh_norm.eps, cell.c_norm.eps,
             )  # (B, n+T, 2H)
@@ -439,6 +448,8 @@ class PRPN(Backbone):
         norm: "batch" (reference) or "layer" in the parser and the predictor.
         syd: use the PRPN-SYD parsing network.
         parser_size: hidden size of the parsing network; defaults to ``hidden_size``.
+        kernel: the reading layers' time loop: ``auto`` (fused Triton kernels on CUDA, the
+            PyTorch loop elsewhere), ``torch`` or ``triton`` (synlm.kernels).
     """
 
     def __init__(
@@ -456,6 +467,7 @@ class PRPN(Backbone):
         norm: Norm = "batch",
         syd: bool = False,
         parser_size: int | None = None,
+        kernel: Kernel = "auto",
     ) -> None:
         super().__init__()
         if n_slots < 1 or n_lookback < 1:
@@ -472,7 +484,7 @@ class PRPN(Backbone):
         self.parser = parser(input_size, parser_size or hidden_size, n_lookback, idropout, norm)
         self.readers = nn.ModuleList(
             ReadingLayer(input_size if i == 0 else hidden_size, hidden_size,
-                         dropout if i == 0 else idropout, idropout)
+                         dropout if i == 0 else idropout, idropout, kernel)
             for i in range(num_layers)
         )
         self.predictor = PredictNetwork(hidden_size, input_size, idropout, norm)

@@ -49,7 +49,7 @@ def use_triton(kernel: Kernel, like: Tensor) -> bool:
         return False
     if kernel == "triton":
         if not (like.is_cuda or interpreting()):
-            raise RuntimeError("kernel='triton' runs on CUDA tensors, or on the CPU under "
+            raise ValueError("kernel='triton' runs on CUDA tensors, or on the CPU under "
                                "TRITON_INTERPRET=1; use kernel='auto' to fall back to PyTorch")
         return True
     return like.is_cuda and triton_installed()
