@@ -227,14 +227,19 @@ SMALL = ["--model.backbone.init_args.input_size=20", "--model.backbone.init_args
          "--data.corpus=SyntheticTreebank"]
 #: PRPN's batch geometry (its config's), for the plain LSTM it is compared with.
 B64_T35 = ["--data.batch_size=64", "--data.bptt=35", "--data.variable_bptt=false"]
+#: The backbones' PyTorch time loop instead of the fused kernels ("auto" picks them on a GPU).
+TORCH_LOOP = ["--model.backbone.init_args.kernel=torch"]
 #: The GPU-speed table: (row, config, overrides, precision, the row it is compared with).
 TABLE = [
     ("plain LSTM LM, B20 T70", None, [], "32-true", None),
     ("AWD-LSTM", "awd_lstm.yaml", [], "32-true", "plain LSTM LM, B20 T70"),
     ("ON-LSTM", "onlstm.yaml", [], "32-true", "plain LSTM LM, B20 T70"),
     ("ONLSTM-SYD", "onlstm_syd.yaml", [], "32-true", "plain LSTM LM, B20 T70"),
+    ("ONLSTM-SYD, PyTorch loop", "onlstm_syd.yaml", TORCH_LOOP, "32-true",
+     "plain LSTM LM, B20 T70"),
     ("plain LSTM LM, B64 T35", None, B64_T35, "32-true", None),
     ("PRPN", "prpn.yaml", [], "32-true", "plain LSTM LM, B64 T35"),
+    ("PRPN, PyTorch loop", "prpn.yaml", TORCH_LOOP, "32-true", "plain LSTM LM, B64 T35"),
     ("PRPN-SYD", "prpn_syd.yaml", [], "32-true", "plain LSTM LM, B64 T35"),
     ("AWD-LSTM bf16", "awd_lstm.yaml", [], "bf16-mixed", "AWD-LSTM"),
     ("ONLSTM-SYD bf16", "onlstm_syd.yaml", [], "bf16-mixed", "ONLSTM-SYD"),

@@ -15,9 +15,13 @@ from synlm.backbones.base import Backbone
 
 
 def train_step_seconds(model: Backbone, x: Tensor) -> float:
-    """Seconds of one forward + backward of ``model`` on embeddings ``x`` (B, T, E)."""
+    """Seconds of one forward + backward of ``model`` on embeddings ``x`` (B, T, E); on a GPU
+    the device is synchronised before and after, so the time is the step's."""
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+    sync()
     start = time.perf_counter()
     model(x).hidden.square().mean().backward()
+    sync()
     elapsed = time.perf_counter() - start
     model.zero_grad(set_to_none=True)
     return elapsed
@@ -62,6 +66,7 @@ def step_parser(description: str, hidden: int) -> argparse.ArgumentParser:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     return parser
 
 
@@ -70,7 +75,7 @@ def step_inputs(args: argparse.Namespace) -> Tensor:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    return torch.randn(args.batch, args.bptt, args.input)
+    return torch.randn(args.batch, args.bptt, args.input, device=args.device)
 
 
 def report_pair(baseline: Backbone, candidate: Backbone, x: Tensor, repeats: int,
