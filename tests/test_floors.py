@@ -15,11 +15,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "synlm"
 ALLOWED = {
     "syntax": set(),
     "modules": set(),
+    "kernels": set(),
     "outputs": set(),
     "optim": set(),
     "metrics": {"syntax"},
     "data": {"syntax", "outputs"},
-    "backbones": {"modules", "outputs"},
+    "backbones": {"modules", "outputs", "kernels"},
     "heads": {"modules", "outputs", "backbones.base"},
     "callbacks": {"metrics", "syntax", "viz"},
     "runs": set(),
