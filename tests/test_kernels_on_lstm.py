@@ -1,6 +1,7 @@
 """The fused Triton ON-LSTM recurrence equals the PyTorch one (issue 12, item 1).
 
-Without a GPU the kernels run in Triton's interpreter (conftest sets TRITON_INTERPRET=1).
+Without a GPU the kernels run in Triton's interpreter on CPU tensors (conftest sets
+TRITON_INTERPRET=1); with one, the same tests run the compiled kernels on CUDA tensors.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from synlm.kernels.on_lstm import TritonRecurrence
 
 # chunk counts and sizes that are not powers of two exercise the masked lanes
 SHAPES = [(5, 3, 5, 3), (4, 2, 3, 4)]  # (T, B, n, k)
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def random_window(T, B, n, k, dtype, seed=0):
@@ -21,7 +23,7 @@ def random_window(T, B, n, k, dtype, seed=0):
     H, G = n * k, 2 * n + 4 * n * k
 
     def rand(*shape, scale=1.0):
-        return (scale * torch.randn(*shape, generator=g, dtype=dtype)).requires_grad_()
+        return (scale * torch.randn(*shape, generator=g, dtype=dtype)).to(DEVICE).requires_grad_()
 
     return rand(T, B, G), rand(B, H), rand(B, n, k), rand(G, H, scale=0.3)
 
@@ -30,7 +32,7 @@ def run(recurrence, inputs, seed=1):
     """Outputs and the gradients of every input under random output gradients."""
     outputs = recurrence.apply(*inputs)
     g = torch.Generator().manual_seed(seed)
-    grad_out = [torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outputs]
+    grad_out = [torch.randn(o.shape, generator=g, dtype=o.dtype).to(DEVICE) for o in outputs]
     return [o.detach() for o in outputs], torch.autograd.grad(outputs, inputs, grad_out)
 
 
@@ -60,7 +62,7 @@ def backbone(kernel, **kw):
     torch.manual_seed(0)
     args = dict(input_size=8, hidden_size=12, num_layers=2, chunk_size=4, dropout_input=0.2,
                 dropout_hidden=0.2, dropout_output=0.2, weight_drop=0.3)
-    return ONLSTM(**args, kernel=kernel, **kw).double()
+    return ONLSTM(**args, kernel=kernel, **kw).double().to(DEVICE)
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -71,6 +73,7 @@ def test_backbone_two_windows_equal(training):
     for kernel in ("torch", "triton"):
         model = backbone(kernel).train(training)
         x = torch.randn(3, 4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+        x = x.to(DEVICE)
         torch.manual_seed(5)
         first = model(x)
         second = model(x.flip(1), first.state)
@@ -89,9 +92,9 @@ def test_backbone_two_windows_equal(training):
 
 
 def test_bf16_autocast_runs_the_recurrence_in_float32():
-    model = ONLSTM(8, 12, 1, chunk_size=4, kernel="triton")
-    x = torch.randn(2, 3, 8)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    model = ONLSTM(8, 12, 1, chunk_size=4, kernel="triton").to(DEVICE)
+    x = torch.randn(2, 3, 8, device=DEVICE)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
         out = model(x)
     assert out.state.layers[0][1].dtype == torch.float32  # the cell c_T
 
@@ -100,6 +103,7 @@ def test_kernel_choice(monkeypatch):
     cpu = torch.zeros(1)
     assert not use_triton("auto", cpu)  # the CPU path stays PyTorch
     assert not use_triton("torch", cpu)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert use_triton("triton", cpu)  # interpreted
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(ValueError, match="CUDA tensors, or on the CPU under TRITON_INTERPRET"):

@@ -118,8 +118,10 @@ def test_backbone_two_windows_equal(training):
     results = []
     for kernel in ("torch", "triton"):
         torch.manual_seed(0)
-        model = PRPN(6, 8, 2, n_slots=3, n_lookback=2, kernel=kernel).double().train(training)
+        model = PRPN(6, 8, 2, n_slots=3, n_lookback=2, kernel=kernel).double().to(DEVICE)
+        model.train(training)
         x = torch.randn(3, 4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+        x = x.to(DEVICE)
         torch.manual_seed(5)
         first = model(x)
         second = model(x.flip(1), first.state)
