@@ -1,4 +1,4 @@
-"""Fused recurrences for the GPU, written in Triton (issue 12; docs/performance.md).
+"""Fused recurrences for the GPU, written in Triton (docs/performance.md).
 
 Each recurrent backbone keeps its PyTorch time loop as the reference path (the CPU path);
 the modules here replace only the per-step elementwise work of a time loop by one Triton

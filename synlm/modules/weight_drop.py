@@ -19,7 +19,7 @@ class WeightDropLSTM(nn.Module):
     Under autocast the LSTM runs in float32 (input and state cast up, outputs float32), as the
     ON-LSTM and PRPN recurrences do: cuDNN's autocast LSTM copies the weights into a new
     16-bit buffer on every call, and measured 0.77x fp32's speed in bf16-mixed on an H100
-    (issue 12); the decoder and the rest of the step still run in 16 bits.
+    (docs/performance.md); the decoder and the rest of the step still run in 16 bits.
     """
 
     def __init__(self, input_size: int, hidden_size: int, weight_drop: float = 0.0) -> None:
