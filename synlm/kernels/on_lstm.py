@@ -10,7 +10,8 @@ eq. 1-11; docs/models/on_lstm.md). A forward step is
 and a backward step is one kernel for every gate gradient (the cumax Jacobian included) and
 one product dg_t W_hh for d h_{t-1}. The forward saves only the pre-activations, the cells and
 the outputs; the backward kernel recomputes the activations from them, so the saved memory
-is (T, B, G + 2H) against the PyTorch path's (T, B, G + 5H).
+is (T, B, G + 2H) = (T, B, 6H + 2n) against the PyTorch path's (T, B, 7H + 2n) (its
+activations, cells, tanh of the cells, outputs and softmaxes).
 
 One program handles one batch row: the master gates need the whole row's softmax and cumsum
 over the n chunks. Blocks are (BLOCK_N, BLOCK_K), the chunk count and size rounded up to
