@@ -3,9 +3,9 @@ fused Triton kernels, at PTB sizes (ON-LSTM B 20 x T 70, PRPN B 64 x T 35).
 
     python benchmarks/saved_memory.py
 
-Without a GPU the kernels run in Triton's interpreter (switched on here, before the kernel
-modules are first imported), which takes minutes at these sizes but saves exactly what the
-compiled kernels save.
+Without a GPU the kernels run in Triton's interpreter, which takes minutes at these sizes
+but saves exactly what the compiled kernels save. It is switched on before anything imports
+triton (importing synlm may, through transformers), or triton's own helpers stay compiled.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 
 import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from synlm.backbones import ONLSTM, PRPN
 from timing import saved_megabytes
@@ -25,8 +28,6 @@ CASES = [
 
 def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
     for name, make, shape in CASES:
         x = torch.randn(*shape, device=device)
         sizes = {}

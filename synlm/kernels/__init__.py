@@ -29,7 +29,8 @@ def triton_installed() -> bool:
 
 
 def interpreting() -> bool:
-    """Whether Triton kernels run in its CPU interpreter (read when a kernel is defined)."""
+    """Whether Triton kernels run in its CPU interpreter. Triton reads the variable when a
+    kernel is defined, its own helpers included (at its first import): set it before then."""
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
