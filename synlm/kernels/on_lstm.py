@@ -37,12 +37,11 @@ def _master_gates(g_row, n, rn, mask_n):
 
 
 @triton.jit
-def _forward_step(
-    gates_ptr, c_prev_ptr, c_ptr, h_ptr, n, k,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):
-    """One step for row b: gates (B, G), c_{t-1} (B, n, k) -> c_t (B, n, k), h_t (B, H)."""
-    b = tl.program_id(0)
+def _activations(gates_ptr, b, n, k, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Row b's gates after their nonlinearities, eq. 1-9, as the forward computes them and
+    the backward recomputes them: the lanes and offsets of the row, the master gates i~, f~
+    (BLOCK_N,) and their softmaxes, w (BLOCK_N, 1), and o, c^, i, f, f^, i^ (BLOCK_N, BLOCK_K).
+    """
     H = n * k
     rn = tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -50,7 +49,7 @@ def _forward_step(
     mask = mask_n[:, None] & (rk[None, :] < k)
     cell = rn[:, None] * k + rk[None, :]  # (BLOCK_N, BLOCK_K) offsets in an H-block
     g_row = gates_ptr + b * (2 * n + 4 * H)
-    i_m, f_m, _, _ = _master_gates(g_row, n, rn, mask_n)
+    i_m, f_m, soft_i, soft_f = _master_gates(g_row, n, rn, mask_n)
     w = (f_m * i_m)[:, None]  # eq. 7
     quad = g_row + 2 * n + cell
     o = sigmoid(tl.load(quad, mask=mask, other=0.0))
@@ -59,10 +58,23 @@ def _forward_step(
     f = sigmoid(tl.load(quad + 3 * H, mask=mask, other=0.0))
     f_hat = f * w + (f_m[:, None] - w)  # eq. 8
     i_hat = i * w + (i_m[:, None] - w)  # eq. 9
-    c_prev = tl.load(c_prev_ptr + b * H + cell, mask=mask, other=0.0)
-    c = f_hat * c_prev + i_hat * c_hat  # eq. 10
-    tl.store(c_ptr + b * H + cell, c, mask=mask)
-    tl.store(h_ptr + b * H + cell, o * tanh(c), mask=mask)  # eq. 11
+    return (rn, mask_n, mask, cell, i_m, f_m, soft_i, soft_f, w,
+            o, c_hat, i, f, f_hat, i_hat)
+
+
+@triton.jit
+def _forward_step(
+    gates_ptr, c_prev_ptr, c_ptr, h_ptr, n, k,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    """One step for row b: gates (B, G), c_{t-1} (B, n, k) -> c_t (B, n, k), h_t (B, H)."""
+    b = tl.program_id(0)
+    (_, _, mask, cell, _, _, _, _, _,
+     o, c_hat, _, _, f_hat, i_hat) = _activations(gates_ptr, b, n, k, BLOCK_N, BLOCK_K)
+    row = b * (n * k) + cell
+    c = f_hat * tl.load(c_prev_ptr + row, mask=mask, other=0.0) + i_hat * c_hat  # eq. 10
+    tl.store(c_ptr + row, c, mask=mask)
+    tl.store(h_ptr + row, o * tanh(c), mask=mask)  # eq. 11
 
 
 @triton.jit
@@ -78,33 +90,20 @@ def _backward_step(
     """
     b = tl.program_id(0)
     H = n * k
-    rn = tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    mask_n = rn < n
-    mask = mask_n[:, None] & (rk[None, :] < k)
-    cell = rn[:, None] * k + rk[None, :]
-    g_row = gates_ptr + b * (2 * n + 4 * H)
-    i_m, f_m, soft_i, soft_f = _master_gates(g_row, n, rn, mask_n)
-    w = f_m * i_m
-    quad = g_row + 2 * n + cell
-    o = sigmoid(tl.load(quad, mask=mask, other=0.0))
-    c_hat = tanh(tl.load(quad + H, mask=mask, other=0.0))
-    i = sigmoid(tl.load(quad + 2 * H, mask=mask, other=0.0))
-    f = sigmoid(tl.load(quad + 3 * H, mask=mask, other=0.0))
-    w2 = w[:, None]
-    f_hat = f_m[:, None] - w2 * (1.0 - f)
-    i_hat = i_m[:, None] - w2 * (1.0 - i)
+    (rn, mask_n, mask, cell, i_m, f_m, soft_i, soft_f, w,
+     o, c_hat, i, f, f_hat, i_hat) = _activations(gates_ptr, b, n, k, BLOCK_N, BLOCK_K)
     row = b * H + cell
     c_prev = tl.load(c_prev_ptr + row, mask=mask, other=0.0)
     tc = tanh(tl.load(c_ptr + row, mask=mask, other=0.0))
     dh = tl.load(dh_ptr + row, mask=mask, other=0.0) + tl.load(d_out_ptr + row, mask=mask,
                                                                 other=0.0)
     dc = tl.load(dc_ptr + row, mask=mask, other=0.0) + dh * o * (1.0 - tc * tc)  # eq. 11
-    dg_quad = dg_ptr + b * (2 * n + 4 * H) + 2 * n + cell
+    dg_row = dg_ptr + b * (2 * n + 4 * H)
+    dg_quad = dg_row + 2 * n + cell
     tl.store(dg_quad, dh * tc * o * (1.0 - o), mask=mask)
     tl.store(dg_quad + H, dc * i_hat * (1.0 - c_hat * c_hat), mask=mask)
-    tl.store(dg_quad + 2 * H, dc * c_hat * w2 * i * (1.0 - i), mask=mask)
-    tl.store(dg_quad + 3 * H, dc * c_prev * w2 * f * (1.0 - f), mask=mask)
+    tl.store(dg_quad + 2 * H, dc * c_hat * w * i * (1.0 - i), mask=mask)
+    tl.store(dg_quad + 3 * H, dc * c_prev * w * f * (1.0 - f), mask=mask)
     # eq. 7-10 summed over each chunk: c = (f~ - w(1-f)) c_prev + (i~ - w(1-i)) c^, w = f~ i~
     d_w = tl.sum(dc * (c_prev * (f - 1.0) + c_hat * (i - 1.0)), 1)
     d_f_m = tl.sum(dc * c_prev, 1) + d_w * i_m
@@ -115,7 +114,6 @@ def _backward_step(
     d_li = soft_i * (d_soft_i - tl.sum(soft_i * d_soft_i, 0))
     d_lf = soft_f * (d_soft_f - tl.sum(soft_f * d_soft_f, 0))
     d_lf += tl.load(d_hf_ptr + b * n + rn, mask=mask_n, other=0.0)
-    dg_row = dg_ptr + b * (2 * n + 4 * H)
     tl.store(dg_row + rn, d_li, mask=mask_n)
     tl.store(dg_row + n + rn, d_lf, mask=mask_n)
     tl.store(dc_ptr + row, dc * f_hat, mask=mask)  # d c_{t-1}
