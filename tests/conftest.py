@@ -11,7 +11,10 @@ import pytest
 import torch
 
 os.environ.setdefault("WANDB_MODE", "offline")
-if not torch.cuda.is_available():  # Triton kernels run in its interpreter (read when defined)
+#: Where the kernel tests run the Triton kernels: compiled on a GPU, else in Triton's
+#: interpreter on the CPU, which must be on before anything imports triton.
+KERNEL_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+if KERNEL_DEVICE == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 # the benchmarks' baselines (e.g. prpn_naive.NaivePRPN) are checked against the fast models
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

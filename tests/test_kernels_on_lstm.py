@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import KERNEL_DEVICE as DEVICE
 from synlm.backbones.on_lstm import ONLSTM, _Recurrence
 from synlm.kernels import check_kernel, use_triton
 from synlm.kernels.on_lstm import TritonRecurrence
 
 # chunk counts and sizes that are not powers of two exercise the masked lanes
 SHAPES = [(5, 3, 5, 3), (4, 2, 3, 4)]  # (T, B, n, k)
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def random_window(T, B, n, k, dtype, seed=0):

@@ -1,17 +1,13 @@
 """The fused Triton reading recurrence of PRPN against the PyTorch one (forward and backward).
 
-Without a GPU the kernels run in Triton's interpreter on CPU tensors, which must be switched
-on before triton is first imported (as conftest.py does too).
+Without a GPU the kernels run in Triton's interpreter on CPU tensors (conftest switches it on);
+with one, the same tests run the compiled kernels on CUDA tensors.
 """
-
-import os
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
+from conftest import KERNEL_DEVICE as DEVICE
 from synlm.backbones.prpn import _ReadingRecurrence, parsing_gates
 from synlm.kernels import prpn as kernels
 from synlm.kernels.prpn import TritonReadingRecurrence
@@ -23,7 +19,6 @@ NAMES = ("ih", "kx", "gates", "memory", "w_key", "w_hh", "b_hh",
 # cancel, and those of a closed window scale as 1/1e-8.
 RTOL = {torch.float64: 1e-9, torch.float32: 1e-5}
 ATOL = {torch.float64: 1e-12, torch.float32: 1e-5}
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _inputs(T, B, H, n, dtype, masks, seed=0, start=False, ties=False):
