@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import lightning.pytorch as pl
 import numpy as np
@@ -26,7 +26,7 @@ from synlm.data.batching import (
 from synlm.data.corpora import Corpus, default_cache_dir, sha256_of
 from synlm.data.subwords import Subwords, SubwordVocab
 from synlm.data.synthetic import SyntheticTreebank
-from synlm.data.vocab import Vocab
+from synlm.data.vocab import UNK, UnknownWords, Vocab
 from synlm.outputs import GOLD_FIELDS
 from synlm.syntax import Sentence, baseline_tree
 from synlm.syntax.subwords import project_sentence
@@ -40,6 +40,10 @@ FIELD_KINDS = {"distances": "constituency", "spans": "constituency", "dep_target
 _EXAMPLES = {"constituency": "a corpus with trees, e.g. PTBConcatSyn or SyntheticTreebank",
              "dependency": "a corpus with dependency heads or trees, e.g. UDTreebank, "
                            "PTBConcatSyn or SyntheticTreebank"}
+
+#: ``min_count`` under ``unknown_words: classes`` unless given: the training singletons become
+#: classes (Dyer et al. 2016, as ``PTBSepsent``).
+DEFAULT_MIN_COUNT = 2
 
 
 class SynLMDataModule(pl.LightningDataModule):
@@ -75,6 +79,18 @@ class SynLMDataModule(pl.LightningDataModule):
         vocab_file: a word vocabulary to use instead of building one from the corpus (a
             JSON list of words holding ``<eos>`` and ``<unk>``, as cached); words outside it
             read as ``<unk>``.
+        unknown_words: how the word vocabulary treats rare and unseen words. ``unk``: the
+            vocabulary holds every word of every split and any other word reads as ``<unk>``.
+            ``classes`` (Berkeley-parser unknown-word classes, as Hu et al. 2020 train their
+            word-level models): training words seen fewer than ``min_count`` times become
+            their class (``UNK-LC-ed``, ``UNK-INITC``, ``UNK-NUM``:
+            ``synlm.data.unknown_words.unkify``), the vocabulary is the training split's
+            remaining words and classes, and any word it lacks (in any split, or in raw text
+            a model scores) reads as its class if the vocabulary has it, else as ``<unk>``.
+            Needs raw words: not with ``subwords`` or ``vocab_file``, nor a corpus whose text
+            already has ``<unk>`` in place of rare words (Mikolov's PTB, WikiText-2).
+        min_count: with ``classes``: the count in the training split below which a word
+            becomes its class; at least 2 (default 2: the training singletons).
         cache_dir: where vocabularies and encoded splits are cached
             (default ``$SYNLM_CACHE_DIR`` or ``~/.cache/synlm``).
     """
@@ -97,6 +113,8 @@ class SynLMDataModule(pl.LightningDataModule):
         seed: int = 141,
         num_workers: int = 0,
         vocab_file: str | None = None,
+        unknown_words: UnknownWords = "unk",
+        min_count: int | None = None,
         cache_dir: str | None = None,
     ) -> None:
         super().__init__()
@@ -116,6 +134,9 @@ class SynLMDataModule(pl.LightningDataModule):
         self.seed = seed
         self.num_workers = num_workers
         self.vocab_file = vocab_file
+        self.unknown_words = unknown_words
+        #: None under ``unk``; under ``classes`` the threshold in use.
+        self.min_count = _checked_min_count(unknown_words, min_count, subwords, vocab_file)
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
         self.requested: frozenset[str] = frozenset()
         self._corpus_sentences: dict[str, list[Sentence]] = {}
@@ -143,7 +164,8 @@ class SynLMDataModule(pl.LightningDataModule):
 
     @cached_property
     def vocab(self) -> Vocab:
-        """Words: built from all splits in order of first appearance (as AWD-LSTM), cached.
+        """Words: built from all splits in order of first appearance (as AWD-LSTM), cached;
+        with ``unknown_words: classes`` from the training split, rare words as their classes.
         Subwords: the ``subwords``' vocabulary. ``vocab_file``: that one."""
         if self.vocab_file is not None:
             if self.subwords is not None:
@@ -153,23 +175,34 @@ class SynLMDataModule(pl.LightningDataModule):
         folder = self.cache_dir / self.corpus.cache_key()
         if self.subwords is not None:
             return self.subwords.vocab([s.words for s in self.corpus_sentences("train")], folder)
-        path = folder / "vocab.json"
-        if path.exists():
-            return Vocab.load(path)
-        vocab = Vocab.build(s.words for split in self.corpus.splits
-                            for s in self.corpus_sentences(split))
-        vocab.save(path)
-        return vocab
+        if self.unknown_words == "classes":
+            return _cached_vocab(folder / f"vocab-classes-{self.min_count}.json",
+                                 self._build_class_vocab)
+        return _cached_vocab(folder / "vocab.json", lambda: Vocab.build(
+            s.words for split in self.corpus.splits for s in self.corpus_sentences(split)))
+
+    def _build_class_vocab(self) -> Vocab:
+        """The ``classes`` vocabulary of the training split; a corpus whose training text
+        already has ``<unk>`` raises one line."""
+        train = [s.words for s in self.corpus_sentences("train")]
+        if any(UNK in words for words in train):
+            raise ValueError(
+                f"data.unknown_words: classes needs raw words, but {type(self.corpus).__name__}'s "
+                f"training text already has {UNK} in place of rare words (as Mikolov's PTB and "
+                "WikiText-2 do); use a corpus of raw words, e.g. your own TextFiles")
+        return Vocab.build_classes(train, self.min_count)
 
     @property
     def cache_key(self) -> str:
         """Identifies the encoded corpus: the corpus's key, plus the subwords' or the given
-        vocabulary's if any."""
+        vocabulary's if any, or the unknown-word classes' threshold."""
         key = self.corpus.cache_key()
         if isinstance(self.vocab, SubwordVocab):
             return f"{key}-{self.vocab.key}"
         if self.vocab_file is not None:
             return f"{key}-vocab{sha256_of(Path(self.vocab_file))[:12]}"
+        if self.unknown_words == "classes":
+            return f"{key}-classes{self.min_count}"
         return key
 
     @property
@@ -371,6 +404,37 @@ class SynLMDataModule(pl.LightningDataModule):
 
     def predict_dataloader(self):
         return self._loader("test", self.test_batch_size)
+
+
+def _checked_min_count(unknown_words: str, min_count: int | None,
+                       subwords: Subwords | None, vocab_file: str | None) -> int | None:
+    """The ``min_count`` in use (None under ``unk``); a setting of ``unknown_words`` or
+    ``min_count`` that makes no sense raises one line naming it."""
+    if unknown_words not in get_args(UnknownWords):
+        raise ValueError(f"data.unknown_words is {unknown_words!r}; choose unk or classes")
+    if unknown_words == "unk":
+        if min_count is not None:
+            raise ValueError("data.min_count applies only with data.unknown_words: classes")
+        return None
+    if subwords is not None:
+        raise ValueError("data.unknown_words: classes is for word vocabularies; it cannot be "
+                         "combined with data.subwords (a subword vocabulary splits unseen words)")
+    if vocab_file is not None:
+        raise ValueError("data.unknown_words: classes builds its vocabulary from the training "
+                         "split; it cannot be combined with data.vocab_file")
+    if min_count is not None and min_count < 2:
+        raise ValueError(f"data.min_count is {min_count}; with data.unknown_words: classes it "
+                         "must be at least 2 (below, no training word becomes a class)")
+    return DEFAULT_MIN_COUNT if min_count is None else min_count
+
+
+def _cached_vocab(path: Path, build: Callable[[], Vocab]) -> Vocab:
+    """The vocabulary cached at ``path``, else ``build()``'s, saved there."""
+    if path.exists():
+        return Vocab.load(path)
+    vocab = build()
+    vocab.save(path)
+    return vocab
 
 
 def _word_ends(sentences: list[Sentence], is_word: np.ndarray) -> np.ndarray:

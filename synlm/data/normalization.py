@@ -1,13 +1,16 @@
-"""Word normalisations: how a corpus maps a raw (treebank or user) word onto its vocabulary.
+"""Word normalisations: how a corpus maps a raw (treebank or user) word onto its vocabulary,
+and running text (a benchmark's English sentences) onto the words it would hold.
 
 A corpus names its normalisation (``Corpus.normalization``); checkpoints save the name so that
-``synlm parse`` maps raw text the way the training corpus did.
+``synlm parse`` and ``synlm evaluate-syntax`` map raw text the way the training corpus did.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+
+from nltk.tokenize import TreebankWordTokenizer
 
 _NUMBER = re.compile(r"[0-9][0-9.,:\-]*(\\/[0-9.,:\-]*)*")
 
@@ -24,11 +27,48 @@ def normalize_word(word: str) -> str:
     return "N" if w == "%" or _NUMBER.fullmatch(w) else w
 
 
+#: Tokens deleted from Mikolov's PTB text (lowercased PTB forms; Du et al. 2020 Appendix A.3
+#: steps 4-5): punctuation, brackets and quotes. ``'`` is kept where a treebank tags it as a
+#: possessive (``synlm.data.treebanks.mikolov_tokens``); in running text it is deleted.
+MIKOLOV_DELETED = frozenset(
+    {"``", "''", ",", ".", ":", ";", "-", "?", "!", ";;", "--", "...", "`", "'", "\\", "|",
+     "~", "-lrb-", "-rrb-", "-lcb-", "-rcb-", "(", ")", "[", "]", "{", "}", "<", ">", '"'}
+)
+
+_TREEBANK = TreebankWordTokenizer()
+
+
+def treebank_words(text: str) -> list[str]:
+    """``text`` split as the Penn Treebank splits words (nltk's Treebank tokenizer): clitics
+    apart (``is n't``, ``ca n't``, ``John 's``), punctuation and quotes as tokens."""
+    return _TREEBANK.tokenize(text)
+
+
+def ptb_text_words(text: str) -> list[str]:
+    """Running text as Mikolov's PTB holds it: Treebank tokens, punctuation deleted, each kept
+    word in its ``ptb`` form (lowercase, numbers ``N``)."""
+    return [normalize_word(w) for w in treebank_words(text) if w.lower() not in MIKOLOV_DELETED]
+
+
 #: Normalisations by name (the name is what corpora declare and checkpoints store).
 NORMALIZATIONS: dict[str, Callable[[str], str]] = {
     "none": identity,
     "ptb": normalize_word,
 }
+
+
+#: How running text becomes a corpus's words, by normalisation name: Mikolov's PTB drops
+#: punctuation; the other corpora keep Treebank tokens as they are (WikiText-2, a user's text).
+TEXT_NORMALIZATIONS: dict[str, Callable[[str], list[str]]] = {
+    "none": treebank_words,
+    "ptb": ptb_text_words,
+}
+
+
+def text_normalizer(name: str) -> Callable[[str], list[str]]:
+    """The running-text form of normalisation ``name`` (``TEXT_NORMALIZATIONS``)."""
+    normalizer(name)  # an unknown name: the one-line error
+    return TEXT_NORMALIZATIONS[name]
 
 
 def normalizer(name: str) -> Callable[[str], str]:

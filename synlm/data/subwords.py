@@ -54,12 +54,12 @@ class SubwordVocab(Vocab):
         return {"tokenizer": self.tokenizer.to_str(), "eos": self.eos}
 
 
-def load_vocab(saved: list[str] | dict[str, str]) -> Vocab:
-    """The vocabulary a checkpoint stored (``Vocab.to_saved``): a word list, or a subword
-    vocabulary's tokenizer."""
-    if isinstance(saved, dict):
+def load_vocab(saved: list[str] | dict[str, str | list[str]]) -> Vocab:
+    """The vocabulary a checkpoint stored (``Vocab.to_saved``): a word list, a word list with
+    its unknown-word policy, or a subword vocabulary's tokenizer."""
+    if isinstance(saved, dict) and "tokenizer" in saved:
         return SubwordVocab(Tokenizer.from_str(saved["tokenizer"]), saved["eos"])
-    return Vocab(saved)
+    return Vocab.from_saved(saved)
 
 
 class Subwords:

@@ -13,7 +13,8 @@ from typing import ClassVar
 from nltk import Tree
 
 from synlm.data.corpora import DATA_ENV, Corpus, CorpusError, WikiText2, read_lines
-from synlm.data.normalization import normalize_word  # used below; still importable from here
+from synlm.data.normalization import MIKOLOV_DELETED, normalize_word  # still importable here
+from synlm.data.unknown_words import unkify  # used below; still importable from here
 from synlm.syntax import ReaderError, Sentence, read_conllu, read_trees
 from synlm.syntax.targets import file_digest
 from synlm.syntax.trees import clean_tree, map_leaves, words_and_tags
@@ -24,13 +25,8 @@ _LDC_CTB = "https://catalog.ldc.upenn.edu/LDC2005T01"
 
 # --- Du et al. 2020, Appendix A.3 -------------------------------------------------------------
 
-#: Tokens deleted by steps 4-5 (lowercased PTB forms). ``'`` is only deleted when it is not a
-#: possessive (tag POS): Mikolov's text keeps the possessive ``'``. Any token with a punctuation
-#: tag goes too (WSJ 0037 tags the word "Wa" ``,``; Mikolov dropped it, the paper's step 4).
-MIKOLOV_DELETED = frozenset(
-    {"``", "''", ",", ".", ":", ";", "-", "?", "!", ";;", "--", "...", "`", "'", "\\", "|",
-     "~", "-lrb-", "-rrb-", "-lcb-", "-rcb-", "(", ")", "[", "]", "{", "}", "<", ">"}
-)
+#: Tags whose tokens Mikolov's text drops whatever the word (WSJ 0037 tags the word "Wa" ``,``;
+#: Mikolov dropped it, the paper's step 4); ``MIKOLOV_DELETED`` lists the deleted words.
 PUNCT_TAGS = frozenset({",", ".", ":", "``", "''", "-LRB-", "-RRB-"})
 
 def mikolov_tokens(tree: Tree) -> tuple[list[int], list[str]]:
@@ -255,33 +251,6 @@ def _closest(tokens: list[str], lines: list[list[str]], cursor: int, window: int
 
 
 # --- sentence-level corpora from LDC directories ----------------------------------------------
-
-def unkify(word: str, known: set[str]) -> str:
-    """Dyer et al. 2016 (RNNG ``get_oracle.py``) unknown-word class of a word not in ``known``:
-    ``UNK`` + capitalisation (-INITC[-KNOWNLC], -CAPS, -LC), -NUM, -DASH and a suffix."""
-    if word in known:
-        return word
-    caps = sum(c.isupper() for c in word)
-    digit, dash, lower_ch = (any(c.isdigit() for c in word), "-" in word,
-                             any(c.islower() for c in word))
-    lower, out = word.lower(), "UNK"
-    if word[0].isupper():
-        out += ("-INITC" + ("-KNOWNLC" if lower in known else "")) if caps == 1 else "-CAPS"
-    elif not word[0].isalpha() and caps > 0:
-        out += "-CAPS"
-    elif lower_ch:
-        out += "-LC"
-    out += "-NUM" * digit + "-DASH" * dash
-    if lower[-1] == "s" and len(lower) >= 3:
-        if lower[-2] not in "siu":
-            out += "-s"
-    elif len(lower) >= 5 and not dash and not (digit and caps > 0):
-        for suffix in ("ed", "ing", "ion", "er", "est", "ly", "ity", "y", "al"):
-            if lower.endswith(suffix):
-                out += "-" + suffix
-                break
-    return out
-
 
 class _SepsentTreebank(Corpus):
     """One sentence per example from an LDC bracketed directory; ``-NONE-`` removed,

@@ -5,23 +5,34 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Literal, get_args
+
+from synlm.data.unknown_words import is_signature, word_class
 
 EOS = "<eos>"
 UNK = "<unk>"
+
+#: How a word vocabulary encodes a word it lacks: ``unk``: as ``<unk>``; ``classes``: as its
+#: unknown-word class (``synlm.data.unknown_words.word_class``) if the vocabulary has it, else
+#: as ``<unk>``.
+UnknownWords = Literal["unk", "classes"]
 
 
 class Vocab:
     """Maps tokens to ids.
 
     A word vocabulary is built in order of first appearance (as AWD-LSTM's ``Dictionary``):
-    ``<eos>`` is id 0 and ``<unk>`` is always present, and unknown words encode to ``<unk>``.
-    A subword vocabulary (``synlm.data.subwords``) names its own end-of-sentence token and
-    may have no unknown token (byte-level BPE encodes everything).
+    ``<eos>`` is id 0 and ``<unk>`` is always present, and unknown words encode to ``<unk>``,
+    or with ``unknown_words="classes"`` to their unknown-word class where the vocabulary has
+    it (``build_classes``). A subword vocabulary (``synlm.data.subwords``) names its own
+    end-of-sentence token and may have no unknown token (byte-level BPE encodes everything).
     """
 
-    def __init__(self, itos: list[str], eos: str = EOS, unk: str | None = UNK) -> None:
+    def __init__(self, itos: list[str], eos: str = EOS, unk: str | None = UNK,
+                 unknown_words: UnknownWords = "unk") -> None:
         self.itos = list(itos)
         self.stoi = {w: i for i, w in enumerate(self.itos)}
         if len(self.stoi) != len(self.itos):
@@ -32,6 +43,18 @@ class Vocab:
         self.eos, self.unk = eos, unk
         self.eos_id = self.stoi[eos]
         self.unk_id = self.stoi[unk] if unk is not None else None
+        if unknown_words not in get_args(UnknownWords):
+            raise ValueError(f"unknown_words is {unknown_words!r}; choose one of "
+                             f"{list(get_args(UnknownWords))}")
+        if unknown_words == "classes" and unk is None:
+            raise ValueError("unknown-word classes need an unknown token to fall back on")
+        self.unknown_words = unknown_words
+        unknown = ({i for i, w in enumerate(self.itos) if is_signature(w)}
+                   if unknown_words == "classes" else set())
+        if self.unk_id is not None:
+            unknown.add(self.unk_id)
+        #: The ids an unknown word may encode to: ``<unk>`` and, under ``classes``, the classes.
+        self.unknown_ids = frozenset(unknown)
 
     @classmethod
     def build(cls, sentences: Iterable[list[str]]) -> Vocab:
@@ -40,6 +63,17 @@ class Vocab:
             seen.update(dict.fromkeys(words))
         seen.setdefault(UNK, None)
         return cls(list(seen))
+
+    @classmethod
+    def build_classes(cls, train: Sequence[list[str]], min_count: int) -> Vocab:
+        """A ``classes`` vocabulary from the training split alone: the words seen at least
+        ``min_count`` times, and the unknown-word classes of the others (a word that already
+        is a class stays itself), in order of first appearance (``<eos>`` first, ``<unk>``
+        last unless seen)."""
+        counts = Counter(w for words in train for w in words)
+        known = {w for w, n in counts.items() if n >= min_count}
+        vocab = cls.build([word_class(w, known) for w in words] for words in train)
+        return cls(vocab.itos, unknown_words="classes")
 
     def __len__(self) -> int:
         return len(self.itos)
@@ -51,21 +85,44 @@ class Vocab:
                 raise ValueError(f"tokens {unknown[:3]} are not in the vocabulary, which has "
                                  "no unknown token")
         get, unk = self.stoi.get, self.unk_id
+        if self.unknown_words == "classes":
+            return [i if (i := get(w)) is not None else get(word_class(w, self.stoi), unk)
+                    for w in words]
         return [get(w, unk) for w in words]
+
+    def is_unknown(self, token: int) -> bool:
+        """Whether token id ``token`` stands for a word the vocabulary lacks: ``<unk>``, or under
+        ``classes`` an unknown-word class (``unknown_ids``)."""
+        return token in self.unknown_ids
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         return [self.itos[i] for i in ids]
 
-    def to_saved(self) -> list[str] | dict[str, str]:
+    def to_saved(self) -> list[str] | dict[str, str | list[str]]:
         """What a checkpoint stores to rebuild it (``synlm.data.subwords.load_vocab``)."""
-        return self.itos
+        return self._saved_words()
+
+    def _saved_words(self) -> list[str] | dict[str, str | list[str]]:
+        """The word list, as every vocabulary was saved before unknown-word classes; under
+        ``classes`` the list and the policy (``from_saved``)."""
+        if self.unknown_words == "unk":
+            return self.itos
+        return {"words": self.itos, "unknown_words": self.unknown_words}
+
+    @classmethod
+    def from_saved(cls, saved: list[str] | dict[str, str | list[str]]) -> Vocab:
+        """The word vocabulary ``to_saved`` (or ``save``) wrote: a word list (``unk``), or
+        the words and their policy."""
+        if isinstance(saved, list):
+            return cls(saved)
+        return cls(saved["words"], unknown_words=saved["unknown_words"])
 
     def save(self, path: str | Path) -> None:
-        atomic_write_text(Path(path), json.dumps(self.itos, ensure_ascii=False))
+        atomic_write_text(Path(path), json.dumps(self._saved_words(), ensure_ascii=False))
 
     @classmethod
     def load(cls, path: str | Path) -> Vocab:
-        return cls(json.loads(Path(path).read_text(encoding="utf-8")))
+        return cls.from_saved(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 def atomic_write_text(path: Path, text: str) -> None:

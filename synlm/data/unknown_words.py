@@ -1,0 +1,56 @@
+"""Berkeley-style unknown-word classes: a rare or unseen word becomes a signature of its shape
+(``UNK-LC-ed``, ``UNK-INITC``, ``UNK-NUM``), in the form Dyer et al. 2016 (RNNG
+``get_oracle.py``) took from the Berkeley parser. ``PTBSepsent`` gives its training singletons
+these classes; ``SynLMDataModule(unknown_words="classes")`` gives them to any corpus of raw words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container
+
+#: The suffixes a signature may end with (the first that fits), after ``-s``.
+SUFFIXES = ("ed", "ing", "ion", "er", "est", "ly", "ity", "y", "al")
+
+#: Every string ``unkify`` returns, and nothing else.
+SIGNATURE = re.compile(r"UNK(-INITC(-KNOWNLC)?|-CAPS|-LC)?(-NUM)?(-DASH)?"
+                       rf"(-(s|{'|'.join(SUFFIXES)}))?")
+
+
+def unkify(word: str, known: Container[str]) -> str:
+    """Dyer et al. 2016 (RNNG ``get_oracle.py``) unknown-word class of a word not in ``known``:
+    ``UNK`` + capitalisation (-INITC[-KNOWNLC], -CAPS, -LC), -NUM, -DASH and a suffix.
+    A word in ``known`` is returned as it is."""
+    if word in known:
+        return word
+    caps = sum(c.isupper() for c in word)
+    digit, dash, lower_ch = (any(c.isdigit() for c in word), "-" in word,
+                             any(c.islower() for c in word))
+    lower, out = word.lower(), "UNK"
+    if word[0].isupper():
+        out += ("-INITC" + ("-KNOWNLC" if lower in known else "")) if caps == 1 else "-CAPS"
+    elif not word[0].isalpha() and caps > 0:
+        out += "-CAPS"
+    elif lower_ch:
+        out += "-LC"
+    out += "-NUM" * digit + "-DASH" * dash
+    if lower[-1] == "s" and len(lower) >= 3:
+        if lower[-2] not in "siu":
+            out += "-s"
+    elif len(lower) >= 5 and not dash and not (digit and caps > 0):
+        for suffix in SUFFIXES:
+            if lower.endswith(suffix):
+                out += "-" + suffix
+                break
+    return out
+
+
+def is_signature(word: str) -> bool:
+    """Whether ``word`` has the form of an unknown-word class (``SIGNATURE``)."""
+    return SIGNATURE.fullmatch(word) is not None
+
+
+def word_class(word: str, known: Container[str]) -> str:
+    """``word`` if ``known`` or already a class (the text of a corpus that made its own, as
+    ``PTBSepsent``), else its class (``unkify``)."""
+    return word if word in known or is_signature(word) else unkify(word, known)
