@@ -585,6 +585,16 @@ class SyntaxLM(pl.LightningModule):
         return log_probs, StepState(result.state, heads)
 
     @torch.no_grad()
+    def target_log_probs(self, tokens: Tensor, targets: Tensor) -> Tensor:
+        """log p(``targets[b, t]`` | ``tokens[b, :t + 1]``), (B, T), under the distribution
+        the model uses (a replacing head's, else the decoder's), from a fresh state, in eval
+        mode: the same numbers as ``log_probs(tokens)`` gathered at ``targets``, without the
+        (B, T, V) tensor a head may skip. Rows may be right-padded: every backbone is
+        causal, so padding changes no earlier position (the scoring of
+        ``synlm.tse.scoring``)."""
+        return self._evaluate(tokens, targets=targets).target_log_probs
+
+    @torch.no_grad()
     def induce(self, tokens: Tensor) -> dict[str, Tensor]:
         """Every structure the model induces (``structures``) for rows ``[<eos>, w1..wn]``
         in eval mode, by name, in its kind's layout (``synlm.outputs.STRUCTURE_KINDS``)."""
@@ -592,13 +602,14 @@ class SyntaxLM(pl.LightningModule):
                 in self._structure_values(self._evaluate(tokens)).items()}
 
     def _evaluate(self, tokens: Tensor, state: Any = None, log_probs_needed: bool = False,
-                  head_states: Mapping[str, Any] | None = None) -> LMOutput:
-        """A forward pass in eval mode on raw tokens (no targets, no gold), then the
-        previous mode again."""
+                  head_states: Mapping[str, Any] | None = None,
+                  targets: Tensor | None = None) -> LMOutput:
+        """A forward pass in eval mode on raw tokens (no gold; ``targets`` only for
+        ``target_log_probs``), then the previous mode again."""
         was_training = self.training
         self.eval()
         try:
-            return self(Batch(tokens=tokens, targets=tokens,
+            return self(Batch(tokens=tokens, targets=tokens if targets is None else targets,
                               mask=torch.ones_like(tokens, dtype=torch.bool)), state,
                         log_probs_needed=log_probs_needed, head_states=head_states)
         finally:

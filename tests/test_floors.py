@@ -36,6 +36,7 @@ ALLOWED = {
     "generate": {"lm", "data", "generation", "metrics", "parse", "registry"},
     "config": {"cli", "lm"},
     "parse": {"lm", "data", "metrics", "syntax", "runs", "viz"},
+    "tse": {"data"},
 }
 
 

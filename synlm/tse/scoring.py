@@ -1,0 +1,108 @@
+"""Scoring whole sentences with a ``SyntaxLM``: the one API the syntactic benchmarks use.
+
+Every family is conditioned on the start context it was trained with: synlm's data put an
+``<eos>`` before every sentence (``synlm.data.batching``: a unit is ``[<eos>, w1..wn]``, in
+stream and sentence mode alike, and GPT-2's ``<|endoftext|>`` is its ``<eos>``), so a sentence
+is scored as the row ``[<eos>, t1..tn]`` with targets ``[t1..tn, <eos>]`` from a fresh state
+(a zero recurrent state, an empty key/value cache, an empty mixture history), in eval mode.
+A stream-trained model saw the previous sentence's state there instead; a fresh state is
+the common choice of the field's evaluations (no context leaks from one item to the next).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from synlm.data.normalization import text_normalizer
+from synlm.data.subwords import SubwordVocab
+from synlm.tse.scores import ScoredSentence
+
+
+class ModelScorer:
+    """The ``synlm.tse.scores.Scorer`` of a ``SyntaxLM``.
+
+    ``words`` maps benchmark text onto the training corpus's words with the normalisation
+    its checkpoint saved (Mikolov's PTB: Treebank tokens, punctuation dropped, lowercase,
+    numbers ``N``). ``score`` encodes each sentence in the model's vocabulary (a word a
+    token; subwords: each word on its own with a leading space, as in training, and a
+    word's log-probability is the sum of its subwords'), sorts the rows by length, scores
+    them ``batch_size`` at a time with ``SyntaxLM.target_log_probs`` and returns them in the
+    given order; a row's numbers do not depend on its batch (every backbone is causal and
+    right padding follows the row).
+
+    Args:
+        model: the language model (its ``vocab`` and ``normalization`` set, as a checkpoint
+            or ``setup`` sets them).
+        batch_size: sentences per forward pass.
+        device: where to run (``cpu``, ``cuda``); the model is moved there.
+        progress: called with the number of sentences after each batch (a progress bar).
+    """
+
+    def __init__(self, model: Any, batch_size: int = 64, device: str | torch.device = "cpu",
+                 progress: Callable[[int], None] | None = None) -> None:
+        if model.vocab is None:
+            raise ValueError("the model has no vocabulary: load it from a checkpoint or call "
+                             "model.setup('predict') with its DataModule")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.model = model.to(device).eval()
+        self.vocab = model.vocab
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self.progress = progress
+        self._text = text_normalizer(model.normalization)
+
+    def words(self, text: str) -> list[str]:
+        return self._text(text)
+
+    def encode(self, words: Sequence[str]) -> tuple[list[int], list[int], list[bool]]:
+        """The token ids of ``words``, the word index of each token, and whether each word
+        was read as unknown (``<unk>``, or an unknown-word class)."""
+        vocab = self.vocab
+        if isinstance(vocab, SubwordVocab):
+            tokens, word_index = vocab.split([list(words)])[0]
+            ids = [vocab.stoi[t] for t in tokens]
+        else:
+            ids, word_index = vocab.encode(list(words)), list(range(len(words)))
+        unknown = [False] * len(words)
+        for i, w in zip(ids, word_index):
+            unknown[w] |= vocab.is_unknown(i)
+        return ids, word_index, unknown
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
+        encoded = [self.encode(words) for words in sentences]
+        order = sorted(range(len(sentences)), key=lambda i: -len(encoded[i][0]))
+        out: list[ScoredSentence | None] = [None] * len(sentences)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            rows = self._log_probs([encoded[i][0] for i in chunk])
+            for i, row in zip(chunk, rows):
+                out[i] = self._scored(sentences[i], *encoded[i], row)
+            if self.progress is not None:
+                self.progress(len(chunk))
+        return out  # type: ignore[return-value]
+
+    def _log_probs(self, rows: list[list[int]]) -> list[np.ndarray]:
+        """Each row's target log-probabilities: its tokens, then ``<eos>``, (n + 1,)."""
+        eos = self.vocab.eos_id
+        width = max(len(r) for r in rows) + 1
+        tokens = torch.full((len(rows), width + 1), eos, dtype=torch.long)
+        for b, ids in enumerate(rows):
+            tokens[b, 1:len(ids) + 1] = torch.tensor(ids, dtype=torch.long)
+        tokens = tokens.to(self.device)
+        log_probs = self.model.target_log_probs(tokens[:, :-1], tokens[:, 1:])
+        log_probs = log_probs.double().cpu().numpy()
+        return [log_probs[b, :len(ids) + 1] for b, ids in enumerate(rows)]
+
+    def _scored(self, words: Sequence[str], ids: list[int], word_index: list[int],
+                unknown: list[bool], row: np.ndarray) -> ScoredSentence:
+        per_word = np.zeros(len(words))
+        np.add.at(per_word, np.asarray(word_index, dtype=np.int64), row[:-1])
+        return ScoredSentence(words=tuple(words), word_log_probs=tuple(per_word.tolist()),
+                              unknown=tuple(unknown), eos_log_prob=float(row[-1]),
+                              tokens=tuple(self.vocab.decode(ids)),
+                              token_log_probs=tuple(row[:-1].tolist()))
