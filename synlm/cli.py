@@ -1,5 +1,5 @@
 """The `synlm` command: LightningCLI (fit, validate, test, predict) plus `parse`, `plot`,
-`annotate`, `generate`, `evaluate-generation` and `ls`."""
+`annotate`, `generate`, `evaluate-generation`, `evaluate-syntax` and `ls`."""
 
 from __future__ import annotations
 
@@ -365,6 +365,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from synlm.parse import main as parse_main
 
         return parse_main(args[1:], build_model=build_model)
+    if args[:1] == ["evaluate-syntax"]:
+        from synlm.evaluate_syntax import main as evaluate_syntax_main
+
+        return evaluate_syntax_main(args[1:], build_model=build_model)
     args = usage.resolve_configs(args)
     problem = usage.config_error(args)
     if problem:

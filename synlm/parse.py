@@ -196,14 +196,15 @@ def untrained_model(build_model: Callable[..., Any], config: str, seed: int,
     return model.eval()
 
 
-def _mean_and_std(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Each numeric figure's mean over ``results`` and its ``_std`` (population)."""
+def mean_and_std(results: Sequence[dict[str, Any]], digits: int = 2) -> dict[str, Any]:
+    """Each numeric figure's mean over ``results`` and its ``_std`` (population), rounded to
+    ``digits`` places; other values as the first result has them."""
     out: dict[str, Any] = {"n_models": len(results)}
     for key, value in results[0].items():
         values = [r[key] for r in results]
         if isinstance(value, float) and None not in values:
-            out[key], out[f"{key}_std"] = round(float(np.mean(values)), 2), \
-                round(float(np.std(values)), 2)
+            out[key], out[f"{key}_std"] = round(float(np.mean(values)), digits), \
+                round(float(np.std(values)), digits)
         else:
             out[key] = value
     return out
@@ -379,7 +380,7 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) 
     print(json.dumps({"treebank": str(args.treebank),
                       "trees": f"{args.config}:{structure}:untrained:seeds 0-{args.seeds - 1}",
                       "protocol": args.protocol, "max_length": args.max_length,
-                      **_mean_and_std(results)}))
+                      **mean_and_std(results)}))
     return 0
 
 

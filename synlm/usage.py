@@ -23,6 +23,7 @@ COMMANDS = {
     "test": "the test metrics of a checkpoint (--ckpt_path; its config is inside)",
     "predict": "run a checkpoint's predict step over the data",
     "parse": "induced trees (and parsing F1 or UAS against a treebank) of a checkpoint",
+    "evaluate-syntax": "BLiMP, SyntaxGym and Marvin & Linzen accuracies of a checkpoint",
     "plot": "learning curves of runs from their metrics.csv",
     "generate": "sample text from a checkpoint (story endings, contexts, unconditional)",
     "evaluate-generation": "the generation metrics of a JSONL file of samples",

@@ -1,0 +1,193 @@
+"""``synlm evaluate-syntax``: accuracies computed by hand for a unigram language model on toy
+copies of the three benchmarks, the command on a trained checkpoint over slices of the staged
+benchmarks, untrained seeds, and one-line errors. (Scoring itself, every backbone, subwords
+and the DM mixture: test_tse_scoring.py.)"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from backbone_cases import CASES
+from conftest import run_cli, tiny_palm_config
+from synlm import evaluate_syntax
+from synlm.data.vocab import Vocab
+from synlm.lm import SyntaxLM
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+#: p(word) of the unigram model; it sums to 1.
+UNIGRAM = {"<eos>": 0.1, "<unk>": 0.1, "the": 0.2, "cat": 0.1, "cats": 0.05, "sleeps": 0.1,
+           "sleep": 0.15, "dog": 0.1, "barks": 0.05, "bark": 0.05}
+
+
+def unigram_model() -> SyntaxLM:
+    """A real SyntaxLM whose every next-word distribution is ``UNIGRAM``: an untied decoder
+    with zero weights and the log-probabilities as its bias."""
+    model = SyntaxLM(CASES["AWDLSTM"](), vocab_size=len(UNIGRAM), tie_weights=False).eval()
+    with torch.no_grad():
+        model.decoder.weight.zero_()
+        model.decoder.bias.copy_(torch.tensor(list(UNIGRAM.values())).log())
+    model.vocab, model.normalization = Vocab(list(UNIGRAM)), "ptb"
+    return model
+
+
+def log_p(*words: str) -> float:
+    return sum(math.log(UNIGRAM[w]) for w in words)
+
+
+def blimp_line(uid: str, term: str, pair_id: int, good: str, bad: str) -> str:
+    return json.dumps({"sentence_good": good, "sentence_bad": bad, "UID": uid,
+                       "linguistics_term": term, "pairID": str(pair_id)})
+
+
+def toy_data(root: Path) -> Path:
+    """A data folder with toy BLiMP (two paradigms), Marvin & Linzen and SyntaxGym files."""
+    agreement = [("The cat sleeps.", "The cat sleep."),  # wrong: p(sleep) > p(sleeps)
+                 ("The cats sleep.", "The cats sleeps."),  # right
+                 ("The dog barks.", "The dog bark."),  # a tie: wrong
+                 ("The cat naps.", "The cat nap.")]  # both <unk>: a tie, and unknown
+    (root / "blimp").mkdir(parents=True)
+    with zipfile.ZipFile(root / "blimp" / "BLiMP.zip", "w") as archive:
+        archive.writestr("data/toy_agreement.jsonl", "\n".join(
+            blimp_line("toy_agreement", "subject_verb_agreement", i, g, b)
+            for i, (g, b) in enumerate(agreement)))
+        archive.writestr("data/toy_length.jsonl", blimp_line(
+            "toy_length", "s-selection", 0, "The cat sleep.", "The cat cat sleep."))
+    (root / "marvin_linzen").mkdir()
+    items = [{"template": "simple_agrmt", "case": "sing_MS_MV", "index": 0,
+              "good": "the cat sleeps", "bad": "the cat sleep"},
+             {"template": "simple_agrmt", "case": "plur_MS_MV", "index": 0,
+              "good": "the cats sleep", "bad": "the cats sleeps"},
+             {"template": "simple_npi_anim", "case": "past", "index": 0,
+              "good": "the cat sleep", "bad": ["the cat cat sleep", "the cats sleep"]}]
+    with gzip.open(root / "marvin_linzen" / "marvin_linzen.jsonl.gz", "wt") as out:
+        out.writelines(json.dumps(item) + "\n" for item in items)
+    suites = root / "syntaxgym" / "test_suites"
+    suites.mkdir(parents=True)
+
+    def condition(name: str, subject: str, verb: str) -> dict:
+        return {"condition_name": name, "regions": [
+            {"region_number": 1, "content": f"The {subject}"},
+            {"region_number": 2, "content": verb}, {"region_number": 3, "content": "."}]}
+
+    (suites / "number_src.json").write_text(json.dumps({
+        "meta": {"name": "number_src", "metric": "sum"},
+        "region_meta": {"1": "subject", "2": "verb", "3": "end"},
+        "predictions": [{"type": "formula", "formula": "[(2;%match%) < (2;%mismatch%)]"}],
+        "items": [{"item_number": 1, "conditions": [condition("match", "cat", "sleeps"),
+                                                    condition("mismatch", "cat", "sleep")]},
+                  {"item_number": 2, "conditions": [condition("match", "cats", "sleep"),
+                                                    condition("mismatch", "cats", "sleeps")]}],
+    }))
+    return root
+
+
+def evaluate(capsys: pytest.CaptureFixture, *args: str) -> tuple[dict, str]:
+    """The command's JSON summary and what it wrote on stderr."""
+    assert run_cli(["evaluate-syntax", *args]) == 0
+    captured = capsys.readouterr()
+    return json.loads(captured.out.strip().splitlines()[-1]), captured.err
+
+
+def test_a_unigram_model_gets_the_accuracies_computed_by_hand(capsys, monkeypatch, tmp_path):
+    """BLiMP: paradigm accuracies 1/4 and 1/1, the paper's overall mean 0.625, 2/3 in
+    vocabulary (the <unk> pair out), sentence log-probabilities the unigram sums; Marvin &
+    Linzen: Simple agreement 1/2, the NPI item right (it beats both); SyntaxGym: one item of
+    two right, SG score 0.5."""
+    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    data = toy_data(tmp_path / "data")
+    out, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--data-dir", str(data),
+                      "--suites", "number_src", "--output", str(tmp_path / "records.jsonl"))
+    blimp = out["blimp"]
+    assert blimp["paradigms"]["toy_agreement"]["accuracy"] == 0.25
+    assert blimp["paradigms"]["toy_length"]["accuracy"] == 1.0
+    assert out["headline"]["blimp/accuracy"] == 0.625
+    assert out["headline"]["blimp/in_vocabulary_accuracy"] == round((1 / 3 + 1) / 2, 4)
+    assert out["headline"]["blimp/unknown_share"] == 0.125
+    assert set(blimp["phenomena"]) == {"subject_verb_agreement", "argument_structure"}
+    assert out["marvin_linzen"]["table1"]["Subject-verb agreement"]["Simple"]["accuracy"] == 0.5
+    assert out["headline"]["marvin_linzen/npi/accuracy"] == 1.0
+    assert out["headline"]["marvin_linzen/reflexives/accuracy"] is None
+    assert out["headline"]["syntaxgym/sg_score"] == 0.5
+    assert out["syntaxgym"]["circuits"] == {"Agreement": 0.5}
+
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert out["records"] == len(records) == 5 + 3 + 2
+    first = records[0]
+    assert (first["benchmark"], first["UID"], first["correct"]) == ("blimp", "toy_agreement",
+                                                                    False)
+    assert first["good_log_prob"] == pytest.approx(log_p("the", "cat", "sleeps", "<eos>"),
+                                                   abs=1e-5)
+    assert first["bad_log_probs"] == pytest.approx([log_p("the", "cat", "sleep", "<eos>")],
+                                                   abs=1e-5)
+    assert [r["unknown"] for r in records[:4]] == [False, False, False, True]
+    gym = [r for r in records if r["benchmark"] == "syntaxgym"]
+    assert gym[1]["surprisals"]["mismatch"]["2"] == pytest.approx(-math.log(0.1), abs=1e-5)
+    assert gym[1]["surprisals"]["match"]["3"] == 0.0  # "." is dropped, as in PTB
+    without_eos, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--data-dir", str(data),
+                              "--benchmark", "blimp", "--no-eos")
+    assert without_eos["headline"]["blimp/accuracy"] == 0.625  # <eos> is common to a pair
+
+
+def run_dir(root: Path, *overrides: str) -> Path:
+    """A tiny PaLM run of two steps on the synthetic treebank: its folder."""
+    config = tiny_palm_config(root)
+    assert run_cli(["fit", "--config", str(config), "--trainer.max_steps=2",
+                    f"--trainer.default_root_dir={root / 'run'}", *overrides]) == 0
+    return root / "run"
+
+
+def test_a_checkpoint_over_slices_of_the_staged_benchmarks(capsys, monkeypatch, tmp_path):
+    """A trained checkpoint through the whole command: the headline is the summaries', the
+    unknown-word warning fires (a synthetic vocabulary reads most benchmark words as <unk>),
+    and one record per pair or item comes back."""
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(DATA))
+    run = run_dir(tmp_path)
+    out, err = evaluate(capsys, "--ckpt_path", str(run), "--subset", "1", "--batch-size", "7",
+                        "--output", str(tmp_path / "r.jsonl"), "--suites", "number_src",
+                        "npi_orc_any")
+    assert out["blimp"]["overall"]["paradigms"] == 67
+    assert out["blimp"]["overall"]["pairs"] == 67
+    assert out["headline"]["blimp/accuracy"] == out["blimp"]["overall"]["accuracy"]
+    assert set(out["syntaxgym"]["suites"]) == {"number_src", "npi_orc_any"}
+    assert out["syntaxgym"]["items"] == 2
+    assert out["headline"]["blimp/unknown_share"] > 0.5
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert out["records"] == len(lines) > 67 + 2
+    assert "warning: blimp:" in err and "blimp/accuracy" in err  # the warning, the table
+
+
+def test_untrained_seeds_give_mean_and_std(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(DATA))
+    config = tiny_palm_config(tmp_path)
+    out, _ = evaluate(capsys, "--config", str(config), "--seeds", "2", "--benchmark", "blimp",
+                      "--subset", "2")
+    assert out["headline"]["n_models"] == 2 and len(out["per_seed"]) == 2
+    accuracies = [seed["blimp/accuracy"] for seed in out["per_seed"]]
+    assert out["headline"]["blimp/accuracy"] == pytest.approx(sum(accuracies) / 2, abs=1e-4)
+    assert "blimp" not in out  # per-seed headlines only
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--ckpt_path", "missing.ckpt"], "--ckpt_path"),
+    (["--ckpt_path", "x.ckpt", "--data-dir", "nowhere", "--benchmark", "blimp"],
+     "BLiMP: missing nowhere/blimp/BLiMP.zip; set SYNLM_DATA_DIR"),
+    (["--ckpt_path", "x.ckpt", "--benchmark", "syntaxgym", "--suites", "number_sr"],
+     "unknown SyntaxGym suite 'number_sr'"),
+    (["--ckpt_path", "x.ckpt", "--benchmark", "blimp", "--suites", "number_src"],
+     "add syntaxgym to --benchmark"),
+    (["--ckpt_path", "x.ckpt", "--output", "no/such/folder/r.jsonl"], "--output: no folder"),
+])
+def test_bad_input_is_one_line(capsys, monkeypatch, args, message):
+    if args[1] == "x.ckpt":
+        monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    assert run_cli(["evaluate-syntax", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
