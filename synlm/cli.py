@@ -304,8 +304,10 @@ def _ls() -> int:
 
 def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:
     """The model the CLI builds from ``path`` plus ``--key=value`` overrides, untrained; the
-    DataModule it would train on is ``model.datamodule`` (``synlm.from_config``)."""
-    cli = SynLMCLI(args=["--config", str(path), *overrides], run=False)
+    DataModule it would train on is ``model.datamodule`` (``synlm.from_config``). ``path``
+    may name a shipped config (``awd_lstm.yaml``)."""
+    cli = SynLMCLI(args=[*usage.resolve_configs(["--config", str(path)]), *overrides],
+                   run=False)
     model = cli.model
     model.datamodule = cli.datamodule
     return model

@@ -34,3 +34,21 @@ def test_the_speed_table_runs_and_its_ratios_compare_the_named_rows() -> None:
             assert row["ratio"] == pytest.approx(row["tokens_per_s"] / against)
     assert {r["precision"] for n, r in rows.items() if n.endswith("bf16")} == {"bf16-mixed"}
     assert rows["PRPN"]["against"] == "plain LSTM LM, B64 T35"
+
+
+@pytest.mark.slow
+def test_the_scoring_benchmark_times_scorer_and_forward_on_the_same_tokens(tmp_path) -> None:
+    """benchmarks/tse_speed.py on a tiny untrained model and one BLiMP pair a paradigm: the
+    ratio is the forward passes' time over the scorer's, for the same token count."""
+    from conftest import tiny_palm_config
+
+    data = Path(__file__).resolve().parents[2] / "shared" / "data"
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name("tse_speed.py")), "--config",
+         str(tiny_palm_config(tmp_path)), "--pairs", "1", "--repeats", "1", "--threads", "1"],
+        capture_output=True, text=True, timeout=600, check=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "SYNLM_DATA_DIR": str(data)}).stdout
+    row = json.loads(out.strip().splitlines()[-1])
+    assert row["sentences"] == 2 * 67 and row["tokens"] > row["sentences"]
+    assert row["ratio"] == pytest.approx(row["scorer_tokens_per_s"] / row["forward_tokens_per_s"],
+                                         rel=0.01)
