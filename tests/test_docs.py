@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBCOMMANDS = ("fit", "validate", "test", "predict", "parse", "plot", "generate",
-               "evaluate-generation", "annotate")
+SUBCOMMANDS = ("fit", "validate", "test", "predict", "parse", "evaluate-syntax", "plot",
+               "generate", "evaluate-generation", "annotate")
 
 
 def page_text(site: Path, page: str) -> str:
@@ -52,5 +52,6 @@ def test_api_pages_document_the_model(site: Path) -> None:
     for page, name in [("api/backbones", "AWDLSTM"), ("api/heads", "DistanceRankingHead"),
                        ("api/data", "SynLMDataModule"), ("api/data", "CTBSepsent"),
                        ("api/metrics", "ParsingF1"), ("api/callbacks", "NTASGD"),
-                       ("api/viz", "distance_bars"), ("api/runs", "resolve_checkpoint")]:
+                       ("api/viz", "distance_bars"), ("api/runs", "resolve_checkpoint"),
+                       ("api/tse", "ModelScorer"), ("api/tse", "sg_score")]:
         assert name in page_text(site, page), (page, name)
