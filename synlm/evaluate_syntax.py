@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from rich.console import Console
@@ -52,8 +52,25 @@ def _fraction(text: str) -> float:
     return value
 
 
+def benchmark_names(text: str) -> str:
+    """A ``--benchmark`` value: ``all``, or a benchmark, ``marvin-linzen`` or ``marvin_linzen``."""
+    name = text.replace("-", "_")
+    if name != "all" and name not in BENCHMARKS:
+        raise argparse.ArgumentTypeError(
+            f"unknown benchmark {text!r}; expected blimp, syntaxgym, marvin-linzen or all")
+    return name
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (what is wrong, and where the options are listed)
+    instead of the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--ckpt_path", "--ckpt-path", help="a SyntaxLM checkpoint or run folder")
     src.add_argument("--config", help="a training config: evaluate the untrained models it "
@@ -62,8 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--config: this many untrained models (seeds 0..N-1)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="--config: overrides, e.g. model.backbone.init_args.hidden_size=400")
-    p.add_argument("--benchmark", nargs="+", choices=BENCHMARKS, default=list(BENCHMARKS),
-                   help="which benchmarks (default all three, in this order)")
+    p.add_argument("--benchmark", nargs="+", type=benchmark_names, default=list(BENCHMARKS),
+                   metavar="{blimp,syntaxgym,marvin-linzen,all}",
+                   help="which benchmarks (default all: blimp syntaxgym marvin-linzen)")
     p.add_argument("--suites", nargs="+", metavar="SUITE",
                    help="SyntaxGym: these suites only (default the paper's 34)")
     p.add_argument("--subset", type=_at_least_one, metavar="N", help="the first N pairs of each "
@@ -183,6 +201,9 @@ def main(argv: list[str] | None = None,
     """Entry point of ``synlm evaluate-syntax``; returns the exit code. ``build_model``
     builds a model from a config (``--config``; ``synlm.cli`` passes its own)."""
     args = build_parser().parse_args(argv)
+    if "all" in args.benchmark:
+        args.benchmark = list(BENCHMARKS)
+    args.benchmark = list(dict.fromkeys(args.benchmark))
     problem = output_problem(args)
     if problem:
         print(f"{PROG}: {problem}", file=sys.stderr)

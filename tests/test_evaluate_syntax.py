@@ -136,32 +136,51 @@ def test_a_unigram_model_gets_the_accuracies_computed_by_hand(capsys, monkeypatc
     assert without_eos["headline"]["blimp/accuracy"] == 0.625  # <eos> is common to a pair
 
 
-def run_dir(root: Path, *overrides: str) -> Path:
+#: The checkpoint kinds of the shipped configs: a word vocabulary, subwords (a byte-level
+#: BPE), a head that replaces the distribution (DM-LSTM's mixture).
+KINDS = {
+    "word": [],
+    "subword": ['--data.subwords={"class_path": "TrainedBPE", "init_args": {"vocab_size": 300}}'],
+    "dm_mixture": [],
+}
+
+
+def run_dir(root: Path, kind: str) -> Path:
     """A tiny PaLM run of two steps on the synthetic treebank: its folder."""
-    config = tiny_palm_config(root)
+    heads = ([{"class_path": "DependencyMixtureHead", "init_args": {"phase": "mixture",
+                                                                    "context": 4}}]
+             if kind == "dm_mixture" else None)
+    config = tiny_palm_config(root, heads=heads)
     assert run_cli(["fit", "--config", str(config), "--trainer.max_steps=2",
-                    f"--trainer.default_root_dir={root / 'run'}", *overrides]) == 0
+                    f"--trainer.default_root_dir={root / 'run'}", *KINDS[kind]]) == 0
     return root / "run"
 
 
-def test_a_checkpoint_over_slices_of_the_staged_benchmarks(capsys, monkeypatch, tmp_path):
-    """A trained checkpoint through the whole command: the headline is the summaries', the
-    unknown-word warning fires (a synthetic vocabulary reads most benchmark words as <unk>),
-    and one record per pair or item comes back."""
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_checkpoint_kind_over_slices_of_the_staged_benchmarks(capsys, monkeypatch,
+                                                                    tmp_path, kind):
+    """A trained checkpoint through the whole command: the headline is the summaries', one
+    record per pair or item comes back; a synthetic word vocabulary reads most benchmark words
+    as <unk> (and the command warns), subwords read none."""
     monkeypatch.setenv("SYNLM_DATA_DIR", str(DATA))
-    run = run_dir(tmp_path)
+    run = run_dir(tmp_path, kind)
     out, err = evaluate(capsys, "--ckpt_path", str(run), "--subset", "1", "--batch-size", "7",
-                        "--output", str(tmp_path / "r.jsonl"), "--suites", "number_src",
-                        "npi_orc_any")
-    assert out["blimp"]["overall"]["paradigms"] == 67
-    assert out["blimp"]["overall"]["pairs"] == 67
+                        "--output", str(tmp_path / "r.jsonl"), "--benchmark", "all",
+                        "--suites", "number_src", "npi_orc_any")
+    assert out["benchmarks"] == ["blimp", "syntaxgym", "marvin_linzen"]
+    assert out["blimp"]["overall"]["paradigms"] == out["blimp"]["overall"]["pairs"] == 67
     assert out["headline"]["blimp/accuracy"] == out["blimp"]["overall"]["accuracy"]
     assert set(out["syntaxgym"]["suites"]) == {"number_src", "npi_orc_any"}
     assert out["syntaxgym"]["items"] == 2
-    assert out["headline"]["blimp/unknown_share"] > 0.5
     lines = (tmp_path / "r.jsonl").read_text().splitlines()
     assert out["records"] == len(lines) > 67 + 2
-    assert "warning: blimp:" in err and "blimp/accuracy" in err  # the warning, the table
+    assert "blimp/accuracy" in err  # the table
+    if kind == "subword":
+        assert out["headline"]["blimp/unknown_share"] == 0.0
+        assert "warning" not in err
+    else:
+        assert out["headline"]["blimp/unknown_share"] > 0.5
+        assert "warning: blimp:" in err
 
 
 def test_untrained_seeds_give_mean_and_std(capsys, monkeypatch, tmp_path):
@@ -184,6 +203,7 @@ def test_untrained_seeds_give_mean_and_std(capsys, monkeypatch, tmp_path):
     (["--ckpt_path", "x.ckpt", "--benchmark", "blimp", "--suites", "number_src"],
      "add syntaxgym to --benchmark"),
     (["--ckpt_path", "x.ckpt", "--output", "no/such/folder/r.jsonl"], "--output: no folder"),
+    (["--ckpt_path", "x.ckpt", "--benchmark", "blimpp"], "unknown benchmark 'blimpp'"),
 ])
 def test_bad_input_is_one_line(capsys, monkeypatch, args, message):
     if args[1] == "x.ckpt":
