@@ -211,3 +211,30 @@ def test_bad_input_is_one_line(capsys, monkeypatch, args, message):
     assert run_cli(["evaluate-syntax", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_the_callback_logs_what_the_command_computes(monkeypatch, tmp_path):
+    """SyntacticEvaluation in a fit: after the validation, val/blimp/accuracy (and its
+    in-vocabulary twin) in metrics.csv, equal to scoring the same slice with the checkpoint
+    saved at that step."""
+    import csv
+
+    from synlm.parse import load_model
+    from synlm.tse import ModelScorer, evaluate_benchmarks
+
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(DATA))
+    callback = json.dumps({"class_path": "SyntacticEvaluation",
+                           "init_args": {"benchmarks": ["blimp"], "subset": 2}})
+    assert run_cli(["fit", "--config", str(tiny_palm_config(tmp_path)),
+                    "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
+                    f"--trainer.callbacks+={callback}",
+                    f"--trainer.default_root_dir={tmp_path / 'run'}"]) == 0
+    version = tmp_path / "run" / "version_0"
+    rows = [r for r in csv.DictReader((version / "metrics.csv").open())
+            if r.get("val/blimp/accuracy")]
+    assert len(rows) == 1 and rows[0]["step"] == "1"  # one validation, after step 2
+    model = load_model(str(version / "checkpoints" / "last.ckpt"))
+    blimp = evaluate_benchmarks(ModelScorer(model), ["blimp"], subset=2)["blimp"]
+    assert float(rows[0]["val/blimp/accuracy"]) == pytest.approx(
+        blimp.headline["blimp/accuracy"], abs=1e-4)
+    assert "val/blimp/in_vocabulary_accuracy" in rows[0]

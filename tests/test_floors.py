@@ -22,7 +22,7 @@ ALLOWED = {
     "data": {"syntax", "outputs"},
     "backbones": {"modules", "outputs", "kernels"},
     "heads": {"modules", "outputs", "backbones.base"},
-    "callbacks": {"metrics", "syntax", "viz"},
+    "callbacks": {"metrics", "syntax", "viz", "tse"},
     "runs": set(),
     "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs", "runs"},
     "registry": {"backbones", "heads", "callbacks", "data"},

@@ -2,7 +2,9 @@
 
 from synlm.callbacks.nt_asgd import NTASGD
 from synlm.callbacks.progress import SynLMProgressBar
+from synlm.callbacks.syntactic import SyntacticEvaluation
 from synlm.callbacks.throughput import TokensPerSecond
 from synlm.callbacks.trees import TreeSamples
 
-__all__ = ["NTASGD", "SynLMProgressBar", "TokensPerSecond", "TreeSamples"]
+__all__ = ["NTASGD", "SynLMProgressBar", "SyntacticEvaluation", "TokensPerSecond",
+           "TreeSamples"]
