@@ -6,7 +6,8 @@
 # the same budget: STEPS training windows of 20 x 70 tokens (DM-LSTM: a quarter of them of
 # dependency modelling, then the mixture from that checkpoint), then one validation on the
 # whole valid split. Then `synlm evaluate-syntax` scores each on BLiMP, SyntaxGym and
-# Marvin & Linzen, and the untrained AWD-LSTM of the same size (the chance row).
+# Marvin & Linzen, and three untrained AWD-LSTMs of the same size (the chance row); each
+# writes OUT_DIR/NAME.tse.json (the summary) and NAME.tse.jsonl (one record per pair or item).
 #   SYNLM_DATA_DIR=../shared/data bash benchmarks/tse_budget.sh OUT_DIR [STEPS]
 set -euo pipefail
 out=${1:?output folder}
