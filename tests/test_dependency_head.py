@@ -125,24 +125,45 @@ def test_the_mixture_is_causal(backbone) -> None:
     assert not torch.allclose(a[:, 5:], b[:, 5:])
 
 
-def test_dependency_loss_equals_the_dense_indicator_sum() -> None:
-    """Phase 1 from sparse targets equals −Σ_t Σ_w 1[w ∈ D_t] log p_dep(w) / N with a dense
-    (B, T, V) multi-hot indicator, N the inputs of sentences with heads."""
+@pytest.mark.parametrize("target_sets", ["types", "arcs"])
+def test_dependency_loss_equals_the_dense_indicator_sum(target_sets: str) -> None:
+    """Phase 1 from sparse targets equals −Σ_t Σ_w c_t(w) log p_dep(w) / N with a dense
+    (B, T, V) indicator, N the inputs of sentences with heads: c_t(w) is 1[w ∈ D_t] for
+    ``types`` (the released 0/1 indicator), the number of arcs for ``arcs``."""
     dm = SynLMDataModule(SyntheticTreebank(n_train=30, n_valid=5, n_test=5), mode="sentence",
                          batch_size=6)
     dm.request(frozenset({"dep_targets"}), who="test")
     batch = next(iter(dm.train_dataloader()))
     torch.manual_seed(0)
-    model = SyntaxLM(lstm(), heads=[DependencyMixtureHead("dependency")],
+    model = SyntaxLM(lstm(), heads=[DependencyMixtureHead("dependency", target_sets=target_sets)],
                      vocab_size=dm.vocab_size).double()
     result = model(batch)
     log_p = result.logits.log_softmax(-1)
     dense = torch.zeros_like(log_p)
     for b, t, d in batch.dep_mask.nonzero().tolist():
-        dense[b, t, batch.dep_targets[b, t, d]] += 1.0  # a word may be twice in D_t
+        w = batch.dep_targets[b, t, d]
+        dense[b, t, w] = 1.0 if target_sets == "types" else dense[b, t, w] + 1.0
     expected = -(dense * log_p).sum() / batch.dep_rows.sum()
     torch.testing.assert_close(result.heads["dm"].loss, expected)
     assert batch.dep_rows.sum() > batch.dep_mask.any(-1).sum()  # empty sets count in N
+
+
+def test_a_type_linked_twice_counts_once_by_default_and_twice_per_arc() -> None:
+    """D_0 = {3, 3, 1} (a type linked by two arcs; a masked entry with id 1 before it), D_1 =
+    {2}: the released sets count word 3 once, the arcs twice; N = 2 inputs."""
+    log_p = torch.randn(1, 2, 5, dtype=torch.double,
+                        generator=torch.Generator().manual_seed(0)).log_softmax(-1)
+    tokens = torch.zeros(1, 2, dtype=torch.long)
+    batch = Batch(tokens=tokens, targets=tokens, mask=torch.ones(1, 2, dtype=torch.bool),
+                  dep_targets=torch.tensor([[[1, 3, 3, 1], [2, 0, 0, 0]]]),
+                  dep_mask=torch.tensor([[[False, True, True, True],
+                                          [True, False, False, False]]]),
+                  dep_rows=torch.ones(1, 2, dtype=torch.bool))
+    lp = log_p[0]
+    types = DependencyMixtureHead.dependency_loss(log_p, batch)
+    arcs = DependencyMixtureHead.dependency_loss(log_p, batch, "arcs")
+    torch.testing.assert_close(types, -(lp[0, 3] + lp[0, 1] + lp[1, 2]) / 2)
+    torch.testing.assert_close(arcs, -(2 * lp[0, 3] + lp[0, 1] + lp[1, 2]) / 2)
 
 
 def test_phase_one_trains_on_the_dependency_loss_alone(tmp_path: Path) -> None:
@@ -200,6 +221,8 @@ def test_phase_two_starts_from_phase_one_with_fresh_query_and_key(tmp_path: Path
 def test_bad_phase_is_one_line() -> None:
     with pytest.raises(ValueError, match="phase must be 'dependency' or 'mixture'"):
         DependencyMixtureHead("both")
+    with pytest.raises(ValueError, match="target_sets must be 'types' or 'arcs', not 'type'"):
+        DependencyMixtureHead(target_sets="type")
 
 
 def test_mixed_precision_keeps_the_mixture_in_float32() -> None:

@@ -52,6 +52,7 @@ from synlm.outputs import BackboneOutput, Batch, HeadOutput
 
 Phase = Literal["dependency", "mixture"]
 Sampling = Literal["mixture", "logits"]
+TargetSets = Literal["types", "arcs"]
 AttentionSource = Literal["auto", "query_key", "backbone"]
 
 
@@ -75,6 +76,11 @@ class DependencyMixtureHead(SyntaxHead):
         context: the query/key attention's window c (36, DMLM's LSTM default; the paper
             uses 56 on ROCStories and 16 on PTB).
         weight: the loss weight of phase 1.
+        target_sets: what D_t holds in phase 1: ``types``, the word types linked to w_t, each
+            once (the released code: a ``set`` per position, DPLM-LSTM/data.py:182-195, read
+            as a 0/1 indicator, dependency_modeling_criterion.py:12-14; the Transformer's
+            dataset dedups too), the default; or ``arcs``, one target per arc, so a type
+            linked twice counts twice.
         sampling: the distribution ``log_probs`` gives for sampling: ``mixture`` (eq. 4, the
             paper's, and what the Transformer code samples) or ``logits``, softmax(Σ_j a_{t,j}
             z_j) with z_j the decoder's logits at j, what the released DM-LSTM generation
@@ -86,8 +92,8 @@ class DependencyMixtureHead(SyntaxHead):
     incremental = True
 
     def __init__(self, phase: Phase = "dependency", attention: AttentionSource = "auto",
-                 context: int = 36, weight: float = 1.0, sampling: Sampling = "mixture"
-                 ) -> None:
+                 context: int = 36, weight: float = 1.0, sampling: Sampling = "mixture",
+                 target_sets: TargetSets = "types") -> None:
         super().__init__(weight)
         if phase not in ("dependency", "mixture"):
             raise ValueError(f"DependencyMixtureHead phase must be 'dependency' or 'mixture', "
@@ -98,8 +104,12 @@ class DependencyMixtureHead(SyntaxHead):
         if sampling not in ("mixture", "logits"):
             raise ValueError(f"DependencyMixtureHead sampling must be 'mixture' or 'logits', "
                              f"not {sampling!r}")
+        if target_sets not in ("types", "arcs"):
+            raise ValueError(f"DependencyMixtureHead target_sets must be 'types' or 'arcs', "
+                             f"not {target_sets!r}")
         self.phase = phase
         self.sampling = sampling
+        self.target_sets = target_sets
         self.attention = attention
         self.context = context
         self.replaces_distribution = phase == "mixture"
@@ -124,7 +134,7 @@ class DependencyMixtureHead(SyntaxHead):
                 ) -> HeadOutput:
         log_p = logits.log_softmax(-1, dtype=_at_least_float32(logits))  # (B, T, V)
         if self.phase == "dependency":
-            return HeadOutput(loss=self.dependency_loss(log_p, batch))
+            return HeadOutput(loss=self.dependency_loss(log_p, batch, self.target_sets))
         # the positions j the window's inputs may draw from: the past ones kept in ``state``
         # (generation), then the window's own; S past, T new
         past_log_p = state.log_p if state is not None else log_p[:, :0]
@@ -152,13 +162,17 @@ class DependencyMixtureHead(SyntaxHead):
         return HeadOutput(target_log_probs=target_log_probs, log_probs=full, state=new_state)
 
     @staticmethod
-    def dependency_loss(log_p: Tensor, batch: Batch) -> Tensor | None:
+    def dependency_loss(log_p: Tensor, batch: Batch, target_sets: TargetSets = "types"
+                        ) -> Tensor | None:
         """Eq. 2: −Σ over the future dependents of log p_dep, over the inputs of sentences
-        with heads (None without them in this batch)."""
+        with heads (None without them in this batch); ``target_sets`` as the class says."""
         if batch.dep_targets is None or batch.dep_rows is None or not batch.dep_rows.any():
             return None
+        mask = batch.dep_mask
+        if target_sets == "types":
+            mask = first_occurrences(batch.dep_targets, mask)
         picked = log_p.gather(2, batch.dep_targets)  # (B, T, D)
-        total = -(picked * batch.dep_mask).sum()
+        total = -(picked * mask).sum()
         return total / batch.dep_rows.sum()
 
     def log_attention(self, out: BackboneOutput, state: MixtureState | None = None
@@ -183,6 +197,14 @@ class DependencyMixtureHead(SyntaxHead):
         j = torch.arange(n, device=h.device)[None, :]
         allowed = (j <= t) & (j > t - self.context)
         return scores.masked_fill(~allowed, float("-inf")).log_softmax(-1), k
+
+
+def first_occurrences(ids: Tensor, mask: Tensor) -> Tensor:
+    """``mask`` (B, T, D) keeping, among the entries it marks at each (b, t), only the first
+    of each id in ``ids`` (B, T, D): a set of types from a list of arcs."""
+    same = (ids.unsqueeze(-1) == ids.unsqueeze(-2)) & mask.unsqueeze(-2)  # (B, T, D, D)
+    earlier = same.tril(-1).any(-1)  # an earlier marked entry has the same id
+    return mask & ~earlier
 
 
 def _at_least_float32(x: Tensor) -> torch.dtype:
