@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from synlm.backbones.base import LayerInsert, RecurrentStack
 from synlm.kernels import Kernel, check_kernel, use_triton
+from synlm.kernels.self_check import pick_recurrence
 from synlm.modules import cumax, drop_connect
 from synlm.outputs import BackboneOutput, Structure
 
@@ -215,9 +216,8 @@ class ONLSTMCell(nn.Module):
         """x (B, T, I) -> outputs (B, T, H), new state, master-forget logits h^f (B, T, n)."""
         xi = F.linear(x.transpose(0, 1), self.ih.weight, self.ih.bias + self.hh.bias)  # (T, B, G)
         dtype = torch.promote_types(xi.dtype, torch.float32)  # the recurrence stays >= fp32
-        recurrence = _Recurrence
-        if use_triton(self.kernel, xi):
-            from synlm.kernels.on_lstm import TritonRecurrence as recurrence
+        recurrence = pick_recurrence(self.kernel, use_triton(self.kernel, xi), _Recurrence,
+                                     "on_lstm", xi.device, dtype)
         with torch.autocast(x.device.type, enabled=False):
             hs, h, c, hf = recurrence.apply(
                 xi.to(dtype), state[0].to(dtype), state[1].to(dtype), w_hh.to(dtype)

@@ -48,6 +48,7 @@ from torch import Tensor, nn
 
 from synlm.backbones.base import Backbone, BackboneSpec
 from synlm.kernels import Kernel, check_kernel, use_triton
+from synlm.kernels.self_check import pick_recurrence
 from synlm.modules import dropout_mask
 from synlm.modules.ln_lstm import LayerNormLSTMCell
 from synlm.outputs import BackboneOutput, Structure
@@ -372,9 +373,8 @@ class ReadingLayer(nn.Module):
             cell.c_norm.weight, cell.c_norm.bias, key_masks, rmask,
         )
         dtype = torch.promote_types(ih.dtype, torch.float32)  # under autocast the loop is fp32
-        recurrence = _ReadingRecurrence
-        if use_triton(self.kernel, ih):
-            from synlm.kernels.prpn import TritonReadingRecurrence as recurrence
+        recurrence = pick_recurrence(self.kernel, use_triton(self.kernel, ih),
+                                     _ReadingRecurrence, "prpn", ih.device, dtype)
         with torch.autocast(x.device.type, enabled=False):
             tape = recurrence.apply(
                 *(a if a is None else a.to(dtype) for a in args),

@@ -7,7 +7,9 @@ kernel each way, so a step costs one cuBLAS product plus one fused kernel. Under
 compare them with the reference path on machines without a GPU.
 
 ``kernel`` arguments of the backbones take ``"auto"`` (Triton on CUDA tensors when Triton is
-installed, PyTorch otherwise), ``"torch"`` or ``"triton"``.
+installed, PyTorch otherwise), ``"torch"`` or ``"triton"``. Before its first use in a process
+a fused recurrence is checked against the PyTorch loop (``synlm.kernels.self_check``): with
+``auto`` a failure falls back to the loop with a warning, with ``triton`` it raises.
 """
 
 from __future__ import annotations

@@ -167,3 +167,20 @@ class TritonRecurrence(torch.autograd.Function):
         h_prev = torch.cat((h0.unsqueeze(0), hs[:-1]), 0).view(T * B, H)
         d_w_hh = dg.view(T * B, G).t() @ h_prev
         return dg, dh, dc, d_w_hh
+
+
+#: The fused recurrence ``synlm.kernels.self_check`` compares with the PyTorch loop.
+FUSED = TritonRecurrence
+
+
+def check_problem(device: torch.device, dtype: torch.dtype) -> tuple[list[Tensor], list]:
+    """The self-check's problem: xi, h0, c0, w_hh of 4 steps, a batch of 2, 3 chunks of 3
+    (sizes that are not powers of two, so the masked lanes run too); nothing else."""
+    g = torch.Generator().manual_seed(0)
+    T, B, n, k = 4, 2, 3, 3
+    H, G = n * k, 2 * n + 4 * n * k
+
+    def rand(*shape: int, scale: float = 1.0) -> Tensor:
+        return (scale * torch.randn(*shape, generator=g, dtype=torch.float64)).to(device, dtype)
+
+    return [rand(T, B, G), rand(B, H), rand(B, n, k), rand(G, H, scale=0.3)], []

@@ -375,3 +375,25 @@ class TritonReadingRecurrence(torch.autograd.Function):
             d_ih, d_kx, d_gates, d_tape[:, :n].flip(1), d_w_key, d_w_hh, d_z.sum((0, 1)),
             d_ln_w, d_ih.sum((0, 1)), d_lnc_w, d_lnc_b, None, None, None, None,
         )
+
+
+#: The fused recurrence ``synlm.kernels.self_check`` compares with the PyTorch loop.
+FUSED = TritonReadingRecurrence
+
+
+def check_problem(device: torch.device, dtype: torch.dtype) -> tuple[list[Tensor], list]:
+    """The self-check's problem: 4 steps, a batch of 2, H 8, 3 slots, with key masks and a
+    recurrent-dropout mask; the eleven tensor inputs are differentiated."""
+    g = torch.Generator().manual_seed(0)
+    T, B, H, n = 4, 2, 8, 3
+
+    def rand(*shape: int, scale: float = 1.0) -> Tensor:
+        return (scale * torch.randn(*shape, generator=g, dtype=torch.float64)).to(device, dtype)
+
+    grads = [rand(T, B, 4 * H), rand(T, B, H), torch.sigmoid(rand(T, B, n, scale=2.0)),
+             rand(B, n, 2 * H), rand(H, H, scale=0.5), rand(4 * H, H, scale=0.5),
+             rand(4 * H, scale=0.1), 1 + rand(4 * H, scale=0.1), rand(4 * H, scale=0.1),
+             1 + rand(H, scale=0.1), rand(H, scale=0.1)]
+    key_masks = ((torch.rand(2, T, B, H, generator=g) >= 0.3) / 0.7).to(device, dtype)
+    rmask = ((torch.rand(H, generator=g) >= 0.25) / 0.75).to(device, dtype)
+    return grads, [key_masks, rmask, 1e-5, 1e-5]
