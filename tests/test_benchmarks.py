@@ -52,3 +52,19 @@ def test_the_scoring_benchmark_times_scorer_and_forward_on_the_same_tokens(tmp_p
     assert row["sentences"] == 2 * 67 and row["tokens"] > row["sentences"]
     assert row["ratio"] == pytest.approx(row["scorer_tokens_per_s"] / row["forward_tokens_per_s"],
                                          rel=0.01)
+
+
+@pytest.mark.slow
+def test_the_gpu_report_runs_every_step_and_writes_one_markdown_file(tmp_path) -> None:
+    """benchmarks/gpu_report.py's smoke run on the CPU: a section per step, each with its
+    command and exit status 0, the throughput table and both kernel steps inside."""
+    report = tmp_path / "report.md"
+    subprocess.run([sys.executable, str(SCRIPT.with_name("gpu_report.py")), "--device", "cpu",
+                    "--small", "--out", str(report), "--runs", str(tmp_path / "runs")],
+                   capture_output=True, text=True, timeout=900, check=True,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    text = report.read_text()
+    assert text.count("## ") == 5 and text.count(": exit 0,") == 5, text
+    assert "| AWD-LSTM |" in text and "PyTorch loop:" in text and "passed" in text
+    assert "last validation" in text and "val/ppl" in text
+    assert not report.with_name("report.md.partial").exists()
