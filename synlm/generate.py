@@ -143,20 +143,25 @@ BuildRun = Callable[[Sequence[str]], tuple[Any, SyntaxLM, Any]]
 def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
              gpt2: str | None = None, bert: str | None = None, bert_layers: int | None = None,
              rlm_heldout: str | None = None, rlm_config: str | None = None,
-             rlm_overrides: Sequence[str] = (), build_run: BuildRun | None = None
-             ) -> dict[str, Any]:
+             rlm_overrides: Sequence[str] = (), build_run: BuildRun | None = None,
+             news: bool = False, news_references: str | None = None) -> dict[str, Any]:
     """Every metric the inputs allow (``docs/evaluation.md``): Distinct and Self-BLEU always
-    (with references: Table 2's columns, ``story_metrics``, which drops empty samples); BLEU
-    (and BERTScore with ``bert``) against references; LM score under ``oracle``; GPT-2
-    perplexity with ``gpt2`` (of the samples of two words or more); reverse-LM score on
-    ``rlm_heldout`` (real text)."""
+    (with references: Table 2's columns, ``story_metrics``, which drops empty samples; with
+    ``news``: the released news evaluation's definitions, ``news_metrics``, BLEU-5 against
+    the sentences of ``news_references``); BLEU (and BERTScore with ``bert``) against
+    references; LM score under ``oracle``; GPT-2 perplexity with ``gpt2`` (of the samples of
+    two words or more); reverse-LM score on ``rlm_heldout`` (real text)."""
     from synlm.metrics import generation as m
 
     samples = [r["sample"].split() for r in recs]
     refs = [r["reference"].split() for r in recs if "reference" in r]
     result: dict[str, Any] = {"n_samples": len(samples),
                               "mean_length": sum(map(len, samples)) / max(len(samples), 1)}
-    if refs:
+    if news:
+        real = ([line.split() for line in read_lines(Path(news_references)) if line.split()]
+                if news_references else None)
+        result.update(m.news_metrics(samples, real))
+    elif refs:
         if len(refs) != len(samples):
             raise ValueError("some records have a reference and some do not")
         result.update(m.story_metrics(samples, refs))
@@ -226,6 +231,10 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rlm-config", help=f"the reverse LM's config (default configs/{RLM_CONFIG})")
     p.add_argument("--rlm-set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="overrides of the reverse LM's config, e.g. trainer.max_epochs=5")
+    p.add_argument("--news", action="store_true", help="the released news evaluation's "
+                   "definitions (WMT News): per-sample Distinct-1..5, smoothed Self-BLEU-5")
+    p.add_argument("--news-references", help="--news: BLEU-5 against these real sentences, "
+                   "one per line (the test split)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -295,7 +304,8 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
 def _evaluate(args: argparse.Namespace, recs: Sequence[dict[str, str]],
               build_run: BuildRun | None) -> dict[str, Any]:
     return evaluate(recs, args.oracle, args.gpt2, args.bert, args.bert_layers,
-                    args.rlm_heldout, args.rlm_config, args.rlm_set, build_run)
+                    args.rlm_heldout, args.rlm_config, args.rlm_set, build_run,
+                    args.news, args.news_references)
 
 
 def evaluate_main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -> int:

@@ -161,3 +161,22 @@ def test_a_mixture_model_samples_through_the_cli(tmp_path: Path) -> None:
     row = torch.tensor([[model.vocab.eos_id, *model.vocab.encode(["he", "ate", "."])]])
     log_probs, _ = model.step(row)
     assert torch.allclose(log_probs.exp().sum(-1), torch.ones(1, 4), atol=1e-5)
+
+
+def test_evaluate_generation_with_the_news_definitions(tmp_path: Path, capsys) -> None:
+    """``--news``: the released news evaluation's metrics (synlm.metrics.generation
+    .news_metrics) of the file's samples, BLEU-5 against ``--news-references``."""
+    from synlm.metrics.generation import news_metrics
+
+    lines = [f"the market rose {i} points on day {i % 7} of trading" for i in range(12)]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps({"sample": line}) + "\n" for line in lines))
+    references = tmp_path / "test.txt"
+    references.write_text("the market fell 3 points on monday\nshares rose on day 2\n")
+    assert main(["evaluate-generation", str(samples), "--news", "--news-references",
+                 str(references)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = news_metrics([line.split() for line in lines],
+                        [line.split() for line in references.read_text().splitlines()])
+    assert got == {"n_samples": 12, "mean_length": 10.0, **want}
+    assert {"bleu_5", "self_bleu_5", "distinct_5"} <= set(got)

@@ -1,6 +1,7 @@
 """Text-generation metrics (synlm.metrics.generation): hand-counted Distinct, Self-BLEU and BLEU
-values, Self-BLEU equal to nltk's loop, the LM score and GPT-2 perplexity equal to scoring
-each sample alone, and BERTScore as torchmetrics gives it."""
+values, Self-BLEU equal to nltk's loop, the news evaluation equal to the released script, the
+LM score and GPT-2 perplexity equal to scoring each sample alone, and BERTScore as torchmetrics
+gives it."""
 
 from __future__ import annotations
 
@@ -25,7 +26,10 @@ from synlm.metrics.generation import (
     distinct,
     gpt2_perplexity,
     lm_score,
+    multi_reference_bleu,
+    news_metrics,
     self_bleu,
+    sentence_distinct,
     story_metrics,
 )
 
@@ -96,6 +100,51 @@ def test_self_bleu_equals_the_nltk_loop(seed: int) -> None:
 
 
 # ---------------------------------------------------------------------------- BLEU
+@pytest.mark.parametrize("seed", [0, 1])
+def test_smoothed_self_bleu_and_multi_reference_bleu_equal_the_nltk_loops(seed: int) -> None:
+    """method1 smoothing: each sample against the others, each hypothesis against all the
+    references, as nltk's sentence_bleu computes them one by one."""
+    rng = random.Random(seed)
+    samples, references = random_samples(rng, 25), random_samples(rng, 15)
+    method1 = SmoothingFunction().method1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nltk warns about zero counts
+        want_self = 100 * sum(sentence_bleu(samples[:i] + samples[i + 1:], s, (0.2,) * 5,
+                                            method1) for i, s in enumerate(samples)) / 25
+        want_multi = 100 * sum(sentence_bleu(references, s, (0.2,) * 5, method1)
+                               for s in samples) / 25
+    assert self_bleu(samples, 5, smoothed=True) == pytest.approx(want_self, rel=1e-12)
+    assert multi_reference_bleu(samples, references, 5) == pytest.approx(want_multi, rel=1e-12)
+
+
+#: The released news evaluation (DPLM-Transformer/eval_sentences.py with its metrics.py, at
+#: the repository's commit 600ad56) run on the first 300 lines of the staged WMT News valid
+#: split as samples and the first 400 of its test split as references, nltk 3.10.4, with
+#: ``nltk.word_tokenize`` given ``preserve_line=True`` (punkt is not installed here): see
+#: docs/evaluation.md.
+RELEASED_NEWS = {"bleu_5": 7.65974318912254, "self_bleu_5": 8.765436513785238,
+                 "distinct_1": 89.25976776140806, "distinct_2": 99.10756088560407,
+                 "distinct_3": 99.72833771247494, "distinct_4": 99.93313492063493,
+                 "distinct_5": 99.98924731182794, "unique_tokens": 1989}
+
+
+def test_news_metrics_equal_the_released_script() -> None:
+    news = Path(__file__).resolve().parents[2] / "shared" / "data" / "emnlp2017_news"
+    samples = [line.split() for line in (news / "valid.txt").read_text().splitlines()[:300]]
+    references = [line.split() for line in (news / "test.txt").read_text().splitlines()[:400]]
+    got = news_metrics(samples, references)
+    assert got == pytest.approx(RELEASED_NEWS, rel=1e-12)
+
+
+def test_sentence_distinct_by_hand() -> None:
+    """Per sample, samples shorter than six tokens left out: (5/6 + 6/6) / 2 for n = 1."""
+    samples = toks("a b c d e a", "a b c d e f", "a a")
+    assert sentence_distinct(samples, 1) == pytest.approx(100 * (5 / 6 + 1) / 2)
+    assert sentence_distinct(samples, 6) == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="no sample of 6 tokens or more"):
+        sentence_distinct(toks("a b"), 1)
+
+
 def test_bleu_by_hand_and_as_the_nltk_sentence_average() -> None:
     # unigrams: the×2, cat, on, mat of 6 match; bigrams: the-cat, on-the, the-mat of 5; BP 1
     hyp, ref = toks("the cat sat on the mat", "the cat is on the mat")

@@ -133,9 +133,11 @@ def _matches_against_others(counts: list[Counter[NGram]]) -> list[int]:
             for sample in counts]
 
 
-def self_bleu(samples: Sequence[Tokens], n: int) -> float:
+def self_bleu(samples: Sequence[Tokens], n: int, smoothed: bool = False) -> float:
     """Self-BLEU-n, ×100: the mean over samples of nltk's unsmoothed
-    ``sentence_bleu(other_samples, sample, weights=(1/n,)*n)``, equal to the nltk loop.
+    ``sentence_bleu(other_samples, sample, weights=(1/n,)*n)``, equal to the nltk loop
+    (``smoothed``: with ``SmoothingFunction().method1``, a zero match count of an order ≥ 2
+    read as 0.1, as the released news evaluation, ``news_metrics``).
 
     Per sample: p_k = (k-gram matches clipped by the maximum count among the other samples)
     / max(1, number of its k-grams); r = the other samples' length closest to its own (the
@@ -157,20 +159,30 @@ def self_bleu(samples: Sequence[Tokens], n: int) -> float:
     scores = []
     for i, sample in enumerate(samples):
         h = len(sample)
-        if matches[0][i] == 0:
-            scores.append(0.0)
-            continue
         if length_counts[h] > 1:
             r = h
         else:  # its own length is unique: the nearest distinct lengths below and above
             j = bisect_left(lengths, h)
             near = lengths[max(j - 1, 0):j] + lengths[j + 1:j + 2]
             r = min(near, key=lambda length: (abs(length - h), length))
-        bp = 1.0 if h > r else math.exp(1 - r / h)
-        log_p = (math.log(matches[k][i] / max(1, h - k) if matches[k][i] else sys.float_info.min)
-                 for k in range(n))
-        scores.append(bp * math.exp(math.fsum(1 / n * lp for lp in log_p)))
+        scores.append(_sentence_bleu([m[i] for m in matches], h, r, smoothed))
     return 100 * fmean(scores)
+
+
+def _sentence_bleu(matches: Sequence[int], h: int, r: int, smoothed: bool) -> float:
+    """nltk's ``sentence_bleu`` from the clipped match counts of orders 1..n, the
+    hypothesis length ``h`` and the closest reference length ``r``: 0 without a unigram
+    match; a zero count is 0.1 with ``smoothed`` (method1), else the smallest float
+    (method0); BP = 1 if h > r, else exp(1 − r / h)."""
+    if matches[0] == 0:
+        return 0.0
+    n = len(matches)
+    bp = 1.0 if h > r else math.exp(1 - r / h)
+    zero = 0.1 if smoothed else None
+    log_p = (math.log(m / max(1, h - k) if m else (zero / max(1, h - k) if zero
+                                                   else sys.float_info.min))
+             for k, m in enumerate(matches))
+    return bp * math.exp(math.fsum(1 / n * lp for lp in log_p))
 
 
 def lm_score(model: ScoringLM, samples: Sequence[Tokens], batch_size: int = 32) -> float:
@@ -294,3 +306,78 @@ def story_metrics(samples: Sequence[Tokens], references: Sequence[Tokens]) -> di
             "corpus_bleu_2": corpus_bleu(hyps, refs, 2),
             "distinct_2": distinct(hyps, 2), "distinct_3": distinct(hyps, 3),
             "self_bleu_2": self_bleu(hyps, 2), "self_bleu_3": self_bleu(hyps, 3)}
+
+
+def released_tokens(sample: Tokens) -> list[str]:
+    """A sample as the released news evaluation reads a line of its file:
+    ``nltk.word_tokenize`` of the space-joined tokens, without its sentence splitter
+    (``preserve_line=True``; the splitter needs the punkt model, and on text that is already
+    tokenised, as samples and the WMT News files are, it changes nothing)."""
+    from nltk import word_tokenize
+
+    return word_tokenize(" ".join(sample), preserve_line=True)
+
+
+def multi_reference_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens],
+                         n: int) -> float:
+    """BLEU-n of every hypothesis against the whole reference set, ×100, averaged: nltk's
+    ``sentence_bleu(references, hypothesis, (1/n,)*n, SmoothingFunction().method1)``, as the
+    released news evaluation's ``Bleu`` (clipped by the largest count of an n-gram in any
+    reference; r the reference length closest to the hypothesis', the shorter on a tie)."""
+    _check_samples(hypotheses, "multi_reference_bleu")
+    _check_samples(references, "multi_reference_bleu")
+    _check_order(n, "multi_reference_bleu")
+    largest: list[dict[NGram, int]] = []
+    for k in range(1, n + 1):
+        top: dict[NGram, int] = {}
+        for reference in references:
+            for gram, c in Counter(_ngrams(reference, k)).items():
+                top[gram] = max(c, top.get(gram, 0))
+        largest.append(top)
+    lengths = sorted({len(r) for r in references})
+    scores = []
+    for h in hypotheses:
+        j = bisect_left(lengths, len(h))
+        r = min(lengths[max(j - 1, 0):j + 1], key=lambda x: (abs(x - len(h)), x))
+        matches = [sum(min(c, top.get(g, 0)) for g, c in Counter(_ngrams(h, k)).items())
+                   for k, top in enumerate(largest, start=1)]
+        scores.append(_sentence_bleu(matches, len(h), r, smoothed=True))
+    return 100 * fmean(scores)
+
+
+def sentence_distinct(samples: Sequence[Tokens], n: int, min_length: int = 6) -> float:
+    """Distinct-n per sample, averaged, ×100, over the samples of at least ``min_length``
+    tokens: the released news evaluation's ``distinct_upto`` (it keeps samples longer than 5
+    words). None kept raises, where the released code divides by zero."""
+    _check_order(n, "sentence_distinct")
+    kept = [s for s in samples if len(s) >= min_length]
+    if not kept:
+        raise ValueError(f"sentence_distinct: no sample of {min_length} tokens or more")
+    return 100 * fmean(len(set(g)) / len(g) for g in (_ngrams(s, n) for s in kept) if g)
+
+
+#: The released news evaluation's sample and reference limits (``eval_sentences.py``): the
+#: first 10,000 references, the first 10,002 hypotheses (its loop stops after index 10,001).
+NEWS_REFERENCES, NEWS_HYPOTHESES, NEWS_SELF_BLEU = 10_000, 10_002, 10_000
+
+
+def news_metrics(samples: Sequence[Tokens], references: Sequence[Tokens] | None = None
+                 ) -> dict[str, float]:
+    """Tables 4-5's model-free columns for unconditional samples, as the released
+    ``DPLM-Transformer/eval_sentences.py`` computes them (with its ``metrics.py``), ×100:
+    ``distinct_1`` .. ``distinct_5`` (``sentence_distinct``: per sample, over samples of six
+    tokens or more; it prints the first three), ``self_bleu_5`` (smoothed, each of the first
+    10,000 samples against the others, ``self_bleu(smoothed=True)``) and, given the real
+    test sentences, ``bleu_5`` (``multi_reference_bleu`` of the first 10,002 samples against
+    the first 10,000 references), both on ``released_tokens``; and ``unique_tokens``, the
+    number of distinct tokens. Not offered: its KL divergence and MS-Jaccard."""
+    _check_samples(samples, "news_metrics")
+    result: dict[str, float] = {f"distinct_{k}": sentence_distinct(samples, k)
+                                for k in range(1, 6)}
+    tokenised = [released_tokens(s) for s in samples]
+    result["self_bleu_5"] = self_bleu(tokenised[:NEWS_SELF_BLEU], 5, smoothed=True)
+    if references is not None:
+        refs = [released_tokens(r) for r in references[:NEWS_REFERENCES]]
+        result["bleu_5"] = multi_reference_bleu(tokenised[:NEWS_HYPOTHESES], refs, 5)
+    result["unique_tokens"] = len({t for s in samples for t in s})
+    return result
