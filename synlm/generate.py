@@ -34,7 +34,7 @@ from synlm.data.generation_corpora import Story
 from synlm.data.normalization import normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.data.vocab import Vocab, atomic_write_text
-from synlm.generation import generate
+from synlm.generation import generate, generate_stream, released_sampler
 from synlm.lm import SyntaxLM
 from synlm.parse import load_model
 from synlm.registry import REPO_CONFIGS
@@ -85,10 +85,17 @@ def decode(vocab: Vocab, ids: Sequence[int]) -> list[str]:
 def sample(model: SyntaxLM, prompts: Sequence[Prompt], max_new_tokens: int = 100,
            temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
            seed: int = 0, batch_size: int = 64) -> list[list[str]]:
-    """One sample (words) per prompt, batched by context length, seeded."""
+    """One sample (words) per prompt, batched by context length, seeded; unconditional
+    prompts of a model with the released DM-LSTM sampler come from ``generate_stream``
+    (sentences one after another in each of ``batch_size`` streams)."""
     if model.vocab is None:
         raise ValueError("the checkpoint stores no vocabulary; train it with synlm fit")
     device = next(model.parameters()).device
+    if released_sampler(model) and all(p.context is None for p in prompts):
+        generator = torch.Generator(device=device).manual_seed(seed)
+        sentences = generate_stream(model, len(prompts), max_new_tokens, temperature, top_k,
+                                    top_p, generator, batch_size)
+        return [decode(model.vocab, ids) for ids in sentences]
     rows = [encode(model.vocab, p.context or [], model.normalization) for p in prompts]
     by_length: dict[int, list[int]] = defaultdict(list)
     for i, row in enumerate(rows):
@@ -252,10 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-p", type=float, help="nucleus sampling (DMLM: 0.5 on ROCStories)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--dm-sampling", choices=("mixture", "logits"),
+    p.add_argument("--dm-sampling", choices=("mixture", "logits", "released"),
                    help="a DM-model's sampling distribution instead of its config's: the "
-                   "mixture (eq. 4) or the attention-mixed logits (the released DM-LSTM "
-                   "sampler)")
+                   "mixture (eq. 4), the attention-mixed logits, or the released DM-LSTM "
+                   "sampler whole (raw-state keys, its histories; docs/models/dmlm.md)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     p.add_argument("--output", type=Path, help="the JSONL file (default: stdout)")
     p.add_argument("--metrics", action="store_true",
@@ -279,6 +286,7 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
                 raise ValueError("--dm-sampling: the checkpoint has no DependencyMixtureHead")
             for head in heads:
                 head.sampling = args.dm_sampling
+                head.check_sampling()
         if args.stories:
             prompts = stories_prompts(args.stories)
         elif args.contexts:

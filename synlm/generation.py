@@ -6,6 +6,11 @@ through their key/value cache) is fed only the new token at each step, a head th
 the distribution too when it is ``incremental`` (DM's mixture keeps its past positions);
 otherwise the whole sequence is run again at every step. Both give the same tokens
 (``tests/test_generation.py``).
+
+A head with ``sampling == "released"`` (DM's released DM-LSTM sampler) also gets that
+sampler's histories: a prompt enters the mixture's history by its last position only, and
+``generate_stream`` samples unconditional sentences one after another in each row, the
+backbone's state carried across them and the mixture's history emptied at each ``<eos>``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import torch
 from torch import Tensor
 
 from synlm.lm import SyntaxLM
+from synlm.outputs import StepState
 
 
 def filter_log_probs(log_probs: Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -49,7 +55,10 @@ def generate(model: SyntaxLM, prompts: Tensor, max_new_tokens: int,
     eos = model.vocab.eos_id if model.vocab is not None else 0
     incremental = (use_cache and model.backbone.spec.incremental
                    and all(h.incremental for h in model.heads if h.replaces_distribution))
-    log_probs, state = model.step(prompts)
+    if released_sampler(model) and not incremental:
+        raise ValueError("the released DM-LSTM sampler keeps its own histories: sample with "
+                         "the cache (use_cache=True)")
+    log_probs, state = prompt_step(model, prompts)
     sequence, new = prompts, []
     done = torch.zeros(prompts.size(0), dtype=torch.bool, device=prompts.device)
     for _ in range(max_new_tokens):
@@ -67,3 +76,57 @@ def generate(model: SyntaxLM, prompts: Tensor, max_new_tokens: int,
         else:
             log_probs, _ = model.step(sequence)
     return torch.stack(new, dim=1)
+
+
+def released_sampler(model: SyntaxLM) -> bool:
+    """Whether the head that replaces the distribution samples as the released DM-LSTM
+    (``DependencyMixtureHead(sampling="released")``)."""
+    return any(getattr(h, "sampling", None) == "released"
+               for h in model.heads if h.replaces_distribution)
+
+
+def prompt_step(model: SyntaxLM, prompts: Tensor) -> tuple[Tensor, StepState]:
+    """``model.step(prompts)``; for the released sampler the prompt reaches the mixture's
+    history by its last position only (DPLM-LSTM/generate.py 214-216): the backbone reads
+    the whole prompt, the head starts afresh at its last token."""
+    if not released_sampler(model) or prompts.size(1) == 1:
+        return model.step(prompts)
+    _, state = model.step(prompts[:, :-1])
+    return model.step(prompts[:, -1:], StepState(state.backbone, {}))
+
+
+@torch.no_grad()
+def generate_stream(model: SyntaxLM, count: int, max_new_tokens: int,
+                    temperature: float = 1.0, top_k: int | None = None,
+                    top_p: float | None = None, generator: torch.Generator | None = None,
+                    rows: int = 64) -> list[list[int]]:
+    """``count`` unconditional sentences (token ids, ``<eos>`` left out) as the released
+    DM-LSTM sampler makes them (DPLM-LSTM/generate.py 128-175): each of ``rows`` streams
+    starts from ``[<eos>]`` and a fresh state and samples on; at ``<eos>`` its sentence ends,
+    the mixture's history is emptied (heads with ``reset_rows``) and the backbone's state
+    goes on into the next sentence. A sentence that reaches ``max_new_tokens`` is cut there
+    and ends as if ``<eos>`` had been sampled (the released loop has no cap). Sentences are
+    returned in the order they end (row order within a step)."""
+    eos = model.vocab.eos_id if model.vocab is not None else 0
+    device = next(model.parameters()).device
+    token = torch.full((min(rows, count), 1), eos, dtype=torch.long, device=device)
+    log_probs, state = model.step(token)
+    current: list[list[int]] = [[] for _ in range(token.size(0))]
+    done: list[list[int]] = []
+    while len(done) < count:
+        probs = filter_log_probs(log_probs[:, -1], temperature, top_k, top_p).exp()
+        token = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+        ended = token[:, 0] == eos
+        for b, t in enumerate(token[:, 0].tolist()):
+            if t != eos:
+                current[b].append(t)
+            if t == eos or len(current[b]) >= max_new_tokens:
+                ended[b] = True
+                done.append(current[b])
+                current[b] = []
+        token = token.masked_fill(ended[:, None], eos)
+        heads = {name: head.reset_rows(state.heads[name], ended)
+                 for name, head in ((h.name, h) for h in model.heads)
+                 if name in state.heads and hasattr(head, "reset_rows")}
+        log_probs, state = model.step(token, StepState(state.backbone, {**state.heads, **heads}))
+    return done[:count]

@@ -3,6 +3,7 @@ log-space mixture, causality, the two phases and the partial load between them."
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -21,11 +22,13 @@ V = 23
 
 
 def lstm(**kw) -> AWDLSTM:
+    torch.manual_seed(0)  # the weights do not depend on what ran before
     return AWDLSTM(16, 24, 2, dropout_input=0.0, dropout_hidden=0.0, dropout_output=0.0,
                    weight_drop=0.0, **kw)
 
 
 def transformer() -> Transformer:
+    torch.manual_seed(0)
     return Transformer(16, 2, 2, 32, dropout=0.0, attention_layer=0)
 
 
@@ -100,7 +103,7 @@ def test_logit_sampling_is_the_softmax_of_the_attention_mixed_logits() -> None:
     torch.testing.assert_close(out.target_log_probs, mixture(batch).target_log_probs)
     gap = out.heads["dm"].log_probs - mixture(batch, log_probs_needed=True).heads["dm"].log_probs
     assert gap.abs().max() > 0.1  # a different distribution from the mixture
-    with pytest.raises(ValueError, match="sampling must be 'mixture' or 'logits'"):
+    with pytest.raises(ValueError, match="sampling must be 'mixture', 'logits' or 'released'"):
         DependencyMixtureHead("mixture", sampling="product")
 
 
@@ -232,3 +235,93 @@ def test_mixed_precision_keeps_the_mixture_in_float32() -> None:
     assert result.target_log_probs.dtype == result.heads["dm"].log_probs.dtype == torch.float32
     sums = result.heads["dm"].log_probs.exp().sum(-1)
     torch.testing.assert_close(sums, torch.ones_like(sums), atol=1e-5, rtol=0)
+
+
+def released_lm() -> SyntaxLM:
+    model = mixture_lm(lstm(), sampling="released", context=3)
+    with torch.no_grad():
+        model.embedding.weight.mul_(30)  # peaked distributions, far from uniform
+    return model
+
+
+def hand_states(model: SyntaxLM, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top-layer states h (T, E) and decoder logits z (T, V) of row ``x`` (T,) read from
+    a fresh state."""
+    out = model.backbone(model.embedding(x[None]))
+    return out.layers[-1][0], model.decoder(out.hidden)[0]
+
+
+def released_formula(model: SyntaxLM, h: torch.Tensor, z: torch.Tensor,
+                     history: list[int], t: int) -> torch.Tensor:
+    """DPLM-LSTM/generate.py 142-153: a = softmax((W_Q h_t + b)·h_j / √E) over the history,
+    raw states as keys; the distribution softmax(Σ_j a_j z_j), as log-probabilities."""
+    head = model.heads[0]
+    scores = torch.stack([head.query(h[t]) @ h[j] for j in history]) / math.sqrt(h.size(1))
+    a = scores.softmax(0)
+    return (a[:, None] * z[history]).sum(0).log_softmax(-1)
+
+
+def test_the_released_sampler_is_the_released_formula() -> None:
+    """Story generation (generate.py 205-230): the prompt enters the history by its last
+    position only, then each sampled token's; raw states as keys, logits mixed; the training
+    NLL is unchanged (the trained key projection)."""
+    from synlm.generation import prompt_step
+
+    model = released_lm()
+    x = tokens(B=1, T=7)[0]
+    prompt, nxt = x[:5], x[5]
+    h, z = hand_states(model, x)
+    with torch.no_grad():
+        first, state = prompt_step(model, prompt[None])
+        second, _ = model.step(nxt.view(1, 1), state)
+        torch.testing.assert_close(first[0, -1], released_formula(model, h, z, [4], 4))
+        torch.testing.assert_close(first[0, -1], z[4].log_softmax(-1))  # itself alone
+        torch.testing.assert_close(second[0, -1], released_formula(model, h, z, [4, 5], 5))
+        logits = mixture_lm(lstm(), sampling="logits", context=3)
+        logits.load_state_dict(model.state_dict())
+        assert (logits.step(x[None, :6])[0][0, -1] - second[0, -1]).abs().max() > 1e-3
+        batch = batch_of(x[None])
+        torch.testing.assert_close(model(batch).target_log_probs,
+                                   logits(batch).target_log_probs)
+
+
+def test_the_released_unconditional_stream_empties_the_history_at_eos() -> None:
+    """generate.py 129-175: after <eos> the mixture draws on the new positions only while
+    the LSTM state goes on: the distribution at that <eos> is softmax(z) of the carried
+    state, not of a fresh one."""
+    from synlm.heads.dependency import reset_rows
+
+    model = released_lm()
+    eos = 0
+    x = torch.tensor([eos, 5, 7, 3, eos, 9])
+    h, z = hand_states(model, x)
+    with torch.no_grad():
+        _, state = model.step(x[None, :4])
+        state = state._replace(heads={"dm": reset_rows(state.heads["dm"],
+                                                       torch.tensor([True]))})
+        at_eos, state = model.step(x[None, 4:5], state)
+        after, _ = model.step(x[None, 5:6], state)
+        torch.testing.assert_close(at_eos[0, -1], z[4].log_softmax(-1))
+        torch.testing.assert_close(after[0, -1], released_formula(model, h, z, [4, 5], 5))
+        fresh = hand_states(model, x[4:5])[1][0].log_softmax(-1)
+        assert (fresh - at_eos[0, -1]).abs().max() > 1e-3
+
+
+def test_the_released_stream_gives_count_sentences_seeded() -> None:
+    from synlm.generation import generate_stream
+
+    model = released_lm()
+
+    def run(seed: int) -> list[list[int]]:
+        return generate_stream(model, 7, 6, generator=torch.Generator().manual_seed(seed),
+                               rows=3)
+
+    sentences = run(0)
+    assert len(sentences) == 7 and sentences == run(0)
+    assert all(0 < len(s) <= 6 or len(s) == 0 for s in sentences)
+    assert all(0 not in s for s in sentences)  # <eos> ends a sentence, never inside one
+
+
+def test_the_released_sampler_needs_the_query_key_attention() -> None:
+    with pytest.raises(ValueError, match="sampling 'released' is the released DM-LSTM sampler"):
+        mixture_lm(transformer(), sampling="released")

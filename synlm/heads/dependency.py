@@ -51,7 +51,7 @@ from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.outputs import BackboneOutput, Batch, HeadOutput
 
 Phase = Literal["dependency", "mixture"]
-Sampling = Literal["mixture", "logits"]
+Sampling = Literal["mixture", "logits", "released"]
 TargetSets = Literal["types", "arcs"]
 AttentionSource = Literal["auto", "query_key", "backbone"]
 
@@ -60,10 +60,23 @@ class MixtureState(NamedTuple):
     """The mixture's own state in generation (``SyntaxHead.incremental``): the past
     positions it may still draw from, their dependency log-probabilities (B, S, V) and, for
     the query/key attention, their keys (B, S, E) (S ≤ context − 1; the backbone's attention:
-    every past position)."""
+    every past position); for ``sampling: released`` also their top-layer states (B, S, E),
+    the released sampler's keys, and which of them a row may still draw from (B, S) (a row
+    that ended a sentence starts a fresh history, ``reset_rows``)."""
 
     log_p: Tensor
     keys: Tensor | None
+    hidden: Tensor | None = None
+    valid: Tensor | None = None
+
+
+def reset_rows(state: MixtureState, rows: Tensor) -> MixtureState:
+    """``state`` with the history of the rows marked in ``rows`` (B,) emptied: they draw
+    only from the positions that come after (the released unconditional sampler at
+    ``<eos>``)."""
+    valid = state.valid if state.valid is not None else torch.ones(
+        state.log_p.shape[:2], dtype=torch.bool, device=state.log_p.device)
+    return state._replace(valid=valid & ~rows[:, None])
 
 
 class DependencyMixtureHead(SyntaxHead):
@@ -82,10 +95,17 @@ class DependencyMixtureHead(SyntaxHead):
             dataset dedups too), the default; or ``arcs``, one target per arc, so a type
             linked twice counts twice.
         sampling: the distribution ``log_probs`` gives for sampling: ``mixture`` (eq. 4, the
-            paper's, and what the Transformer code samples) or ``logits``, softmax(Σ_j a_{t,j}
-            z_j) with z_j the decoder's logits at j, what the released DM-LSTM generation
-            script samples from (it mixes the logits, not the distributions; its Tables 2
-            and 4 DM-LSTM rows). Training and perplexity use the mixture either way.
+            paper's, and what the Transformer code samples); ``logits``, softmax(Σ_j a_{t,j}
+            z_j) with z_j the decoder's logits at j (the released DM-LSTM sampler mixes the
+            logits, not the distributions); or ``released``, the released DM-LSTM sampler
+            whole (DPLM-LSTM/generate.py, the one behind Tables 2 and 4's DM-LSTM rows): the
+            logit mixture, with the attention's keys the raw top-layer states h_j instead of
+            the trained key projection W_K h_j (lines 142-143 and 218-219: a mismatch
+            between its training and its generation, kept here because it made the
+            numbers), and the histories of ``synlm.generation`` (a prompt's last position
+            only, lines 214-216; unconditional sentences in one stream, the history emptied
+            at each ``<eos>``, lines 129-175). Query/key attention only. Training and
+            perplexity use the mixture with the trained keys in every case.
     """
 
     name = "dm"
@@ -101,9 +121,9 @@ class DependencyMixtureHead(SyntaxHead):
         if attention not in ("auto", "query_key", "backbone"):
             raise ValueError(f"DependencyMixtureHead attention must be 'auto', 'query_key' or "
                              f"'backbone', not {attention!r}")
-        if sampling not in ("mixture", "logits"):
-            raise ValueError(f"DependencyMixtureHead sampling must be 'mixture' or 'logits', "
-                             f"not {sampling!r}")
+        if sampling not in ("mixture", "logits", "released"):
+            raise ValueError(f"DependencyMixtureHead sampling must be 'mixture', 'logits' or "
+                             f"'released', not {sampling!r}")
         if target_sets not in ("types", "arcs"):
             raise ValueError(f"DependencyMixtureHead target_sets must be 'types' or 'arcs', "
                              f"not {target_sets!r}")
@@ -121,6 +141,7 @@ class DependencyMixtureHead(SyntaxHead):
         if self.phase == "mixture" and self.attention == "auto":
             provided = "attention" in context.backbone.provides
             self.attention = "backbone" if provided else "query_key"
+        self.check_sampling()
         if self.phase == "mixture" and self.attention == "query_key":
             size = context.backbone.layer_sizes[-1]
             self.query = nn.Linear(size, size)
@@ -150,6 +171,9 @@ class DependencyMixtureHead(SyntaxHead):
         target_log_probs = torch.logsumexp(log_a + dep, dim=-1)  # (B, T)
         if not log_probs_needed:
             return HeadOutput(target_log_probs=target_log_probs)
+        hidden = valid = None
+        if self.sampling == "released":  # the released sampler's attention: raw h_j as keys
+            log_a, hidden, valid = self.released_attention(out, state)
         with torch.autocast(log_p.device.type, enabled=False):  # keep it in float32
             if self.sampling == "mixture":  # (B, T, V) = a @ p_dep
                 full = torch.bmm(log_a.exp(), all_log_p.exp()).clamp_min(1e-30).log()
@@ -157,9 +181,46 @@ class DependencyMixtureHead(SyntaxHead):
                 full = torch.bmm(log_a.exp(), all_log_p).log_softmax(-1)
         keep = all_log_p.size(1) if self.attention == "backbone" else self.context - 1
         kept = slice(all_log_p.size(1) - min(keep, all_log_p.size(1)), None)
-        new_state = MixtureState(all_log_p[:, kept],
-                                 keys[:, kept] if keys is not None else None)
+        new_state = MixtureState(*(x if x is None else x[:, kept]
+                                   for x in (all_log_p, keys, hidden, valid)))
         return HeadOutput(target_log_probs=target_log_probs, log_probs=full, state=new_state)
+
+    def check_sampling(self) -> None:
+        """``sampling: released`` needs the query/key attention (one-line error)."""
+        if self.phase == "mixture" and self.sampling == "released" \
+                and self.attention != "query_key":
+            raise ValueError("DependencyMixtureHead sampling 'released' is the released "
+                             "DM-LSTM sampler and needs the query/key attention of a "
+                             "recurrent backbone; use 'mixture' or 'logits' here")
+
+    @staticmethod
+    def reset_rows(state: MixtureState, rows: Tensor) -> MixtureState:
+        """``state`` with the history of ``rows`` (B,) emptied (``reset_rows``)."""
+        return reset_rows(state, rows)
+
+    def released_attention(self, out: BackboneOutput, state: MixtureState | None
+                           ) -> tuple[Tensor, Tensor, Tensor]:
+        """The released DM-LSTM sampler's log-attention (B, T, S + T): softmax over the
+        last ``context`` positions of q_t·h_j / √E, q_t = W_Q h_t and the keys the raw
+        top-layer states h_j (DPLM-LSTM/generate.py 142-147), over the positions the row may
+        still draw from; with the states (B, S + T, E) and that mask (B, S + T)."""
+        h = out.layers[-1]  # (B, T, E)
+        B, T = h.shape[:2]
+        new = torch.ones(B, T, dtype=torch.bool, device=h.device)
+        hidden, valid = h, new
+        if state is not None and state.hidden is not None:
+            hidden = torch.cat([state.hidden, h], dim=1)
+            valid = torch.cat([state.valid, new], dim=1)
+        scores = self.query(h) @ hidden.transpose(1, 2) / math.sqrt(h.size(-1))
+        allowed = self._window(T, hidden.size(1), h.device) & valid[:, None, :]
+        scores = scores.to(_at_least_float32(scores)).masked_fill(~allowed, float("-inf"))
+        return scores.log_softmax(-1), hidden, valid
+
+    def _window(self, T: int, n: int, device: torch.device) -> Tensor:
+        """(T, n): query t (the last T of n positions) may read j ∈ (t − context, t]."""
+        t = torch.arange(n - T, n, device=device)[:, None]
+        j = torch.arange(n, device=device)[None, :]
+        return (j <= t) & (j > t - self.context)
 
     @staticmethod
     def dependency_loss(log_p: Tensor, batch: Batch, target_sets: TargetSets = "types"
@@ -190,12 +251,9 @@ class DependencyMixtureHead(SyntaxHead):
         q, k = self.query(h), self.key(h)  # (B, T, E)
         if state is not None:
             k = torch.cat([state.keys, k], dim=1)  # (B, S + T, E)
-        T, n = q.size(1), k.size(1)
         scores = q @ k.transpose(1, 2) / math.sqrt(h.size(-1))  # (B, T, S + T)
         scores = scores.to(_at_least_float32(scores))
-        t = torch.arange(n - T, n, device=h.device)[:, None]  # the queries' positions
-        j = torch.arange(n, device=h.device)[None, :]
-        allowed = (j <= t) & (j > t - self.context)
+        allowed = self._window(q.size(1), k.size(1), h.device)
         return scores.masked_fill(~allowed, float("-inf")).log_softmax(-1), k
 
 
