@@ -32,7 +32,7 @@ ALLOWED = {
     "usage": {"registry"},
     "plot": {"runs"},
     "annotate": {"data"},
-    "generation": {"lm"},
+    "generation": {"lm", "outputs"},
     "generate": {"lm", "data", "generation", "metrics", "parse", "registry"},
     "config": {"cli", "lm"},
     "parse": {"lm", "data", "metrics", "syntax", "runs", "viz"},
