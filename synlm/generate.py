@@ -36,7 +36,7 @@ from synlm.data.subwords import SubwordVocab
 from synlm.data.vocab import Vocab, atomic_write_text
 from synlm.generation import generate, generate_stream, released_sampler
 from synlm.lm import SyntaxLM
-from synlm.parse import load_model
+from synlm.parse import load_model, unknown_words
 from synlm.registry import REPO_CONFIGS
 
 
@@ -293,6 +293,9 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
             prompts = lines_prompts(args.contexts, args.references)
         else:
             prompts = [Prompt()] * args.num_samples
+        contexts = [p.context for p in prompts if p.context]
+        if contexts:
+            unknown_words(model, contexts, "the contexts' words", "synlm generate")
         samples = sample(model, prompts, args.max_new_tokens, args.temperature, args.top_k,
                          args.top_p, args.seed, args.batch_size)
         recs = records(prompts, samples)

@@ -95,6 +95,29 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     return model
 
 
+#: The share of unknown words above which a command warns that the model meets text outside
+#: its vocabulary.
+UNKNOWN_WARNING = 0.1
+
+
+def unknown_words(model: Any, sentences: Sequence[Sequence[str]], what: str,
+                  prog: str = "synlm parse") -> float:
+    """The share of the words of ``sentences`` that ``model`` reads as unknown (normalised as
+    its training corpus; 0 for a subword vocabulary, which has no unknown token), with one
+    warning line on stderr above ``UNKNOWN_WARNING``."""
+    vocab = model.vocab
+    if vocab.unk_id is None:
+        return 0.0
+    normalize = normalizer(model.normalization)
+    ids = vocab.encode([normalize(w) for words in sentences for w in words])
+    unknown = set(getattr(vocab, "unknown_ids", {vocab.unk_id}))
+    share = sum(i in unknown for i in ids) / len(ids) if ids else 0.0
+    if share > UNKNOWN_WARNING:
+        print(f"{prog}: warning: {share:.0%} of {what} are outside the model's vocabulary "
+              "(read as <unk>): it was trained on other text", file=sys.stderr)
+    return round(share, 4)
+
+
 def default_structure(model: Any) -> str:
     """The model's headline structure: the first head's if a head induces one, else the
     backbone's first (``SyntaxLM.structures`` is in that order)."""
@@ -252,10 +275,12 @@ def main(argv: list[str] | None = None,
     if args.input:
         lines = Path(args.input).read_text(encoding="utf-8").splitlines()
         sentences = [line.split() for line in lines if line.split()]
+        share = unknown_words(model, sentences, "the input's words") if model else None
         trees = induce(sentences)
         write_trees(trees, args.format, args.output)
         if args.output:
-            print(json.dumps({"n_sentences": len(trees), "output": args.output}))
+            print(json.dumps({"n_sentences": len(trees), "output": args.output,
+                              **({} if share is None else {"unknown_share": share})}))
         return 0
     if not args.treebank:
         print("synlm parse: give --treebank PATH (to score) or --input TEXT", file=sys.stderr)
@@ -265,6 +290,8 @@ def main(argv: list[str] | None = None,
         return 1
     preds = induce([g.leaves() for g in golds])
     _write_predictions(args, preds, golds)
+    share = (unknown_words(model, [g.leaves() for g in golds], "the treebank's words")
+             if model is not None else None)
     result: dict[str, Any] = {
         "treebank": str(args.treebank),
         "trees": args.baseline or f"{args.ckpt_path}:{structure}:{args.layer}:"
@@ -272,6 +299,7 @@ def main(argv: list[str] | None = None,
         "protocol": args.protocol,
         "max_length": args.max_length,
         **evaluate(preds, golds),
+        **({} if share is None else {"unknown_share": share}),
     }
     print(json.dumps(result))
     return 0
@@ -409,9 +437,10 @@ def _score_arcs(model: Any, structure: str, args: argparse.Namespace) -> int:
     metric = AttachmentScore()
     metric.update(model_heads(model, [s.words for s in golds], structure, args.batch_size),
                   [s.heads for s in golds])
+    share = unknown_words(model, [s.words for s in golds], "the treebank's words")
     print(json.dumps({"treebank": str(args.treebank), "structure": structure,
                       "max_length": args.max_length, "n_sentences": len(golds),
-                      "uas": _number(metric.compute(), 100.0)}))
+                      "uas": _number(metric.compute(), 100.0), "unknown_share": share}))
     return 0
 
 

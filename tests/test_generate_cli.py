@@ -180,3 +180,14 @@ def test_evaluate_generation_with_the_news_definitions(tmp_path: Path, capsys) -
                         [line.split() for line in references.read_text().splitlines()])
     assert got == {"n_samples": 12, "mean_length": 10.0, **want}
     assert {"bleu_5", "self_bleu_5", "distinct_5"} <= set(got)
+
+
+def test_contexts_outside_the_vocabulary_are_warned(run: tuple[Path, Path], tmp_path: Path,
+                                                     capsys) -> None:
+    ckpt, _ = run
+    contexts = tmp_path / "contexts.txt"
+    contexts.write_text("zyxw qwvk\nhe ate .\n")
+    generate(ckpt, tmp_path / "out.jsonl", "--contexts", str(contexts), "--max-new-tokens", "3")
+    err = capsys.readouterr().err
+    assert "synlm generate: warning: 40% of the contexts' words are outside the model's " \
+           "vocabulary" in err

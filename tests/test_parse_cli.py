@@ -226,3 +226,26 @@ def test_show_needs_a_treebank(capsys, tmp_path):
     assert parse.main(["--baseline", "balanced", "--input", str(text), "--show", "1"]) == 2
     assert capsys.readouterr().err.strip() == "synlm parse: --show N shows predicted beside " \
         "gold trees: give --treebank PATH with --baseline or --ckpt_path, without --input"
+
+
+def test_a_treebank_outside_the_vocabulary_is_counted_and_warned(capsys, monkeypatch):
+    """Every word read as <unk>: the share is in the JSON and one warning is on stderr;
+    a vocabulary that covers the words gives 0 and no warning."""
+    class NoWords(FakeVocab):
+        def encode(self, words: list[str]) -> list[int]:
+            return [self.unk_id] * len(words)
+
+    class UnknownLM(FakeLM):
+        vocab = NoWords()
+
+    bank = str(FIXTURES / "sample.mrg")
+    monkeypatch.setattr(parse, "load_model", lambda path: UnknownLM())
+    assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", "lm"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out.strip().splitlines()[-1])["unknown_share"] == 1.0
+    assert captured.err.strip() == ("synlm parse: warning: 100% of the treebank's words are "
+                                    "outside the model's vocabulary (read as <unk>): it was "
+                                    "trained on other text")
+    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    known = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", "lm")
+    assert known["unknown_share"] == 0.0
