@@ -33,6 +33,7 @@ from synlm.data.corpora import CorpusError
 from synlm.data.datamodule import SynLMDataModule
 from synlm.lm import NonFiniteLossError, SyntaxLM
 from synlm.registry import list_components
+from synlm.threads import configure_threads
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
 # main() hands LightningCLI the command line itself (after with_saved_config)
@@ -277,10 +278,14 @@ class SynLMCLI(LightningCLI):
         if type(bar) is RichProgressBar:  # Lightning's default, not one configured
             trainer.callbacks[trainer.callbacks.index(bar)] = SynLMProgressBar()
         if isinstance(trainer.accelerator, CPUAccelerator):
-            rank_zero_info(f"torch uses {torch.get_num_threads()} threads per process on "
-                           f"{os.cpu_count()} CPUs; when runs share the machine, give each "
-                           "fewer (OMP_NUM_THREADS=1)")
+            why = f" ({_THREADS[1]})" if _THREADS else ""
+            rank_zero_info(f"torch uses {torch.get_num_threads()} threads{why} on "
+                           f"{os.cpu_count()} CPUs; SYNLM_THREADS=N chooses")
         return trainer
+
+
+#: The thread count ``main`` set and why (``synlm.threads.configure_threads``).
+_THREADS: tuple[int, str] | None = None
 
 
 def run_name(configs: Sequence[Any]) -> str:
@@ -347,6 +352,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args[:1] == ["ls"]:
         return _ls()
+    try:
+        global _THREADS
+        _THREADS = configure_threads()
+    except ValueError as err:
+        print(f"synlm: error: {err}", file=sys.stderr)
+        return 2
     if args[:1] == ["annotate"]:
         from synlm.annotate import main as annotate_main
 

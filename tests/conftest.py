@@ -19,6 +19,9 @@ if KERNEL_DEVICE == "cpu":
 # the benchmarks' baselines (e.g. prpn_naive.NaivePRPN) are checked against the fast models
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 torch.set_num_threads(2)
+#: synlm commands keep the tests' thread count (synlm.threads would pick one per idle core,
+#: which varies with the machine's load and could vary the numbers)
+os.environ.setdefault("SYNLM_THREADS", "2")
 
 
 @pytest.fixture(autouse=True)

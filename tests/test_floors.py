@@ -27,7 +27,7 @@ ALLOWED = {
     "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs", "runs"},
     "registry": {"backbones", "heads", "callbacks", "data"},
     "cli": {"lm", "data", "registry", "parse", "annotate", "generate", "runs", "plot",
-            "callbacks", "usage", "evaluate_syntax"},
+            "callbacks", "usage", "evaluate_syntax", "threads"},
     "viz": {"syntax"},
     "usage": {"registry"},
     "plot": {"runs"},
@@ -37,6 +37,7 @@ ALLOWED = {
     "config": {"cli", "lm"},
     "parse": {"lm", "data", "metrics", "syntax", "runs", "viz"},
     "tse": {"data"},
+    "threads": set(),
     "evaluate_syntax": {"tse", "parse", "data", "runs"},
 }
 
