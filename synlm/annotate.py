@@ -16,16 +16,16 @@ cache folder, keyed by the input's and the parser's digests) is reused when it e
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from synlm.arguments import CommandParser
 from synlm.data.annotation import annotate
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="synlm annotate", description=__doc__.split("\n\n")[0])
+    p = CommandParser("synlm annotate", __doc__.split("\n\n")[0])
     p.add_argument("--input", type=Path, required=True)
     p.add_argument("--format", choices=("lines", "rocstories"), default="lines")
     p.add_argument("--parser", choices=("spacy", "conllu"), default="spacy")

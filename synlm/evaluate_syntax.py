@@ -21,13 +21,14 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from synlm.arguments import CommandParser
 from synlm.data.corpora import CorpusError
 from synlm.parse import load_model, mean_and_std, untrained_model
 from synlm.runs import CheckpointError
@@ -61,18 +62,10 @@ def benchmark_names(text: str) -> str:
     return name
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose errors are one line (what is wrong, and where the options are listed)
-    instead of the usage."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = CommandParser(PROG, __doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--ckpt_path", "--ckpt-path", help="a SyntaxLM checkpoint or run folder")
+    src.add_argument("--ckpt_path", help="a SyntaxLM checkpoint or run folder")
     src.add_argument("--config", help="a training config: evaluate the untrained models it "
                      "builds (--seeds of them), the chance row of a results table")
     p.add_argument("--seeds", type=_at_least_one, default=1,
@@ -86,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SyntaxGym: these suites only (default the paper's 34)")
     p.add_argument("--subset", type=_at_least_one, metavar="N", help="the first N pairs of each "
                    "BLiMP paradigm and Marvin & Linzen case, items of each SyntaxGym suite")
-    p.add_argument("--batch-size", "--batch_size", type=_at_least_one, default=64,
+    p.add_argument("--batch-size", type=_at_least_one, default=64,
                    help="sentences per forward pass")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (auto: cuda when "
                    "available)")
@@ -98,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write one JSON record per pair or item here (JSONL)")
     p.add_argument("--warn-unknown", type=_fraction, default=0.1, metavar="SHARE",
                    help="warn when more than this share of a benchmark's pairs or items has "
-                   "an unknown word where it matters (default 0.1)")
+                   "an unknown word where it matters")
     return p
 
 

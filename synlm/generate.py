@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from synlm.arguments import CommandParser
 from synlm.data.corpora import read_lines
 from synlm.data.generation_corpora import Story
 from synlm.data.normalization import normalizer
@@ -245,7 +246,7 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="synlm generate", description=__doc__.split("\n\n")[0])
+    p = CommandParser("synlm generate", __doc__.split("\n\n")[0])
     p.add_argument("--ckpt_path", required=True, help="a SyntaxLM checkpoint")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--stories", type=Path, help="a ROCStories CSV: generate each ending")
@@ -321,9 +322,8 @@ def _evaluate(args: argparse.Namespace, recs: Sequence[dict[str, str]],
 
 def evaluate_main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -> int:
     """``synlm evaluate-generation``; ``build_run`` (the CLI's) trains the reverse LM."""
-    p = argparse.ArgumentParser(prog="synlm evaluate-generation",
-                                description="The generation metrics of a JSONL file of samples "
-                                "(synlm generate's), as one JSON object.")
+    p = CommandParser("synlm evaluate-generation", "The generation metrics of a JSONL file "
+                      "of samples (synlm generate's), as one JSON object.")
     p.add_argument("file", type=Path)
     _add_metric_args(p)
     args = p.parse_args(argv)

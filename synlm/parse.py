@@ -30,6 +30,7 @@ import torch
 from nltk import Tree
 
 from synlm import viz
+from synlm.arguments import CommandParser
 from synlm.data.normalization import normalizer
 from synlm.metrics.parsing import PROTOCOLS, ParsingF1, evaluation_tree
 from synlm.metrics.structures import AttachmentScore, decode_heads, decode_trees
@@ -43,7 +44,7 @@ FORMATS = ("bracket", "pretty", "svg", "json")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="synlm parse", description=__doc__.split("\n\n")[0])
+    p = CommandParser("synlm parse", __doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--baseline", choices=BASELINES, help="a trivial tree shape")
     src.add_argument("--ckpt_path", help="a SyntaxLM checkpoint whose structures give trees")

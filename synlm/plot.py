@@ -23,6 +23,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from synlm.arguments import CommandParser
 from synlm.runs import version_dir, versions
 
 METRICS_FILE = "metrics.csv"
@@ -147,7 +148,7 @@ def figure(runs: Sequence[Run], metrics: Sequence[str], x: str = "step") -> Figu
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="synlm plot", description=__doc__.split("\n\n")[0])
+    p = CommandParser("synlm plot", __doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", metavar="RUN", help="a metrics.csv, a run's version_N "
                    "folder or a config's run folder (its newest version)")
     p.add_argument("--metrics", nargs="+", metavar="NAME", help="columns to plot "

@@ -30,15 +30,16 @@ ALLOWED = {
             "callbacks", "usage", "evaluate_syntax", "threads"},
     "viz": {"syntax"},
     "usage": {"registry"},
-    "plot": {"runs"},
-    "annotate": {"data"},
+    "plot": {"arguments", "runs"},
+    "annotate": {"arguments", "data"},
     "generation": {"lm", "outputs"},
-    "generate": {"lm", "data", "generation", "metrics", "parse", "registry"},
+    "generate": {"arguments", "lm", "data", "generation", "metrics", "parse", "registry"},
     "config": {"cli", "lm"},
-    "parse": {"lm", "data", "metrics", "syntax", "runs", "viz"},
+    "parse": {"arguments", "lm", "data", "metrics", "syntax", "runs", "viz"},
     "tse": {"data"},
+    "arguments": set(),
     "threads": set(),
-    "evaluate_syntax": {"tse", "parse", "data", "runs"},
+    "evaluate_syntax": {"arguments", "tse", "parse", "data", "runs"},
 }
 
 
