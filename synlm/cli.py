@@ -32,7 +32,7 @@ from synlm.callbacks import SynLMProgressBar, TokensPerSecond
 from synlm.data.corpora import CorpusError
 from synlm.data.datamodule import SynLMDataModule
 from synlm.lm import NonFiniteLossError, SyntaxLM
-from synlm.registry import list_components
+from synlm.registry import component_summaries, list_components
 from synlm.threads import configure_threads
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
@@ -300,9 +300,11 @@ def _ls() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("kind", "names")
-    for kind, names in list_components().items():
-        table.add_row(kind, "\n".join(names) or "-")
+    table = Table("kind", "name", "what")
+    for kind, rows in component_summaries().items():
+        for i, (name, what) in enumerate(rows):
+            table.add_row(kind if i == 0 else "", name, what or "-",
+                          end_section=i == len(rows) - 1)
     Console().print(table)
     return 0
 

@@ -252,3 +252,16 @@ def test_every_shipped_config_is_package_data() -> None:
     packaged = {p for g in globs for p in REPO_CONFIGS.parent.glob(g)}
     shipped = {p for p in REPO_CONFIGS.rglob("*") if p.is_file()}
     assert shipped and shipped <= packaged
+
+
+def test_ls_says_what_each_component_is() -> None:
+    """One line each: a class's docstring's first sentence, a config's opening comment's."""
+    from synlm.registry import component_summaries
+
+    summaries = {kind: dict(rows) for kind, rows in component_summaries().items()}
+    assert summaries["configs"]["quickstart.yaml"].startswith("Quickstart: a small ONLSTM-SYD")
+    assert summaries["backbones"]["ONLSTM"] == ("A stack of ON-LSTM layers with AWD-style "
+                                                "regularisation (Shen et al. 2019 §5.1).")
+    assert all(summaries["heads"].values()) and all(summaries["backbones"].values())
+    described = [name for name, what in summaries["configs"].items() if what]
+    assert len(described) == len(summaries["configs"])  # every shipped config says what it is
