@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import warnings
 from collections.abc import Iterable, Sequence
@@ -297,15 +298,16 @@ def run_name(configs: Sequence[Any]) -> str:
 
 
 def _ls() -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("kind", "name", "what")
-    for kind, rows in component_summaries().items():
-        for i, (name, what) in enumerate(rows):
-            table.add_row(kind if i == 0 else "", name, what or "-",
-                          end_section=i == len(rows) - 1)
-    Console().print(table)
+    """Every component by kind, one line each: its short name and what it is, cut to the
+    terminal's width."""
+    width = shutil.get_terminal_size().columns
+    summaries = component_summaries()
+    name_width = max(len(name) for rows in summaries.values() for name, _ in rows)
+    for kind, rows in summaries.items():
+        print(f"{kind}:")
+        for name, what in rows:
+            line = f"  {name:<{name_width}}  {what or '-'}"
+            print(line if len(line) <= width else line[:width - 1] + "…")
     return 0
 
 
