@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from synlm.cli import build_model
+from synlm.lightning_cli import build_model
 from synlm.parse import load_model, untrained_model
 from synlm.tse.benchmarks import evaluate_benchmarks
 from synlm.tse.blimp import read_blimp

@@ -1,25 +1,53 @@
-"""synlm: a PyTorch Lightning model zoo of syntax-aware language models."""
+"""synlm: a PyTorch Lightning model zoo of syntax-aware language models.
+
+The names below are imported on first use (``synlm.SyntaxLM``, ``from synlm import X``), so
+that ``import synlm`` and its light modules (``synlm.syntax``, the ``synlm`` command's
+``--help``) do not pull in torch and Lightning."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from typing import Any
-
-from synlm.backbones.base import Backbone, BackboneSpec, LayerInsert
-from synlm.data.datamodule import SynLMDataModule
-from synlm.heads.base import HeadContext, SyntaxHead
-from synlm.lm import SyntaxLM
-from synlm.outputs import BackboneOutput, Batch, HeadOutput, LMOutput, Structure
+#: public name -> the module that defines it
+_EXPORTS = {
+    "Backbone": "synlm.backbones.base",
+    "BackboneSpec": "synlm.backbones.base",
+    "LayerInsert": "synlm.backbones.base",
+    "SynLMDataModule": "synlm.data.datamodule",
+    "HeadContext": "synlm.heads.base",
+    "SyntaxHead": "synlm.heads.base",
+    "SyntaxLM": "synlm.lm",
+    "BackboneOutput": "synlm.outputs",
+    "Batch": "synlm.outputs",
+    "HeadOutput": "synlm.outputs",
+    "LMOutput": "synlm.outputs",
+    "Structure": "synlm.outputs",
+    "from_config": "synlm.config",
+}
 
 __all__ = ["Backbone", "BackboneOutput", "BackboneSpec", "Batch", "HeadContext", "HeadOutput",
            "LMOutput", "LayerInsert", "Structure", "SynLMDataModule", "SyntaxHead", "SyntaxLM",
            "__version__", "from_config"]
 
+if TYPE_CHECKING:
+    from synlm.backbones.base import Backbone, BackboneSpec, LayerInsert
+    from synlm.config import from_config
+    from synlm.data.datamodule import SynLMDataModule
+    from synlm.heads.base import HeadContext, SyntaxHead
+    from synlm.lm import SyntaxLM
+    from synlm.outputs import BackboneOutput, Batch, HeadOutput, LMOutput, Structure
+
 
 def __getattr__(name: str) -> Any:
-    """``synlm.from_config`` is imported on first use: it needs the CLI, which imports
-    this package."""
-    if name == "from_config":
-        from synlm.config import from_config
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'synlm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # once
+    return value
 
-        return from_config
-    raise AttributeError(f"module 'synlm' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from synlm.cli import build_model
+from synlm.lightning_cli import build_model
 from synlm.lm import SyntaxLM
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from synlm.arguments import CommandParser
+from synlm.catalog import REPO_CONFIGS
 from synlm.data.corpora import read_lines
 from synlm.data.generation_corpora import Story
 from synlm.data.normalization import normalizer
@@ -38,7 +39,6 @@ from synlm.data.vocab import Vocab, atomic_write_text
 from synlm.generation import generate, generate_stream, released_sampler
 from synlm.lm import SyntaxLM
 from synlm.parse import load_model, unknown_words
-from synlm.registry import REPO_CONFIGS
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def read_records(path: Path) -> list[dict[str, str]]:
     return out
 
 
-#: Builds a run from CLI arguments: (trainer, model, datamodule); ``synlm.cli.build_run``,
+#: Builds a run from CLI arguments: (trainer, model, datamodule); ``synlm.lightning_cli.build_run``,
 #: handed down by the CLI, which sits above this module.
 BuildRun = Callable[[Sequence[str]], tuple[Any, SyntaxLM, Any]]
 
@@ -189,7 +189,7 @@ def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
         heldout = [line.split() for line in read_lines(Path(rlm_heldout)) if line.split()]
         if build_run is None:
             raise ValueError("the reverse-LM score needs the CLI's run builder "
-                             "(synlm.cli.build_run)")
+                             "(synlm.lightning_cli.build_run)")
         result["rlm_score"] = rlm_score(samples, heldout, build_run, rlm_config,
                                         rlm_overrides)
     return result

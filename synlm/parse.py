@@ -211,7 +211,7 @@ def evaluate(preds: Sequence[Tree], golds: Sequence[Tree]) -> dict[str, float | 
 
 def untrained_model(build_model: Callable[..., Any], config: str, seed: int,
                     overrides: Sequence[str] = ()) -> Any:
-    """The model ``build_model`` (``synlm.cli.build_model``) makes of ``config`` with
+    """The model ``build_model`` (``synlm.lightning_cli.build_model``) makes of ``config`` with
     ``seed_everything: seed``, untrained, in eval mode, with the vocabulary and
     normalisation of its data (for PaLM Table 4's random row)."""
     model = build_model(config, [f"--seed_everything={seed}",

@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 import time
 
-import torch
-
 THREADS_ENV = "SYNLM_THREADS"
 #: Variables that say the user chose a thread count; synlm then leaves torch alone.
 CHOSEN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -65,6 +63,8 @@ def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ
     ``SYNLM_THREADS=N`` sets N; ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` leave torch as they
     made it; otherwise ``pick_threads`` of the usable and busy cores. A bad ``SYNLM_THREADS``
     is a one-line ``ValueError``."""
+    import torch  # here: a bad SYNLM_THREADS is reported before torch's second of import
+
     if environ.get(THREADS_ENV):
         value = environ[THREADS_ENV]
         if not value.isdigit() or int(value) < 1:

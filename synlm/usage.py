@@ -9,12 +9,13 @@ import importlib
 import inspect
 import re
 from collections.abc import Iterable, Sequence
+from importlib import metadata
 from pathlib import Path
 
 import yaml
 
 from synlm import __version__
-from synlm.registry import REPO_CONFIGS, list_components
+from synlm.catalog import REPO_CONFIGS, list_components, shipped_configs
 
 #: Every subcommand with what it does, in the order ``synlm --help`` lists them.
 COMMANDS = {
@@ -52,10 +53,9 @@ def overview() -> str:
 
 
 def version() -> str:
-    import lightning
-    import torch
-
-    return f"synlm {__version__} (torch {torch.__version__}, lightning {lightning.__version__})"
+    """Read from the installed packages' metadata, without importing them."""
+    return (f"synlm {__version__} (torch {metadata.version('torch')}, "
+            f"lightning {metadata.version('lightning')})")
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
@@ -67,11 +67,6 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
 def unknown_command(name: str) -> str:
     return (f"synlm: error: unknown command {name!r}{did_you_mean(name, COMMANDS)} "
             f"(synlm --help lists them)")
-
-
-def shipped_configs() -> list[str]:
-    """The shipped configs by their path under ``synlm/configs`` (``data/ptb.yaml``)."""
-    return sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.rglob("*.yaml"))
 
 
 CONFIG_FLAGS = ("-c", "--config")

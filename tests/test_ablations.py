@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import TINY_OVERRIDES, run_cli
-from synlm.registry import REPO_CONFIGS
+from synlm.catalog import REPO_CONFIGS
 
 REPO = REPO_CONFIGS.parent
 ABLATIONS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.glob("ablations/*.yaml"))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from synlm.catalog import REPO_CONFIGS
 from synlm.cli import main
 from synlm.data.annotation import annotate, read_input
 from synlm.data.generation_corpora import ROCStories
-from synlm.registry import REPO_CONFIGS
 from synlm.syntax import read_conllu
 
 EWT = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"

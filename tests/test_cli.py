@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from conftest import TINY_OVERRIDES, local_gpt2, run_cli
-from synlm.registry import REPO_CONFIGS, list_components
+from synlm.catalog import REPO_CONFIGS, list_components
 
 EXPERIMENTS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
                      [*REPO_CONFIGS.glob("*.yaml"), *REPO_CONFIGS.glob("generation/*.yaml")])
@@ -136,10 +136,49 @@ def test_ls_lists_components(capsys: pytest.CaptureFixture[str]) -> None:
     assert "AWDLSTM" in capsys.readouterr().out
 
 
+def test_the_catalog_names_what_importing_registers() -> None:
+    """``synlm ls`` reads the classes from the source files; importing them (what
+    jsonargparse resolves short names among) finds the same, kind by kind."""
+    from synlm import catalog, heads
+    from synlm.backbones.base import LayerInsert
+    from synlm.data.corpora import Corpus
+    from synlm.data.subwords import Subwords
+    from synlm.registry import backbone_classes, subclasses
+
+    def ours(classes: list[type]) -> list[str]:  # tests define heads and inserts too
+        return [c.__name__ for c in classes if c.__module__.startswith("synlm.")]
+
+    assert catalog.list_components() == {
+        "backbones": ours(backbone_classes()),
+        "inserts": ours(subclasses(LayerInsert)),
+        "heads": ours(subclasses(heads.SyntaxHead)),
+        "corpora": ours([c for c in subclasses(Corpus) if "name" in vars(c)]),
+        "subwords": ours(subclasses(Subwords)),
+        "configs": catalog.shipped_configs(),
+    }
+    assert dict(catalog.component_summaries()["backbones"]) == {
+        c.__name__: catalog.first_sentence(c.__doc__) for c in backbone_classes()}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["ls"], ["fitt"],
+                                  ["fit", "--config", "nope.yaml"]])
+def test_quick_answers_import_neither_torch_nor_lightning(args: list[str]) -> None:
+    """What the command answers at once (under a second: benchmarks/startup.py) does not
+    wait for torch's and Lightning's imports."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from synlm.cli import main; main(sys.argv[1:]); "
+            "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          check=False)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stderr
+
+
 def test_wandb_logger_receives_the_resolved_config(tmp_path: Path) -> None:
     from lightning.pytorch.loggers import WandbLogger
 
-    from synlm.cli import SaveRunConfig, SynLMCLI
+    from synlm.lightning_cli import SaveRunConfig, SynLMCLI
     from synlm.runs import RunCSVLogger
 
     cli = SynLMCLI(args=["--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY_OVERRIDES,
@@ -256,7 +295,7 @@ def test_every_shipped_config_is_package_data() -> None:
 
 def test_ls_says_what_each_component_is() -> None:
     """One line each: a class's docstring's first sentence, a config's opening comment's."""
-    from synlm.registry import component_summaries
+    from synlm.catalog import component_summaries
 
     summaries = {kind: dict(rows) for kind, rows in component_summaries().items()}
     assert summaries["configs"]["quickstart.yaml"].startswith("Quickstart: a small ONLSTM-SYD")

@@ -13,6 +13,7 @@ import yaml
 from torch import nn
 
 from synlm.backbones import AWDLSTM
+from synlm.catalog import REPO_CONFIGS
 from synlm.cli import main
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
@@ -20,7 +21,6 @@ from synlm.heads.base import SyntaxHead
 from synlm.lm import SyntaxLM
 from synlm.optim import GroupedOptimizer, ParamGroup
 from synlm.outputs import HeadOutput
-from synlm.registry import REPO_CONFIGS
 from test_inserts import PastMix
 
 EXPERIMENTS = sorted(p.name for p in REPO_CONFIGS.glob("*.yaml"))

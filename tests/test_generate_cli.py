@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from conftest import write_stories
-from synlm.cli import build_run, main
+from synlm.catalog import REPO_CONFIGS
+from synlm.cli import main
 from synlm.generate import Prompt, evaluate, read_records, sample
+from synlm.lightning_cli import build_run
 from synlm.parse import load_model
-from synlm.registry import REPO_CONFIGS
 
 TINY = ["--model.backbone=AWDLSTM", "--model.backbone.init_args.input_size=16",
         "--model.backbone.init_args.hidden_size=24", "--model.backbone.init_args.num_layers=2",

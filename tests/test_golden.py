@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_OVERRIDES
+from synlm.catalog import REPO_CONFIGS
 from synlm.cli import main
-from synlm.registry import REPO_CONFIGS
 
 SMALL_LSTM = ["--model.backbone.init_args.input_size=16",
               "--model.backbone.init_args.hidden_size=32"]

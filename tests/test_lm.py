@@ -13,10 +13,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import fit_batch
 from synlm.backbones import AWDLSTM
-from synlm.cli import RunCheckpoint
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.heads.base import SyntaxHead
+from synlm.lightning_cli import RunCheckpoint
 from synlm.lm import NonFiniteLossError, SyntaxLM
 from synlm.outputs import Batch, HeadOutput
 

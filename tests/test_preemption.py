@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from conftest import TINY_OVERRIDES
-from synlm.registry import REPO_CONFIGS
+from synlm.catalog import REPO_CONFIGS
 from test_resume import SMALL_CORPUS, SMALL_MODEL, assert_same_runs, last
 
 #: Written beside the runs and imported by them: the steps done, after every batch

@@ -16,8 +16,8 @@ import synlm.callbacks.throughput as throughput
 import synlm.runs
 from conftest import TINY_OVERRIDES, run_cli
 from synlm.callbacks import TokensPerSecond
-from synlm.cli import SynLMCLI
-from synlm.registry import REPO_CONFIGS
+from synlm.catalog import REPO_CONFIGS
+from synlm.lightning_cli import SynLMCLI
 
 QUICKSTART = ["--config", str(REPO_CONFIGS / "quickstart.yaml"),
               *(o for o in TINY_OVERRIDES if "progress_bar" not in o),

@@ -18,11 +18,11 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 
 from conftest import TINY_OVERRIDES
+from synlm.catalog import REPO_CONFIGS
 from synlm.cli import main
 from synlm.data.batching import ShuffledLoader
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
-from synlm.registry import REPO_CONFIGS
 from synlm.runs import resolve_checkpoint
 
 #: The quickstart's ON-LSTM at a tiny size (kept by the other backbones where they share

@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from conftest import TINY_OVERRIDES, run_cli
-from synlm.registry import REPO_CONFIGS
+from synlm.catalog import REPO_CONFIGS
 from synlm.runs import CONFIG_KEY, CheckpointError, resolve_checkpoint
 
 SMALL = [*TINY_OVERRIDES, "--data.corpus.init_args.n_train=60",

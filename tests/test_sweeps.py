@@ -15,7 +15,7 @@ import yaml
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
 from conftest import TINY_OVERRIDES, run_cli
-from synlm.registry import REPO_CONFIGS
+from synlm.catalog import REPO_CONFIGS
 
 SWEEPS = sorted(REPO_CONFIGS.glob("sweeps/*.yaml"))
 #: Small sizes every sweep's model accepts (ON-LSTM chunk sizes 5, 10 and 25 divide both).

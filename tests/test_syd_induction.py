@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from synlm.catalog import REPO_CONFIGS
 from synlm.cli import main
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.metrics.parsing import ParsingF1, evaluation_tree
-from synlm.registry import REPO_CONFIGS
 from synlm.syntax import baseline_tree
 
 

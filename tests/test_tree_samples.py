@@ -21,9 +21,9 @@ from tensorboardX.proto import event_pb2
 from conftest import TINY_OVERRIDES, run_cli
 from synlm.callbacks import TreeSamples
 from synlm.callbacks.trees import WANDB_COLUMNS, WANDB_KEY
+from synlm.catalog import REPO_CONFIGS
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.metrics.parsing import evaluation_tree
-from synlm.registry import REPO_CONFIGS
 
 #: The quickstart (which has TreeSamples) at a tiny size: three validations, at steps 2, 4, 6.
 TINY_QUICKSTART = ["fit", "--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY_OVERRIDES,

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_OVERRIDES
+from synlm.catalog import REPO_CONFIGS
 from synlm.data.corpora import PTB, TextFiles
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.subwords import TrainedBPE, load_vocab
 from synlm.data.unknown_words import is_signature, unkify
 from synlm.data.vocab import Vocab
-from synlm.registry import REPO_CONFIGS
 
 KNOWN = {"apple", "walk"}
 
@@ -186,7 +186,7 @@ def test_a_corpus_with_unk_in_its_text_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_cli_takes_the_option() -> None:
-    from synlm.cli import build_model
+    from synlm.lightning_cli import build_model
 
     model = build_model(REPO_CONFIGS / "quickstart.yaml",
                         [*TINY_OVERRIDES, "--data.unknown_words=classes", "--data.min_count=10"])

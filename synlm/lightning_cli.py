@@ -1,0 +1,340 @@
+"""``synlm fit|validate|test|predict``: LightningCLI with synlm's run folders, checkpoints
+and errors, and the builders other commands use (``build_model``, ``build_run``).
+``synlm.cli`` imports this module only for these commands (Lightning takes seconds to
+import)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import jsonargparse
+import lightning.pytorch as pl
+import torch
+import yaml
+from lightning.pytorch.accelerators import CPUAccelerator
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar
+from lightning.pytorch.cli import (
+    LightningArgumentParser,
+    LightningCLI,
+    LRSchedulerTypeTuple,
+    SaveConfigCallback,
+)
+from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from torch.optim import Optimizer
+
+import synlm.registry  # noqa: F401  (registers the components' short class names)
+from synlm import __version__, runs, usage
+from synlm.callbacks import SynLMProgressBar, TokensPerSecond
+from synlm.catalog import list_components
+from synlm.data.corpora import CorpusError
+from synlm.data.datamodule import SynLMDataModule
+from synlm.lm import NonFiniteLossError, SyntaxLM
+
+jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
+# main() hands LightningCLI the command line itself (after with_saved_config)
+warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter")
+# Lightning 2.6 under torch >= 2.10, once per run, nothing a user can act on
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+
+#: ``--ckpt_path`` values Lightning resolves itself.
+LIGHTNING_CKPT_NAMES = ("best", "hpc", "registry")
+
+
+class RunCheckpoint(ModelCheckpoint):
+    """``epoch{epoch:03d}-step{step:06d}.ckpt`` (best by ``val/ppl``) plus ``last.ckpt``, in
+    the run's ``checkpoints`` folder (``runs/<config>/version_N/checkpoints``).
+
+    ``last.ckpt`` is written where Lightning's loops restart from exactly: after a step's
+    validation, or at the end of a step before the loops close its epoch (once closed,
+    they count an epoch that training left midway as finished, and a resume would start
+    the next one):
+
+    * after every validation during fit (Lightning: only when the best improved);
+    * at the end of the step after which training stops (``max_steps``, ``max_time``,
+      ``trainer.should_stop``, SIGTERM) or its epoch ends, unless a scheduled validation
+      follows (then after that). A validation Lightning adds only because training stops
+      is not in the checkpoint, as an uninterrupted run has none;
+    * on SIGTERM, which Lightning turns into a ``SIGTERMException`` once the step (and its
+      validation if one is due) is done, when the above did not already save that step.
+
+    Nothing is written when training ends (Lightning would, after closing the epoch), on
+    other exceptions, which can come from the middle of a step, nor between the batches of
+    an accumulated step, whose pending gradients no checkpoint holds: ``last.ckpt`` stays
+    the last consistent one."""
+
+    def __init__(self) -> None:
+        super().__init__(filename="epoch{epoch:03d}-step{step:06d}", monitor="val/ppl",
+                         mode="min", save_last=True, auto_insert_metric_name=False,
+                         enable_version_counter=False, save_on_train_epoch_end=False)
+
+    def _save_last(self, trainer: pl.Trainer) -> None:
+        """``last.ckpt`` now, unless this step is saved already (or no fit is training)."""
+        if not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Resuming from the end of an epoch's last batch, Lightning counts that epoch as
+        finished but keeps its mid-epoch restart stage, which would skip the next epoch's
+        start (``on_train_epoch_start``: the carried state's reset, NT-ASGD's schedule);
+        clear the stage so that the epoch starts as in an uninterrupted run."""
+        super().on_train_start(trainer, pl_module)
+        fit_loop = trainer.fit_loop
+        epochs = fit_loop.epoch_progress.current
+        if fit_loop.restarted_mid_epoch and epochs.completed == epochs.ready:
+            fit_loop.reset_restart_stage()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           outputs: Any, batch: Any, batch_idx: int) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if self._last_step_before_stop_or_epoch_end(trainer):
+            self._save_last(trainer)
+
+    @staticmethod
+    def _last_step_before_stop_or_epoch_end(trainer: pl.Trainer) -> bool:
+        """Whether training (may) stop or the epoch ends after this batch, which closes an
+        optimiser step and has no scheduled validation after it. Callbacks that stop
+        training at a batch's end (``Timer``) run before checkpoint callbacks, so their
+        ``should_stop`` is seen here."""
+        loop = trainer.fit_loop.epoch_loop
+        stops = loop._is_training_done or trainer.should_stop or trainer.received_sigterm
+        if not stops or loop._should_accumulate():
+            return False
+        # the schedule alone: Lightning also validates because should_stop is set
+        stop, trainer.should_stop = trainer.should_stop, False
+        try:
+            return not loop._should_check_val_fx(trainer.fit_loop._data_fetcher)
+        finally:
+            trainer.should_stop = stop
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_validation_end(trainer, pl_module)
+        self._save_last(trainer)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Nothing: the step training stopped at is saved (Lightning would save here, with
+        the epoch closed, which resumes in the next one)."""
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                     exception: BaseException) -> None:
+        """SIGTERM: Lightning finished the step (and its validation if one was due) and
+        raised ``SIGTERMException``; save that step if it is not saved yet, unless the
+        exception came from a validation, after the epoch was closed or between the
+        batches of an accumulated step (no consistent state to save: ``last.ckpt`` is
+        left as it was)."""
+        if not isinstance(exception, SIGTERMException):
+            return
+        loop = trainer.fit_loop.epoch_loop
+        if not (trainer.validating or loop._num_ready_batches_reached()
+                or loop._should_accumulate()):
+            self._save_last(trainer)
+        saved = self._last_global_step_saved == trainer.global_step
+        rank_zero_info(f"SIGTERM after step {trainer.global_step}: "
+                       + ("saved last.ckpt; " if saved else
+                          "no consistent state to save here, last.ckpt is left as it was; ")
+                       + "continue with --ckpt_path last")
+
+
+class SaveRunConfig(SaveConfigCallback):
+    """Save the resolved config in the run's folder, push it to wandb when wandb logs, and
+    keep it in every checkpoint (``synlm test --ckpt_path FILE`` needs no ``--config``)."""
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        checkpoint[runs.CONFIG_KEY] = self.parser.dump(self.config, skip_none=False)
+
+    def save_config(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                    stage: str) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger):
+                config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
+                logger.experiment.config.update(config, allow_val_change=True)
+
+
+class SynLMArgumentParser(LightningArgumentParser):
+    """Errors in a few lines instead of the usage: what jsonargparse found, the closest
+    flag, class argument or class name ("did you mean"), the valid short class names when
+    a ``class_path`` cannot be resolved, and where the full option list is."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error:  # jsonargparse trying alternatives: not for the user
+            super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        options = [o for a in parser._actions for o in a.option_strings]
+        message = message.strip() + usage.suggestion(message, options)
+        if "import path" in message:
+            known = "; ".join(f"{kind}: {', '.join(names)}"
+                              for kind, names in list_components().items() if kind != "configs")
+            message = f"{message}\nvalid short class names: {known}"
+        prog = parser.prog.replace(" [options]", "")
+        sys.stderr.write(f"{prog}: error: {message}\n({prog} --help lists every option)\n")
+        self.exit(2)
+
+
+class SynLMCLI(LightningCLI):
+    """LightningCLI in ``omegaconf+`` mode: ``${...}`` interpolations see dotted overrides."""
+
+    def __init__(self, *args: Any, threads: tuple[int, str] | None = None,
+                 **kwargs: Any) -> None:
+        self._threads = threads  # (count, why) as synlm.threads chose them, for the log
+        kwargs.setdefault("parser_kwargs", {"parser_mode": "omegaconf+"})
+        kwargs.setdefault("save_config_callback", SaveRunConfig)
+        kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        kwargs.setdefault("auto_configure_optimizers", False)
+        super().__init__(SyntaxLM, SynLMDataModule, *args, **kwargs)
+
+    def init_parser(self, **kwargs: Any) -> SynLMArgumentParser:
+        kwargs.setdefault("dump_header", [f"synlm {__version__}"])
+        parser = SynLMArgumentParser(**kwargs)
+        parser.add_argument("-c", "--config", action=jsonargparse.ActionConfigFile,
+                            help="Path to a YAML config; repeat to stack several.")
+        return parser
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        # top-level ``optimizer:``/``lr_scheduler:`` (``--optimizer=AdamW --optimizer.lr=5e-4``),
+        # handed to the model, which builds them over its parameter groups
+        parser.add_optimizer_args((Optimizer,), link_to="model.optimizer")
+        parser.add_lr_scheduler_args(LRSchedulerTypeTuple, link_to="model.lr_scheduler")
+        parser.link_arguments("data.bptt", "model.bptt")
+        parser.link_arguments("data", "model.vocab_size", compute_fn=lambda dm: dm.vocab_size,
+                              apply_on="instantiate")
+        parser.add_argument("--tensorboard", type=bool, default=False,
+                            help="Also log to TensorBoard, in the run's tensorboard/ folder.")
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Then the run's folder: ``trainer.default_root_dir`` (``runs/<config>`` by
+        default) holds one ``version_N`` per run; ``--ckpt_path last`` continues the newest
+        run that saved one, in its folder; any other ``--ckpt_path`` may name a run folder
+        and is checked here (before Lightning reads its hyperparameters), so that a missing
+        or damaged checkpoint is one line."""
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        config = self.config[subcommand] if subcommand else self.config
+        trainer = config.trainer
+        if trainer.default_root_dir is None:
+            trainer.default_root_dir = str(Path("runs") / run_name(config.get("config") or []))
+        self._continued: tuple[int, int] | None = None  # (version, global step)
+        ckpt_path, version = config.get("ckpt_path"), None
+        if ckpt_path == "last":
+            found = runs.latest_last(Path(trainer.default_root_dir))
+            if found is None:
+                if subcommand != "fit":
+                    raise runs.CheckpointError(
+                        f"--ckpt_path last: no run under {trainer.default_root_dir} saved a "
+                        f"checkpoint (version_*/checkpoints/last.ckpt)")
+                rank_zero_info(f"--ckpt_path last: no run under {trainer.default_root_dir} "
+                               "saved a checkpoint yet; starting a new run")
+                config.ckpt_path = None
+            else:
+                version, config.ckpt_path = found[0], str(found[1])
+        elif ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
+            config.ckpt_path = str(runs.resolve_checkpoint(ckpt_path))
+        ckpt_path = config.get("ckpt_path")
+        if ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
+            step = runs.read_checkpoint(ckpt_path)["global_step"]  # readable?
+            if subcommand == "fit" and version is not None:
+                self._continued = (version, step)
+        init_from = config.model.get("init_from") if "model" in config else None
+        if subcommand == "fit" and init_from and ckpt_path is None:
+            runs.read_checkpoint(init_from, "model.init_from")  # before the run's folder
+
+    def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
+        """The run's loggers: ``metrics.csv`` always (``RunCSVLogger``, first, so that the
+        checkpoints and ``config.yaml`` go to its ``version_N``), the configured logger
+        (wandb, ...) beside it, TensorBoard with ``--tensorboard``, and the learning rate
+        among the logged values (``LearningRateMonitor``); ``logger: false`` logs nothing
+        and keeps only the checkpoints in the next ``version_N``. Callbacks: the configured
+        ones, ``RunCheckpoint`` (fit only, unless ``enable_checkpointing: false``) and
+        ``TokensPerSecond``; Lightning's default progress bar becomes ``SynLMProgressBar``."""
+        config = self.config_init[self.subcommand] if self.subcommand else self.config_init
+        root = Path(config.trainer.default_root_dir)
+        configured = config.trainer.logger
+        if configured is False:  # Lightning then writes in default_root_dir: make it the run's
+            version = self._continued[0] if self._continued else runs.next_version(root)
+            kwargs["default_root_dir"] = str(runs.version_dir(root, version))
+        else:
+            version, step = self._continued or (None, None)
+            csv = runs.RunCSVLogger(root, version, resume_step=step)
+            extra = [] if configured in (None, True) else (
+                list(configured) if isinstance(configured, Iterable) else [configured])
+            if config.get("tensorboard"):
+                extra.append(runs.run_tensorboard_logger(csv))
+            kwargs["logger"] = [csv, *extra]
+        callbacks = config.trainer.callbacks or []
+        checkpointing = self.subcommand in (None, "fit") \
+            and config.trainer.enable_checkpointing is not False
+        if not checkpointing:  # validate/test/predict save nothing
+            kwargs["enable_checkpointing"] = False
+        kwargs["callbacks"] = [*(callbacks if isinstance(callbacks, list) else [callbacks]),
+                               *([RunCheckpoint()] if checkpointing else []),
+                               TokensPerSecond()]
+        trainer = super().instantiate_trainer(**kwargs)
+        if trainer.loggers and not any(isinstance(c, LearningRateMonitor)
+                                       for c in trainer.callbacks):
+            trainer.callbacks.append(LearningRateMonitor())
+        bar = trainer.progress_bar_callback
+        if type(bar) is RichProgressBar:  # Lightning's default, not one configured
+            trainer.callbacks[trainer.callbacks.index(bar)] = SynLMProgressBar()
+        if isinstance(trainer.accelerator, CPUAccelerator):
+            why = f" ({self._threads[1]})" if self._threads else ""
+            rank_zero_info(f"torch uses {torch.get_num_threads()} threads{why} on "
+                           f"{os.cpu_count()} CPUs; SYNLM_THREADS=N chooses")
+        return trainer
+
+
+def run_name(configs: Sequence[Any]) -> str:
+    """``runs/<name>``: the stems of the stacked configs joined by ``+``, the data and
+    trainer partials left out (``onlstm_syd+onlstm_syd_layer1`` for an ablation)."""
+    stems = [Path(str(c)).stem for c in configs
+             if Path(str(c)).parent.name not in ("data", "trainer")]
+    return "+".join(stems) or "default"
+
+
+def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:
+    """The model the CLI builds from ``path`` plus ``--key=value`` overrides, untrained; the
+    DataModule it would train on is ``model.datamodule`` (``synlm.from_config``). ``path``
+    may name a shipped config (``awd_lstm.yaml``)."""
+    cli = SynLMCLI(args=[*usage.resolve_configs(["--config", str(path)]), *overrides],
+                   run=False)
+    model = cli.model
+    model.datamodule = cli.datamodule
+    return model
+
+
+def build_run(args: Sequence[str]) -> tuple[pl.Trainer, SyntaxLM, SynLMDataModule]:
+    """The trainer, model and DataModule the CLI builds from ``args`` (``fit``'s options
+    without the subcommand), not yet run: ``synlm generate``'s reverse LM."""
+    cli = SynLMCLI(args=list(args), run=False)
+    return cli.trainer, cli.model, cli.datamodule
+
+
+def with_saved_config(args: list[str]) -> list[str]:
+    """``validate|test|predict --ckpt_path CKPT`` without ``--config``: the config the
+    checkpoint's run was trained with goes first, the other flags override it."""
+    if args[:1] not in (["validate"], ["test"], ["predict"]):
+        return args
+    ckpts = usage.flag_values(args, "--ckpt_path")
+    if usage.flag_values(args, *usage.CONFIG_FLAGS) or not ckpts:
+        return args
+    ckpt = ckpts[-1][2]
+    if ckpt in ("last", *LIGHTNING_CKPT_NAMES):
+        return args
+    return [args[0], "--config", runs.saved_config(ckpt), *args[1:]]
+
+
+def run(args: list[str], threads: tuple[int, str] | None = None) -> int:
+    """Run ``fit|validate|test|predict`` with ``args`` (the subcommand first); ``threads``
+    is the thread count ``synlm.threads.configure_threads`` chose and why, for the log; the
+config files are checked already (``usage.config_error``)."""
+    try:
+        SynLMCLI(args=with_saved_config(usage.resolve_configs(args)), threads=threads)
+    except (CorpusError, NonFiniteLossError, ValueError, FileNotFoundError) as err:
+        print(f"synlm: error: {err}", file=sys.stderr)
+        return 2
+    return 0
