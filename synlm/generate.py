@@ -11,7 +11,8 @@ the first ``<eos>`` or ``--max-new-tokens``. Contexts of equal length are sample
 through the backbone's cache where it has one, from one seeded generator: the same seed,
 checkpoint and inputs give the same samples. Each JSONL record has ``sample`` and, where
 there is one, ``context`` and ``reference`` (ROCStories: sentences 1-4 and sentence 5; the
-reference is never part of the context).
+reference is never part of the context). Empty samples (the model ended them at once) are
+written too, with one warning line; the metrics leave them out and count them.
 """
 
 from __future__ import annotations
@@ -128,6 +129,29 @@ def records(prompts: Sequence[Prompt], samples: Sequence[list[str]]) -> list[dic
     return out
 
 
+def empty_warning(samples: Sequence[list[str]], what: str,
+                  unknown_share: float | None = None) -> str | None:
+    """The warning line for empty samples (None without any): how many of how many ``what``
+    (e.g. "endings") the model ended at once, and the likely cause, a model trained on
+    other text, with ``unknown_share``, the share of the contexts' words it does not know."""
+    empty = sum(len(s) == 0 for s in samples)
+    if not empty:
+        return None
+    verb = "is" if empty == 1 else "are"
+    unknown = ("" if unknown_share is None
+               else f" (unknown words in the contexts: {unknown_share:.0%})")
+    return (f"synlm generate: warning: {empty} of {len(samples)} {what} {verb} empty: the "
+            "model ends them at once (the metrics leave them out); was it trained on this "
+            f"kind of text?{unknown}")
+
+
+def metrics_json(result: dict[str, Any]) -> str:
+    """``evaluate``'s result as one line of strict JSON: a NaN metric (nothing to score)
+    is written as null."""
+    return json.dumps({k: None if isinstance(v, float) and math.isnan(v) else v
+                       for k, v in result.items()})
+
+
 def read_records(path: Path) -> list[dict[str, str]]:
     """A JSONL file of samples; a bad line names file and line."""
     out = []
@@ -158,7 +182,10 @@ def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
     ``news``: the released news evaluation's definitions, ``news_metrics``, BLEU-5 against
     the sentences of ``news_references``); BLEU (and BERTScore with ``bert``) against
     references; LM score under ``oracle``; GPT-2 perplexity with ``gpt2`` (of the samples of
-    two words or more); reverse-LM score on ``rlm_heldout`` (real text)."""
+    two words or more, counted by ``gpt2_ppl_samples``); reverse-LM score on ``rlm_heldout``
+    (real text). ``samples_scored`` and ``samples_empty`` count the non-empty samples, which
+    the model-free metrics read, and the empty ones they leave out; a metric with too few
+    samples to score is NaN (``synlm.metrics.generation``)."""
     from synlm.metrics import generation as m
 
     samples = [r["sample"].split() for r in recs]
@@ -179,6 +206,7 @@ def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
         for n in (2, 3):
             result[f"distinct_{n}"] = m.distinct(samples, n)
             result[f"self_bleu_{n}"] = m.self_bleu(samples, n)
+        result.update(m.sample_counts(samples))
     if oracle:
         result["lm_score"] = m.lm_score(load_model(oracle, "--oracle"), samples)
     if gpt2:  # samples of two words or more: GPT-2 predicts from the second token on
@@ -207,10 +235,12 @@ def rlm_score(samples: Sequence[list[str]], heldout: Sequence[list[str]], build_
     keeping ``valid_fraction`` of them to pick its best epoch, then its NLL in nats per token
     (``<eos>`` included) on real held-out text. Its vocabulary is the held-out text's words:
     sampled words outside it read as ``<unk>``, so the score does not depend on the
-    generating model's vocabulary."""
+    generating model's vocabulary. Empty samples are left out; with too few left to train
+    on (two or fewer) the score is NaN."""
+    samples = [s for s in samples if s]
     n_valid = max(1, int(len(samples) * valid_fraction))
     if len(samples) <= n_valid:
-        raise ValueError(f"the reverse LM needs more than {n_valid} samples to train on")
+        return math.nan
     with tempfile.TemporaryDirectory(prefix="synlm-rlm-") as tmp:
         root = Path(tmp)
         splits = {"train": samples[:-n_valid], "valid": samples[-n_valid:], "test": heldout}
@@ -295,8 +325,8 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
         else:
             prompts = [Prompt()] * args.num_samples
         contexts = [p.context for p in prompts if p.context]
-        if contexts:
-            unknown_words(model, contexts, "the contexts' words", "synlm generate")
+        unknown = (unknown_words(model, contexts, "the contexts' words", "synlm generate")
+                   if contexts else None)
         samples = sample(model, prompts, args.max_new_tokens, args.temperature, args.top_k,
                          args.top_p, args.seed, args.batch_size)
         recs = records(prompts, samples)
@@ -305,8 +335,11 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
             atomic_write_text(args.output, text)
         else:
             sys.stdout.write(text)
+        warning = empty_warning(samples, "endings" if args.stories else "samples", unknown)
+        if warning:
+            print(warning, file=sys.stderr)
         if args.metrics:
-            print(json.dumps(_evaluate(args, recs, build_run)))
+            print(metrics_json(_evaluate(args, recs, build_run)))
     except (ValueError, OSError) as err:
         print(f"synlm generate: {err}", file=sys.stderr)
         return 2
@@ -328,7 +361,7 @@ def evaluate_main(argv: Sequence[str] | None = None, build_run: BuildRun | None 
     _add_metric_args(p)
     args = p.parse_args(argv)
     try:
-        print(json.dumps(_evaluate(args, read_records(args.file), build_run)))
+        print(metrics_json(_evaluate(args, read_records(args.file), build_run)))
     except (ValueError, OSError) as err:
         print(f"synlm evaluate-generation: {err}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ import)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import warnings
@@ -17,7 +18,13 @@ import lightning.pytorch as pl
 import torch
 import yaml
 from lightning.pytorch.accelerators import CPUAccelerator
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import (
+    LearningRateMonitor,
+    ModelCheckpoint,
+    ModelSummary,
+    RichModelSummary,
+    RichProgressBar,
+)
 from lightning.pytorch.cli import (
     LightningArgumentParser,
     LightningCLI,
@@ -31,20 +38,33 @@ from torch.optim import Optimizer
 
 import synlm.registry  # noqa: F401  (registers the components' short class names)
 from synlm import __version__, runs, usage
-from synlm.callbacks import SynLMProgressBar, TokensPerSecond
+from synlm.callbacks import ParameterSummary, SynLMProgressBar, TokensPerSecond
 from synlm.catalog import list_components
 from synlm.data.corpora import CorpusError
 from synlm.data.datamodule import SynLMDataModule
 from synlm.lm import NonFiniteLossError, SyntaxLM
+from synlm.run_summary import Saved, evaluation_summary, fit_summary
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
+
+
+class _WithoutTips(logging.Filter):
+    """Drops Lightning's "💡 Tip" lines, which advertise its services (litlogger,
+    litmodels): a run's console keeps what concerns the run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("💡 Tip")
+
+
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_WithoutTips())
 # main() hands LightningCLI the command line itself (after with_saved_config)
 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter")
 # Lightning 2.6 under torch >= 2.10, once per run, nothing a user can act on
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
-#: ``--ckpt_path`` values Lightning resolves itself.
-LIGHTNING_CKPT_NAMES = ("best", "hpc", "registry")
+#: ``--ckpt_path`` values Lightning resolves itself (synlm resolves ``best`` and ``last``
+#: among the run folders: ``parse_arguments``).
+LIGHTNING_CKPT_NAMES = ("hpc", "registry")
 
 
 class RunCheckpoint(ModelCheckpoint):
@@ -73,6 +93,27 @@ class RunCheckpoint(ModelCheckpoint):
         super().__init__(filename="epoch{epoch:03d}-step{step:06d}", monitor="val/ppl",
                          mode="min", save_last=True, auto_insert_metric_name=False,
                          enable_version_counter=False, save_on_train_epoch_end=False)
+        #: the latest validation, ``{"step": N, "metrics": {...}}``, kept in every checkpoint
+        #: (``runs.VALIDATION_KEY``): the run's summary and ``--ckpt_path best`` read it
+        self.validation: dict[str, Any] = {}
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        if self.validation:
+            checkpoint[runs.VALIDATION_KEY] = self.validation
+
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
+        self.validation = dict(checkpoint.get(runs.VALIDATION_KEY, {}))
+
+    def saved(self, which: runs.Which) -> Saved | None:
+        """This run's ``best`` or ``last`` checkpoint, with what it holds."""
+        path = Path(self.best_model_path if which == "best" else self.last_model_path)
+        if not path.name or not path.is_file():
+            return None
+        checkpoint = runs.read_checkpoint(path)
+        return Saved(path, checkpoint["global_step"], runs.validation(checkpoint),
+                     checkpoint.get(runs.VALIDATION_KEY, {}).get("step"))
 
     def _save_last(self, trainer: pl.Trainer) -> None:
         """``last.ckpt`` now, unless this step is saved already (or no fit is training)."""
@@ -114,6 +155,10 @@ class RunCheckpoint(ModelCheckpoint):
             trainer.should_stop = stop
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:  # before the best is saved: it carries these too
+            self.validation = {"step": trainer.global_step, "metrics": {
+                name: float(value) for name, value in trainer.callback_metrics.items()
+                if name.startswith("val/")}}
         super().on_validation_end(trainer, pl_module)
         self._save_last(trainer)
 
@@ -220,29 +265,64 @@ class SynLMCLI(LightningCLI):
         if trainer.default_root_dir is None:
             trainer.default_root_dir = str(Path("runs") / run_name(config.get("config") or []))
         self._continued: tuple[int, int] | None = None  # (version, global step)
+        root, fit = Path(trainer.default_root_dir), subcommand == "fit"
         ckpt_path, version = config.get("ckpt_path"), None
-        if ckpt_path == "last":
-            found = runs.latest_last(Path(trainer.default_root_dir))
+        if fit and ckpt_path == "best":
+            raise runs.CheckpointError(
+                "--ckpt_path best: fit continues a run where it stopped (--ckpt_path last); "
+                f"to start a new run from the best weights: --model.init_from {root}/best")
+        if ckpt_path in runs.WHICH:
+            found = runs.latest(root, ckpt_path)
             if found is None:
-                if subcommand != "fit":
+                if not fit:
                     raise runs.CheckpointError(
-                        f"--ckpt_path last: no run under {trainer.default_root_dir} saved a "
-                        f"checkpoint (version_*/checkpoints/last.ckpt)")
-                rank_zero_info(f"--ckpt_path last: no run under {trainer.default_root_dir} "
-                               "saved a checkpoint yet; starting a new run")
+                        f"--ckpt_path {ckpt_path}: no run under {root} saved a {ckpt_path} "
+                        "checkpoint (version_*/checkpoints/)")
+                rank_zero_info(f"--ckpt_path last: no run under {root} saved a checkpoint "
+                               "yet; starting a new run")
                 config.ckpt_path = None
             else:
                 version, config.ckpt_path = found[0], str(found[1])
         elif ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
-            config.ckpt_path = str(runs.resolve_checkpoint(ckpt_path))
+            config.ckpt_path = str(runs.resolve_checkpoint(
+                ckpt_path, folder="last" if fit else "best"))
         ckpt_path = config.get("ckpt_path")
         if ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
             step = runs.read_checkpoint(ckpt_path)["global_step"]  # readable?
-            if subcommand == "fit" and version is not None:
+            if fit and version is not None:
                 self._continued = (version, step)
         init_from = config.model.get("init_from") if "model" in config else None
-        if subcommand == "fit" and init_from and ckpt_path is None:
+        if fit and init_from and ckpt_path is None:
             runs.read_checkpoint(init_from, "model.init_from")  # before the run's folder
+
+    def after_fit(self) -> None:
+        """The run's summary: its folder, best and last checkpoints, the next commands."""
+        checkpoint = next((c for c in self.trainer.callbacks if isinstance(c, RunCheckpoint)),
+                          None)
+        best, last = (checkpoint.saved("best"), checkpoint.saved("last")) if checkpoint \
+            else (None, None)
+        unchanged = self._continued is not None and \
+            self._continued[1] == self.trainer.global_step
+        self._summary(fit_summary(Path(self.trainer.log_dir or "."), best, last,
+                                  finished_before=self._continued[1] if unchanged else None))
+
+    def after_validate(self) -> None:
+        self._evaluation_summary("validate")
+
+    def after_test(self) -> None:
+        self._evaluation_summary("test")
+
+    def _evaluation_summary(self, subcommand: str) -> None:
+        path = self.config_init[subcommand].get("ckpt_path")
+        saved = None
+        if path:
+            checkpoint = runs.read_checkpoint(path)
+            saved = Saved(Path(path), checkpoint["global_step"], runs.validation(checkpoint))
+        self._summary(evaluation_summary(subcommand, saved, Path(self.trainer.log_dir or ".")))
+
+    def _summary(self, lines: list[str]) -> None:
+        if self.trainer.is_global_zero:
+            print("\n".join(lines), flush=True)
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """The run's loggers: ``metrics.csv`` always (``RunCSVLogger``, first, so that the
@@ -281,6 +361,9 @@ class SynLMCLI(LightningCLI):
         bar = trainer.progress_bar_callback
         if type(bar) is RichProgressBar:  # Lightning's default, not one configured
             trainer.callbacks[trainer.callbacks.index(bar)] = SynLMProgressBar()
+        for i, callback in enumerate(trainer.callbacks):
+            if type(callback) in (ModelSummary, RichModelSummary):  # Lightning's default too
+                trainer.callbacks[i] = ParameterSummary()
         if isinstance(trainer.accelerator, CPUAccelerator):
             why = f" ({self._threads[1]})" if self._threads else ""
             rank_zero_info(f"torch uses {torch.get_num_threads()} threads{why} on "
@@ -323,7 +406,11 @@ def with_saved_config(args: list[str]) -> list[str]:
     if usage.flag_values(args, *usage.CONFIG_FLAGS) or not ckpts:
         return args
     ckpt = ckpts[-1][2]
-    if ckpt in ("last", *LIGHTNING_CKPT_NAMES):
+    if ckpt in runs.WHICH:
+        raise runs.CheckpointError(
+            f"--ckpt_path {ckpt}: which run's? name its folder (--ckpt_path runs/NAME/{ckpt}, "
+            f"runs/NAME/version_N/{ckpt}) or give the run's --config")
+    if ckpt in LIGHTNING_CKPT_NAMES:
         return args
     return [args[0], "--config", runs.saved_config(ckpt), *args[1:]]
 

@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--biased", action="store_true", help="ON-LSTM build_tree (Algorithm 3) "
                    "instead of the unbiased split (Algorithm 2)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--input", help="raw text, one whitespace-tokenised sentence per line")
+    p.add_argument("--input", help="a text file, one whitespace-tokenised sentence per line "
+                   "(- : standard input)")
     p.add_argument("--output", help="write the trees here in --format (without it, --input's "
                    "trees go to stdout); svg: a folder of NNNN.svg, one per sentence; arcs: "
                    "the heads, a sentence a line")
@@ -85,13 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_model(path: str, flag: str = "--ckpt_path") -> Any:
-    """The model of the checkpoint ``path`` names (a file or a run folder:
-    ``synlm.runs.resolve_checkpoint``), on the CPU in eval mode; a missing or unreadable
-    checkpoint is a one-line ``CheckpointError`` naming ``flag``."""
+    """The model of the checkpoint ``path`` names (a file, a run folder, which stands for its
+    best, or ``FOLDER/best|last``: ``synlm.runs.resolve_checkpoint``), on the CPU in eval
+    mode; a missing or unreadable checkpoint is a one-line ``CheckpointError`` naming
+    ``flag``."""
     from synlm.lm import SyntaxLM
 
-    read_checkpoint(path, flag)  # memory-mapped: checks it before Lightning unpickles it
-    model = SyntaxLM.load_from_checkpoint(resolve_checkpoint(path, flag), map_location="cpu")
+    read_checkpoint(path, flag, "best")  # memory-mapped: checked before Lightning unpickles
+    model = SyntaxLM.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
+                                          map_location="cpu")
     model.eval()
     return model
 
@@ -274,8 +277,7 @@ def main(argv: list[str] | None = None,
         return [baseline_tree(words, args.baseline, rng) for words in sentences]
 
     if args.input:
-        lines = Path(args.input).read_text(encoding="utf-8").splitlines()
-        sentences = [line.split() for line in lines if line.split()]
+        sentences = input_sentences(args.input)
         share = unknown_words(model, sentences, "the input's words") if model else None
         trees = induce(sentences)
         write_trees(trees, args.format, args.output)
@@ -306,10 +308,19 @@ def main(argv: list[str] | None = None,
     return 0
 
 
+def input_sentences(source: str) -> list[list[str]]:
+    """The whitespace-tokenised sentences of ``--input``: a file, or ``-`` for stdin."""
+    text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    return [line.split() for line in text.splitlines() if line.split()]
+
+
 def output_error(args: argparse.Namespace) -> str | None:
     """What ``--format``, ``--output`` and ``--show`` ask that cannot be done, if anything."""
     if args.show < 0:
         return f"--show takes a number of trees >= 0, got {args.show}"
+    if args.input and args.input != "-" and not Path(args.input).is_file():
+        return f"--input: no file {args.input} (a text file, one sentence per line; - reads " \
+               "them from standard input)"
     if args.show and (args.input or args.config or not args.treebank):
         return "--show N shows predicted beside gold trees: give --treebank PATH with " \
                "--baseline or --ckpt_path, without --input"
@@ -416,8 +427,7 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) 
 def _score_arcs(model: Any, structure: str, args: argparse.Namespace) -> int:
     """UAS of an arc structure against a CoNLL-U treebank (or heads for ``--input``)."""
     if args.input:
-        lines = Path(args.input).read_text(encoding="utf-8").splitlines()
-        sentences = [line.split() for line in lines if line.split()]
+        sentences = input_sentences(args.input)
         heads = model_heads(model, sentences, structure, args.batch_size)
         if args.output:
             Path(args.output).write_text("".join(" ".join(map(str, h)) + "\n" for h in heads),

@@ -12,16 +12,20 @@ A run of ``synlm fit --config X.yaml`` lives in ``runs/X/version_N/``::
 
 Each new run takes the next free ``N``; ``--ckpt_path last`` continues the newest run in
 its own folder. Wherever a checkpoint is read (``--ckpt_path``, ``model.init_from``,
-``synlm parse|generate``), a run folder stands for its newest ``last.ckpt``.
+``synlm parse|generate|evaluate-syntax``), a path may name a run's folder: ``runs/X/best``
+and ``runs/X/last`` are the newest run's best (by ``val/ppl``) and last checkpoints,
+``runs/X/version_N/best`` one run's, and the folder alone stands for its best where a
+model is evaluated and its last where training continues (``fit``, ``model.init_from``).
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from lightning.fabric.loggers.logger import rank_zero_experiment
@@ -36,6 +40,12 @@ LAST = "last.ckpt"
 CHECKPOINTS = "checkpoints"
 #: The checkpoint's key for the resolved config of the run that wrote it (YAML).
 CONFIG_KEY = "synlm_config"
+#: The checkpoint's key for the latest validation before it was saved: ``{"step": N,
+#: "metrics": {"val/ppl": ..., ...}}`` (``RunCheckpoint``), for summaries and ``best``.
+VALIDATION_KEY = "synlm_validation"
+#: What a run folder stands for: its best checkpoint by ``val/ppl``, or its last.
+Which = Literal["best", "last"]
+WHICH: tuple[Which, ...] = ("best", "last")
 _VERSION = re.compile(r"version_(\d+)")
 
 
@@ -60,31 +70,52 @@ def next_version(root: Path) -> int:
     return max(versions(root), default=-1) + 1
 
 
-def latest_last(root: Path) -> tuple[int, Path] | None:
-    """The newest run under ``root`` with a ``last.ckpt``: its version and that file."""
+def best_in_run(run: Path) -> Path | None:
+    """One run folder's best checkpoint by ``val/ppl``: among its ``checkpoints/`` other
+    than ``last.ckpt`` (``RunCheckpoint`` keeps one), the lowest ``val/ppl`` they carry."""
+    found = sorted(p for p in (run / CHECKPOINTS).glob("*.ckpt") if p.name != LAST)
+    if len(found) < 2:
+        return found[0] if found else None
+    return min(found, key=lambda p: validation(read_checkpoint(p)).get("val/ppl", math.inf))
+
+
+def in_run(run: Path, which: Which) -> Path | None:
+    """One run folder's ``best`` or ``last`` checkpoint, if it saved one."""
+    if which == "best":
+        return best_in_run(run)
+    last = run / CHECKPOINTS / LAST
+    return last if last.is_file() else None
+
+
+def latest(root: Path, which: Which) -> tuple[int, Path] | None:
+    """The newest run under ``root`` with a ``which`` checkpoint: its version and that file."""
     for version in reversed(versions(root)):
-        path = version_dir(root, version) / CHECKPOINTS / LAST
-        if path.is_file():
+        path = in_run(version_dir(root, version), which)
+        if path is not None:
             return version, path
     return None
 
 
-def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path") -> Path:
-    """The checkpoint file ``path`` names: itself, or for a run folder (``runs/X``) its
-    newest ``version_N/checkpoints/last.ckpt``, or for one run's folder its
-    ``checkpoints/last.ckpt``. A missing one is a ``CheckpointError`` naming ``flag``."""
+def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path",
+                       folder: Which = "last") -> Path:
+    """The checkpoint file ``path`` names: itself; ``FOLDER/best`` or ``FOLDER/last`` (one
+    run's folder, or ``runs/X`` for its newest run that has one); a folder alone stands for
+    its ``folder`` checkpoint. A missing one is a ``CheckpointError`` naming ``flag``."""
     path = Path(path)
     if path.is_file():
         return path
+    which: Which = folder
+    if not path.is_dir() and path.name in WHICH and path.parent.is_dir():
+        which, path = path.name, path.parent  # type: ignore[assignment]
     if path.is_dir():
-        own = path / CHECKPOINTS / LAST
-        if own.is_file():
-            return own
-        found = latest_last(path)
+        own = in_run(path, which)
+        found = own or (latest(path, which) or (None, None))[1]
         if found is not None:
-            return found[1]
-        raise CheckpointError(f"{flag}: {path} holds no checkpoint (looked for "
-                              f"version_*/{CHECKPOINTS}/{LAST}); has its run saved one yet?")
+            return found
+        looked = "checkpoints/epoch*.ckpt (a validation saves one)" if which == "best" \
+            else f"{CHECKPOINTS}/{LAST}"
+        raise CheckpointError(f"{flag}: {path} holds no {which} checkpoint (looked for "
+                              f"{looked} in it and its version_*); has its run saved one yet?")
     hint = "; train the first phase or fix the path" if flag == "model.init_from" else ""
     if path.parent.name == CHECKPOINTS and not path.parent.is_dir():
         # the layout before run versions: runs/X/checkpoints/last.ckpt
@@ -93,11 +124,18 @@ def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path") -> Path:
     raise CheckpointError(f"{flag}: no checkpoint at {path}{hint}")
 
 
-def read_checkpoint(path: str | Path, flag: str = "--ckpt_path") -> dict[str, Any]:
+def validation(checkpoint: dict[str, Any]) -> dict[str, float]:
+    """The metrics of the latest validation before ``checkpoint`` was saved (``{}`` for a
+    checkpoint written before synlm kept them, or before any validation)."""
+    return dict(checkpoint.get(VALIDATION_KEY, {}).get("metrics", {}))
+
+
+def read_checkpoint(path: str | Path, flag: str = "--ckpt_path",
+                    folder: Which = "last") -> dict[str, Any]:
     """The checkpoint ``path`` names (``resolve_checkpoint``), memory-mapped on the CPU (cheap
     to open for its config or to check it); one that cannot be read (truncated, not a
     checkpoint) is a one-line ``CheckpointError``."""
-    file = resolve_checkpoint(path, flag)
+    file = resolve_checkpoint(path, flag, folder)
     if not zipfile.is_zipfile(file):
         raise CheckpointError(f"{flag}: {file} is not a complete checkpoint (torch saves a "
                               "zip archive; this file is cut short or of another kind)")
@@ -112,9 +150,9 @@ def read_checkpoint(path: str | Path, flag: str = "--ckpt_path") -> dict[str, An
     return saved
 
 
-def saved_config(path: str | Path, flag: str = "--ckpt_path") -> str:
+def saved_config(path: str | Path, flag: str = "--ckpt_path", folder: Which = "best") -> str:
     """The resolved config (YAML) that ``synlm fit`` stored in the checkpoint."""
-    config = read_checkpoint(path, flag).get(CONFIG_KEY)
+    config = read_checkpoint(path, flag, folder).get(CONFIG_KEY)
     if config is None:
         raise CheckpointError(f"{flag}: {path} carries no config (written by an older synlm "
                               "or outside synlm fit); give the run's --config as well")

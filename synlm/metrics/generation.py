@@ -6,6 +6,13 @@ The protocol is that of the paper's released evaluation code (``DPLM-Transformer
 it departs from it. All text is pre-tokenised: a sample or a reference is a list of whitespace
 tokens. BLEU, Distinct, Self-BLEU and BERTScore are percentages (×100), as the tables print
 them; the LM score is in nats per token and the GPT-2 perplexity is a plain perplexity.
+
+Samples may be empty (a model that ends a sample at once) or too few. A metric that cannot
+score an empty sample (Self-BLEU, BERTScore, GPT-2 perplexity, the news Distinct) leaves it
+out, and a metric left with nothing to score (no sample; fewer than two for Self-BLEU) is NaN,
+not an exception. ``story_metrics`` and ``news_metrics`` leave empty samples out of every
+column and say how many they kept (``sample_counts``). Only a bad call raises: references
+that do not pair with the samples, an n-gram order below 1, a model without a vocabulary.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import math
 import sys
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from statistics import fmean
 from typing import Any, Protocol
 
@@ -36,13 +43,7 @@ class ScoringLM(Protocol):
     def parameters(self) -> Iterator[nn.Parameter]: ...
 
 
-def _check_samples(samples: Sequence[Tokens], what: str) -> None:
-    if len(samples) == 0:
-        raise ValueError(f"{what}: expected at least one sample, got none")
-
-
 def _check_pairs(hypotheses: Sequence[Tokens], references: Sequence[Tokens], what: str) -> None:
-    _check_samples(hypotheses, what)
     if len(hypotheses) != len(references):
         raise ValueError(f"{what}: expected one reference per hypothesis, got "
                          f"{len(hypotheses)} hypotheses and {len(references)} references")
@@ -51,6 +52,19 @@ def _check_pairs(hypotheses: Sequence[Tokens], references: Sequence[Tokens], wha
 def _check_order(n: int, what: str) -> None:
     if n < 1:
         raise ValueError(f"{what}: expected an n-gram order n >= 1, got {n}")
+
+
+def _mean(values: Iterable[float]) -> float:
+    """The mean of ``values``; NaN when there is none (nothing to score)."""
+    values = list(values)
+    return fmean(values) if values else math.nan
+
+
+def sample_counts(samples: Sequence[Tokens]) -> dict[str, int]:
+    """How many samples a report scores and how many it leaves out as empty:
+    ``samples_scored`` (the non-empty ones) and ``samples_empty`` (no token at all)."""
+    empty = sum(len(s) == 0 for s in samples)
+    return {"samples_scored": len(samples) - empty, "samples_empty": empty}
 
 
 def _ngrams(tokens: Tokens, n: int) -> list[NGram]:
@@ -70,14 +84,15 @@ def bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], n: int) -> 
     BP · exp(Σ_{k≤n} log(p_k) / n), p_k the clipped k-gram precision against the one reference
     (a zero match count replaced by 0.1 matches, nltk's method1; no unigram match gives 0) and
     BP = min(1, exp(1 − |ref| / |hyp|)). As ``bleu_upto`` in the released ``metrics.py``; a
-    macro average of sentence scores, not the corpus BLEU of ``corpus_bleu``.
+    macro average of sentence scores, not the corpus BLEU of ``corpus_bleu``. An empty
+    hypothesis scores 0, as in nltk; no pair at all gives NaN.
     """
     from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
     _check_pairs(hypotheses, references, "bleu")
     _check_order(n, "bleu")
     weights, smoothing = (1 / n,) * n, SmoothingFunction().method1
-    return 100 * fmean(sentence_bleu([list(r)], list(h), weights, smoothing)
+    return 100 * _mean(sentence_bleu([list(r)], list(h), weights, smoothing)
                        for h, r in zip(hypotheses, references))
 
 
@@ -90,11 +105,14 @@ def corpus_bleu(hypotheses: Sequence[Tokens], references: Sequence[Tokens], n: i
     hypothesis, ``effective_order=False`` (the corpus-level setting) and sacrebleu's default
     smoothing ("exp", which only matters when some order has no match at all). Not in the
     released code: the standard corpus BLEU, offered beside its sentence average (``bleu``).
+    An empty hypothesis adds its reference's length only; no pair at all gives NaN.
     """
     from sacrebleu.metrics import BLEU
 
     _check_pairs(hypotheses, references, "corpus_bleu")
     _check_order(n, "corpus_bleu")
+    if not hypotheses:
+        return math.nan
     metric = BLEU(max_ngram_order=n, tokenize="none", effective_order=False)
     return metric.corpus_score([" ".join(h) for h in hypotheses],
                                [[" ".join(r) for r in references]]).score
@@ -106,11 +124,13 @@ def distinct(samples: Sequence[Tokens], n: int, per_sample: bool = False) -> flo
     By default as the released story evaluation (``distinct_document``): the samples are
     concatenated into one token sequence, so n-grams spanning the end of one sample and the
     start of the next are counted too. ``per_sample=True`` counts the n-grams inside each
-    sample only and pools them over the set (Li et al. 2016's definition). No n-gram at all
-    (every sample shorter than n) gives 0, where the released code divides by zero.
+    sample only and pools them over the set (Li et al. 2016's definition). An empty sample
+    adds no n-gram; no non-empty sample gives NaN, and non-empty samples without an n-gram
+    (all shorter than n) give 0, where the released code divides by zero.
     """
-    _check_samples(samples, "distinct")
     _check_order(n, "distinct")
+    if not any(samples):
+        return math.nan
     sequences = samples if per_sample else [[t for sample in samples for t in sample]]
     grams = [g for tokens in sequences for g in _ngrams(tokens, n)]
     return 100 * len(set(grams)) / len(grams) if grams else 0.0
@@ -148,10 +168,14 @@ def self_bleu(samples: Sequence[Tokens], n: int, smoothed: bool = False) -> floa
     In O(total n-grams) as the released ``selfbleu`` (largest and second-largest count per
     n-gram), with the closest other length found by bisection in the sorted lengths. The
     released code puts 1e-100 for a zero match count where nltk puts 2.2e-308; both are ~0.
+
+    Empty samples are left out, as samples and as the others' lengths (nltk would score one
+    0 and let its length 0 be the closest); fewer than two non-empty samples give NaN.
     """
     _check_order(n, "self_bleu")
+    samples = [s for s in samples if len(s) > 0]
     if len(samples) < 2:
-        raise ValueError(f"self_bleu: expected at least two samples, got {len(samples)}")
+        return math.nan
     matches = [_matches_against_others([Counter(_ngrams(s, k)) for s in samples])
                for k in range(1, n + 1)]
     length_counts = Counter(len(s) for s in samples)
@@ -195,9 +219,9 @@ def lm_score(model: ScoringLM, samples: Sequence[Tokens], batch_size: int = 32) 
     encoded with ``model.vocab`` (unknown words as ``<unk>``; a vocabulary without one raises).
     With a subword vocabulary the words are first split into subwords and the mean is per
     subword token. Rows are right-padded and masked, which leaves every number as scoring the
-    sample alone (the models are causal). Not in the released code.
+    sample alone (the models are causal). Not in the released code. An empty sample is scored
+    as its one ``<eos>`` (the model ending it at once); no sample at all gives NaN.
     """
-    _check_samples(samples, "lm_score")
     vocab = model.vocab
     if vocab is None:
         raise ValueError("lm_score: expected a model with a vocabulary (model.vocab), as a "
@@ -218,7 +242,7 @@ def lm_score(model: ScoringLM, samples: Sequence[Tokens], batch_size: int = 32) 
         log_probs = model.log_probs(padded[:, :-1]).gather(-1, padded[:, 1:, None])
         total -= log_probs.squeeze(-1)[mask].double().sum().item()
         count += int(predicted.sum())
-    return total / count
+    return total / count if count else math.nan
 
 
 @torch.no_grad()
@@ -234,22 +258,23 @@ def gpt2_perplexity(samples: Sequence[Tokens], model_path: str, lowercase: bool 
     ``GPT2LMHeadModel(ids, labels=ids).loss`` computes it; the result is the plain mean of
     these perplexities (not the perplexity of the pooled tokens). Batched with right padding
     and an attention mask, which gives the one-by-one numbers. A sample of fewer than two
-    tokens, which has no predicted token (NaN in the released script), raises.
+    GPT-2 tokens (an empty one included), which has no predicted token (NaN in the released
+    script, which makes its mean NaN), is left out; none left gives NaN.
     """
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
-    _check_samples(samples, "gpt2_perplexity")
+    if not any(samples):
+        return math.nan
     texts = [" ".join(s) for s in samples]
     if lowercase:
         texts = [t.lower() for t in texts]
     tokenizer = AutoTokenizer.from_pretrained(model_path)
+    ids = [x for x in tokenizer(texts)["input_ids"] if len(x) > 1]
+    if not ids:
+        return math.nan
     device = _device(device)
     model = GPT2LMHeadModel.from_pretrained(model_path).to(device).eval()
-    ids = [x[:model.config.n_positions] for x in tokenizer(texts)["input_ids"]]
-    short = [i for i, x in enumerate(ids) if len(x) < 2]
-    if short:
-        raise ValueError(f"gpt2_perplexity: expected samples of at least two GPT-2 tokens, but "
-                         f"{len(short)} have fewer (the first is sample {short[0]})")
+    ids = [x[:model.config.n_positions] for x in ids]
     ids.sort(key=len)  # less padding; the mean does not depend on the order
     perplexities = []
     for start in range(0, len(ids), batch_size):
@@ -278,13 +303,17 @@ def bert_score(hypotheses: Sequence[Tokens], references: Sequence[Tokens], model
 
     The paper used Tiiiger/bert_score's defaults for English (roberta-large, layer 17); the
     number depends on the model and the layer, so compare only scores computed alike. Not in
-    the released code.
+    the released code. Empty hypotheses (whose precision is undefined) are left out with
+    their references; none left gives NaN.
     """
     from torchmetrics.functional.text import bert_score as torchmetrics_bert_score
 
     _check_pairs(hypotheses, references, "bert_score")
-    scores = torchmetrics_bert_score([" ".join(h) for h in hypotheses],
-                                     [" ".join(r) for r in references],
+    kept = [(h, r) for h, r in zip(hypotheses, references) if len(h) > 0]
+    if not kept:
+        return math.nan
+    scores = torchmetrics_bert_score([" ".join(h) for h, _ in kept],
+                                     [" ".join(r) for _, r in kept],
                                      model_name_or_path=model_path, num_layers=num_layers,
                                      batch_size=batch_size, device=_device(device),
                                      truncation=True)
@@ -295,17 +324,19 @@ def story_metrics(samples: Sequence[Tokens], references: Sequence[Tokens]) -> di
     """Table 2's model-free columns for samples and their references (one each), as
     ``eval_stories.py`` computes them: empty samples are dropped with their references
     first, then B-1, B-2 (``bleu``), corpus BLEU-1, -2 (``corpus_bleu``), D-2, D-3
-    (``distinct``, concatenated) and SB-2, SB-3 (``self_bleu``), all ×100."""
+    (``distinct``, concatenated) and SB-2, SB-3 (``self_bleu``), all ×100, with
+    ``samples_scored`` (the non-empty samples, which every column reads) and
+    ``samples_empty`` (those dropped). No non-empty sample makes every column NaN; one
+    makes Self-BLEU NaN."""
     _check_pairs(samples, references, "story_metrics")
     kept = [(s, r) for s, r in zip(samples, references) if len(s) > 0]
-    if not kept:
-        raise ValueError("story_metrics: expected at least one non-empty sample, got none")
     hyps, refs = [s for s, _ in kept], [r for _, r in kept]
     return {"bleu_1": bleu(hyps, refs, 1), "bleu_2": bleu(hyps, refs, 2),
             "corpus_bleu_1": corpus_bleu(hyps, refs, 1),
             "corpus_bleu_2": corpus_bleu(hyps, refs, 2),
             "distinct_2": distinct(hyps, 2), "distinct_3": distinct(hyps, 3),
-            "self_bleu_2": self_bleu(hyps, 2), "self_bleu_3": self_bleu(hyps, 3)}
+            "self_bleu_2": self_bleu(hyps, 2), "self_bleu_3": self_bleu(hyps, 3),
+            **sample_counts(samples)}
 
 
 def released_tokens(sample: Tokens) -> list[str]:
@@ -323,9 +354,10 @@ def multi_reference_bleu(hypotheses: Sequence[Tokens], references: Sequence[Toke
     """BLEU-n of every hypothesis against the whole reference set, ×100, averaged: nltk's
     ``sentence_bleu(references, hypothesis, (1/n,)*n, SmoothingFunction().method1)``, as the
     released news evaluation's ``Bleu`` (clipped by the largest count of an n-gram in any
-    reference; r the reference length closest to the hypothesis', the shorter on a tie)."""
-    _check_samples(hypotheses, "multi_reference_bleu")
-    _check_samples(references, "multi_reference_bleu")
+    reference; r the reference length closest to the hypothesis', the shorter on a tie). An
+    empty hypothesis scores 0; no hypothesis gives NaN; no reference raises."""
+    if len(references) == 0:
+        raise ValueError("multi_reference_bleu: expected at least one reference, got none")
     _check_order(n, "multi_reference_bleu")
     largest: list[dict[NGram, int]] = []
     for k in range(1, n + 1):
@@ -342,18 +374,16 @@ def multi_reference_bleu(hypotheses: Sequence[Tokens], references: Sequence[Toke
         matches = [sum(min(c, top.get(g, 0)) for g, c in Counter(_ngrams(h, k)).items())
                    for k, top in enumerate(largest, start=1)]
         scores.append(_sentence_bleu(matches, len(h), r, smoothed=True))
-    return 100 * fmean(scores)
+    return 100 * _mean(scores)
 
 
 def sentence_distinct(samples: Sequence[Tokens], n: int, min_length: int = 6) -> float:
     """Distinct-n per sample, averaged, ×100, over the samples of at least ``min_length``
     tokens: the released news evaluation's ``distinct_upto`` (it keeps samples longer than 5
-    words). None kept raises, where the released code divides by zero."""
+    words). None kept gives NaN, where the released code divides by zero."""
     _check_order(n, "sentence_distinct")
-    kept = [s for s in samples if len(s) >= min_length]
-    if not kept:
-        raise ValueError(f"sentence_distinct: no sample of {min_length} tokens or more")
-    return 100 * fmean(len(set(g)) / len(g) for g in (_ngrams(s, n) for s in kept) if g)
+    grams = (_ngrams(s, n) for s in samples if len(s) >= min_length)
+    return 100 * _mean(len(set(g)) / len(g) for g in grams if g)
 
 
 #: The released news evaluation's sample and reference limits (``eval_sentences.py``): the
@@ -370,14 +400,17 @@ def news_metrics(samples: Sequence[Tokens], references: Sequence[Tokens] | None 
     10,000 samples against the others, ``self_bleu(smoothed=True)``) and, given the real
     test sentences, ``bleu_5`` (``multi_reference_bleu`` of the first 10,002 samples against
     the first 10,000 references), both on ``released_tokens``; and ``unique_tokens``, the
-    number of distinct tokens. Not offered: its KL divergence and MS-Jaccard."""
-    _check_samples(samples, "news_metrics")
-    result: dict[str, float] = {f"distinct_{k}": sentence_distinct(samples, k)
+    number of distinct tokens. Empty samples are left out of all of them (so "the first
+    10,000" are the first non-empty ones), counted by ``samples_scored`` (the non-empty
+    samples) and ``samples_empty``; a metric with too few samples is NaN (``self_bleu``,
+    ``sentence_distinct``). Not offered: its KL divergence and MS-Jaccard."""
+    kept = [s for s in samples if len(s) > 0]
+    result: dict[str, float] = {f"distinct_{k}": sentence_distinct(kept, k)
                                 for k in range(1, 6)}
-    tokenised = [released_tokens(s) for s in samples]
+    tokenised = [released_tokens(s) for s in kept]
     result["self_bleu_5"] = self_bleu(tokenised[:NEWS_SELF_BLEU], 5, smoothed=True)
     if references is not None:
         refs = [released_tokens(r) for r in references[:NEWS_REFERENCES]]
         result["bleu_5"] = multi_reference_bleu(tokenised[:NEWS_HYPOTHESES], refs, 5)
-    result["unique_tokens"] = len({t for s in samples for t in s})
-    return result
+    result["unique_tokens"] = len({t for s in kept for t in s})
+    return {**result, **sample_counts(samples)}

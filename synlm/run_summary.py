@@ -1,0 +1,73 @@
+"""The lines ``synlm fit|validate|test`` end with: where the run is, its best and last
+checkpoints with their validation metrics, where the metrics went, and what to run next."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The metrics a summary shows, in this order, when a validation logged them.
+SHOWN = ("val/ppl", "val/uf1", "val/uas", "val/loss")
+PAST = {"validate": "validated", "test": "tested", "predict": "predicted"}
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A checkpoint a run saved: its file, the global step it holds and the metrics of the
+    latest validation before it was saved (at ``validated_step``)."""
+
+    path: Path
+    step: int
+    metrics: Mapping[str, float]
+    validated_step: int | None = None
+
+
+def metrics_text(metrics: Mapping[str, float]) -> str:
+    """``val/ppl 9.37, val/uf1 82.1`` (the ``SHOWN`` ones a validation logged)."""
+    return ", ".join(f"{name} {metrics[name]:.4g}" for name in SHOWN if name in metrics)
+
+
+def _checkpoint_line(label: str, saved: Saved | None) -> str:
+    if saved is None:
+        return f"{label:<9} none saved (no validation ran)" if label == "best" else \
+            f"{label:<9} none saved"
+    line = f"{label:<9} {saved.path}  (step {saved.step}"
+    if saved.metrics:
+        when = "" if saved.validated_step in (None, saved.step) else \
+            f", validated at step {saved.validated_step}"
+        line += f"{when}: {metrics_text(saved.metrics)}"
+    return line + ")"
+
+
+def fit_summary(run: Path, best: Saved | None, last: Saved | None,
+                finished_before: int | None = None) -> list[str]:
+    """What ``synlm fit`` ends with; ``finished_before``: the step of the checkpoint a
+    ``--ckpt_path last`` continued, when training added no step to it."""
+    lines = []
+    if finished_before is not None:
+        lines.append(f"nothing to train: the run in {run} had already reached its end at step "
+                     f"{finished_before}; raise --trainer.max_epochs or --trainer.max_steps "
+                     "to train it further")
+    files = [name for name in ("config.yaml", "metrics.csv") if (run / name).is_file()]
+    lines.append(f"{'run':<9} {run}" + (f"  ({', '.join(files)})" if files else ""))
+    lines += [_checkpoint_line("best", best), _checkpoint_line("last", last)]
+    chosen = "best" if best is not None else ("last" if last is not None else None)
+    if chosen:
+        lines += [f"{'next':<9} synlm test --ckpt_path {run}/{chosen}",
+                  f"{'':<9} echo 'a sentence to parse' | synlm parse --ckpt_path "
+                  f"{run}/{chosen} --input - --format pretty"]
+    return lines
+
+
+def evaluation_summary(subcommand: str, checkpoint: Saved | None, run: Path) -> list[str]:
+    """What ``synlm validate|test`` ends with: the checkpoint evaluated (which one, and its
+    validation metrics when it was saved) and where the metrics went."""
+    if checkpoint is None:
+        evaluated = "the untrained model (no --ckpt_path)"
+    else:
+        evaluated = f"{checkpoint.path} (step {checkpoint.step}" + (
+            f"; when saved: {metrics_text(checkpoint.metrics)})" if checkpoint.metrics else ")")
+    metrics = run / "metrics.csv"
+    where = str(metrics) if metrics.is_file() else f"{run} (logger: false writes no metrics.csv)"
+    return [f"{PAST[subcommand]:<9} {evaluated}", f"{'metrics':<9} {where}"]
