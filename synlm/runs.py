@@ -15,7 +15,8 @@ its own folder. Wherever a checkpoint is read (``--ckpt_path``, ``model.init_fro
 ``synlm parse|generate|evaluate-syntax``), a path may name a run's folder: ``runs/X/best``
 and ``runs/X/last`` are the newest run's best (by ``val/ppl``) and last checkpoints,
 ``runs/X/version_N/best`` one run's, and the folder alone stands for its best where a
-model is evaluated and its last where training continues (``fit``, ``model.init_from``).
+model is evaluated (its last when no validation saved a best) and its last where training
+continues (``fit``, ``model.init_from``).
 """
 
 from __future__ import annotations
@@ -105,13 +106,15 @@ def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path",
     if path.is_file():
         return path
     which: Which = folder
-    if not path.is_dir() and path.name in WHICH and path.parent.is_dir():
+    named = not path.is_dir() and path.name in WHICH and path.parent.is_dir()
+    if named:
         which, path = path.name, path.parent  # type: ignore[assignment]
     if path.is_dir():
-        own = in_run(path, which)
-        found = own or (latest(path, which) or (None, None))[1]
-        if found is not None:
-            return found
+        # a folder alone, for a best: its last when no validation saved one
+        for kind in (which,) if named or which == "last" else (which, "last"):
+            found = in_run(path, kind) or (latest(path, kind) or (None, None))[1]
+            if found is not None:
+                return found
         looked = "checkpoints/epoch*.ckpt (a validation saves one)" if which == "best" \
             else f"{CHECKPOINTS}/{LAST}"
         raise CheckpointError(f"{flag}: {path} holds no {which} checkpoint (looked for "

@@ -38,7 +38,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             "--data.eval_mode=stream", f"--data.cache_dir={root / 'cache'}",
             f"--trainer.default_root_dir={root / 'run'}"]
     assert main(args) == 0
-    return root / "run", root / "data"  # a run folder stands for its newest last.ckpt
+    return root / "run" / "last", root / "data"  # the newest run's last.ckpt (no validation)
 
 
 def generate(ckpt: Path, out: Path, *args: str) -> list[dict[str, str]]:
@@ -149,7 +149,7 @@ def test_a_mixture_model_samples_through_the_cli(tmp_path: Path) -> None:
             "--data.eval_mode=stream", f"--data.cache_dir={tmp_path / 'cache'}",
             "--trainer.max_steps=2", f"--trainer.default_root_dir={tmp_path / 'run'}"]
     assert main(args) == 0
-    ckpt = tmp_path / "run"
+    ckpt = tmp_path / "run" / "last"
     records = generate(ckpt, tmp_path / "m.jsonl", "--stories",
                        str(tmp_path / "data" / "rocstories" / "ROCStories_test.csv"),
                        "--max-new-tokens", "5")
@@ -192,3 +192,48 @@ def test_contexts_outside_the_vocabulary_are_warned(run: tuple[Path, Path], tmp_
     err = capsys.readouterr().err
     assert "synlm generate: warning: 40% of the contexts' words are outside the model's " \
            "vocabulary" in err
+
+
+def test_empty_endings_are_warned_counted_and_written(run: tuple[Path, Path], tmp_path: Path,
+                                                      capsys, monkeypatch) -> None:
+    """A model that ends most samples at once (here: it samples ``<eos>`` first for all but
+    the first story): one warning line, every record written, and metrics that count the
+    empty endings and write null for Self-BLEU, which one sample cannot have, instead of
+    dying on it."""
+    def ends_at_once(model: torch.nn.Module, tokens: torch.Tensor, *args, **kwargs
+                     ) -> torch.Tensor:
+        new = torch.full((tokens.size(0), 4), model.vocab.eos_id)
+        new[0, :3] = torch.tensor(model.vocab.encode(["he", "slept", "."]))
+        return new
+
+    monkeypatch.setattr("synlm.generate.generate", ends_at_once)
+    ckpt, data = run
+    out = tmp_path / "e.jsonl"
+    assert main(["generate", "--ckpt_path", str(ckpt), "--stories",
+                 str(data / "rocstories" / "ROCStories_test.csv"), "--output", str(out),
+                 "--metrics"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == (
+        "synlm generate: warning: 3 of 4 endings are empty: the model ends them at once (the "
+        "metrics leave them out); was it trained on this kind of text? (unknown words in the "
+        "contexts: 0%)")
+    assert [r["sample"] for r in read_records(out)] == ["he slept .", "", "", ""]
+    metrics = json.loads(captured.out)
+    assert metrics["samples_scored"] == 1 and metrics["samples_empty"] == 3
+    assert metrics["self_bleu_2"] is None and metrics["self_bleu_3"] is None
+    assert metrics["bleu_1"] == pytest.approx(100 * math.exp(1 - 4 / 3))  # "he slept 100 ."
+    assert main(["evaluate-generation", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out) == metrics
+
+
+def test_metrics_of_empty_samples_are_null_not_an_error(tmp_path: Path, capsys) -> None:
+    samples = tmp_path / "empty.jsonl"
+    samples.write_text('{"sample": ""}\n{"sample": "a"}\n{"sample": ""}\n')
+    assert main(["evaluate-generation", str(samples)]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "n_samples": 3, "mean_length": 1 / 3, "distinct_2": 0.0, "distinct_3": 0.0,
+        "self_bleu_2": None, "self_bleu_3": None, "samples_scored": 1, "samples_empty": 2}
+    heldout = tmp_path / "heldout.txt"
+    heldout.write_text("he slept 7 .\n")
+    result = evaluate(read_records(samples), rlm_heldout=str(heldout), build_run=build_run)
+    assert math.isnan(result["rlm_score"])  # one non-empty sample: nothing to train on

@@ -1,7 +1,7 @@
 """Text-generation metrics (synlm.metrics.generation): hand-counted Distinct, Self-BLEU and BLEU
 values, Self-BLEU equal to nltk's loop, the news evaluation equal to the released script, the
-LM score and GPT-2 perplexity equal to scoring each sample alone, and BERTScore as torchmetrics
-gives it."""
+LM score and GPT-2 perplexity equal to scoring each sample alone, BERTScore as torchmetrics
+gives it, and empty or too few samples counted and scored NaN instead of raising."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from synlm.metrics.generation import (
     lm_score,
     multi_reference_bleu,
     news_metrics,
+    sample_counts,
     self_bleu,
     sentence_distinct,
     story_metrics,
@@ -63,8 +64,8 @@ def test_distinct_per_sample_counts_no_ngram_across_samples() -> None:
     assert distinct(DISTINCT_SET, 3, per_sample=True) == pytest.approx(100 * 2 / 3, abs=1e-12)
     assert distinct(toks("a", "b"), 2, per_sample=True) == 0.0  # no bigram inside a sample
     assert distinct(toks("a", "b"), 2) == 100.0  # but "a b" across them
-    with pytest.raises(ValueError, match="expected at least one sample"):
-        distinct([], 2)
+    assert distinct([*DISTINCT_SET[:2], [], DISTINCT_SET[2]], 2) == distinct(DISTINCT_SET, 2)
+    assert math.isnan(distinct([], 2)) and math.isnan(distinct([[], []], 2))
 
 
 # ---------------------------------------------------------------------------- Self-BLEU
@@ -87,8 +88,24 @@ def test_self_bleu_by_hand() -> None:
     assert self_bleu(samples, 2) == pytest.approx(100 * 2 * math.sqrt(1 / 3) / 3, abs=1e-12)
     # a sample that is another's copy holds the largest count and finds it again
     assert self_bleu(toks("a b a", "a b a"), 3) == pytest.approx(100.0, abs=1e-12)
-    with pytest.raises(ValueError, match="at least two samples"):
-        self_bleu(toks("a b"), 2)
+
+
+def test_self_bleu_leaves_empty_samples_out_and_is_nan_below_two() -> None:
+    samples = toks("a b c", "a b d", "a e")
+    for n in (1, 2):
+        assert self_bleu([*samples, []], n) == self_bleu(samples, n)
+        assert self_bleu([[], *samples[:2], []], n) == self_bleu(samples[:2], n)
+    # "b" against "a b c": BP exp(1 - 3/1), p1 = 1; "a b c" against "b": BP 1, p1 = 1/3.
+    # nltk's loop would also score the empty sample 0 and give "b" the empty one's length 0
+    # as the closest (BP 1): (1 + 1/3 + 0) / 3; left out, it changes nothing
+    with_empty = [["b"], [], ["a", "b", "c"]]
+    assert self_bleu(with_empty, 1) == pytest.approx(100 * (math.exp(-2) + 1 / 3) / 2,
+                                                     abs=1e-12)
+    assert nltk_self_bleu(with_empty, 1) == pytest.approx(100 * (1 + 1 / 3) / 3, abs=1e-12)
+    for too_few in ([], toks("a b"), [["a", "b"], [], []]):
+        assert math.isnan(self_bleu(too_few, 2))
+    with pytest.raises(ValueError, match="n >= 1"):
+        self_bleu(toks("a", "b"), 0)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -133,7 +150,8 @@ def test_news_metrics_equal_the_released_script() -> None:
     samples = [line.split() for line in (news / "valid.txt").read_text().splitlines()[:300]]
     references = [line.split() for line in (news / "test.txt").read_text().splitlines()[:400]]
     got = news_metrics(samples, references)
-    assert got == pytest.approx(RELEASED_NEWS, rel=1e-12)
+    assert got == pytest.approx({**RELEASED_NEWS, "samples_scored": 300, "samples_empty": 0},
+                                rel=1e-12)
 
 
 def test_sentence_distinct_by_hand() -> None:
@@ -141,8 +159,8 @@ def test_sentence_distinct_by_hand() -> None:
     samples = toks("a b c d e a", "a b c d e f", "a a")
     assert sentence_distinct(samples, 1) == pytest.approx(100 * (5 / 6 + 1) / 2)
     assert sentence_distinct(samples, 6) == pytest.approx(100.0)
-    with pytest.raises(ValueError, match="no sample of 6 tokens or more"):
-        sentence_distinct(toks("a b"), 1)
+    assert math.isnan(sentence_distinct([*toks("a b"), []], 1))  # none of 6 tokens or more
+    assert math.isnan(sentence_distinct(samples, 7))  # no sample has a 7-gram
 
 
 def test_bleu_by_hand_and_as_the_nltk_sentence_average() -> None:
@@ -180,24 +198,65 @@ def test_corpus_bleu_by_hand_and_as_sacrebleu() -> None:
 def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="one reference per hypothesis, got 2 hypotheses and 1"):
         bleu(toks("a", "b"), toks("a"), 1)
-    with pytest.raises(ValueError, match="corpus_bleu: expected at least one sample"):
-        corpus_bleu([], [], 1)
+    with pytest.raises(ValueError, match="story_metrics: expected one reference per"):
+        story_metrics([], toks("a"))
     with pytest.raises(ValueError, match="n >= 1"):
         bleu(toks("a"), toks("a"), 0)
+    with pytest.raises(ValueError, match="at least one reference"):
+        multi_reference_bleu(toks("a"), [], 2)
+
+
+def test_no_sample_is_nan_and_an_empty_hypothesis_scores_zero() -> None:
+    for metric in (bleu, corpus_bleu, multi_reference_bleu):
+        assert math.isnan(metric([], [] if metric is not multi_reference_bleu else toks("a"), 2))
+    # BLEU scores an empty hypothesis 0 (nltk); corpus BLEU adds its reference's length
+    hyps, refs = toks("a b", "a b"), toks("a b", "c d")
+    assert bleu([*hyps[:1], []], refs, 1) == bleu(hyps[:1], refs[:1], 1) / 2
+    assert corpus_bleu([*hyps[:1], []], refs, 1) == pytest.approx(100 * math.exp(1 - 4 / 2))
+    assert multi_reference_bleu([*hyps, []], refs, 1) == pytest.approx(
+        multi_reference_bleu(hyps, refs, 1) * 2 / 3)
 
 
 def test_story_metrics_are_the_functions_after_dropping_empty_samples() -> None:
     rng = random.Random(3)
     samples, references = random_samples(rng, 10), random_samples(rng, 10)
     metrics = story_metrics(samples, references)
+    counts = {"samples_scored": 10, "samples_empty": 0}
     assert metrics == {
         "bleu_1": bleu(samples, references, 1), "bleu_2": bleu(samples, references, 2),
         "corpus_bleu_1": corpus_bleu(samples, references, 1),
         "corpus_bleu_2": corpus_bleu(samples, references, 2),
         "distinct_2": distinct(samples, 2), "distinct_3": distinct(samples, 3),
-        "self_bleu_2": self_bleu(samples, 2), "self_bleu_3": self_bleu(samples, 3)}
-    # eval_stories.py skips empty lines and their references
-    assert story_metrics([*samples, []], [*references, ["x"]]) == metrics
+        "self_bleu_2": self_bleu(samples, 2), "self_bleu_3": self_bleu(samples, 3), **counts}
+    # eval_stories.py skips empty lines and their references; the counts say how many
+    with_empty = story_metrics([[], *samples, []], [["y"], *references, ["x"]])
+    assert with_empty == {**metrics, "samples_scored": 10, "samples_empty": 2}
+
+
+def test_story_metrics_of_one_or_no_non_empty_sample_are_nan_and_counted() -> None:
+    """The user's case: 19 of 20 endings empty. One non-empty sample has BLEU and Distinct
+    but no Self-BLEU (no other sample); none has no number at all; nothing raises."""
+    one = story_metrics([["he", "slept", "."], *[[]] * 19], toks("he slept .", *["x"] * 19))
+    assert one["samples_scored"] == 1 and one["samples_empty"] == 19
+    assert one["bleu_1"] == pytest.approx(100.0) and one["distinct_2"] == 100.0
+    assert math.isnan(one["self_bleu_2"]) and math.isnan(one["self_bleu_3"])
+    none = story_metrics([[], []], toks("a", "b"))
+    assert {k: v for k, v in none.items() if not math.isnan(v)} == {
+        "samples_scored": 0, "samples_empty": 2}
+    assert sample_counts([[], ["a"]]) == {"samples_scored": 1, "samples_empty": 1}
+
+
+def test_news_metrics_leave_empty_samples_out() -> None:
+    samples = [line.split() for line in ("the market rose 3 points on monday",
+                                         "shares fell on day 2 of trading", "prices rose")]
+    references = toks("the market fell 3 points on monday")
+    metrics = news_metrics(samples, references)
+    assert metrics["samples_scored"] == 3 and metrics["samples_empty"] == 0
+    assert news_metrics([[], *samples[:2], [], samples[2]], references) == {
+        **metrics, "samples_empty": 2}
+    one = news_metrics([[], samples[2]])  # no sample of six tokens, one for Self-BLEU
+    assert one["unique_tokens"] == 2 and one["samples_scored"] == 1
+    assert all(math.isnan(one[k]) for k in ("distinct_1", "distinct_5", "self_bleu_5"))
 
 
 # ---------------------------------------------------------------------------- LM score
@@ -240,6 +299,15 @@ def test_lm_score_unknown_words() -> None:
     model.vocab = None
     with pytest.raises(ValueError, match="expected a model with a vocabulary"):
         lm_score(model, toks("the cat sat"))
+    with pytest.raises(ValueError, match="expected a model with a vocabulary"):
+        lm_score(model, [])
+
+
+def test_lm_score_scores_an_empty_sample_as_its_eos() -> None:
+    model = word_lm("AWDLSTM")
+    eos = model.vocab.eos_id
+    assert lm_score(model, [[]]) == pytest.approx(alone(model, [[eos, eos]]), rel=1e-6)
+    assert math.isnan(lm_score(model, []))
 
 
 def test_lm_score_of_a_subword_model_is_per_subword(tmp_path: Path) -> None:
@@ -293,8 +361,16 @@ def test_gpt2_perplexity_lowercases_by_default(gpt2_path: Path) -> None:
                                                                          device="cpu")
     assert gpt2_perplexity(upper, path, lowercase=False, device="cpu") != pytest.approx(
         gpt2_perplexity(lower, path, device="cpu"))
-    with pytest.raises(ValueError, match="at least two GPT-2 tokens.*sample 1"):
-        gpt2_perplexity([["the", "dog"], []], path, device="cpu")
+
+
+
+def test_gpt2_perplexity_leaves_samples_without_a_prediction_out(gpt2_path: Path) -> None:
+    """An empty sample has no GPT-2 token to predict (NaN in the released script): left out."""
+    path, samples = str(gpt2_path), toks("she saw this city .", "a dog")
+    assert gpt2_perplexity([[], *samples, []], path, device="cpu") == pytest.approx(
+        gpt2_perplexity(samples, path, device="cpu"), rel=1e-6)
+    assert math.isnan(gpt2_perplexity([[], []], path, device="cpu"))
+    assert math.isnan(gpt2_perplexity([], path, device="cpu"))
 
 
 # ---------------------------------------------------------------------------- BERTScore
@@ -331,3 +407,7 @@ def test_bert_score_is_torchmetrics_f1_mean(bert_path: Path) -> None:
         assert score < 99.9
     with pytest.raises(ValueError, match="one reference per hypothesis"):
         bert_score(hyps, refs[:1], str(bert_path))
+    # an empty hypothesis (no precision) is left out with its reference
+    with_empty = bert_score([[], *hyps], [["the"], *refs], str(bert_path), device="cpu")
+    assert with_empty == pytest.approx(bert_score(hyps, refs, str(bert_path), device="cpu"))
+    assert math.isnan(bert_score([[]], toks("the cat"), str(bert_path), device="cpu"))
