@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import warnings
 from collections.abc import Iterable, Sequence
@@ -33,30 +34,39 @@ from lightning.pytorch.cli import (
 )
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_info
-from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.exceptions import (
+    MisconfigurationException,
+    SIGTERMException,
+)
 from torch.optim import Optimizer
 
 import synlm.registry  # noqa: F401  (registers the components' short class names)
-from synlm import __version__, runs, usage
+from synlm import __version__, checks, runs, usage
 from synlm.callbacks import ParameterSummary, SynLMProgressBar, TokensPerSecond
-from synlm.catalog import list_components
 from synlm.data.corpora import CorpusError
 from synlm.data.datamodule import SynLMDataModule
+from synlm.errors import InputError, SettingError
 from synlm.lm import NonFiniteLossError, SyntaxLM
 from synlm.run_summary import Saved, evaluation_summary, fit_summary
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
 
 
-class _WithoutTips(logging.Filter):
-    """Drops Lightning's "💡 Tip" lines, which advertise its services (litlogger,
-    litmodels): a run's console keeps what concerns the run."""
+class _Without(logging.Filter):
+    """Drops Lightning's lines that begin with ``prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("💡 Tip")
+        return not record.getMessage().startswith(self.prefix)
 
 
-logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_WithoutTips())
+# a run's console keeps what concerns the run: not Lightning's "💡 Tip" lines, which
+# advertise its services (litlogger, litmodels), nor "Seed set to N" (config.yaml has it)
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_Without("💡 Tip"))
+logging.getLogger("lightning.fabric.utilities.seed").addFilter(_Without("Seed set to"))
 # main() hands LightningCLI the command line itself (after with_saved_config)
 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter")
 # Lightning 2.6 under torch >= 2.10, once per run, nothing a user can act on
@@ -203,22 +213,20 @@ class SaveRunConfig(SaveConfigCallback):
 
 
 class SynLMArgumentParser(LightningArgumentParser):
-    """Errors in a few lines instead of the usage: what jsonargparse found, the closest
-    flag, class argument or class name ("did you mean"), the valid short class names when
-    a ``class_path`` cannot be resolved, and where the full option list is."""
+    """Errors in one line instead of the usage: where the value was set (the flag, or the
+    config file and line), what is expected, and the closest flag, class argument or class
+    name ("did you mean"); ``args``: the command line, to find where."""
+
+    args: Sequence[str] = ()
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:  # jsonargparse trying alternatives: not for the user
             super().error(message, ex)
         parser = getattr(ex, "subcommand_parser", None) or self
         options = [o for a in parser._actions for o in a.option_strings]
-        message = message.strip() + usage.suggestion(message, options)
-        if "import path" in message:
-            known = "; ".join(f"{kind}: {', '.join(names)}"
-                              for kind, names in list_components().items() if kind != "configs")
-            message = f"{message}\nvalid short class names: {known}"
         prog = parser.prog.replace(" [options]", "")
-        sys.stderr.write(f"{prog}: error: {message}\n({prog} --help lists every option)\n")
+        sys.stderr.write(f"{prog}: error: {usage.parser_error(message, options, self.args)} "
+                         f"({prog} --help lists every option)\n")
         self.exit(2)
 
 
@@ -228,15 +236,67 @@ class SynLMCLI(LightningCLI):
     def __init__(self, *args: Any, threads: tuple[int, str] | None = None,
                  **kwargs: Any) -> None:
         self._threads = threads  # (count, why) as synlm.threads chose them, for the log
+        self._args = list(kwargs.get("args") or [])  # to say where a bad value was set
         kwargs.setdefault("parser_kwargs", {"parser_mode": "omegaconf+"})
         kwargs.setdefault("save_config_callback", SaveRunConfig)
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
         kwargs.setdefault("auto_configure_optimizers", False)
-        super().__init__(SyntaxLM, SynLMDataModule, *args, **kwargs)
+        try:
+            super().__init__(SyntaxLM, SynLMDataModule, *args, **kwargs)
+        except BaseException:
+            self._remove_unused_run_folder()
+            raise
+
+    def _remove_unused_run_folder(self) -> None:
+        """A start that failed before its first step leaves no run folder behind: the
+        ``version_N`` this command made (without a checkpoint), and ``runs/<config>`` if it
+        made that too and left it empty."""
+        root, before = getattr(self, "_root", None), getattr(self, "_versions_before", None)
+        trainer = getattr(self, "trainer", None)
+        if root is None or before is None or (trainer is not None and trainer.global_step):
+            return
+        for version in set(runs.versions(root)) - set(before):
+            folder = runs.version_dir(root, version)
+            if not any(folder.rglob("*.ckpt")):
+                shutil.rmtree(folder, ignore_errors=True)
+        if not before and root.is_dir() and not any(root.iterdir()):
+            root.rmdir()
+
+    def _located(self, err: SettingError) -> InputError:
+        """``err`` as one line naming the flag or the config file and line that set it: a
+        library's parameter name (``batch_size``) is found among the parsed keys
+        (``data.batch_size``) by its value."""
+        key = err.name
+        if "." not in key:
+            subcommand = self.config.get("subcommand")
+            config = self.config[subcommand] if subcommand else self.config
+            found = [k for k, v in config.items() if k.split(".")[-1] == key
+                     and str(v) == str(err.value)]  # several with links (data.bptt, model.bptt)
+            given = [k for k in found if usage.set_by(k, err.value, self._args)]
+            key = (given or found or [key])[0]
+        return InputError(f"{usage.where_set(key, err.value, self._args)}: expected "
+                          f"{err.expected}")
+
+    def instantiate_classes(self) -> None:
+        """As Lightning, with a bad value a constructor refuses (``SettingError``) or a
+        corpus it cannot read (``CorpusError``, also from inside a link's computation) said
+        in one line."""
+        try:
+            super().instantiate_classes()
+        except Exception as err:
+            cause = _input_cause(err)
+            if isinstance(cause, SettingError):
+                raise self._located(cause) from None
+            if cause is not None and cause is not err:
+                raise InputError(str(cause)) from None
+            raise
 
     def init_parser(self, **kwargs: Any) -> SynLMArgumentParser:
         kwargs.setdefault("dump_header", [f"synlm {__version__}"])
+        kwargs.setdefault("allow_abbrev", False)  # --trainer.max_epoch is a typo, not a prefix
+        kwargs.setdefault("prog", "synlm")
         parser = SynLMArgumentParser(**kwargs)
+        parser.args = self._args
         parser.add_argument("-c", "--config", action=jsonargparse.ActionConfigFile,
                             help="Path to a YAML config; repeat to stack several.")
         return parser
@@ -294,6 +354,14 @@ class SynLMCLI(LightningCLI):
         init_from = config.model.get("init_from") if "model" in config else None
         if fit and init_from and ckpt_path is None:
             runs.read_checkpoint(init_from, "model.init_from")  # before the run's folder
+        self._root, self._versions_before = root, runs.versions(root)
+        try:
+            checks.check_trainer(trainer)
+            optimizer = config.get("optimizer")
+            if fit and optimizer is not None:
+                checks.check_optimizer(optimizer.class_path, optimizer.init_args.as_dict())
+        except SettingError as err:
+            raise self._located(err) from None
 
     def after_fit(self) -> None:
         """The run's summary: its folder, best and last checkpoints, the next commands."""
@@ -354,7 +422,10 @@ class SynLMCLI(LightningCLI):
         kwargs["callbacks"] = [*(callbacks if isinstance(callbacks, list) else [callbacks]),
                                *([RunCheckpoint()] if checkpointing else []),
                                TokensPerSecond()]
-        trainer = super().instantiate_trainer(**kwargs)
+        try:
+            trainer = super().instantiate_trainer(**kwargs)
+        except (MisconfigurationException, ValueError) as err:  # Lightning's, on a value
+            raise InputError(f"--trainer: {str(err).strip().splitlines()[0]}") from None
         if trainer.loggers and not any(isinstance(c, LearningRateMonitor)
                                        for c in trainer.callbacks):
             trainer.callbacks.append(LearningRateMonitor())
@@ -413,6 +484,16 @@ def with_saved_config(args: list[str]) -> list[str]:
     if ckpt in LIGHTNING_CKPT_NAMES:
         return args
     return [args[0], "--config", runs.saved_config(ckpt), *args[1:]]
+
+
+def _input_cause(err: BaseException) -> BaseException | None:
+    """The first of ``err`` and its causes that is an input error synlm raised."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, (SettingError, InputError, CorpusError, runs.CheckpointError)):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def run(args: list[str], threads: tuple[int, str] | None = None) -> int:

@@ -115,10 +115,11 @@ def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path",
             found = in_run(path, kind) or (latest(path, kind) or (None, None))[1]
             if found is not None:
                 return found
-        looked = "checkpoints/epoch*.ckpt (a validation saves one)" if which == "best" \
-            else f"{CHECKPOINTS}/{LAST}"
-        raise CheckpointError(f"{flag}: {path} holds no {which} checkpoint (looked for "
-                              f"{looked} in it and its version_*); has its run saved one yet?")
+        looked = {"best": f"{CHECKPOINTS}/epoch*.ckpt (a validation saves one)",
+                  "last": f"{CHECKPOINTS}/{LAST}"}[which] if named else f"{CHECKPOINTS}/*.ckpt"
+        raise CheckpointError(f"{flag}: {path} holds no {which + ' ' if named else ''}"
+                              f"checkpoint (looked for {looked} in it and its version_*); has "
+                              "its run saved one yet?")
     hint = "; train the first phase or fix the path" if flag == "model.init_from" else ""
     if path.parent.name == CHECKPOINTS and not path.parent.is_dir():
         # the layout before run versions: runs/X/checkpoints/last.ckpt

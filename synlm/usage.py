@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -59,9 +60,11 @@ def version() -> str:
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    """``"; did you mean X?"`` for the closest candidate, or ``""``."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
+    """``"; did you mean X?"`` for the closest candidate, or ``""`` (case aside: ``OnLstm``
+    finds ``ONLSTM``)."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean {by_lower[close[0]]}?" if close else ""
 
 
 def unknown_command(name: str) -> str:
@@ -159,3 +162,125 @@ def _parameters(class_path: str) -> list[str]:
     except (ImportError, AttributeError):
         return []
     return [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
+
+
+def config_files(args: Sequence[str]) -> list[Path]:
+    """The YAML files ``args`` read, in the order they apply: each ``--config`` after the
+    files it stacks on (its ``config:`` entries)."""
+    def with_stacked(path: Path) -> list[Path]:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return []
+        stacked = loaded.get("config") if isinstance(loaded, dict) else None
+        inner = [stacked] if isinstance(stacked, str) else list(stacked or [])
+        return [f for name in inner for f in with_stacked(path.parent / str(name))] + [path]
+
+    return [f for _, _, value in flag_values(args, *CONFIG_FLAGS)
+            for f in with_stacked(Path(value)) if "\n" not in value]
+
+
+def yaml_line(path: Path, key: str, value: Any = None) -> int | None:
+    """The line (1-based) of ``path`` that sets the dotted ``key`` (``init_args`` levels may
+    be left out on either side), or within it the scalar ``value``; None if it does not."""
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    for part in key.split("."):
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        entries = {k.value: (k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+        if part not in entries and "init_args" in entries:
+            entries = {k.value: (k, v) for k, v in entries["init_args"][1].value
+                       if isinstance(k, yaml.ScalarNode)} \
+                if isinstance(entries["init_args"][1], yaml.MappingNode) else {}
+        if part == "init_args" and part not in entries:
+            continue  # written without its init_args level
+        if part not in entries:
+            return None
+        key_node, node = entries[part]
+    if value is not None:
+        for scalar in _scalars(node):
+            if scalar.value == str(value):
+                return scalar.start_mark.line + 1
+    return key_node.start_mark.line + 1
+
+
+def _scalars(node: yaml.Node) -> list[yaml.ScalarNode]:
+    if isinstance(node, yaml.ScalarNode):
+        return [node]
+    children = node.value if isinstance(node, yaml.SequenceNode) else \
+        [v for _, v in node.value] if isinstance(node, yaml.MappingNode) else []
+    return [s for child in children for s in _scalars(child)]
+
+
+def set_by(key: str, value: Any, args: Sequence[str]) -> str | None:
+    """What set ``key`` to ``value``: ``--key=value`` for a flag in ``args``, ``FILE:LINE:
+    key: value`` for the last config file that sets it; None for neither (a default, a
+    link)."""
+    flag = f"--{key}"
+    short = flag.replace(".init_args.", ".")
+    if any(a.split("=")[0] in (flag, short) for a in args):
+        return f"{short}={value}"
+    for path in reversed(config_files(args)):
+        line = yaml_line(path, key, value)
+        if line is not None:
+            return f"{path}:{line}: {key}: {value}"
+    return None
+
+
+def where_set(key: str, value: Any, args: Sequence[str]) -> str:
+    """``set_by``, or ``--key=value`` when nothing in ``args`` sets it."""
+    return set_by(key, value, args) or f"--{key.replace('.init_args.', '.')}={value}"
+
+
+#: the last part of a config key -> the kind of component it takes (``synlm ls``)
+KIND_OF_KEY = {"backbone": "backbones", "heads": "heads", "corpus": "corpora",
+               "subwords": "subwords", "inserts": "inserts"}
+
+
+def parser_error(message: str, options: Iterable[str], args: Sequence[str]) -> str:
+    """jsonargparse's error ``message`` (often a dozen lines) as one: where the value was
+    set (``where_set``), what is expected, and "did you mean" when a name is close."""
+    key = re.search(r'Parser key "([^"]+)"', message)
+    hint = suggestion(message, options)
+    bad_class = re.search(r"Expected a dot import path string: (\S+)", message)
+    rejected = re.search(r"class_path '([\w.]+)'.*?Option '(\w+)' is not accepted", message,
+                         re.DOTALL)
+    unknown = re.search(r"unrecognized arguments: (.+)", message)
+    if key and bad_class:
+        name, kinds = bad_class.group(1), "synlm ls lists them"
+        kind = KIND_OF_KEY.get(key.group(1).split(".")[-1])
+        if kind:
+            kinds = f"{kind}: {', '.join(list_components()[kind])}"
+        if key.group(1) in ("optimizer", "lr_scheduler"):  # torch is imported: the CLI runs
+            import torch.optim
+
+            module = torch.optim if key.group(1) == "optimizer" else torch.optim.lr_scheduler
+            kinds = f"one of {module.__name__}'s classes"
+            hint = did_you_mean(name, [n for n in dir(module) if n[:1].isupper()])
+        return f"{where_set(key.group(1), name, args)}: no class of that name{hint} ({kinds})"
+    if key and rejected:
+        owner = rejected.group(1).rsplit(".", 1)[-1]
+        return f"--{key.group(1)}.{rejected.group(2)}: {owner} takes no such argument{hint}"
+    if unknown:
+        return f"{unknown.group(1).strip()}: not an option{hint}"
+    if key:
+        given = re.search(r"Got value: (.+)|Given value: (.+)", message)
+        value = next(g for g in given.groups() if g).strip() if given else "?"
+        expected = list(dict.fromkeys(
+            _type_name(m) for m in re.findall(r"Expected a (.+?)(?:\. Got value:.*)?$", message,
+                                              re.MULTILINE) if "NoneType" not in m))
+        what = " or ".join(expected) if expected else " ".join(message.split()[3:])
+        return f"{where_set(key.group(1), value, args)}: expected {what}{hint}"
+    return " ".join(message.split()) + hint
+
+
+def _type_name(text: str) -> str:
+    """``int`` for ``<class 'int'>``, ``one of 64, 32, 16`` for ``typing.Literal[64, 32, 16]``."""
+    literal = re.fullmatch(r"typing\.Literal\[(.*)\]", text)
+    if literal:
+        return f"one of {literal.group(1)}"
+    named = re.fullmatch(r"<class '([\w.]+)'>", text)
+    return named.group(1).rsplit(".", 1)[-1] if named else text

@@ -102,7 +102,8 @@ def test_unknown_class_lists_valid_ones(capsys: pytest.CaptureFixture[str]) -> N
     code = run_cli(["fit", "--model.backbone=NoSuchLSTM", "--print_config"])
     assert code != 0
     err = capsys.readouterr().err
-    assert "NoSuchLSTM" in err and "AWDLSTM" in err
+    assert "--model.backbone=NoSuchLSTM: no class of that name" in err
+    assert "(backbones: AWDLSTM, GPT2, ONLSTM, PRPN, Transformer)" in err
 
 
 def test_missing_corpus_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -241,11 +242,11 @@ QUICKSTART = str(REPO_CONFIGS / "quickstart.yaml")
 @pytest.mark.parametrize(("args", "said"), [
     (["fitt"], "synlm: error: unknown command 'fitt'; did you mean fit?"),
     (["fit", "--config", QUICKSTART, "--trainer.max_epocs=3"],
-     "unrecognized arguments: --trainer.max_epocs=3; did you mean --trainer.max_epochs?"),
+     "--trainer.max_epocs=3: not an option; did you mean --trainer.max_epochs?"),
     (["fit", "--config", QUICKSTART, "--model.backbone.init_args.hiden_size=3"],
-     "Option 'hiden_size' is not accepted; did you mean hidden_size?"),
+     "--model.backbone.hiden_size: ONLSTM takes no such argument; did you mean hidden_size?"),
     (["fit", "--config", QUICKSTART, "--model.backbone=ONLSTMM"],
-     "Expected a dot import path string: ONLSTMM; did you mean ONLSTM?"),
+     "--model.backbone=ONLSTMM: no class of that name; did you mean ONLSTM?"),
     (["fit", "--config", "quickstat.yaml"],
      "synlm fit: error: --config: no file quickstat.yaml; did you mean quickstart.yaml?"),
     (["test", "--config=onlstm_sid.yaml"], "did you mean onlstm_syd.yaml?"),
@@ -256,7 +257,7 @@ def test_mistakes_get_a_suggestion_instead_of_the_usage(
     monkeypatch.chdir(tmp_path)  # no configs/ here: shipped configs are found by name
     assert run_cli(args) == 2
     err = capsys.readouterr().err
-    assert said in err and "usage:" not in err and len(err.strip().splitlines()) <= 6
+    assert said in err and "usage:" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_yaml_error_names_its_file_line_and_column(

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from synlm import errors
 from synlm.modules import LockedDropout
 from synlm.outputs import BackboneOutput, Structure
 
@@ -196,6 +197,12 @@ class RecurrentStack(Backbone):
                  dropout_input: float, dropout_hidden: float, dropout_output: float,
                  inserts: Sequence[LayerInsert] = ()) -> None:
         super().__init__()
+        for name, size in (("input_size", input_size), ("hidden_size", hidden_size),
+                           ("num_layers", num_layers)):
+            errors.at_least(name, size)
+        for name, p in (("dropout_input", dropout_input), ("dropout_hidden", dropout_hidden),
+                        ("dropout_output", dropout_output)):
+            errors.probability(name, p)
         self.input_size = input_size
         self.layer_sizes = [hidden_size] * (num_layers - 1) + [input_size]
         self.drop_input = LockedDropout(dropout_input)

@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from synlm import errors
 from synlm.backbones.base import LayerInsert, RecurrentStack
 from synlm.kernels import Kernel, check_kernel, use_triton
 from synlm.kernels.self_check import pick_recurrence
@@ -192,7 +193,8 @@ class ONLSTMCell(nn.Module):
     ) -> None:
         super().__init__()
         if hidden_size % chunk_size:
-            raise ValueError(f"hidden_size {hidden_size} is not a multiple of {chunk_size}")
+            raise errors.SettingError("chunk_size", chunk_size,
+                                      f"a divisor of hidden_size {hidden_size}")
         self.hidden_size = hidden_size
         self.chunk_size = chunk_size
         self.n_chunk = hidden_size // chunk_size

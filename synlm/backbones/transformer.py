@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from synlm import errors
 from synlm.backbones.base import (
     Backbone,
     BackboneSpec,
@@ -166,6 +167,12 @@ class Transformer(Backbone):
         super().__init__()
         if activation not in ("relu", "gelu"):
             raise ValueError(f"activation must be 'relu' or 'gelu', not {activation!r}")
+        for name, size in (("input_size", input_size), ("num_layers", num_layers),
+                           ("num_heads", num_heads), ("ffn_size", ffn_size)):
+            errors.at_least(name, size)
+        for name, p in (("dropout", dropout), ("dropout_attention", dropout_attention),
+                        ("dropout_activation", dropout_activation)):
+            errors.probability(name, p)
         self.input_size = input_size
         self.embed_scale = math.sqrt(input_size) if scale_embedding else 1.0
         self.attention_layer = attention_layer_index(attention_layer, num_layers)

@@ -12,6 +12,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
+from synlm import errors
 from synlm.data.batching import (
     Columns,
     ShuffledLoader,
@@ -118,6 +119,12 @@ class SynLMDataModule(pl.LightningDataModule):
         cache_dir: str | None = None,
     ) -> None:
         super().__init__()
+        for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size),
+                            ("test_batch_size", test_batch_size), ("bptt", bptt),
+                            ("max_length", max_length), ("max_tokens", max_tokens),
+                            ("span_window", span_window)):
+            errors.at_least(name, value)
+        errors.at_least("num_workers", num_workers, 0)
         self.corpus = corpus if corpus is not None else SyntheticTreebank()
         self.mode = mode
         self.eval_mode = eval_mode or mode
