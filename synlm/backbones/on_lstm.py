@@ -194,7 +194,7 @@ class ONLSTMCell(nn.Module):
         super().__init__()
         if hidden_size % chunk_size:
             raise errors.SettingError("chunk_size", chunk_size,
-                                      f"a divisor of hidden_size {hidden_size}")
+                                      f"a divisor of each layer's size ({hidden_size} here)")
         self.hidden_size = hidden_size
         self.chunk_size = chunk_size
         self.n_chunk = hidden_size // chunk_size
