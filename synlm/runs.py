@@ -123,8 +123,9 @@ def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path",
     hint = "; train the first phase or fix the path" if flag == "model.init_from" else ""
     if path.parent.name == CHECKPOINTS and not path.parent.is_dir():
         # the layout before run versions: runs/X/checkpoints/last.ckpt
-        hint = f"; runs keep theirs in {path.parent.parent}/version_N/{CHECKPOINTS}/, and "\
-               f"the folder {path.parent.parent} stands for its newest {LAST}"
+        run = path.parent.parent
+        hint = f"; runs keep theirs in {run}/version_N/{CHECKPOINTS}/, and {run}/best, " \
+               f"{run}/last name the newest run's"
     raise CheckpointError(f"{flag}: no checkpoint at {path}{hint}")
 
 

@@ -1,0 +1,64 @@
+"""Benchmark: how long the ``synlm`` command takes to answer what needs no model (``--help``,
+``--version``, ``ls``, an unknown command, a missing config file, a bad flag of ``parse``)
+against a bare ``python -c pass`` on the same machine, and, for scale, what imports the
+training stack (``synlm fit --help``). Each is the median of ``--repeat`` fresh processes.
+
+    python benchmarks/startup.py [--repeat 5] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = "import sys; from synlm.cli import entry_point; sys.argv[0] = 'synlm'; entry_point()"
+
+#: what is timed: name -> the command's arguments (None: the bare interpreter)
+COMMANDS: dict[str, list[str] | None] = {
+    "python -c pass (baseline)": None,
+    "synlm --version": ["--version"],
+    "synlm --help": ["--help"],
+    "synlm ls": ["ls"],
+    "synlm fitt (unknown command)": ["fitt"],
+    "synlm fit --config nope.yaml": ["fit", "--config", "nope.yaml"],
+    "synlm parse --bogus (imports torch)": ["parse", "--bogus"],
+    "synlm fit --data.batch_size=0 (imports Lightning)": ["fit", "--config", "quickstart.yaml",
+                                                          "--data.batch_size=0"],
+    "synlm fit --help (imports Lightning)": ["fit", "--help"],
+}
+
+
+def seconds(args: list[str] | None, repeat: int) -> float:
+    command = [sys.executable, "-c", "pass" if args is None else CLI, *(args or [])]
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(command, cwd=ROOT, capture_output=True, check=False)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    measured = {name: seconds(command, args.repeat) for name, command in COMMANDS.items()}
+    if args.json:
+        print(json.dumps(measured))
+        return
+    baseline = measured["python -c pass (baseline)"]
+    print(f"| command | seconds (median of {args.repeat}) | x python -c pass |")
+    print("|---|---|---|")
+    for name, value in measured.items():
+        print(f"| `{name}` | {value:.2f} | {value / baseline:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
