@@ -437,7 +437,8 @@ class SynLMCLI(LightningCLI):
                 trainer.callbacks[i] = ParameterSummary()
         if isinstance(trainer.accelerator, CPUAccelerator):
             why = f" ({self._threads[1]})" if self._threads else ""
-            rank_zero_info(f"torch uses {torch.get_num_threads()} threads{why} on "
+            threads = torch.get_num_threads()
+            rank_zero_info(f"torch uses {threads} thread{'s' * (threads != 1)}{why} on "
                            f"{os.cpu_count()} CPUs; SYNLM_THREADS=N chooses")
         return trainer
 

@@ -21,7 +21,7 @@ SUBCOMMANDS = ("fit", "validate", "test", "predict", "parse", "evaluate-syntax",
 
 def page_text(site: Path, page: str) -> str:
     """The text of a built page, tags removed."""
-    return html.unescape(re.sub(r"<[^>]+>", "", (site / page / "index.html").read_text()))
+    return html.unescape(re.sub(r"<[^>]+>", "", (site / f"{page}.html").read_text()))
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,15 @@ def test_cli_page_has_the_help_of_every_subcommand(site: Path) -> None:
     assert "--list-structures" in text  # synlm parse's options, in full
     assert "more lines: synlm fit --help" in text  # LightningCLI's, abridged
     assert "$ synlm ls" in text and "AWDLSTM" in text and "quickstart.yaml" in text
+
+
+def test_links_open_pages_from_a_file_url(site: Path) -> None:
+    """Opened without a server (file://), a link to a folder shows its listing: every
+    internal link names a page's file."""
+    hrefs = re.findall(r'href="([^"#:]+)(?:#[^"]*)?"', (site / "quickstart.html").read_text())
+    pages = [h for h in hrefs if not h.startswith(("assets/", "../assets/"))]
+    assert "cli.html" in pages and "training.html" in pages
+    assert not [h for h in pages if h.endswith("/") or h in ("", ".")], pages
 
 
 def test_api_pages_document_the_model(site: Path) -> None:
