@@ -227,6 +227,11 @@ def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
 RLM_CONFIG = "rlm.yaml"
 
 
+def _config_path(config: str) -> Path:
+    """``config`` as given when it is a file, else the shipped config of that name."""
+    return Path(config) if Path(config).is_file() else REPO_CONFIGS / config
+
+
 def rlm_score(samples: Sequence[list[str]], heldout: Sequence[list[str]], build_run: BuildRun,
               config: str | None = None, overrides: Sequence[str] = (),
               valid_fraction: float = 0.1) -> float:
@@ -250,7 +255,7 @@ def rlm_score(samples: Sequence[list[str]], heldout: Sequence[list[str]], build_
         Vocab.build(heldout).save(root / "vocab.json")
         files = json.dumps({s: str(root / f"{s}.txt") for s in splits})
         trainer, model, datamodule = build_run([
-            "--config", config or str(REPO_CONFIGS / RLM_CONFIG),
+            "--config", str(_config_path(config or RLM_CONFIG)),
             f"--data.corpus.init_args.files={files}", f"--data.vocab_file={root / 'vocab.json'}",
             f"--data.cache_dir={root / 'cache'}", f"--trainer.default_root_dir={root}",
             *(f"--{o}" for o in overrides)])
@@ -266,7 +271,8 @@ def _add_metric_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bert-layers", type=int, help="BERTScore: the layer to read")
     p.add_argument("--rlm-heldout", help="reverse-LM score: real held-out text, one "
                    "sentence per line (e.g. the test split)")
-    p.add_argument("--rlm-config", help=f"the reverse LM's config (default configs/{RLM_CONFIG})")
+    p.add_argument("--rlm-config", default=RLM_CONFIG,
+                   help="the reverse LM's config: a file, or a shipped config's name")
     p.add_argument("--rlm-set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="overrides of the reverse LM's config, e.g. trainer.max_epochs=5")
     p.add_argument("--news", action="store_true", help="the released news evaluation's "

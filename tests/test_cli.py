@@ -307,3 +307,14 @@ def test_ls_says_what_each_component_is() -> None:
     assert all(summaries["backbones"][name] for name in ("AWDLSTM", "ONLSTM", "PRPN", "GPT2"))
     described = [name for name, what in summaries["configs"].items() if what]
     assert len(described) == len(summaries["configs"])  # every shipped config says what it is
+
+
+@pytest.mark.parametrize("command", ["fit", "test", "parse", "generate", "evaluate-syntax",
+                                     "evaluate-generation", "annotate", "plot"])
+def test_every_help_shows_the_defaults(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli([command, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: " in text
+    if command in ("fit", "test"):
+        assert "--data.batch_size BATCH_SIZE training columns (stream) or sentences " \
+               "(sentence) per device. (type: int, default: 20)" in text
