@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 import pytest
 import torch
@@ -18,10 +20,52 @@ if KERNEL_DEVICE == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 # the benchmarks' baselines (e.g. prpn_naive.NaivePRPN) are checked against the fast models
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-torch.set_num_threads(2)
-#: synlm commands keep the tests' thread count (synlm.threads would pick one per idle core,
-#: which varies with the machine's load and could vary the numbers)
-os.environ.setdefault("SYNLM_THREADS", "2")
+# one thread per test process: the suite's tiny models gain nothing from more, and on a
+# machine busy with other work more threads wait on each other (synlm.threads); synlm
+# commands keep it (they would pick one per idle core, which varies with the load)
+torch.set_num_threads(1)
+os.environ.setdefault("SYNLM_THREADS", "1")
+
+#: SIGTERMs this process sends itself to test preemption (``send_self_sigterm``), which
+#: Lightning handles; any other ends the session (``_stop_at_sigterm``)
+_self_sigterms = 0
+_terminated: list[int] = []
+
+
+def send_self_sigterm() -> None:
+    """SIGTERM to this process as a test's own preemption: Lightning's handler sees it, and
+    the session goes on."""
+    global _self_sigterms
+    _self_sigterms += 1
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _stop_at_sigterm(signum: int, frame: FrameType | None) -> None:
+    """The first SIGTERM from outside ends the test session at once, with pytest's summary,
+    also inside a Lightning fit (which calls this after its own handler)."""
+    global _self_sigterms
+    if _self_sigterms:
+        _self_sigterms -= 1
+        return
+    _terminated.append(signum)
+    pytest.exit("SIGTERM: the test session stops", returncode=128 + signum)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    signal.signal(signal.SIGTERM, _stop_at_sigterm)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Put the handler back if a test or a library replaced it (Lightning restores its
+    own only when a fit ends cleanly)."""
+    if signal.getsignal(signal.SIGTERM) is not _stop_at_sigterm:
+        signal.signal(signal.SIGTERM, _stop_at_sigterm)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """A test that caught the session's end as an exception does not keep it going."""
+    if _terminated:
+        item.session.shouldstop = "SIGTERM"
 
 
 @pytest.fixture(autouse=True)

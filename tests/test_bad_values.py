@@ -32,7 +32,8 @@ BAD_FLAGS = [
                                 "--trainer.max_epochs?"),
     (["--trainer.accumulate_grad_batches=0"], "--trainer.accumulate_grad_batches=0: expected"),
     (["--trainer.val_check_interval=0"], "--trainer.val_check_interval=0: expected a number > 0"),
-    (["--trainer.gradient_clip_val=-1"], "--trainer.gradient_clip_val=-1: expected a number >= 0"),
+    (["--trainer.gradient_clip_val=-1.5"], "--trainer.gradient_clip_val=-1.5: expected a number "
+                                          ">= 0"),
     (["--trainer.log_every_n_steps=-1"], "--trainer.log_every_n_steps=-1: expected"),
     (["--trainer.accelerator=gpux"], "--trainer: You selected an invalid accelerator name"),
     (["--trainer.devices=0"], "--trainer: `Trainer(devices='0')` value is not a valid input"),

@@ -234,5 +234,5 @@ def test_layers_and_dropouts_contract():
     # reference's AR reads (``ar_target: last_layer``)
     assert not torch.allclose(out.hidden, out.layers[-1])
     assert model.spec.provides >= {"layers", "distances", "distance_features"}
-    with pytest.raises(ValueError, match="multiple"):
+    with pytest.raises(ValueError, match="expected a divisor of each layer"):
         ONLSTM(input_size=6, hidden_size=9, chunk_size=2)

@@ -5,8 +5,6 @@ an exception, and by SIGTERM (also tests/test_preemption.py, with a real process
 from __future__ import annotations
 
 import csv
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Checkpoint
 
-from conftest import TINY_OVERRIDES
+from conftest import TINY_OVERRIDES, send_self_sigterm
 from synlm.catalog import REPO_CONFIGS
 from synlm.cli import main
 from synlm.data.batching import ShuffledLoader
@@ -200,12 +198,12 @@ class SigtermAt(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
         if self.during == "train" and trainer.global_step == self.step:
-            os.kill(os.getpid(), signal.SIGTERM)
+            send_self_sigterm()
 
     def on_validation_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
         if self.during == "validation" and trainer.global_step == self.step \
                 and not trainer.sanity_checking:
-            os.kill(os.getpid(), signal.SIGTERM)
+            send_self_sigterm()
 
 
 class LateSigtermAt(Checkpoint):
@@ -218,7 +216,7 @@ class LateSigtermAt(Checkpoint):
 
     def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
         if trainer.global_step == self.step:
-            os.kill(os.getpid(), signal.SIGTERM)
+            send_self_sigterm()
 
 
 @pytest.mark.parametrize(("callback", "options", "saved"), [

@@ -49,7 +49,8 @@ def test_supervised_distances_beat_baseline_and_unsupervised_onlstm(
     # the same trees through `synlm parse --ckpt_path` (punctuation-free sentences fed alone)
     treebank = tmp_path / "valid.mrg"
     treebank.write_text("".join(s.tree.pformat(margin=10**6) + "\n" for s in sentences))
-    checkpoint = tmp_path / "syd"  # the run folder: its newest last.ckpt
+    checkpoint = tmp_path / "syd"  # the run folder: its best checkpoint
+    capsys.readouterr()  # the runs' summaries
     for distances, floor in (("syd", right_uf1 + 15), ("lm", 0.0)):
         assert main(["parse", "--ckpt_path", str(checkpoint), "--treebank", str(treebank),
                      "--structure", distances, "--layer", "0"]) == 0
