@@ -64,9 +64,12 @@ class _Without(logging.Filter):
 
 
 # a run's console keeps what concerns the run: not Lightning's "💡 Tip" lines, which
-# advertise its services (litlogger, litmodels), nor "Seed set to N" (config.yaml has it)
-logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_Without("💡 Tip"))
+# advertise its services (litlogger, litmodels), nor "Seed set to N" (config.yaml has it),
+# nor the absence of accelerators nobody here has (TPU, HPU)
+for _prefix in ("💡 Tip", "TPU available: False", "HPU available: False"):
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_Without(_prefix))
 logging.getLogger("lightning.fabric.utilities.seed").addFilter(_Without("Seed set to"))
+
 # main() hands LightningCLI the command line itself (after with_saved_config)
 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter")
 # Lightning 2.6 under torch >= 2.10, once per run, nothing a user can act on

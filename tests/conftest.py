@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import signal
@@ -40,30 +41,61 @@ def send_self_sigterm() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _children() -> list[int]:
+    """This process's child processes (Linux: /proc; elsewhere none are found)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # pid (comm) state ppid ...: comm may hold spaces and parentheses
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1:2] == [str(os.getpid())]:
+            children.append(int(stat.parent.name))
+    return children
+
+
 def _stop_at_sigterm(signum: int, frame: FrameType | None) -> None:
-    """The first SIGTERM from outside ends the test session at once, with pytest's summary,
-    also inside a Lightning fit (which calls this after its own handler)."""
+    """The first SIGTERM from outside ends the test session at once, with pytest's summary
+    and exit status 128 + 15, also inside a Lightning fit (which calls this after its own
+    handler). The processes the tests started get it too (a ``synlm fit`` started with
+    ``Popen`` would run on after the session)."""
     global _self_sigterms
     if _self_sigterms:
         _self_sigterms -= 1
         return
     _terminated.append(signum)
+    for child in _children():
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGTERM)
     pytest.exit("SIGTERM: the test session stops", returncode=128 + signum)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    signal.signal(signal.SIGTERM, _stop_at_sigterm)
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Put the handler back if a test or a library replaced it (Lightning restores its
-    own only when a fit ends cleanly)."""
+def _install_sigterm_handler() -> None:
     if signal.getsignal(signal.SIGTERM) is not _stop_at_sigterm:
         signal.signal(signal.SIGTERM, _stop_at_sigterm)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Without this handler the first SIGTERM did not end the session when it came during
+    a Lightning fit: Lightning swaps the default action for its own handler, which raises
+    ``SIGTERMException`` (a ``SystemExit``) at the end of the step; pytest counts that as
+    one failed test and runs the next (``synlm fit`` saves and exits 0 on it, on purpose:
+    preemption)."""
+    _install_sigterm_handler()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Put the handler back if something replaced it since the last test."""
+    _install_sigterm_handler()
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    """A test that caught the session's end as an exception does not keep it going."""
+    """After the test's fixtures are torn down: put the handler back if the test or a
+    library replaced it (Lightning restores the one it found when a fit ends), and a test
+    that caught the session's end as an exception does not keep it going."""
+    _install_sigterm_handler()
     if _terminated:
         item.session.shouldstop = "SIGTERM"
 

@@ -1,8 +1,11 @@
-"""Run by test_ddp.py as ``python ddp_probe.py OUT DEVICES [budget]``: a short fit on the
-synthetic treebank whose per-rank columns and validation perplexity are written to OUT
-(JSON); with ``budget``, one epoch of a Transformer on token-budget sentence batches, whose
-per-rank step counts and sentences are written instead. Lightning's DDP launcher re-runs
-this script once per extra rank."""
+"""Run by test_ddp.py as ``python ddp_probe.py OUT DEVICES PROBE...``, each PROBE a fit
+whose result is written to OUT (JSON) under its name: ``columns``, a short fit on the
+synthetic treebank (per-rank columns and validation perplexity); ``budget``, one epoch of a
+Transformer on token-budget sentence batches (per-rank step counts and sentences). Each
+fit seeds itself, so it gives the same alone or after another. Lightning's DDP launcher
+re-runs this script once per extra rank, at the first fit; the later fits reuse those
+ranks and their process group (one launch, not one per probe: each costs seconds of
+imports)."""
 
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ class RecordSentences(pl.Callback):
         module.ranks = gathered
 
 
-def budget(out: str, devices: int) -> None:
+def budget(devices: int) -> tuple[int, dict]:
     pl.seed_everything(0)
     dm = SynLMDataModule(SyntheticTreebank(n_train=120, n_valid=20, n_test=10),
                          mode="sentence", max_tokens=96)
@@ -59,12 +62,10 @@ def budget(out: str, devices: int) -> None:
                          enable_progress_bar=False, enable_model_summary=False,
                          callbacks=[RecordSentences()])
     trainer.fit(model, dm)
-    if trainer.global_rank == 0:
-        with open(out, "w") as f:
-            json.dump({"ranks": model.ranks, "sentences": len(dm.sentences("train"))}, f)
+    return trainer.global_rank, {"ranks": model.ranks, "sentences": len(dm.sentences("train"))}
 
 
-def main(out: str, devices: int) -> None:
+def columns(devices: int) -> tuple[int, dict]:
     pl.seed_everything(0)
     corpus = SyntheticTreebank(n_train=120, n_valid=40, n_test=10)
     dm = SynLMDataModule(corpus, batch_size=COLUMNS // devices,
@@ -81,14 +82,24 @@ def main(out: str, devices: int) -> None:
                          enable_progress_bar=False, enable_model_summary=False,
                          num_sanity_val_steps=0, callbacks=[RecordColumns()])
     trainer.fit(model, dm)
-    if trainer.global_rank == 0:
+    return trainer.global_rank, {
+        "columns": model.columns, "val_ppl": float(trainer.callback_metrics["val/ppl"]),
+        "weight_sum": float(sum(p.double().sum() for p in model.parameters())),
+        "world_size": trainer.world_size}
+
+
+PROBES = {"columns": columns, "budget": budget}
+
+
+def main(out: str, devices: int, probes: list[str]) -> None:
+    results, rank = {}, 0
+    for name in probes:
+        rank, results[name] = PROBES[name](devices)
+    if rank == 0:
         with open(out, "w") as f:
-            json.dump({"columns": model.columns,
-                       "val_ppl": float(trainer.callback_metrics["val/ppl"]),
-                       "weight_sum": float(sum(p.double().sum() for p in model.parameters())),
-                       "world_size": trainer.world_size}, f)
+            json.dump(results, f)
 
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    (budget if sys.argv[3:] == ["budget"] else main)(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3:])

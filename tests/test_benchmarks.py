@@ -13,13 +13,17 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
+#: A synthetic treebank of 600 training sentences instead of 4000, which every row would
+#: build: enough for the two batches (one warm-up, one timed) of the largest, B64 T35.
+SMALL_CORPUS = [f"--override=--data.corpus.init_args.{split}={n}"
+                for split, n in (("n_train", 600), ("n_valid", 20), ("n_test", 20))]
 
 
 @pytest.mark.slow
 def test_the_speed_table_runs_and_its_ratios_compare_the_named_rows() -> None:
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--table", "--small", "--steps", "1", "--warmup", "1",
-         "--device", "cpu", "--json"],
+         "--device", "cpu", "--json", *SMALL_CORPUS],
         capture_output=True, text=True, timeout=600, check=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout
     rows = {r["name"]: r for r in map(json.loads, out.splitlines())}

@@ -30,11 +30,28 @@ def hub_free(root: Path) -> list[str]:
     return [f"--model.backbone.init_args.pretrained={local_gpt2(root)}"]
 
 
+def sets_max_tokens(config: Path) -> bool:
+    """Whether ``config`` or a config it stacks on (``config: base.yaml``) batches by a
+    token budget (``data.max_tokens``)."""
+    values = yaml.safe_load(config.read_text()) or {}
+    if "data.max_tokens" in values or "max_tokens" in (values.get("data") or {}):
+        return True
+    return "config" in values and sets_max_tokens(config.parent / values["config"])
+
+
+def tiny(config: str) -> list[str]:
+    """``TINY_OVERRIDES`` for ``config``; a token-budget config keeps its token-budget
+    batches, of a few sentences (its budget of thousands of tokens would make the
+    Transformers' fast_dev_run the suite's slowest tests)."""
+    budget = ["--data.max_tokens=128"] if sets_max_tokens(REPO_CONFIGS / config) else []
+    return [*TINY_OVERRIDES, *budget]
+
+
 def after_phase_one(config: str, *extra: str):
     """Overrides that start ``config``'s second phase from two steps of its first, run
     here through the CLI with ``extra`` overrides."""
     def overrides(root: Path) -> list[str]:
-        args = ["fit", "--config", str(REPO_CONFIGS / config), *TINY_OVERRIDES, *extra,
+        args = ["fit", "--config", str(REPO_CONFIGS / config), *tiny(config), *extra,
                 "--trainer.max_steps=2", "--trainer.limit_val_batches=1",
                 f"--trainer.default_root_dir={root / 'phase1'}"]
         assert run_cli(args) == 0
@@ -65,7 +82,7 @@ for _task in ("roc", "news"):  # the generation rows: the same chains on their o
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_fast_dev_run(name: str, tmp_path: Path) -> None:
-    args = ["fit", "--config", str(REPO_CONFIGS / name), *TINY_OVERRIDES,
+    args = ["fit", "--config", str(REPO_CONFIGS / name), *tiny(name),
             "--trainer.fast_dev_run=true", f"--trainer.default_root_dir={tmp_path}"]
     if name in STARTS_FROM:
         args += STARTS_FROM[name](tmp_path)

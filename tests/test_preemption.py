@@ -1,6 +1,8 @@
 """Preemption: a real ``synlm fit`` process sent SIGTERM (what ``timeout`` and cluster
 schedulers send) mid-epoch exits with status 0, leaves last.ckpt at the step it reached,
-and ``--ckpt_path last`` continues bit for bit."""
+and ``--ckpt_path last`` continues bit for bit (here, in this process: another process than
+the one that saved, as a resumed job is, without the seconds each ``synlm`` process spends
+on its imports)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from conftest import TINY_OVERRIDES
 from synlm.catalog import REPO_CONFIGS
+from synlm.cli import main
 from test_resume import SMALL_CORPUS, SMALL_MODEL, assert_same_runs, last
 
 #: Written beside the runs and imported by them: the steps done, after every batch
@@ -36,18 +39,23 @@ SIGNAL_AFTER = 20  # steps: past the first epoch (15 steps), at whatever step it
 TIMEOUT = 300  # seconds for any one process (far above what they take)
 
 
+def fit_args(root: Path, max_steps: int, *extra: str) -> list[str]:
+    """``synlm fit`` on the tiny quickstart without validation (a signal during a
+    validation leaves last.ckpt as it was; tests/test_resume.py covers that)."""
+    return ["fit", "--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY_OVERRIDES,
+            *SMALL_MODEL, *SMALL_CORPUS, f"--trainer.max_steps={max_steps}",
+            "--trainer.limit_val_batches=0", "--trainer.log_every_n_steps=1",
+            f"--trainer.default_root_dir={root}", *extra]
+
+
 def synlm_fit(tmp_path: Path, root: Path, max_steps: int, *extra: str) -> subprocess.Popen:
-    """``python -m synlm.cli fit`` on the tiny quickstart without validation (a signal
-    during a validation leaves last.ckpt as it was; tests/test_resume.py covers that), on
-    one thread in every run so that all compute alike."""
-    args = [sys.executable, "-m", "synlm.cli", "fit",
-            "--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY_OVERRIDES, *SMALL_MODEL,
-            *SMALL_CORPUS, f"--trainer.max_steps={max_steps}", "--trainer.limit_val_batches=0",
-            "--trainer.log_every_n_steps=1", f"--trainer.default_root_dir={root}", *extra]
+    """``python -m synlm.cli fit`` (``fit_args``), on one thread as the tests' own runs
+    (conftest), so that all compute alike."""
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen([sys.executable, "-m", "synlm.cli",
+                             *fit_args(root, max_steps, *extra)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finish(process: subprocess.Popen) -> str:
@@ -81,6 +89,6 @@ def test_sigterm_mid_epoch_saves_the_step_and_resumes_bit_for_bit(tmp_path: Path
     assert f"SIGTERM after step {saved}: saved last.ckpt" in err
 
     steps = saved + 3
-    finish(synlm_fit(tmp_path, resumed, steps, "--ckpt_path=last"))
-    finish(synlm_fit(tmp_path, straight, steps))
+    assert main(fit_args(resumed, steps, "--ckpt_path=last")) == 0
+    assert main(fit_args(straight, steps)) == 0
     assert_same_runs(straight, resumed, steps)

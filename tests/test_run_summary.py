@@ -55,9 +55,9 @@ def test_fit_ends_with_the_run_its_checkpoints_and_the_next_commands(
     assert lines[2].startswith(f"last      {RUN}/checkpoints/last.ckpt  (step ")
     assert lines[3] == f"next      synlm test --ckpt_path {RUN}/best"
     assert lines[4].endswith(f"synlm parse --ckpt_path {RUN}/best --input - --format pretty")
-    # one line for the model's size; no Lightning tip, no FLOPs table, no seed line
+    # one line for the model's size; no Lightning tip, FLOPs table, seed or TPU line
     assert "parameters: " in logged and "all trainable" in logged
-    assert all(noise not in logged + out for noise in ("Tip", "FLOPs", "Seed set"))
+    assert all(noise not in logged + out for noise in ("Tip", "FLOPs", "Seed set", "TPU"))
 
 
 def test_test_reads_the_best_and_says_where_its_metrics_went(
