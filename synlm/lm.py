@@ -1,4 +1,6 @@
-"""``SyntaxLM``: token embedding + backbone + tied decoder + syntax heads, as a LightningModule."""
+"""``SyntaxLM``: the training recipe around a ``SyntaxModel`` (``synlm.model``), as a
+LightningModule: the loss with its regularisers, the carried state, the optimiser and its
+schedule, the NaN watch, checkpoints and ``init_from``."""
 
 from __future__ import annotations
 
@@ -8,23 +10,22 @@ from typing import Any, Literal
 
 import lightning.pytorch as pl
 import torch
-import torch.nn.functional as F
 from lightning.pytorch.cli import instantiate_class
-from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_info
 from lightning_utilities.core.apply_func import apply_to_collection
 from torch import Tensor, nn
-from torch.nn.utils import skip_init
 
-from synlm.backbones.base import STRUCTURE_FIELDS, Backbone
+from synlm.backbones.base import Backbone
 from synlm.data.subwords import load_vocab
 from synlm.data.vocab import Vocab
-from synlm.heads.base import HeadContext, SyntaxHead
+from synlm.errors import InputError, SettingError
+from synlm.heads.base import SyntaxHead
 from synlm.metrics.perplexity import Perplexity
 from synlm.metrics.structures import TREE_KINDS, InducedStructureMetrics
-from synlm.modules import embedding_dropout
+from synlm.model import SyntaxModel, upgrade_state_dict
+from synlm.modules.recorded import plain
 from synlm.optim import GroupedOptimizer, ParamGroup, build_optimizer, clip_gradients
-from synlm.outputs import Batch, HeadOutput, LMOutput, StepState, Structure
+from synlm.outputs import Batch, LMOutput, StepState
 from synlm.runs import read_checkpoint
 
 #: The optimiser of a model built without one (configs name theirs, see configs/).
@@ -90,7 +91,9 @@ def masked_mean(x: Tensor, mask: Tensor, dense: bool) -> Tensor:
 
 
 class SyntaxLM(pl.LightningModule):
-    """A language model made of a ``backbone`` and any number of syntax ``heads``.
+    """The training recipe of a ``SyntaxModel`` (``self.model``: embedding, ``backbone``,
+    syntax ``heads``, decoder), whose API (``log_probs``, ``step``, ``target_log_probs``,
+    ``induce``, ``structures``, ``vocab``) it passes on.
 
     Loss (Merity et al. 2018 §4.6 for AR/TAR; each head's paper for its term)::
 
@@ -108,27 +111,21 @@ class SyntaxLM(pl.LightningModule):
     configs; the defaults here add no regularisation.
 
     Args:
-        backbone: a ``Backbone``; ``spec.output_size`` must equal ``spec.input_size`` when tied.
-        heads: syntax heads; each head's ``requires`` must be provided by the backbone.
-        vocab_size: set from the DataModule by the CLI.
+        backbone, heads, vocab_size, embedding_dropout, tie_weights, decoder_bias,
+            init_range, init_std: the ``SyntaxModel``'s (``vocab_size`` is set from the
+            DataModule by the CLI). A backbone or head built in Python is saved as the
+            config that built it, so ``load_from_checkpoint`` rebuilds the model.
         bptt: base window length, for the learning-rate scaling (linked from the data).
-        embedding_dropout: word-type dropout on the embedding matrix (AWD ``dropoute``).
         alpha: activation regularisation (AR).
         beta: temporal activation regularisation (TAR).
         ar_target: what AR penalises: ``output`` (``hidden``) or ``last_layer``.
-        tie_weights: the decoder's weight is the embedding matrix (Press & Wolf 2017).
-        decoder_bias: the decoder has a bias (AWD-LSTM); fairseq's Transformer LM and GPT-2
-            have none.
-        init_range: embedding (and untied decoder) init U(−r, r); decoder bias 0.
-        init_std: if set, the embedding is drawn from N(0, init_std²) instead (fairseq's
-            Transformer LM: E^-0.5). A backbone with a ``pretrained_embedding`` (GPT-2) sets
-            it from that in either case.
         optimizer: ``{"class_path", "init_args"}`` of the optimiser (the CLI links its
             top-level ``optimizer:`` here); default ``DEFAULT_OPTIMIZER``.
         lr_scheduler: the same for a scheduler (top-level ``lr_scheduler:``); schedulers with
             ``interval = "step"`` step every optimiser step, others every epoch;
             ``ReduceLROnPlateau`` watches its ``monitor`` (default ``val/loss``).
-        param_groups: ``ParamGroup``s by parameter-name pattern, with their own settings,
+        param_groups: ``ParamGroup``s by pattern on the model's parameter names
+            (``backbone.*``, ``heads.0.*``, ``embedding.weight``), with their own settings,
             optimiser and gradient clipping (``synlm.optim``).
         decay_norms_and_biases: weight decay on parameters with fewer than 2 dimensions;
             ``None``: not under AdamW, as configured otherwise.
@@ -168,58 +165,22 @@ class SyntaxLM(pl.LightningModule):
         frozen: Sequence[str] = (),
     ) -> None:
         super().__init__()
-        # Through the CLI the hyperparameters are the config (class paths included), so
-        # load_from_checkpoint rebuilds everything; built in Python, modules are not saved.
-        via_cli = _given_hyperparameters.get() is not None
-        self.save_hyperparameters(
-            ignore=None if via_cli else ["backbone", "heads", "param_groups"])
-        self.backbone = backbone
-        self.heads = nn.ModuleList(heads)
+        self.model = SyntaxModel(backbone, heads, vocab_size, embedding_dropout, tie_weights,
+                                 decoder_bias, init_range, init_std)
         self.param_groups = [g if isinstance(g, ParamGroup) else ParamGroup(**g)
                              for g in param_groups]
-        spec = backbone.spec
-        self._check_heads()
-
-        if tie_weights and spec.output_size != spec.input_size:
-            raise ValueError(
-                f"tied weights need {type(backbone).__name__}.spec.output_size "
-                f"({spec.output_size}) == input_size ({spec.input_size})"
-            )
-        # Created uninitialised so that heads bind to the assembled model; initialised after
-        # binding in the order the modules' constructors would have drawn, so the random
-        # stream (and every earlier run's numbers) stays as it was.
-        self.embedding = skip_init(nn.Embedding, vocab_size, spec.input_size)
-        self.decoder = skip_init(nn.Linear, spec.output_size, vocab_size, bias=decoder_bias)
-        if tie_weights:
-            self.decoder.weight = self.embedding.weight
-        context = HeadContext(vocab_size, self.embedding, self.decoder, spec)
-        for head in self.heads:
-            head.bind(context)
-        self.embedding.reset_parameters()
-        self.decoder.reset_parameters()
-        if init_std is None:
-            nn.init.uniform_(self.embedding.weight, -init_range, init_range)
-        else:
-            nn.init.normal_(self.embedding.weight, 0.0, init_std)
-        pretrained = backbone.pretrained_embedding()
-        if pretrained is not None:
-            if pretrained.shape != self.embedding.weight.shape:
-                raise ValueError(
-                    f"{type(backbone).__name__} comes with a {tuple(pretrained.shape)} token "
-                    f"embedding but the model's is ({vocab_size}, {spec.input_size}); use the "
-                    "tokenizer it was trained with (data.subwords: PretrainedTokenizer)")
-            with torch.no_grad():
-                self.embedding.weight.copy_(pretrained)
-        if not tie_weights:
-            nn.init.uniform_(self.decoder.weight, -init_range, init_range)
-        if decoder_bias:
-            nn.init.zeros_(self.decoder.bias)
-
+        # The components as configs (what the CLI gave, or what built them in Python), so
+        # that load_from_checkpoint rebuilds the model either way.
+        self.save_hyperparameters(ignore=["backbone", "heads", "param_groups"])
+        self.hparams.update(backbone=self.model.backbone.init_config,
+                            heads=[h.init_config for h in self.model.heads],
+                            param_groups=[plain(g, "param_groups") for g in self.param_groups])
         for pattern in frozen:
             regex = re.compile(pattern)
-            matched = [p for name, p in self.named_parameters() if regex.search(name)]
+            matched = [p for name, p in self.model.named_parameters() if regex.search(name)]
             if not matched:
-                raise ValueError(f"model.frozen pattern {pattern!r} matches no parameter")
+                raise SettingError("model.frozen", pattern,
+                                   "a regular expression matching a parameter name")
             for p in matched:
                 p.requires_grad_(False)
         self.ppl = nn.ModuleDict({"val": Perplexity(), "test": Perplexity()})
@@ -230,31 +191,64 @@ class SyntaxLM(pl.LightningModule):
         self._lr_scale = 1.0
         self._finite = FiniteLossWatch()
         self._datamodule: pl.LightningDataModule | None = None
-        self.vocab: Vocab | None = None  # set at setup, saved in checkpoints (synlm parse)
-        self.normalization = "none"  # the corpus's word normalisation, likewise
 
-    # ------------------------------------------------------------------ checks
-    def _check_heads(self) -> None:
-        spec = self.backbone.spec
-        for head in self.heads:
-            missing = head.requires - spec.provides
-            if missing:
-                raise ValueError(
-                    f"{type(head).__name__} requires {sorted(missing)} which "
-                    f"{type(self.backbone).__name__} does not provide "
-                    f"(it provides {sorted(spec.provides) or 'only hidden states'})"
-                )
-        names = [s.name for s in spec.structures] + [h.name for h in self.heads]
-        if len(set(names)) != len(names):
-            raise ValueError(f"heads need distinct names, different from the backbone's "
-                             f"structures (they key the outputs and metrics): {names}")
-        replacing = [type(h).__name__ for h in self.heads if h.replaces_distribution]
-        if len(replacing) > 1:
-            raise ValueError(f"at most one head may replace the next-token distribution: "
-                             f"{replacing}")
+    # ------------------------------------------------------------------ the model's API
+    backbone = property(lambda self: self.model.backbone, doc="``SyntaxModel.backbone``")
+    heads = property(lambda self: self.model.heads, doc="``SyntaxModel.heads``")
+    embedding = property(lambda self: self.model.embedding, doc="``SyntaxModel.embedding``")
+    decoder = property(lambda self: self.model.decoder, doc="``SyntaxModel.decoder``")
+    structures = property(lambda self: self.model.structures,
+                          doc="``SyntaxModel.structures``")
+
+    @property
+    def vocab(self) -> Vocab | None:
+        """The training corpus's vocabulary (``SyntaxModel.vocab``), saved in checkpoints."""
+        return self.model.vocab
+
+    @vocab.setter
+    def vocab(self, vocab: Vocab | None) -> None:
+        self.model.vocab = vocab
+
+    @property
+    def normalization(self) -> str:
+        """The corpus's word normalisation (``SyntaxModel.normalization``), likewise."""
+        return self.model.normalization
+
+    @normalization.setter
+    def normalization(self, normalization: str) -> None:
+        self.model.normalization = normalization
+
+    def log_probs(self, tokens: Tensor, state: Any = None) -> Tensor:
+        """``SyntaxModel.log_probs``."""
+        return self.model.log_probs(tokens, state)
+
+    def step(self, tokens: Tensor, state: StepState | Any = None) -> tuple[Tensor, StepState]:
+        """``SyntaxModel.step``."""
+        return self.model.step(tokens, state)
+
+    def target_log_probs(self, tokens: Tensor, targets: Tensor) -> Tensor:
+        """``SyntaxModel.target_log_probs``."""
+        return self.model.target_log_probs(tokens, targets)
+
+    def induce(self, tokens: Tensor) -> dict[str, Tensor]:
+        """``SyntaxModel.induce``."""
+        return self.model.induce(tokens)
+
+    def forward(self, batch: Batch, state: Any = None, log_probs_needed: bool = False,
+                head_states: Mapping[str, Any] | None = None) -> LMOutput:
+        """``SyntaxModel.forward``."""
+        return self.model(batch, state, log_probs_needed, head_states)
+
+    def _attached_trainer(self) -> pl.Trainer | None:
+        """The trainer running this module, None outside one (Lightning's ``trainer``
+        raises then)."""
+        try:
+            return self.trainer
+        except RuntimeError:
+            return None
 
     def _resuming(self) -> bool:
-        trainer = self._trainer
+        trainer = self._attached_trainer()
         return trainer is not None and trainer.ckpt_path is not None
 
     def _load_weights(self, path: str) -> None:
@@ -263,10 +257,10 @@ class SyntaxLM(pl.LightningModule):
         saved = read_checkpoint(path, "model.init_from")
         vocab = (saved.get("synlm") or {}).get("vocab")
         if vocab is not None and self.vocab is not None and vocab != self.vocab.to_saved():
-            raise ValueError(f"model.init_from: {path} was trained on another vocabulary "
+            raise InputError(f"model.init_from: {path} was trained on another vocabulary "
                              "than this run's data; use the same corpus and subwords in both "
                              "phases")
-        saved = saved.get("state_dict", saved)
+        saved = upgrade_state_dict(saved.get("state_dict", saved))
         own = self.state_dict()
         taken = {k: v for k, v in saved.items() if k in own and own[k].shape == v.shape}
         self.load_state_dict(taken, strict=False)
@@ -274,14 +268,6 @@ class SyntaxLM(pl.LightningModule):
         rank_zero_info(f"init_from {path}: {len(taken)} tensors loaded; kept fresh: "
               f"{', '.join(fresh) or 'none'}; not used: "
               f"{', '.join(sorted(set(saved) - set(taken))) or 'none'}")
-
-    @property
-    def structures(self) -> dict[str, Structure]:
-        """What this model induces, by name, in headline order: the heads' structures, then
-        the backbone's (``val/uf1``, ``val/uas`` and ``synlm parse`` take the first)."""
-        found = {h.name: Structure(h.name, h.structure_kind) for h in self.heads
-                 if h.structure_kind is not None}
-        return found | {s.name: s for s in self.backbone.spec.structures}
 
     def setup(self, stage: str) -> None:
         datamodule = self.datamodule
@@ -299,44 +285,12 @@ class SyntaxLM(pl.LightningModule):
         """The DataModule this model was built with (``synlm.from_config``) or trains on."""
         if self._datamodule is not None:
             return self._datamodule
-        trainer = self._trainer
+        trainer = self._attached_trainer()
         return trainer.datamodule if trainer is not None else None
 
     @datamodule.setter
     def datamodule(self, datamodule: pl.LightningDataModule | None) -> None:
         self._datamodule = datamodule
-
-    # ------------------------------------------------------------------ forward
-    def forward(self, batch: Batch, state: Any = None, log_probs_needed: bool = False,
-                head_states: Mapping[str, Any] | None = None) -> LMOutput:
-        """One window. Every head runs (without gold it returns no loss); a head that
-        replaces the distribution gives ``target_log_probs`` (and ``log_probs`` when
-        ``log_probs_needed``). ``head_states``: the incremental heads' states, by name, from
-        the previous window of the same sequences (generation; ``step``)."""
-        emb = embedding_dropout(self.embedding.weight, batch.tokens,
-                                self.hparams.embedding_dropout, self.training)  # (B, T, E)
-        out = self.backbone(emb, state)
-        logits = self.decoder(out.hidden)  # (B, T, V)
-        target_log_probs = -F.cross_entropy(
-            logits.flatten(0, 1).float(), batch.targets.flatten(), reduction="none"
-        ).view_as(batch.targets)
-        heads: dict[str, HeadOutput] = {}
-        for head in self.heads:
-            if head.replaces_distribution:
-                own = ({"state": (head_states or {}).get(head.name)} if head.incremental
-                       else {})
-                head_out = head(out, batch, logits, log_probs_needed=log_probs_needed, **own)
-                missing = "target_log_probs" if head_out.target_log_probs is None else \
-                    "log_probs" if log_probs_needed and head_out.log_probs is None else None
-                if missing:
-                    raise ValueError(f"{type(head).__name__} replaces the next-token "
-                                     f"distribution but returned no {missing}")
-                target_log_probs = head_out.target_log_probs
-            else:
-                head_out = head(out, batch, logits)
-            heads[head.name] = head_out
-        return LMOutput(logits=logits, target_log_probs=target_log_probs, backbone=out,
-                        heads=heads, state=out.state)
 
     def _carrying_forward(self, batch: Batch, stage: str) -> LMOutput:
         """Forward with the state carried from this stage's previous window (stream mode,
@@ -395,7 +349,8 @@ class SyntaxLM(pl.LightningModule):
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         loss, _ = self._step(batch, "train")
         self._finite.record(loss, self.global_step)
-        every = self._trainer.log_every_n_steps if self._trainer is not None else 1
+        trainer = self._attached_trainer()
+        every = trainer.log_every_n_steps if trainer is not None else 1
         if (self.global_step + 1) % every == 0:
             self._finite.check()
         return loss
@@ -451,19 +406,7 @@ class SyntaxLM(pl.LightningModule):
             self.word_ppl[stage].update(nll, batch.mask, batch.word_ends)
             self.log(f"{stage}/word_ppl", self.word_ppl[stage], on_step=False, on_epoch=True)
         if batch.trees is not None:
-            self.parsing[stage].update(self._structure_values(result), batch.trees)
-
-    def _structure_values(self, result: LMOutput) -> dict[str, tuple[str, Tensor]]:
-        """Every declared structure in this forward's output: name -> (kind, values)."""
-        values = {}
-        for name, structure in self.structures.items():
-            if name in result.heads:
-                value = result.heads[name].structure
-            else:
-                value = getattr(result.backbone, STRUCTURE_FIELDS[structure.kind])
-            if value is not None:
-                values[name] = (structure.kind, value)
-        return values
+            self.parsing[stage].update(self.model.structure_values(result), batch.trees)
 
     def predict_step(self, batch: Batch, batch_idx: int) -> Tensor:
         """Per-token log-probabilities of the targets, (B, T)."""
@@ -486,7 +429,7 @@ class SyntaxLM(pl.LightningModule):
     def configure_optimizers(self) -> Any:
         """The configured optimiser over ``param_groups`` and, if any, its scheduler."""
         hp = self.hparams
-        optimizer = build_optimizer(list(self.named_parameters()),
+        optimizer = build_optimizer(list(self.model.named_parameters()),
                                     hp.optimizer or DEFAULT_OPTIMIZER, self.param_groups,
                                     hp.decay_norms_and_biases)
         if hp.lr_scheduler is None:
@@ -508,7 +451,7 @@ class SyntaxLM(pl.LightningModule):
         if gradient_clip_algorithm not in (None, "norm"):
             raise ValueError("per-group gradient clipping clips by norm; "
                              f"got gradient_clip_algorithm={gradient_clip_algorithm!r}")
-        clip_gradients(list(self.named_parameters()), self.param_groups, gradient_clip_val)
+        clip_gradients(list(self.model.named_parameters()), self.param_groups, gradient_clip_val)
 
     def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
         stream = batch.lengths is None
@@ -549,6 +492,11 @@ class SyntaxLM(pl.LightningModule):
                                "normalization": self.normalization}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restore what ``on_save_checkpoint`` added; a checkpoint from before the model was
+        split from this recipe has its weights renamed into ``model.`` (Lightning loads the
+        state dict after this hook, by ``load_from_checkpoint`` and on resume alike)."""
+        if "state_dict" in checkpoint:
+            checkpoint["state_dict"] = upgrade_state_dict(checkpoint["state_dict"])
         saved = checkpoint.get("synlm")
         if not saved:
             return
@@ -562,55 +510,3 @@ class SyntaxLM(pl.LightningModule):
         torch.set_rng_state(saved["rng"]["cpu"])
         if "cuda" in saved["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
-
-    # ------------------------------------------------------------------ public helpers
-    @torch.no_grad()
-    def log_probs(self, tokens: Tensor, state: Any = None) -> Tensor:
-        """Next-token log-probabilities (B, T, V) for ``tokens`` (B, T), in eval mode."""
-        return self.step(tokens, state)[0]
-
-    @torch.no_grad()
-    def step(self, tokens: Tensor, state: StepState | Any = None) -> tuple[Tensor, StepState]:
-        """Next-token log-probabilities (B, T, V) of the distribution the model uses (a
-        replacing head's, else the decoder's) for ``tokens`` (B, T) continuing ``state``,
-        and the state after them (the backbone's and the incremental heads'; a bare backbone
-        state is accepted); eval mode. Generation calls it token by token."""
-        if not isinstance(state, StepState):
-            state = StepState(state, {})
-        result = self._evaluate(tokens, state.backbone, log_probs_needed=True,
-                                head_states=state.heads)
-        replaced = [h.log_probs for h in result.heads.values() if h.log_probs is not None]
-        log_probs = replaced[0] if replaced else result.logits.float().log_softmax(-1)
-        heads = {name: h.state for name, h in result.heads.items() if h.state is not None}
-        return log_probs, StepState(result.state, heads)
-
-    @torch.no_grad()
-    def target_log_probs(self, tokens: Tensor, targets: Tensor) -> Tensor:
-        """log p(``targets[b, t]`` | ``tokens[b, :t + 1]``), (B, T), under the distribution
-        the model uses (a replacing head's, else the decoder's), from a fresh state, in eval
-        mode: the same numbers as ``log_probs(tokens)`` gathered at ``targets``, without the
-        (B, T, V) tensor a head may skip. Rows may be right-padded: every backbone is
-        causal, so padding changes no earlier position (the scoring of
-        ``synlm.tse.scoring``)."""
-        return self._evaluate(tokens, targets=targets).target_log_probs
-
-    @torch.no_grad()
-    def induce(self, tokens: Tensor) -> dict[str, Tensor]:
-        """Every structure the model induces (``structures``) for rows ``[<eos>, w1..wn]``
-        in eval mode, by name, in its kind's layout (``synlm.outputs.STRUCTURE_KINDS``)."""
-        return {name: value for name, (_, value)
-                in self._structure_values(self._evaluate(tokens)).items()}
-
-    def _evaluate(self, tokens: Tensor, state: Any = None, log_probs_needed: bool = False,
-                  head_states: Mapping[str, Any] | None = None,
-                  targets: Tensor | None = None) -> LMOutput:
-        """A forward pass in eval mode on raw tokens (no gold; ``targets`` only for
-        ``target_log_probs``), then the previous mode again."""
-        was_training = self.training
-        self.eval()
-        try:
-            return self(Batch(tokens=tokens, targets=tokens if targets is None else targets,
-                              mask=torch.ones_like(tokens, dtype=torch.bool)), state,
-                        log_probs_needed=log_probs_needed, head_states=head_states)
-        finally:
-            self.train(was_training)

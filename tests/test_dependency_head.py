@@ -217,7 +217,7 @@ def test_phase_two_starts_from_phase_one_with_fresh_query_and_key(tmp_path: Path
         phase2._load_weights(str(other))
     with pytest.raises(CheckpointError, match="model.init_from: no checkpoint at"):
         phase2._load_weights(str(tmp_path / "missing.ckpt"))
-    with pytest.raises(ValueError, match="model.frozen pattern 'nothing' matches no parameter"):
+    with pytest.raises(ValueError, match="model.frozen=nothing: expected a regular expression"):
         SyntaxLM(lstm(), vocab_size=V, frozen=["nothing"])
 
 

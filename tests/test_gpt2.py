@@ -142,7 +142,7 @@ def test_every_parameter_gets_a_gradient_and_wte_is_syntaxlm_s(saved: Path,
     missing = [n for n, p in backbone.named_parameters()
                if p.grad is None or not p.grad.abs().sum() > 0]
     assert not missing, f"no gradient reaches {missing}"
-    embeddings = [n for n, p in model.named_parameters() if p.dim() == 2 and p.size(0) == V]
+    embeddings = [n for n, p in model.model.named_parameters() if p.dim() == 2 and p.size(0) == V]
     assert embeddings == ["embedding.weight"]
     assert not [n for n, _ in model.named_parameters() if "wte" in n]
     assert not [n for n in model.state_dict() if "wte" in n]

@@ -137,12 +137,12 @@ def test_cached_decoding_equals_the_full_forward_step_by_step() -> None:
     full = model.log_probs(tokens)
     state, steps = None, []
     for t in range(tokens.size(1)):
-        result = model._evaluate(tokens[:, t : t + 1], state, log_probs_needed=True)
+        result = model.model.evaluate(tokens[:, t : t + 1], state, log_probs_needed=True)
         state = result.state
         steps.append(result.logits.float().log_softmax(-1))
     torch.testing.assert_close(torch.cat(steps, 1), full)
     # a state is a value: using it twice gives the same continuation
-    again = model.log_probs(tokens[:, -1:], model._evaluate(tokens[:, :-1]).state)
+    again = model.log_probs(tokens[:, -1:], model.model.evaluate(tokens[:, :-1]).state)
     torch.testing.assert_close(again, full[:, -1:])
 
 

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from synlm import errors
 from synlm.modules import LockedDropout
+from synlm.modules.recorded import RecordsInit
 from synlm.outputs import BackboneOutput, Structure
 
 #: Optional ``BackboneOutput`` fields a backbone may promise in ``BackboneSpec.provides``.
@@ -72,7 +73,7 @@ class BackboneSpec:
                                  f"to provide {STRUCTURE_FIELDS.get(s.kind, 'a field')!r}")
 
 
-class Backbone(nn.Module):
+class Backbone(RecordsInit, nn.Module):
     """Base class of every backbone.
 
     A backbone maps embedded inputs ``x`` (B, T, E) and a carried ``state`` to a
@@ -108,7 +109,7 @@ class InsertOutput(NamedTuple):
     fields: dict[str, Tensor]
 
 
-class LayerInsert(nn.Module):
+class LayerInsert(RecordsInit, nn.Module):
     """A module run between layer ``after`` and layer ``after + 1`` (0-based) of a
     ``RecurrentStack``: it reads layer ``after``'s output and returns exactly what the next
     layer reads (so any dropout on it is the insert's own).

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from torch import Tensor, nn
 
 from synlm.backbones.base import BackboneSpec
+from synlm.modules.recorded import RecordsInit
 from synlm.outputs import BackboneOutput, Batch, HeadOutput, StructureKind
 
 
@@ -27,7 +28,7 @@ class HeadContext:
     backbone: BackboneSpec
 
 
-class SyntaxHead(nn.Module):
+class SyntaxHead(RecordsInit, nn.Module):
     """Base class of every syntax head. A head can do any of three things:
 
     - add a loss term: return ``HeadOutput.loss`` (unweighted; ``SyntaxLM`` multiplies it by

@@ -1,0 +1,89 @@
+"""Checkpoints keep loading across the split of the model from its training recipe, and a
+model built in Python saves and reloads with Lightning's public API alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+from synlm.backbones import ONLSTM
+from synlm.heads import DistanceRankingHead
+from synlm.lm import SyntaxLM
+from synlm.model import SyntaxModel, upgrade_state_dict
+from synlm.modules.recorded import build
+
+FIXTURES = Path(__file__).parent / "fixtures" / "checkpoints"
+
+
+def test_checkpoint_from_before_the_split_computes_what_it_did() -> None:
+    """onlstm_syd_v0.ckpt was written by the CLI at a036338 (make_v0.py), with the model's
+    weights at the top of the LightningModule; its recorded numbers still come out."""
+    expected = json.loads((FIXTURES / "onlstm_syd_v0.json").read_text())
+    model = SyntaxLM.load_from_checkpoint(FIXTURES / "onlstm_syd_v0.ckpt", map_location="cpu")
+    tokens = torch.tensor(expected["tokens"])
+    log_probs = model.log_probs(tokens)
+    assert log_probs.double().sum().item() == pytest.approx(expected["log_probs_sum"], abs=1e-6)
+    torch.testing.assert_close(log_probs[:, :, :12], torch.tensor(expected["log_probs_at"]),
+                               rtol=0, atol=1e-6)
+    torch.testing.assert_close(model.target_log_probs(tokens, tokens.roll(-1, dims=1)),
+                               torch.tensor(expected["target_log_probs"]), rtol=0, atol=1e-6)
+    induced = model.induce(tokens)
+    assert induced.keys() == expected["structures"].keys()
+    for name, values in expected["structures"].items():
+        torch.testing.assert_close(induced[name].double(), torch.tensor(values,
+                                   dtype=torch.float64), rtol=0, atol=1e-6)
+    assert len(model.vocab) == expected["vocab_size"]
+    assert model.normalization == expected["normalization"]
+
+
+def test_old_checkpoint_resumes_into_the_new_layout(tmp_path: Path) -> None:
+    saved = torch.load(FIXTURES / "onlstm_syd_v0.ckpt", map_location="cpu", weights_only=True)
+    assert all(not k.startswith("model.") for k in saved["state_dict"])
+    renamed = upgrade_state_dict(saved["state_dict"])
+    model = SyntaxLM.load_from_checkpoint(FIXTURES / "onlstm_syd_v0.ckpt", map_location="cpu")
+    assert renamed.keys() == model.state_dict().keys()
+    assert upgrade_state_dict(renamed) == renamed  # a current state dict is left as it is
+
+
+def tiny() -> SyntaxLM:
+    backbone = ONLSTM(input_size=8, hidden_size=16, num_layers=2, chunk_size=4)
+    return SyntaxLM(backbone, [DistanceRankingHead(layer=1, mlp_size=8)], vocab_size=20,
+                    alpha=2.0, param_groups=[{"pattern": "^heads", "options": {"lr": 0.5}}])
+
+
+def test_model_built_in_python_reloads_with_load_from_checkpoint(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = tiny()
+    trainer = pl.Trainer(logger=False, enable_checkpointing=False, max_epochs=0)
+    trainer.strategy.connect(model)
+    trainer.save_checkpoint(tmp_path / "built.ckpt")
+    loaded = SyntaxLM.load_from_checkpoint(tmp_path / "built.ckpt", weights_only=True)
+    assert loaded.hparams.backbone == model.backbone.init_config
+    assert loaded.hparams.param_groups == model.hparams.param_groups
+    assert loaded.hparams.alpha == 2.0
+    tokens = torch.randint(20, (2, 7))
+    torch.testing.assert_close(loaded.log_probs(tokens), model.log_probs(tokens), rtol=0, atol=0)
+
+
+def test_syntax_model_needs_no_lightning() -> None:
+    """The model alone: built from the configs its parts record, it computes the same."""
+    torch.manual_seed(0)
+    lm = tiny()
+    model = SyntaxModel(lm.backbone.init_config, [h.init_config for h in lm.heads],
+                        vocab_size=20)
+    assert not isinstance(model, pl.LightningModule)
+    model.load_state_dict({k.removeprefix("model."): v for k, v in lm.state_dict().items()})
+    tokens = torch.randint(20, (2, 7))
+    torch.testing.assert_close(model.log_probs(tokens), lm.log_probs(tokens), rtol=0, atol=0)
+    assert model.induce(tokens).keys() == lm.induce(tokens).keys()
+
+
+def test_build_refuses_what_is_not_a_component() -> None:
+    with pytest.raises(ValueError, match="'torch.nn.Linear': not a synlm component"):
+        build({"class_path": "torch.nn.Linear", "init_args": {"in_features": 2}})
+    with pytest.raises(ValueError, match="no such class"):
+        build({"class_path": "synlm.backbones.OnLstm"})
