@@ -4,7 +4,6 @@ is scored in validation, optimisers come from the config with parameter groups."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
 
 import lightning.pytorch as pl
 import pytest
@@ -31,8 +30,8 @@ def tiny(**kw) -> AWDLSTM:
 
 
 class SilentReplacement(SyntaxHead):
-    replaces_distribution = True
-    name = "silent"
+    def __init__(self) -> None:
+        super().__init__("silent", replaces_distribution=True)
 
     def forward(self, out, batch, logits, log_probs_needed=False) -> HeadOutput:
         return HeadOutput()
@@ -41,8 +40,8 @@ class SilentReplacement(SyntaxHead):
 class OracleArcs(SyntaxHead):
     """Arc scores that put every word's head on its gold head (when the row has one)."""
 
-    structure_kind: ClassVar = "arcs"
-    name = "oracle"
+    def __init__(self) -> None:
+        super().__init__("oracle", structure_kind="arcs")
 
     def forward(self, out, batch, logits) -> HeadOutput:
         B, T = batch.tokens.shape

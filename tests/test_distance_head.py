@@ -132,7 +132,7 @@ def test_requires_per_mode_and_bind_errors():
     assert DistanceRankingHead(mode="shared").requires == {"distances"}
     assert DistanceRankingHead(mode="hidden").requires == {"layers"}
     assert DistanceRankingHead(mode="hidden", layer=None).requires == frozenset()
-    assert DistanceRankingHead.needs_gold == {"distances"}
+    assert DistanceRankingHead().needs_gold == {"distances"}
     with pytest.raises(ValueError, match=r"DistanceRankingHead requires.*AWDLSTM"):
         SyntaxLM(AWDLSTM(8, 12, 2), heads=[DistanceRankingHead(mode="split")], vocab_size=11)
     # every backbone declares its layer widths: hidden mode reads any layer of an AWD-LSTM

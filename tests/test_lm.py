@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import ClassVar
 
 import lightning.pytorch as pl
 import pytest
@@ -30,10 +29,9 @@ def tiny_backbone(**kw) -> AWDLSTM:
 class ConstantHead(SyntaxHead):
     """Returns a fixed loss; reads what the test says it reads."""
 
-    name = "constant"
-
-    def __init__(self, weight: float = 0.5, value: float = 2.0) -> None:
-        super().__init__(weight)
+    def __init__(self, weight: float = 0.5, value: float = 2.0, requires: frozenset = frozenset(),
+                 needs_gold: frozenset = frozenset()) -> None:
+        super().__init__("constant", weight, requires=requires, needs_gold=needs_gold)
         self.value = value
 
     def forward(self, out, batch, logits) -> HeadOutput:
@@ -41,11 +39,13 @@ class ConstantHead(SyntaxHead):
 
 
 class NeedsDistances(ConstantHead):
-    requires: ClassVar = frozenset({"distances"})
+    def __init__(self) -> None:
+        super().__init__(requires=frozenset({"distances"}))
 
 
 class NeedsSpans(ConstantHead):
-    needs_gold: ClassVar = frozenset({"spans"})
+    def __init__(self) -> None:
+        super().__init__(needs_gold=frozenset({"spans"}))
 
 
 def batch_of(tokens: torch.Tensor) -> Batch:

@@ -3,8 +3,9 @@ syntax), return a loss term, a replacement next-token distribution and/or a stru
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from torch import Tensor, nn
 
@@ -33,7 +34,7 @@ class SyntaxHead(RecordsInit, nn.Module):
 
     - add a loss term: return ``HeadOutput.loss`` (unweighted; ``SyntaxLM`` multiplies it by
       ``weight``) when the batch has the gold it needs;
-    - replace the next-token distribution (``replaces_distribution = True``): return
+    - replace the next-token distribution (``replaces_distribution``): return
       ``target_log_probs`` (B, T) on every call, and ``log_probs`` (B, T, V) whenever
       ``log_probs_needed`` is set on the call (``SyntaxLM.log_probs``); returning
       nothing is an error, never a silent fall-back to the decoder; at most one per model;
@@ -54,17 +55,26 @@ class SyntaxHead(RecordsInit, nn.Module):
     once, after the embedding, decoder and backbone exist.
     """
 
-    requires: ClassVar[frozenset[str]] = frozenset()
-    needs_gold: ClassVar[frozenset[str]] = frozenset()
-    replaces_distribution: ClassVar[bool] = False
-    incremental: ClassVar[bool] = False
-    structure_kind: ClassVar[StructureKind | None] = None
-    #: Short name used in metric keys: ``train/{name}_loss``, ``val/uf1_{name}``.
-    name: ClassVar[str] = "head"
+    def __init__(self, name: str, weight: float = 1.0, *, requires: Iterable[str] = (),
+                 needs_gold: Iterable[str] = (), replaces_distribution: bool = False,
+                 incremental: bool = False, structure_kind: StructureKind | None = None) -> None:
+        """Every head says what it is here, once, from its own constructor's arguments.
 
-    def __init__(self, weight: float = 1.0) -> None:
+        Args:
+            name: short name used in output and metric keys (``train/{name}_loss``,
+                ``val/uf1_{name}``).
+            weight: the loss term's weight.
+            requires, needs_gold, replaces_distribution, incremental, structure_kind: as
+                above.
+        """
         super().__init__()
+        self.name = name
         self.weight = weight
+        self.requires = frozenset(requires)
+        self.needs_gold = frozenset(needs_gold)
+        self.replaces_distribution = replaces_distribution
+        self.incremental = incremental
+        self.structure_kind: StructureKind | None = structure_kind
 
     def bind(self, context: HeadContext) -> None:
         """Build layers whose sizes depend on the model. Called once by ``SyntaxLM``."""

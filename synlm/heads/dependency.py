@@ -108,13 +108,14 @@ class DependencyMixtureHead(SyntaxHead):
             perplexity use the mixture with the trained keys in every case.
     """
 
-    name = "dm"
-    incremental = True
-
     def __init__(self, phase: Phase = "dependency", attention: AttentionSource = "auto",
                  context: int = 36, weight: float = 1.0, sampling: Sampling = "mixture",
                  target_sets: TargetSets = "types") -> None:
-        super().__init__(weight)
+        mixture = phase == "mixture"
+        reads = {"attention"} if attention == "backbone" else {"layers"}
+        super().__init__("dm", weight, requires=reads if mixture else (),
+                         needs_gold=() if mixture else {"dep_targets"},
+                         replaces_distribution=mixture, incremental=True)
         if phase not in ("dependency", "mixture"):
             raise ValueError(f"DependencyMixtureHead phase must be 'dependency' or 'mixture', "
                              f"not {phase!r}")
@@ -132,10 +133,6 @@ class DependencyMixtureHead(SyntaxHead):
         self.target_sets = target_sets
         self.attention = attention
         self.context = context
-        self.replaces_distribution = phase == "mixture"
-        self.needs_gold = frozenset({"dep_targets"}) if phase == "dependency" else frozenset()
-        self.requires = frozenset({"attention"} if attention == "backbone" else {"layers"}) \
-            if phase == "mixture" else frozenset()
 
     def bind(self, context: HeadContext) -> None:
         if self.phase == "mixture" and self.attention == "auto":

@@ -103,10 +103,6 @@ class DistanceRankingHead(SyntaxHead):
     ``{name}_rank_pairs`` (pairs counted). Without gold distances it returns no loss.
     """
 
-    needs_gold = frozenset({"distances"})
-    structure_kind = "distances"
-    name = "syd"
-
     def __init__(
         self,
         mode: Mode = "split",
@@ -118,7 +114,10 @@ class DistanceRankingHead(SyntaxHead):
         mlp_size: int = 256,
         name: str = "syd",
     ) -> None:
-        super().__init__(weight)
+        reads = {"split": {"distance_features"}, "shared": {"distances"},
+                 "hidden": set() if layer is None else {"layers"}}
+        super().__init__(name, weight, requires=reads.get(mode, ()), needs_gold={"distances"},
+                         structure_kind="distances")
         if mode not in ("split", "shared", "hidden"):
             raise ValueError(f"mode must be split, shared or hidden, not {mode!r}")
         if pairing not in ("sentence", "stream"):
@@ -131,14 +130,6 @@ class DistanceRankingHead(SyntaxHead):
         self.margin = margin
         self.weight_drop = weight_drop
         self.mlp_size = mlp_size
-        self.name = name
-        if mode == "split":
-            requires = {"distance_features"}
-        elif mode == "shared":
-            requires = {"distances"}
-        else:
-            requires = set() if layer is None else {"layers"}
-        self.requires = frozenset(requires)
         indices = [] if layer is None else [layer] if isinstance(layer, int) else list(layer)
         self.layer_indices: list[int] = indices  # made non-negative by bind() where sizes are known
         self.proj = nn.ModuleList()  # split: W_s per layer (n, n); hidden: an MLP per layer

@@ -42,12 +42,8 @@ class SpanHead(SyntaxHead):
     backbone's window (``gold_options``), so ``data.span_window`` follows the model.
     """
 
-    requires = frozenset({"span_scores"})
-    needs_gold = frozenset({"spans"})
-    name = "span"
-
     def __init__(self, weight: float = 0.01, reduction: Reduction = "gold_rows") -> None:
-        super().__init__(weight)
+        super().__init__("span", weight, requires={"span_scores"}, needs_gold={"spans"})
         if reduction not in ("gold_rows", "all_rows"):
             raise ValueError(f"SpanHead reduction must be 'gold_rows' or 'all_rows', "
                              f"not {reduction!r}")

@@ -45,13 +45,15 @@ class RecordsInit:
 
 def plain(value: Any, where: str) -> Any:
     """``value`` as a config value: recorded components as their config, dataclasses as dicts,
-    tuples as lists."""
+    tuples as lists, sets as sorted lists."""
     if isinstance(value, RecordsInit):
         return value.init_config
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name), where) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
         return [plain(v, where) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(plain(v, where) for v in value)
     if isinstance(value, Mapping):
         return {k: plain(v, where) for k, v in value.items()}
     if isinstance(value, PLAIN):
