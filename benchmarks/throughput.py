@@ -5,7 +5,7 @@ on one device.
     python benchmarks/throughput.py --config configs/onlstm.yaml \
         --baseline-config configs/awd_lstm.yaml
     python benchmarks/throughput.py --config configs/prpn.yaml \
-        --baseline-override=--model.backbone.class_path=prpn_naive.NaivePRPN
+        --baseline-override=--model.backbone.init_args.kernel=reference
     python benchmarks/throughput.py --config configs/transformer.yaml \
         --override=--data.max_tokens=2048
     python benchmarks/throughput.py --table [--device cuda] [--steps 50]   # issue 12's table
@@ -35,7 +35,6 @@ import argparse
 import copy
 import json
 import resource
-import sys
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -46,8 +45,6 @@ import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # baselines beside this file
 
 import synlm
 from synlm.backbones import AWDLSTM

@@ -168,6 +168,8 @@ class SyntaxModel(nn.Module):
                 value = result.heads[name].structure
             else:
                 value = getattr(result.backbone, STRUCTURE_FIELDS[structure.kind])
+                if value is not None and structure.layers is not None:
+                    value = value[list(structure.layers)]  # (L_sel, B, T)
             if value is not None:
                 values[name] = (structure.kind, value)
         return values

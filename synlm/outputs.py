@@ -30,10 +30,13 @@ STRUCTURE_KINDS: tuple[str, ...] = ("distances", "spans", "arcs")
 @dataclass(frozen=True)
 class Structure:
     """A structure a backbone or head declares it can induce: its ``name`` (the key of its
-    metrics, ``val/uf1_<name>``, and of ``synlm parse --structure``) and its ``kind``."""
+    metrics, ``val/uf1_<name>``, and of ``synlm parse --structure``) and its ``kind``.
+    ``layers``: which rows of a backbone's (L, B, T) distances are this structure (None:
+    all; PRPN-SYD's ``lm`` is row 0, its row 1 being the ranking head's ``syd``)."""
 
     name: str
     kind: StructureKind
+    layers: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in STRUCTURE_KINDS:

@@ -6,7 +6,6 @@ import contextlib
 import csv
 import os
 import signal
-import sys
 from pathlib import Path
 from types import FrameType
 
@@ -19,8 +18,6 @@ os.environ.setdefault("WANDB_MODE", "offline")
 KERNEL_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if KERNEL_DEVICE == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
-# the benchmarks' baselines (e.g. prpn_naive.NaivePRPN) are checked against the fast models
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 # one thread per test process: the suite's tiny models gain nothing from more, and on a
 # machine busy with other work more threads wait on each other (synlm.threads); synlm
 # commands keep it (they would pick one per idle core, which varies with the load)

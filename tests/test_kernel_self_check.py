@@ -13,12 +13,12 @@ import torch
 from conftest import KERNEL_DEVICE as DEVICE
 from synlm.backbones import ONLSTM
 from synlm.backbones import on_lstm as on_lstm_backbone
-from synlm.backbones.on_lstm import _Recurrence
-from synlm.backbones.prpn import _ReadingRecurrence
 from synlm.kernels import on_lstm, prpn, self_check
+from synlm.kernels.on_lstm_torch import TorchRecurrence
+from synlm.kernels.prpn_torch import TorchReadingRecurrence
 from synlm.kernels.self_check import KernelCheckError, compare, pick_recurrence
 
-CASES = {"on_lstm": (on_lstm, _Recurrence), "prpn": (prpn, _ReadingRecurrence)}
+CASES = {"on_lstm": (on_lstm, TorchRecurrence), "prpn": (prpn, TorchReadingRecurrence)}
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +79,7 @@ def test_an_error_in_the_kernels_is_the_cause(monkeypatch: pytest.MonkeyPatch) -
                                                  "a long traceback"))
     with pytest.warns(RuntimeWarning, match="RuntimeError: triton.compiler.CompilationError: "
                                             "at 3:4; using the PyTorch loop"):
-        pick_recurrence("auto", True, _Recurrence, "on_lstm", torch.device(DEVICE),
+        pick_recurrence("auto", True, TorchRecurrence, "on_lstm", torch.device(DEVICE),
                         torch.float32)
 
 

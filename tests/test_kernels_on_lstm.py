@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from conftest import KERNEL_DEVICE as DEVICE
-from synlm.backbones.on_lstm import ONLSTM, _Recurrence
+from synlm.backbones.on_lstm import ONLSTM
 from synlm.kernels import check_kernel, use_triton
 from synlm.kernels.on_lstm import TritonRecurrence
+from synlm.kernels.on_lstm_torch import TorchRecurrence
 
 # chunk counts and sizes that are not powers of two exercise the masked lanes
 SHAPES = [(5, 3, 5, 3), (4, 2, 3, 4)]  # (T, B, n, k)
@@ -40,7 +41,7 @@ def run(recurrence, inputs, seed=1):
 @pytest.mark.parametrize(("dtype", "tol"), [(torch.float64, 1e-10), (torch.float32, 1e-5)])
 def test_outputs_state_and_every_gradient_equal(shape, dtype, tol):
     inputs = random_window(*shape, dtype)
-    want_out, want_grad = run(_Recurrence, inputs)
+    want_out, want_grad = run(TorchRecurrence, inputs)
     got_out, got_grad = run(TritonRecurrence, inputs)
     names = ["hs", "h_T", "c_T", "h^f", "d xi", "d h0", "d c0", "d W_hh"]
     for name, got, want in zip(names, got_out + list(got_grad), want_out + list(want_grad)):
@@ -52,7 +53,7 @@ def test_saturated_master_gates_equal():
     inputs = random_window(3, 2, 4, 3, torch.float64)
     with torch.no_grad():
         inputs[0][..., :8] *= 30.0
-    want_out, want_grad = run(_Recurrence, inputs)
+    want_out, want_grad = run(TorchRecurrence, inputs)
     got_out, got_grad = run(TritonRecurrence, inputs)
     for got, want in zip(got_out + list(got_grad), want_out + list(want_grad)):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from conftest import KERNEL_DEVICE as DEVICE
-from synlm.backbones.prpn import _ReadingRecurrence, parsing_gates
+from synlm.backbones.prpn import parsing_gates
 from synlm.kernels import prpn as kernels
 from synlm.kernels.prpn import TritonReadingRecurrence
+from synlm.kernels.prpn_torch import TorchReadingRecurrence
 
 NAMES = ("ih", "kx", "gates", "memory", "w_key", "w_hh", "b_hh",
          "ln_w", "ln_b", "lnc_w", "lnc_b")
@@ -68,7 +69,7 @@ def _run(fn, args, extra, d_tape):
 
 def _compare(T, B, H, n, dtype, masks, **kw):
     args, extra, d_tape = _inputs(T, B, H, n, dtype, masks, **kw)
-    ref_tape, ref_grads = _run(_ReadingRecurrence, args, extra, d_tape)
+    ref_tape, ref_grads = _run(TorchReadingRecurrence, args, extra, d_tape)
     tape, grads = _run(TritonReadingRecurrence, args, extra, d_tape)
     for name, out, ref in zip(("tape", *NAMES), [tape, *grads], [ref_tape, *ref_grads],
                               strict=True):

@@ -1,4 +1,4 @@
-"""ONLSTM against a straightforward per-step reference of Du et al. 2020 eq. 1-12."""
+"""ONLSTM against the per-step reference cell of Du et al. 2020 eq. 1-12 (``on_lstm_step``)."""
 
 from __future__ import annotations
 
@@ -6,32 +6,22 @@ import pytest
 import torch
 
 from synlm.backbones.base import StackState
-from synlm.backbones.on_lstm import ONLSTM, _Recurrence
+from synlm.backbones.on_lstm import ONLSTM, on_lstm_step
+from synlm.kernels.on_lstm_torch import TorchRecurrence
 from synlm.modules import cumax, drop_connect
 
 DT = torch.float64
 
 
 def reference_layer(x, state, w_ih, b_ih, w_hh, b_hh, chunk):
-    """Eq. 1-12 one step at a time, reference gate layout. x (B, T, I) -> h (B, T, H)."""
+    """Eq. 1-12 one step at a time, reference gate layout. x (B, T, I) -> h (B, T, H);
+    c (B, n, chunk) of ``state`` carries the chunk layout."""
     h, c = state
-    B, T, _ = x.shape
-    n = c.size(1)
     hs, dists, logits = [], [], []
-    for t in range(T):
-        g = x[:, t] @ w_ih.T + b_ih + h @ w_hh.T + b_hh  # [x_t, h_{t-1}] projections
-        li, lf = g[:, :n], g[:, n : 2 * n]
-        o, c_hat, i, f = g[:, 2 * n :].reshape(B, 4, n, chunk).unbind(1)
-        f, i, o, c_hat = f.sigmoid(), i.sigmoid(), o.sigmoid(), c_hat.tanh()  # eq. 1-4
-        mf = torch.cumsum(torch.exp(lf) / torch.exp(lf).sum(-1, keepdim=True), -1)  # eq. 5
-        mi = 1 - torch.cumsum(torch.exp(li) / torch.exp(li).sum(-1, keepdim=True), -1)  # eq. 6
-        w = (mf * mi)[..., None]  # eq. 7
-        f_hat = f * w + (mf[..., None] - w)  # eq. 8
-        i_hat = i * w + (mi[..., None] - w)  # eq. 9
-        c = f_hat * c + i_hat * c_hat  # eq. 10
-        h = (o * torch.tanh(c)).reshape(B, -1)  # eq. 11
+    for t in range(x.size(1)):
+        h, c, lf = on_lstm_step(x[:, t] @ w_ih.T + b_ih + b_hh, h, c, w_hh)  # eq. 1-11
         hs.append(h)
-        dists.append(1 - mf.mean(-1))  # eq. 12 / n
+        dists.append(1 - cumax(lf).mean(-1))  # eq. 12 / n
         logits.append(lf)
     return torch.stack(hs, 1), (h, c), torch.stack(dists, 1), torch.stack(logits, 1)
 
@@ -145,7 +135,7 @@ def test_recurrence_gradcheck():
             dtype=DT), torch.randn(B, n, k, generator=g, dtype=DT),
             0.5 * torch.randn(G, n * k, generator=g, dtype=DT))
     args = tuple(a.requires_grad_() for a in args)
-    assert torch.autograd.gradcheck(_Recurrence.apply, args, fast_mode=True)
+    assert torch.autograd.gradcheck(TorchRecurrence.apply, args, fast_mode=True)
 
 
 def test_cumax_monotone_and_master_gates_in_unit_interval():

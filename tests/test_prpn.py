@@ -1,5 +1,6 @@
-"""PRPN and PRPN-SYD: the gates of eq. 5-6, equality with the per-step baseline (forward and
-gradients), state carry, causality, gradients, and the two distance sets of PRPN-SYD."""
+"""PRPN and PRPN-SYD: the gates of eq. 5-6, equality with the per-step reference
+(``kernel="reference"``, forward and gradients), state carry, causality, gradients, and the
+two distance sets of PRPN-SYD."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from prpn_naive import NaivePRPN  # benchmarks/ is on sys.path (conftest.py)
-from synlm.backbones.prpn import PRPN, _keep_mask, _ReadingRecurrence, parsing_gates
+from synlm.backbones.prpn import PRPN, _keep_mask, parsing_gates
+from synlm.heads import DistanceRankingHead
+from synlm.kernels.prpn_torch import TorchReadingRecurrence
+from synlm.lm import SyntaxLM
 
 E, H, N, L = 6, 10, 4, 3  # embedding, hidden, slots, look-back
 B, T = 3, 7
@@ -34,7 +37,7 @@ def _inputs(seed: int = 0, t: int = T) -> torch.Tensor:
 
 def _pair(**kwargs) -> tuple[PRPN, PRPN]:
     fast = _model(**kwargs).eval()
-    naive = _model(NaivePRPN, **kwargs).eval()
+    naive = _model(kernel="reference", **kwargs).eval()
     naive.load_state_dict(fast.state_dict())
     return fast, naive
 
@@ -106,7 +109,7 @@ def test_slots_before_the_start_are_closed() -> None:
         assert (gates[:, t, t + 1 :] == 0).all()
 
 
-# ---- the fast model equals the per-step baseline -----------------------------------------
+# ---- the fast model equals the per-step reference ----------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -164,7 +167,7 @@ def test_reading_recurrence_gradcheck_with_dropout_masks() -> None:
         rand(h), rand(h), _keep_mask(one, (2, t, b, h), 0.3), _keep_mask(one, (h,), 0.3),
         1e-5, 1e-5,
     )
-    assert torch.autograd.gradcheck(_ReadingRecurrence.apply, inputs, fast_mode=True)
+    assert torch.autograd.gradcheck(TorchReadingRecurrence.apply, inputs, fast_mode=True)
 
 
 # ---- backbone behaviour --------------------------------------------------------------------
@@ -229,6 +232,20 @@ def test_syd_exposes_both_distance_sets() -> None:
     assert all(p.grad is not None and p.grad.abs().sum() > 0
                for p in model.parser.ff_syd.parameters())
     assert model.parser.word_rnn.weight_ih_l0.grad.abs().sum() > 0
+
+
+def test_prpn_syd_metrics_name_what_they_measure() -> None:
+    """The backbone's ``lm`` structure is d_lm alone (``val/uf1_lm``); d_syd is the ranking
+    head's ``syd`` (``val/uf1_syd``), not a second layer of ``lm``."""
+    torch.manual_seed(0)
+    model = SyntaxLM(_model(syd=True).float(), [DistanceRankingHead(mode="shared", layer=-1)],
+                     vocab_size=20)
+    tokens = torch.randint(20, (B, T))
+    out = model.model.evaluate(tokens).backbone
+    induced = model.induce(tokens)
+    assert list(induced) == ["syd", "lm"]
+    torch.testing.assert_close(induced["lm"], out.distances[:1])  # (1, B, T): d_lm
+    torch.testing.assert_close(induced["syd"], out.distances[1:])  # (1, B, T): d_syd
 
 
 def test_plain_prpn_provides_one_distance_set_and_reading_layers() -> None:

@@ -1,40 +1,50 @@
 """PRPN: Parsing-Reading-Predict Networks (Shen et al., ICLR 2018), and PRPN-SYD (Du et al.
 2020, Appendix A.4.2).
 
-Per window of T steps, as yikangshen/PRPN computes it (model_PRPN.py, ParsingNetwork.py,
-ReadingNetwork.py, PredictNetwork.py, LSTMCell.py), with n = n_slots, L = n_lookback:
+Per step t, as yikangshen/PRPN computes it (model_PRPN.py, ParsingNetwork.py,
+ReadingNetwork.py, PredictNetwork.py, LSTMCell.py), with n = n_slots, L = n_lookback, E the
+embedding size and H the hidden size; the last column is the paper's equation:
 
-    parse    d_t, d'_{t+1} = ReLU(W_d ReLU(Norm(W_c [e_{t-L} .. e_t])))        eq. 7-8, 13
-             α(Δ)  = σ(10 τ Δ + 5)             soft (the code's default)
+    parse    d_t, d'_{t+1} = ReLU(W_d ReLU(Norm(W_c [e_{t-L} .. e_t])))  (B,) each   eq. 7-8, 13
+             α(Δ)  = σ(10 τ Δ + 5)                soft (the code's default)
                    = (hardtanh(2 τ Δ + 1) + 1)/2  hard (``--hard``, the README's setting)
-             g_t[k]  = Π_{j≤k} α(d_t      − d_{t−j})   gate of memory slot k (= step t−1−k)  eq. 5-6
-             g'_t[k] = Π_{j≤k} α(d'_{t+1} − d_{t−j})   the predictor's gate
-    read     (per layer, memory of the last n (h, c))
-             k_t = W_x x_t + W_h h_{t−1}                                          eq. 9
-             s_t = exp(m_h k_t/√H − max)·g_t / (Σ + 1e-8)                          eq. 10-11
-             h̃, c̃ = Σ_k s_t[k] (h, c)_{t−1−k}                                      eq. 12
-             h_t, c_t = LN-LSTM(x_t, (h̃ · rmask, c̃))
-    predict  p_t = softmax(m'_h k'_t/√H, g'_t),  k'_t = W_p h_t,  sel_t = Σ_k p_t[k] h_{t−1−k}
-             out_t = tanh(Norm(W_o [h_t; sel_t]))                                 eq. 14
+             g_t[k]  = Π_{j≤k} α(d_t      − d_{t−j})   (B, n) gate of memory slot k   eq. 5-6
+             g'_t[k] = Π_{j≤k} α(d'_{t+1} − d_{t−j})   (B, n) the predictor's gate
+    read     (per layer; memory m_h, m_c (B, n, H): h, c of steps t−1 .. t−n, slot k = t−1−k)
+             k_t = W_x x_t + W_h h_{t−1}                          (B, H)               eq. 9
+             s_t = exp(m_h k_t/√H − max)·g_t / (Σ + 1e-8)         (B, n)               eq. 10-11
+             h̃_t, c̃_t = Σ_k s_t[k] (m_h, m_c)[k]                  (B, H) each          eq. 12
+             h_t, c_t = LN-LSTM(x_t, (h̃_t · rmask, c̃_t))         (B, H) each
+    predict  k'_t = W_p h_t   (top reading layer; memory m'_h (B, n, H) of its past h)
+             p_t = exp(m'_h k'_t/√H − max)·g'_t / (Σ + 1e-8)      (B, n)
+             sel_t = Σ_k p_t[k] m'_h[k]                            (B, H)
+             out_t = tanh(Norm(W_o [h_t; sel_t]))                  (B, E)               eq. 14
 
-τ = 1/resolution of the code (res 0.1 ⇔ τ = 10, the paper's temperature). Before the start the
-past distances are +inf, so those slots are closed. The code's gate product includes the slot
-j = 0 term α(0) (σ(5) soft, 1 hard); the paper's eq. 5 starts at j = 1.
+``ReadingLayer.step`` and ``PredictNetwork.attend_step`` are these equations, one step at a
+time. τ = 1/resolution of the code (res 0.1 ⇔ τ = 10, the paper's temperature). Before the
+start the past distances are +inf, so those slots are closed. The code's gate product
+includes the slot j = 0 term α(0) (σ(5) soft, 1 hard); the paper's eq. 5 starts at j = 1.
 
 PRPN-SYD replaces the parser by LSTM_w → Conv → LSTM_d and two 2-layer feed-forward heads:
 d_lm (with d'_{t+1}) drives the gates, d_syd is only read by a distance ranking head.
 
-Speed: the gates of the whole window are one vectorised computation. Each reading layer
-runs its own time loop (no layer feeds back into a lower one), with its input projection and
-the input half of the attention key hoisted out of the loop, inside a custom autograd function
-(``_ReadingRecurrence``): its memory is a tape read by offset, no shifting or copying, the
-forward records no graph, the backward is hand-written and the window's weight gradients are
-one matmul each. The predictor's attention needs no loop at all (its memory is past top-layer
-outputs, known once the reading layers have run): two batched matmuls over a band of the
-(T, n + T) score matrix. Dropout masks are drawn once per window. On CUDA (``kernel="auto"`` or
-``"triton"``) each reading layer runs ``synlm.kernels.prpn.TritonReadingRecurrence`` instead:
-the same loop with its per-step elementwise work fused into Triton kernels between the
-cuBLAS products, equal to this path to float32 rounding (tests/test_kernels_prpn.py).
+The parser and the gates need no time loop: they are computed for a whole window at once,
+and dropout masks are drawn once per window. Then ``kernel`` (synlm.kernels) picks what runs
+the reading layers' time loops, each layer its own (no layer feeds back into a lower one):
+
+- ``"reference"``: ``ReadingLayer.step`` at every step, the memory shifted by one slot a
+  step, differentiated by autograd; the predictor's attention step by step too
+  (``attend_step``). The specification the others are tested against; slow.
+- ``"torch"``: ``synlm.kernels.prpn_torch.TorchReadingRecurrence``, a custom autograd
+  function with a hand-written backward whose memory is a tape read by offset, with the
+  input projections hoisted out of the loop (CPU speed).
+- ``"triton"``: ``synlm.kernels.prpn.TritonReadingRecurrence``, the same loop with its
+  per-step elementwise work fused into Triton kernels between the cuBLAS products.
+- ``"auto"`` (default): Triton on CUDA tensors, the torch loop elsewhere.
+
+With every kernel but ``"reference"`` the predictor's attention runs without a loop (its
+memory is past top-layer outputs, known once the reading layers have run): two batched
+matmuls over a band of the (T, n + T) score matrix (``PredictNetwork.attend``).
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ from torch import Tensor, nn
 
 from synlm.backbones.base import Backbone, BackboneSpec
 from synlm.kernels import Kernel, check_kernel, use_triton
+from synlm.kernels.prpn_torch import TorchReadingRecurrence
 from synlm.kernels.self_check import pick_recurrence
 from synlm.modules import dropout_mask
 from synlm.modules.ln_lstm import LayerNormLSTMCell
@@ -207,140 +218,15 @@ class SYDParser(nn.Module):
         return dist, (seq[:, -self.n_lookback :], h_w, c_w, h_d, c_d)
 
 
-class _ReadingRecurrence(torch.autograd.Function):
-    """The time loop of one reading layer, with a hand-written backward.
-
-    The memory is a tape (B, n + T, 2H) of [h | c] in time order: the n carried slots, then
-    one row per step, so step t reads the window tape[:, t : t+n] (steps t−n .. t−1) by
-    offset, and nothing is shifted or copied. The forward records no graph; the backward
-    walks the steps in reverse, and the weight gradients of the window are one matmul each.
-
-    Inputs (time-major, contiguous): ih (T, B, 4H) = LN_ih(W_ih x); kx (T, B, H) the input
-    half of the scaled key with its bias; gates (T, B, n) in window order (index i gates step
-    t−n+i); memory (B, n, 2H) slot 0 newest; w_key (H, H) the scaled h half of the key
-    weight; the LN-LSTM's w_hh, b_hh and LayerNorm parameters; key_masks (2, T, B, H) or
-    None (dropout on h_{t−1} and on the key); rmask (H,) or None; the two LayerNorm eps.
-    Output: the tape (B, n + T, 2H).
-    """
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx, ih: Tensor, kx: Tensor, gates: Tensor, memory: Tensor, w_key: Tensor,
-        w_hh: Tensor, b_hh: Tensor, ln_w: Tensor, ln_b: Tensor, lnc_w: Tensor, lnc_b: Tensor,
-        key_masks: Tensor | None, rmask: Tensor | None, eps: float, eps_c: float,
-    ) -> Tensor:
-        T, B, G = ih.shape
-        H, n = G // 4, memory.size(1)
-        tape = ih.new_empty(B, n + T, 2 * H)
-        tape[:, :n] = memory.flip(1)
-        tape_h, tape_c = tape[..., :H], tape[..., H:]
-        new = ih.new_empty
-        keys, z_in, acts, tcs = new(T, B, H), new(T, B, G), new(T, B, G), new(T, B, H)
-        logits, ex, att, denom = new(T, B, n), new(T, B, n), new(T, B, n), new(T, B, 1)
-        sel = new(T, B, 1, 2 * H)  # the attended [h̃ | c̃]
-        stats: list[Tensor] = []  # mean and rstd of LN_hh and LN_c per step
-        w_key_t, w_hh_t = w_key.t(), w_hh.t()
-        m0, m1 = (None, None) if key_masks is None else key_masks.unbind(0)
-        for t in range(T):
-            window, window_h = tape[:, t : t + n], tape_h[:, t : t + n]  # steps t−n .. t−1
-            a = tape_h[:, n + t - 1] if m0 is None else tape_h[:, n + t - 1] * m0[t]
-            key = torch.addmm(kx[t], a, w_key_t, out=keys[t])  # (B, H) eq. 9
-            if m1 is not None:
-                key.mul_(m1[t])
-            # (B, n) eq. 10, as (B, 1, H) @ (B, H, n): the fast layout of a CPU batched matvec
-            lg = torch.bmm(key[:, None], window_h.transpose(1, 2), out=logits[t, :, None])[:, 0]
-            e = torch.exp(lg - lg.amax(-1, keepdim=True), out=ex[t]) * gates[t]  # eq. 11
-            s = torch.div(e, torch.sum(e, -1, keepdim=True, out=denom[t]).add_(1e-8), out=att[t])
-            hc = torch.bmm(s[:, None], window, out=sel[t])[:, 0]  # (B, 2H) eq. 12
-            u = hc[:, :H] if rmask is None else hc[:, :H] * rmask
-            z = torch.addmm(b_hh, u, w_hh_t, out=z_in[t])  # (B, 4H)
-            y, *stat = torch.native_layer_norm(z, (G,), ln_w, ln_b, eps)
-            pre = ih[t] + y
-            i, f, g, o = torch.sigmoid(pre, out=acts[t]).split(H, dim=-1)  # [i, f, g, o]
-            torch.tanh(pre[:, 2 * H : 3 * H], out=g)  # the g block takes tanh, not σ
-            c = torch.addcmul(f * hc[:, H:], i, g, out=tape_c[:, n + t])
-            nc, *stat_c = torch.native_layer_norm(c, (H,), lnc_w, lnc_b, eps_c)
-            torch.mul(o, torch.tanh(nc, out=tcs[t]), out=tape_h[:, n + t])
-            stats.append(torch.cat([*stat, *stat_c], dim=1))  # (B, 4)
-        ctx.save_for_backward(
-            tape, gates, w_key, w_hh, ln_w, ln_b, lnc_w, lnc_b, key_masks, rmask,
-            keys, z_in, logits, ex, att, denom, acts, tcs, sel, torch.stack(stats),
-        )
-        return tape
-
-    @staticmethod
-    def backward(ctx, d_tape: Tensor):  # type: ignore[override]
-        (tape, gates, w_key, w_hh, ln_w, ln_b, lnc_w, lnc_b, key_masks, rmask, keys, z_in,
-         logits, ex, att, denom, acts, tcs, sel, stats) = ctx.saved_tensors
-        T, B, G = z_in.shape
-        H, n = G // 4, gates.size(2)
-        ln_backward = torch.ops.aten.native_layer_norm_backward
-        tape_h, tape_c = tape[..., :H], tape[..., H:]
-        d_tape = d_tape.clone(memory_format=torch.contiguous_format)  # accumulates
-        d_tape_h, d_tape_c = d_tape[..., :H], d_tape[..., H:]
-        new = z_in.new_empty
-        d_ih, d_z, d_kx, d_gates = new(T, B, G), new(T, B, G), new(T, B, H), new(T, B, n)
-        d_ln_w, d_ln_b, d_lnc_w, d_lnc_b = (torch.zeros_like(w) for w in (ln_w, ln_b, lnc_w, lnc_b))
-        m0, m1 = (None, None) if key_masks is None else key_masks.unbind(0)
-        # (T, B, 1) each, contiguous: the LayerNorm backward kernel reads them raw
-        mean, rstd, mean_c, rstd_c = stats.permute(2, 0, 1)[..., None].contiguous()
-        # what the steps need of the forward, for all steps at once: the max's share of the
-        # logits' gradient (spread over ties, as amax's gradient), and e = exp(l − max)·gate
-        ties = logits == logits.amax(-1, keepdim=True)
-        tie_share = ties / ties.sum(-1, keepdim=True)
-        e_all = ex * gates
-        for t in reversed(range(T)):
-            window, window_h = tape[:, t : t + n], tape_h[:, t : t + n]
-            d_window = d_tape[:, t : t + n]
-            dh, dc = d_tape_h[:, n + t], d_tape_c[:, n + t]  # complete: later steps are done
-            i, f, g, o = acts[t].split(H, dim=-1)
-            tc, cs = tcs[t], sel[t, :, 0, H:]
-            # h = o tanh(LN_c(c)), c = f c̃ + i g
-            dnc, gw, gb = ln_backward(dh * o * (1 - tc * tc), tape_c[:, n + t], (H,), mean_c[t],
-                                      rstd_c[t], lnc_w, lnc_b, [True, True, True])
-            dc = dc + dnc
-            d_lnc_w += gw
-            d_lnc_b += gb
-            di, df, dg, do = d_ih[t].split(H, dim=-1)  # d pre-activation = d ih = d LN_hh out
-            torch.mul(dc * g, i * (1 - i), out=di)
-            torch.mul(dc * cs, f * (1 - f), out=df)
-            torch.mul(dc * i, 1 - g * g, out=dg)
-            torch.mul(dh * tc, o * (1 - o), out=do)
-            dz, gw, gb = ln_backward(d_ih[t], z_in[t], (G,), mean[t], rstd[t], ln_w, ln_b,
-                                     [True, True, True])
-            d_ln_w += gw
-            d_ln_b += gb
-            d_z[t] = dz
-            du = dz @ w_hh  # (B, H)
-            dsel = torch.cat([du if rmask is None else du * rmask, dc * f], dim=-1)  # (B, 2H)
-            # sel = s @ window, s = e / (Σe + 1e-8), e = exp(l − max l) · gate
-            s = att[t]
-            ds = torch.bmm(dsel[:, None], window.transpose(1, 2))[:, 0]  # (B, n)
-            d_window.addcmul_(s[:, :, None], dsel[:, None])
-            de = (ds - torch.sum(ds * s, -1, keepdim=True)) / denom[t]
-            torch.mul(de, ex[t], out=d_gates[t])
-            dl = de * e_all[t]
-            dl = dl - torch.sum(dl, -1, keepdim=True) * tie_share[t]
-            # l = window_h · key, key = (kx + a W_key^T) · m1, a = h_{t−1} · m0
-            dkey = torch.bmm(dl[:, None], window_h)[:, 0]
-            d_window[..., :H].addcmul_(dl[:, :, None], keys[t][:, None])
-            dkey = torch.mul(dkey, m1[t], out=d_kx[t]) if m1 is not None else d_kx[t].copy_(dkey)
-            da = dkey @ w_key
-            d_tape_h[:, n + t - 1] += da if m0 is None else da * m0[t]
-        # the window's weight gradients, one matmul each
-        a_in = tape_h[:, n - 1 : n + T - 1].transpose(0, 1)  # (T, B, H) h_{t−1}
-        u_in = sel[:, :, 0, :H]
-        d_w_key = d_kx.flatten(0, 1).t() @ (a_in if m0 is None else a_in * m0).flatten(0, 1)
-        d_w_hh = d_z.flatten(0, 1).t() @ (u_in if rmask is None else u_in * rmask).flatten(0, 1)
-        return (
-            d_ih, d_kx, d_gates, d_tape[:, :n].flip(1), d_w_key, d_w_hh, d_z.sum((0, 1)),
-            d_ln_w, d_ln_b, d_lnc_w, d_lnc_b, None, None, None, None,
-        )
-
-
 class ReadingLayer(nn.Module):
     """One layer of the reading network (§5.1): structured attention over the last n (h, c)
-    of this layer (eq. 9-12), then a layer-normalised LSTM step from the selected state."""
+    of this layer (eq. 9-12), then a layer-normalised LSTM step from the selected state.
+
+    ``step`` is one time step of the equations; ``kernel`` picks what runs the window's time
+    loop (``"reference"``: ``step`` itself, differentiated by autograd; the PRPN docstring
+    names the others). Dropout masks are drawn once per window, before either runs, so every
+    kernel sees the same masks.
+    """
 
     def __init__(self, input_size: int, hidden_size: int, dropout: float, key_dropout: float,
                  kernel: Kernel = "auto"):
@@ -353,6 +239,49 @@ class ReadingLayer(nn.Module):
         self.key = nn.Linear(input_size + hidden_size, hidden_size)  # [W_x W_h], eq. 9
         self.cell = LayerNormLSTMCell(input_size, hidden_size)
 
+    def step(self, x: Tensor, x_key: Tensor, gate: Tensor, mem_h: Tensor, mem_c: Tensor,
+             masks: tuple[Tensor, Tensor] | None, rmask: Tensor | None) -> tuple[Tensor, Tensor]:
+        """One step t (eq. 9-12 and the LN-LSTM).
+
+        Args:
+            x: (B, I) x_t after the LSTM input's dropout.
+            x_key: (B, I) x_t after the key input's dropout.
+            gate: (B, n) g_t; slot k gates step t−1−k.
+            mem_h: (B, n, H) the memory's h, slot 0 = step t−1.
+            mem_c: (B, n, H) the memory's c.
+            masks: the key's dropout masks (B, H) on h_{t−1} and on k_t, or None.
+            rmask: (H,) the recurrent-dropout mask on h̃_t, or None.
+        Returns:
+            h_t and c_t, (B, H) each.
+        """
+        h_prev = mem_h[:, 0] if masks is None else mem_h[:, 0] * masks[0]  # (B, H)
+        k = self.key(torch.cat([x_key, h_prev], dim=-1))  # (B, H) W_x x_t + W_h h_{t−1}, eq. 9
+        if masks is not None:
+            k = k * masks[1]
+        logits = (mem_h @ k[:, :, None])[..., 0] / math.sqrt(self.hidden_size)  # (B, n) eq. 10
+        s = gated_softmax(logits, gate)  # (B, n) eq. 10-11
+        h_sel = (s[:, :, None] * mem_h).sum(1)  # (B, H) h̃_t, eq. 12
+        c_sel = (s[:, :, None] * mem_c).sum(1)  # (B, H) c̃_t, eq. 12
+        if rmask is not None:
+            h_sel = h_sel * rmask
+        return self.cell(x, (h_sel, c_sel))  # (B, H) x 2: LN-LSTM from (h̃_t, c̃_t)
+
+    def reference(self, x: Tensor, x_key: Tensor, gates: Tensor, memory: Tensor,
+                  key_masks: Tensor | None, rmask: Tensor | None) -> tuple[Tensor, Tensor]:
+        """``kernel="reference"``: ``step`` over the window, the memory shifted by one slot a
+        step. x, x_key (T, B, I), gates (B, T, n), memory (B, n, 2H) slot 0 newest,
+        key_masks (2, T, B, H) or None -> h (B, T, H) and the new memory."""
+        H = self.hidden_size
+        mem_h, mem_c = memory[..., :H], memory[..., H:]  # (B, n, H) each
+        hs = []
+        for t in range(x.size(0)):
+            masks = None if key_masks is None else (key_masks[0, t], key_masks[1, t])
+            h, c = self.step(x[t], x_key[t], gates[:, t], mem_h, mem_c, masks, rmask)
+            mem_h = torch.cat([h[:, None], mem_h[:, :-1]], dim=1)  # h_t into slot 0
+            mem_c = torch.cat([c[:, None], mem_c[:, :-1]], dim=1)
+            hs.append(h)
+        return torch.stack(hs, dim=1), torch.cat([mem_h, mem_c], dim=-1)
+
     def forward(
         self, x: Tensor, gates: Tensor, memory: Tensor, rmask: Tensor | None
     ) -> tuple[Tensor, Tensor]:
@@ -361,12 +290,21 @@ class ReadingLayer(nn.Module):
         B, T, _ = x.shape
         H, n = self.hidden_size, memory.size(1)
         pk, train, cell = self.key_dropout, self.training, self.cell
-        scale = 1.0 / math.sqrt(H)  # eq. 10, folded into the key
-        w_x, w_h = (self.key.weight * scale).split([self.input_size, H], dim=1)
         xt = x.transpose(0, 1)  # (T, B, I): the loop runs time-major
-        ih = cell.input_gates(_dropout(xt, self.dropout, train))  # (T, B, 4H), hoisted
-        kx = F.linear(_dropout(xt, pk, train), w_x, self.key.bias * scale)  # (T, B, H)
+        x_in = _dropout(xt, self.dropout, train)  # (T, B, I) the LSTM's input
+        x_key = _dropout(xt, pk, train)  # (T, B, I) the key's input half
         key_masks = _keep_mask(x, (2, T, B, H), pk) if train and pk > 0 else None
+        if self.kernel == "reference":
+            dtype = torch.promote_types(x.dtype, torch.float32)  # as the fast loops: >= fp32
+            with torch.autocast(x.device.type, enabled=False):
+                return self.reference(*(a if a is None else a.to(dtype) for a in (
+                    x_in, x_key, gates, memory, key_masks, rmask)))
+        # the fast loops (synlm.kernels): the window's input projections hoisted, the key's
+        # 1/√H folded into its weights, the gates in window order (index i: step t−n+i)
+        scale = 1.0 / math.sqrt(H)
+        w_x, w_h = (self.key.weight * scale).split([self.input_size, H], dim=1)
+        ih = cell.input_gates(x_in)  # (T, B, 4H)
+        kx = F.linear(x_key, w_x, self.key.bias * scale)  # (T, B, H)
         args = (
             ih, kx, gates.flip(-1).transpose(0, 1).contiguous(), memory, w_h,
             cell.hh.weight, cell.hh.bias, cell.hh_norm.weight, cell.hh_norm.bias,
@@ -374,18 +312,21 @@ class ReadingLayer(nn.Module):
         )
         dtype = torch.promote_types(ih.dtype, torch.float32)  # under autocast the loop is fp32
         recurrence = pick_recurrence(self.kernel, use_triton(self.kernel, ih),
-                                     _ReadingRecurrence, "prpn", ih.device, dtype)
+                                     TorchReadingRecurrence, "prpn", ih.device, dtype)
         with torch.autocast(x.device.type, enabled=False):
             tape = recurrence.apply(
                 *(a if a is None else a.to(dtype) for a in args),
                 cell.hh_norm.eps, cell.c_norm.eps,
-            )  # (B, n+T, 2H)
+            )  # (B, n+T, 2H) [h | c] in time order
         return tape[:, n:, :H], tape[:, T:].flip(1)
 
 
 class PredictNetwork(nn.Module):
     """The predict network (§5.2): attention over the last n top-layer h with the next-step
-    gates g'_t, then out_t = tanh(Norm(W_o [h_t; sel_t])) (eq. 14; no ResBlock, as for PTB)."""
+    gates g'_t, then out_t = tanh(Norm(W_o [h_t; sel_t])) (eq. 14; no ResBlock, as for PTB).
+
+    ``attend_step`` is one time step; ``attend`` computes every step of a window at once
+    (the memory is past top-layer outputs, known once the reading layers have run)."""
 
     def __init__(self, hidden_size: int, output_size: int, dropout: float, norm: Norm) -> None:
         super().__init__()
@@ -394,12 +335,34 @@ class PredictNetwork(nn.Module):
         self.proj = nn.Linear(2 * hidden_size, output_size)
         self.norm = _make_norm(norm, output_size)
 
+    def keys(self, h: Tensor) -> Tensor:
+        """k'_t / √H = drop(W_p drop(h_t)) / √H for the window: (B, T, H) -> (B, T, H)."""
+        p, train = self.dropout, self.training
+        return _dropout(self.key(_dropout(h, p, train)), p, train) / math.sqrt(h.size(2))
+
+    @staticmethod
+    def attend_step(key: Tensor, gate: Tensor, memory: Tensor) -> Tensor:
+        """One step: key (B, H) k'_t / √H, gate (B, n) g'_t, memory (B, n, H) h_{t−1−k} in
+        slot k -> sel_t (B, H) = Σ_k p_t[k] h_{t−1−k}, p_t = softmax(m'_h k'_t / √H, g'_t)."""
+        p = gated_softmax((memory @ key[:, :, None])[..., 0], gate)  # (B, n)
+        return (p[:, :, None] * memory).sum(1)
+
+    def attend_reference(self, h: Tensor, gates: Tensor, memory: Tensor
+                         ) -> tuple[Tensor, Tensor]:
+        """``kernel="reference"``: ``attend_step`` at each step, the memory shifted by one
+        slot a step. Same arguments and results as ``attend``."""
+        key, sels = self.keys(h), []  # (B, T, H)
+        for t in range(h.size(1)):
+            sels.append(self.attend_step(key[:, t], gates[:, t], memory))
+            memory = torch.cat([h[:, t, None], memory[:, :-1]], dim=1)  # h_t into slot 0
+        return torch.stack(sels, dim=1), memory
+
     def attend(self, h: Tensor, gates: Tensor, memory: Tensor) -> tuple[Tensor, Tensor]:
         """h (B, T, H), gates (B, T, n), memory (B, n, H) slot 0 newest -> sel (B, T, H) and
-        the new memory. No time loop: step t reads h_{t−n} .. h_{t−1} of one tape."""
-        n, H = memory.size(1), h.size(2)
-        p, train = self.dropout, self.training
-        key = _dropout(self.key(_dropout(h, p, train)), p, train) / math.sqrt(H)  # (B, T, H)
+        the new memory. No time loop: step t reads h_{t−n} .. h_{t−1} of one tape, two
+        batched matmuls over a band of the (T, n + T) score matrix."""
+        n = memory.size(1)
+        key = self.keys(h)  # (B, T, H)
         tape = torch.cat([memory.flip(1), h], dim=1)  # (B, n+T, H), tape[:, n+t] = h_t
         logits = _band(key @ tape.transpose(1, 2), n)  # (B, T, n), [:, t, i] = k_t · h_{t−n+i}
         att = gated_softmax(logits, gates.flip(-1))  # slot k = n−1−i
@@ -448,8 +411,9 @@ class PRPN(Backbone):
         norm: "batch" (reference) or "layer" in the parser and the predictor.
         syd: use the PRPN-SYD parsing network.
         parser_size: hidden size of the parsing network; defaults to ``hidden_size``.
-        kernel: the reading layers' time loop: ``auto`` (fused Triton kernels on CUDA, the
-            PyTorch loop elsewhere), ``torch`` or ``triton`` (synlm.kernels).
+        kernel: what runs the time loops (module docstring): ``auto`` (fused Triton
+            kernels on CUDA, the torch loop elsewhere), ``torch``, ``triton`` or
+            ``reference`` (the equations one step at a time; the predictor's attention too).
     """
 
     def __init__(
@@ -479,6 +443,7 @@ class PRPN(Backbone):
         self.dropout = dropout
         self.rdropout = rdropout
         self.syd = syd
+        self.kernel = check_kernel(kernel)
         self.distance_names = ("lm", "syd") if syd else ("lm",)
         parser = SYDParser if syd else ConvParser
         self.parser = parser(input_size, parser_size or hidden_size, n_lookback, idropout, norm)
@@ -491,7 +456,7 @@ class PRPN(Backbone):
         self.spec = BackboneSpec(
             input_size=input_size, output_size=input_size, layer_sizes=(hidden_size,) * num_layers,
             provides=frozenset({"distances", "layers"}), recurrent=True, incremental=True,
-            structures=(Structure("lm", "distances"),))
+            structures=(Structure("lm", "distances", layers=(0,) if syd else None),))  # row 1: syd
 
     def initial_state(self, x: Tensor) -> PRPNState:
         """Zero memories and look-back, +inf past distances, for the batch of ``x`` (B, T, E)."""
@@ -523,7 +488,9 @@ class PRPN(Backbone):
             h, memory = reader(h, gates, st.readers[i], None if rmask is None else rmask[i])
             layers.append(h)
             memories.append(memory)
-        sel, pred_memory = self.predictor.attend(h, gates_next, st.predictor)
+        attend = (self.predictor.attend_reference if self.kernel == "reference"
+                  else self.predictor.attend)
+        sel, pred_memory = attend(h, gates_next, st.predictor)  # (B, T, H), (B, n, H)
         out = _dropout(self.predictor.output(h, sel), self.dropout, self.training)  # (B, T, E)
         distances = dist[..., 0::2] if self.syd else dist[..., :1]  # (B, T, 1 or 2)
         new_state = PRPNState(

@@ -1,7 +1,8 @@
 """The ON-LSTM time loop of one layer with one fused Triton kernel per step and direction.
 
-Same computation and signature as ``synlm.backbones.on_lstm._Recurrence`` (Shen et al. 2019
-eq. 1-11; docs/models/on_lstm.md). A forward step is
+Same computation and signature as ``synlm.kernels.on_lstm_torch.TorchRecurrence`` (the
+equations of ``synlm.backbones.on_lstm``, numbered as in Du et al. 2020, eq. 1-11;
+docs/models/onlstm.md). A forward step is
 
     gates_t = xi_t + h_{t-1} W_hh^T                          one cuBLAS addmm
     c_t, h_t = step(gates_t, c_{t-1})                        one kernel: master-gate softmax

@@ -1,7 +1,8 @@
 """The time loop of one PRPN reading layer with two fused Triton kernels per step and direction.
 
-Same computation, signature and return value as ``synlm.backbones.prpn._ReadingRecurrence``
-(Shen et al. 2018 eq. 9-12 and the LN-LSTM of ``synlm.modules.ln_lstm``); the memory is the
+Same computation, signature and return value as
+``synlm.kernels.prpn_torch.TorchReadingRecurrence`` (Shen et al. 2018 eq. 9-12 and the LN-LSTM
+of ``synlm.modules.ln_lstm``, as ``synlm.backbones.prpn.ReadingLayer.step``); the memory is the
 same tape (B, n + T, 2H) of [h | c] in time order, step t reading tape[:, t : t+n]. A forward
 step is
 
@@ -292,7 +293,7 @@ def _blocks(n: int, H: int) -> tuple[dict[str, int], dict[str, int]]:
 
 
 class TritonReadingRecurrence(torch.autograd.Function):
-    """Drop-in for ``_ReadingRecurrence``: ih (T, B, 4H), kx (T, B, H), gates (T, B, n) in
+    """Drop-in for ``TorchReadingRecurrence``: ih (T, B, 4H), kx (T, B, H), gates (T, B, n) in
     window order, memory (B, n, 2H) slot 0 newest, w_key (H, H), w_hh (4H, H), b_hh, ln_w,
     ln_b (4H,), lnc_w, lnc_b (H,), key_masks (2, T, B, H) or None, rmask (H,) or None, eps,
     eps_c -> the tape (B, n + T, 2H)."""

@@ -33,23 +33,23 @@ class KernelCheckError(RuntimeError):
     """``kernel: triton`` and the fused kernels failed their check (one line)."""
 
 
-def pick_recurrence(kernel: str, use_fused: bool, reference: type[torch.autograd.Function],
+def pick_recurrence(kernel: str, use_fused: bool, loop: type[torch.autograd.Function],
                     fused_module: str, device: torch.device, dtype: torch.dtype
                     ) -> type[torch.autograd.Function]:
-    """The recurrence to run: ``reference`` (the PyTorch loop) unless ``use_fused``
-    (``synlm.kernels.use_triton``) and the fused one of ``synlm.kernels.<fused_module>``
-    passes its check on ``device`` and ``dtype``."""
+    """The recurrence to run: ``loop`` (the torch loop, ``synlm.kernels.*_torch``) unless
+    ``use_fused`` (``synlm.kernels.use_triton``) and the fused one of
+    ``synlm.kernels.<fused_module>`` passes its check on ``device`` and ``dtype``."""
     if not use_fused:
-        return reference
+        return loop
     module = importlib.import_module(f"synlm.kernels.{fused_module}")
-    cause = verdict(fused_module, module.FUSED, reference, module.check_problem, device, dtype)
+    cause = verdict(fused_module, module.FUSED, loop, module.check_problem, device, dtype)
     if cause is None:
         return module.FUSED
     if kernel == "triton":
         raise KernelCheckError(f"kernel='triton': the fused {fused_module} recurrence failed "
                                f"its check against the PyTorch loop on {device} ({dtype}): "
                                f"{cause}; use kernel='torch' (or 'auto', which falls back)")
-    return reference
+    return loop
 
 
 def verdict(name: str, fused: type[torch.autograd.Function],
