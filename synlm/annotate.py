@@ -16,12 +16,12 @@ cache folder, keyed by the input's and the parser's digests) is reused when it e
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from synlm.arguments import CommandParser
 from synlm.data.annotation import annotate
+from synlm.errors import SynLMError, report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -36,8 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         path = annotate(args.input, args.format, args.parser, args.model, args.conllu,
                         args.output)
-    except (ValueError, OSError) as err:  # AnnotateError, CorpusError, ReaderError
-        print(f"synlm annotate: {err}", file=sys.stderr)
-        return 2
+    except SynLMError as err:  # AnnotateError, CorpusError, ReaderError, ...
+        return report(err, "synlm annotate")
     print(path)
     return 0

@@ -4,7 +4,11 @@
 
 This module imports only what answering at once needs (``--help``, ``--version``, ``ls``,
 an unknown command, a missing config file, a bad ``SYNLM_THREADS``); each command's module
-(torch, Lightning: seconds) is imported when that command runs."""
+(torch, Lightning: seconds) is imported when that command runs.
+
+Errors: each command prints synlm's own (``synlm.errors.SynLMError``) as one line and exits
+with code 2 (``synlm.errors.report``; ``SYNLM_TRACEBACK=1`` prints their traceback too);
+any other exception propagates with its traceback."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from synlm import usage
 from synlm.catalog import component_summaries
+from synlm.errors import SynLMError, report
 from synlm.threads import configure_threads
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
@@ -60,6 +65,14 @@ def _command(name: str) -> Callable[[list[str]], int]:
     return lambda args: evaluate_syntax_main(args, build_model=lightning_cli.build_model)
 
 
+def _find_local_components() -> None:
+    """A config's ``class_path: my_heads.MyHead`` finds ``my_heads.py`` in the folder the
+    command runs in, as under ``python -m``; searched last, so it never shadows a library."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.append(here)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in ([], ["-h"], ["--help"]):
@@ -80,9 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         threads = configure_threads()
-    except ValueError as err:
-        print(f"synlm: error: {err}", file=sys.stderr)
-        return 2
+    except SynLMError as err:
+        return report(err, "synlm: error")
+    _find_local_components()
     if args[0] in LIGHTNING_COMMANDS:
         from synlm.lightning_cli import run
 

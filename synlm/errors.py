@@ -1,24 +1,122 @@
-"""Errors in what a user set, as one line each. ``SettingError`` carries the parameter's
-name, the value and what is expected, so that the ``synlm`` command can name the flag
-(``--data.batch_size=0``) or the config file and line that set it; the checks below raise
-it where a value is first taken (a constructor), before anything is built or written."""
+"""synlm's exceptions, and the checks that raise them where a value is first taken.
+
+Every exception synlm raises on purpose derives from ``SynLMError``::
+
+    SynLMError                      anything synlm raises on purpose
+    ├── InputError (ValueError)     something a user gave that synlm cannot use
+    │   ├── SettingError            a parameter's value: its name, the value, what would do
+    │   ├── MissingFileError        a file or folder a user named is not there
+    │   │                           (also a FileNotFoundError: errors.reading)
+    │   ├── CheckpointError         synlm.runs: a checkpoint missing or unreadable
+    │   ├── CorpusError             synlm.data.corpora: a corpus file missing or malformed
+    │   │   └── SuiteError          synlm.tse.syntaxgym: a test suite file
+    │   ├── ReaderError             synlm.syntax.readers: a malformed treebank file
+    │   ├── TreeFormatError         synlm.syntax.trees: a malformed bracketed tree
+    │   ├── FormulaError            synlm.tse.formula: a malformed SyntaxGym prediction
+    │   ├── AnnotateError           synlm.data.annotation: text that cannot be annotated
+    │   └── PlotError               synlm.plot: a run or metric that cannot be plotted
+    └── RunError (RuntimeError)     a run that cannot go on, for a reason synlm names
+
+Library functions raise these (a notebook catches them as ``SynLMError``, or as the
+``ValueError`` or ``RuntimeError`` each also is); only the ``synlm`` command turns them into
+one line, ``synlm <command>: error: ...`` (exit code 2). Any other exception is a bug, or a
+problem synlm did not foresee, and keeps its traceback; ``SYNLM_TRACEBACK=1`` shows the
+traceback of synlm's own errors too.
+
+``SettingError`` carries the parameter's name, the value and what is expected, so that the
+command can name the flag (``--data.batch_size=0``) or the config file and line that set
+it; the checks below raise it where a value is first taken (a constructor), before
+anything is built or written.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+#: Set to 1 to see the traceback of synlm's own errors too (the command prints one line).
+TRACEBACK_ENV = "SYNLM_TRACEBACK"
 
-class InputError(ValueError):
+
+class SynLMError(Exception):
+    """The base of every exception synlm raises on purpose; its message is one line that
+    says what went wrong and what would do."""
+
+
+class InputError(SynLMError, ValueError):
     """Something a user gave that synlm cannot use, said in one line that names where it
     was given (a flag, a file and line); the ``synlm`` command prints it as it is."""
 
 
-class SettingError(ValueError):
+class SettingError(InputError):
     """``name`` was set to ``value``; ``expected`` says what would do."""
 
     def __init__(self, name: str, value: Any, expected: str) -> None:
         self.name, self.value, self.expected = name, value, expected
         super().__init__(f"{name}={value}: expected {expected}")
+
+
+class MissingFileError(InputError, FileNotFoundError):
+    """A file or folder a user named is not there (or cannot be read); also a
+    ``FileNotFoundError``, for callers that catch that."""
+
+
+class RunError(SynLMError, RuntimeError):
+    """A run that cannot go on, for a reason synlm names in one line (a kernel that fails
+    its self-check, a loss that is no longer finite)."""
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Around reading the file ``path`` a user named: a missing one is a one-line
+    ``MissingFileError``, a folder or an unreadable one an ``InputError``, naming it (the
+    ``OSError`` kept as the cause)."""
+    with _user_file(path, "read"):
+        yield
+
+
+@contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Around writing the file ``path`` a user named (``--output``): one that cannot be
+    written is a one-line ``InputError`` naming it (its cause kept)."""
+    with _user_file(path, "write"):
+        yield
+
+
+@contextmanager
+def _user_file(path: str | Path, verb: str) -> Iterator[None]:
+    try:
+        yield
+    except SynLMError:
+        raise
+    except FileNotFoundError as err:
+        if verb == "read":
+            raise MissingFileError(f"{path}: no such file") from err
+        raise InputError(f"{path}: cannot write it (no folder {Path(path).parent})") from err
+    except IsADirectoryError as err:
+        raise InputError(f"{path}: a folder, expected a file") from err
+    except OSError as err:
+        raise InputError(f"{path}: cannot {verb} it ({err.strerror or err})") from err
+
+
+def show_traceback() -> bool:
+    """Whether ``SYNLM_TRACEBACK`` asks for the traceback of synlm's own errors."""
+    return os.environ.get(TRACEBACK_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def report(err: BaseException, prefix: str) -> int:
+    """Say synlm's own error ``err`` for a command: one line ``{prefix}: {err}`` on stderr
+    (``prefix``: ``synlm parse``, or ``synlm: error`` for the Lightning commands), after its
+    traceback when ``SYNLM_TRACEBACK`` asks for it. Returns the exit code, 2."""
+    if show_traceback():
+        traceback.print_exception(type(err), err, err.__traceback__)
+    print(f"{prefix}: {err}", file=sys.stderr)
+    return 2
 
 
 def at_least(name: str, value: int | None, minimum: int = 1) -> None:

@@ -29,9 +29,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from synlm.arguments import CommandParser
-from synlm.data.corpora import CorpusError
+from synlm.errors import InputError, SynLMError, report
 from synlm.parse import load_model, mean_and_std, untrained_model
-from synlm.runs import CheckpointError
 from synlm.tse.benchmarks import BENCHMARKS, BenchmarkResult, load_benchmarks, score_benchmarks
 from synlm.tse.scores import ScoredSentence
 from synlm.tse.scoring import ModelScorer
@@ -208,7 +207,7 @@ def main(argv: list[str] | None = None,
         if checkpoint is not None:
             models: Iterable[Any] = [checkpoint]
         elif build_model is None:
-            raise ValueError("--config needs the CLI's model builder; run `synlm "
+            raise InputError("--config needs the CLI's model builder; run `synlm "
                              "evaluate-syntax`")
         else:
             models = (untrained_model(build_model, args.config, seed, args.set)
@@ -218,9 +217,8 @@ def main(argv: list[str] | None = None,
             runs.append(evaluate_model(model, loaded, args))
             for line in unknown_warnings(runs[-1], args.warn_unknown, len(model.vocab)):
                 print(line, file=sys.stderr)
-    except (CorpusError, CheckpointError, ValueError) as err:
-        print(f"{PROG}: {err}", file=sys.stderr)
-        return 2
+    except SynLMError as err:
+        return report(err, PROG)
     summary: dict[str, Any] = {"model": args.ckpt_path, "benchmarks": args.benchmark,
                                "subset": args.subset, "eos": not args.no_eos}
     if args.config:

@@ -37,6 +37,7 @@ from synlm.data.generation_corpora import Story
 from synlm.data.normalization import normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.data.vocab import Vocab, atomic_write_text
+from synlm.errors import InputError, SynLMError, report, writing
 from synlm.generation import generate, generate_stream, released_sampler
 from synlm.lm import SyntaxLM
 from synlm.parse import load_model, unknown_words
@@ -61,7 +62,7 @@ def lines_prompts(contexts: Path, references: Path | None) -> list[Prompt]:
     lines = [line.split() for line in read_lines(contexts)]
     refs = [line.split() for line in read_lines(references)] if references else None
     if refs is not None and len(refs) != len(lines):
-        raise ValueError(f"{references}: {len(refs)} lines, {contexts} has {len(lines)}")
+        raise InputError(f"{references}: {len(refs)} lines, {contexts} has {len(lines)}")
     return [Prompt(words, refs[i] if refs else None) for i, words in enumerate(lines)]
 
 
@@ -91,7 +92,7 @@ def sample(model: SyntaxLM, prompts: Sequence[Prompt], max_new_tokens: int = 100
     prompts of a model with the released DM-LSTM sampler come from ``generate_stream``
     (sentences one after another in each of ``batch_size`` streams)."""
     if model.vocab is None:
-        raise ValueError("the checkpoint stores no vocabulary; train it with synlm fit")
+        raise InputError("the checkpoint stores no vocabulary; train it with synlm fit")
     device = next(model.parameters()).device
     if released_sampler(model) and all(p.context is None for p in prompts):
         generator = torch.Generator(device=device).manual_seed(seed)
@@ -159,10 +160,10 @@ def read_records(path: Path) -> list[dict[str, str]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{number}: not JSON ({e.msg}), expected one record "
+            raise InputError(f"{path}:{number}: not JSON ({e.msg}), expected one record "
                              "per line as synlm generate writes") from None
         if not isinstance(record, dict) or not isinstance(record.get("sample"), str):
-            raise ValueError(f"{path}:{number}: expected an object with a \"sample\" string")
+            raise InputError(f"{path}:{number}: expected an object with a \"sample\" string")
         out.append(record)
     return out
 
@@ -198,7 +199,7 @@ def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
         result.update(m.news_metrics(samples, real))
     elif refs:
         if len(refs) != len(samples):
-            raise ValueError("some records have a reference and some do not")
+            raise InputError("some records have a reference and some do not")
         result.update(m.story_metrics(samples, refs))
         if bert:
             result["bertscore"] = m.bert_score(samples, refs, bert, num_layers=bert_layers)
@@ -216,7 +217,7 @@ def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
     if rlm_heldout:
         heldout = [line.split() for line in read_lines(Path(rlm_heldout)) if line.split()]
         if build_run is None:
-            raise ValueError("the reverse-LM score needs the CLI's run builder "
+            raise InputError("the reverse-LM score needs the CLI's run builder "
                              "(synlm.lightning_cli.build_run)")
         result["rlm_score"] = rlm_score(samples, heldout, build_run, rlm_config,
                                         rlm_overrides)
@@ -313,14 +314,14 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
     args = build_parser().parse_args(argv)
     try:
         if args.references and not args.contexts:
-            raise ValueError("--references goes with --contexts")
+            raise InputError("--references goes with --contexts")
         if args.metrics and not args.output:
-            raise ValueError("--metrics prints the metrics; give --output FILE for the samples")
+            raise InputError("--metrics prints the metrics; give --output FILE for the samples")
         model = load_model(args.ckpt_path).to(args.device)
         if args.dm_sampling:
             heads = [h for h in model.heads if hasattr(h, "sampling")]
             if not heads:
-                raise ValueError("--dm-sampling: the checkpoint has no DependencyMixtureHead")
+                raise InputError("--dm-sampling: the checkpoint has no DependencyMixtureHead")
             for head in heads:
                 head.sampling = args.dm_sampling
                 head.check_sampling()
@@ -338,7 +339,8 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
         recs = records(prompts, samples)
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs)
         if args.output:
-            atomic_write_text(args.output, text)
+            with writing(args.output):
+                atomic_write_text(args.output, text)
         else:
             sys.stdout.write(text)
         warning = empty_warning(samples, "endings" if args.stories else "samples", unknown)
@@ -346,9 +348,8 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
             print(warning, file=sys.stderr)
         if args.metrics:
             print(metrics_json(_evaluate(args, recs, build_run)))
-    except (ValueError, OSError) as err:
-        print(f"synlm generate: {err}", file=sys.stderr)
-        return 2
+    except SynLMError as err:
+        return report(err, "synlm generate")
     return 0
 
 
@@ -368,7 +369,6 @@ def evaluate_main(argv: Sequence[str] | None = None, build_run: BuildRun | None 
     args = p.parse_args(argv)
     try:
         print(metrics_json(_evaluate(args, read_records(args.file), build_run)))
-    except (ValueError, OSError) as err:
-        print(f"synlm evaluate-generation: {err}", file=sys.stderr)
-        return 2
+    except SynLMError as err:
+        return report(err, "synlm evaluate-generation")
     return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from synlm.errors import InputError
 from synlm.lm import SyntaxLM
 from synlm.outputs import StepState
 
@@ -29,7 +30,7 @@ def filter_log_probs(log_probs: Tensor, temperature: float = 1.0, top_k: int | N
     ``top_k`` most likely tokens and to the smallest set of most likely tokens whose mass
     reaches ``top_p`` (the nucleus), renormalised; removed tokens get −inf."""
     if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
+        raise InputError(f"temperature must be positive, got {temperature}")
     lp = (log_probs / temperature).log_softmax(-1)
     if top_k is not None and top_k < lp.size(-1):
         kth = lp.topk(top_k, dim=-1).values[..., -1:]
@@ -56,7 +57,7 @@ def generate(model: SyntaxLM, prompts: Tensor, max_new_tokens: int,
     incremental = (use_cache and model.backbone.spec.incremental
                    and all(h.incremental for h in model.heads if h.replaces_distribution))
     if released_sampler(model) and not incremental:
-        raise ValueError("the released DM-LSTM sampler keeps its own histories: sample with "
+        raise InputError("the released DM-LSTM sampler keeps its own histories: sample with "
                          "the cache (use_cache=True)")
     log_probs, state = prompt_step(model, prompts)
     sequence, new = prompts, []

@@ -9,10 +9,12 @@ import logging
 import os
 import shutil
 import sys
+import traceback
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
+from weakref import proxy
 
 import jsonargparse
 import lightning.pytorch as pl
@@ -33,6 +35,7 @@ from lightning.pytorch.cli import (
     SaveConfigCallback,
 )
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.exceptions import (
     MisconfigurationException,
@@ -42,11 +45,11 @@ from torch.optim import Optimizer
 
 import synlm.registry  # noqa: F401  (registers the components' short class names)
 from synlm import __version__, checks, runs, usage
+from synlm import lightning_internals as internals
 from synlm.callbacks import ParameterSummary, SynLMProgressBar, TokensPerSecond
-from synlm.data.corpora import CorpusError
 from synlm.data.datamodule import SynLMDataModule
-from synlm.errors import InputError, SettingError
-from synlm.lm import NonFiniteLossError, SyntaxLM
+from synlm.errors import InputError, SettingError, SynLMError, report, show_traceback
+from synlm.lm import SyntaxLM
 from synlm.run_summary import Saved, evaluation_summary, fit_summary
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
@@ -103,12 +106,17 @@ class RunCheckpoint(ModelCheckpoint):
     the last consistent one."""
 
     def __init__(self) -> None:
+        # Lightning saves the best only (save_last=False): last.ckpt is written here, with
+        # public API (write_last), at the moments listed above
         super().__init__(filename="epoch{epoch:03d}-step{step:06d}", monitor="val/ppl",
-                         mode="min", save_last=True, auto_insert_metric_name=False,
+                         mode="min", save_last=False, auto_insert_metric_name=False,
                          enable_version_counter=False, save_on_train_epoch_end=False)
         #: the latest validation, ``{"step": N, "metrics": {...}}``, kept in every checkpoint
         #: (``runs.VALIDATION_KEY``): the run's summary and ``--ckpt_path best`` read it
         self.validation: dict[str, Any] = {}
+        #: the global step this fit last wrote ``last.ckpt`` at (0: none yet; as Lightning's
+        #: own count of its saves, not restored when a run continues)
+        self.last_step_written = 0
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            checkpoint: dict[str, Any]) -> None:
@@ -128,10 +136,20 @@ class RunCheckpoint(ModelCheckpoint):
         return Saved(path, checkpoint["global_step"], runs.validation(checkpoint),
                      checkpoint.get(runs.VALIDATION_KEY, {}).get("step"))
 
-    def _save_last(self, trainer: pl.Trainer) -> None:
-        """``last.ckpt`` now, unless this step is saved already (or no fit is training)."""
-        if not self._should_skip_saving_checkpoint(trainer):
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+    def write_last(self, trainer: pl.Trainer) -> None:
+        """``last.ckpt`` now, unless this step's is written already or no fit is training
+        (``fast_dev_run``, another stage, the sanity check), as Lightning decides for its
+        own saves; ``last_model_path`` is set first, as the saved state carries it."""
+        if (trainer.fast_dev_run or trainer.state.fn != TrainerFn.FITTING
+                or trainer.sanity_checking or self.last_step_written == trainer.global_step):
+            return
+        path = os.path.join(str(self.dirpath), runs.LAST)
+        self.last_model_path = path
+        trainer.save_checkpoint(path, self.save_weights_only)
+        self.last_step_written = trainer.global_step
+        if trainer.is_global_zero:  # as Lightning tells its loggers (wandb's log_model)
+            for logger in trainer.loggers:
+                logger.after_save_checkpoint(proxy(self))
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Resuming from the end of an epoch's last batch, Lightning counts that epoch as
@@ -139,16 +157,15 @@ class RunCheckpoint(ModelCheckpoint):
         start (``on_train_epoch_start``: the carried state's reset, NT-ASGD's schedule);
         clear the stage so that the epoch starts as in an uninterrupted run."""
         super().on_train_start(trainer, pl_module)
-        fit_loop = trainer.fit_loop
-        epochs = fit_loop.epoch_progress.current
-        if fit_loop.restarted_mid_epoch and epochs.completed == epochs.ready:
-            fit_loop.reset_restart_stage()
+        completed, ready = internals.epochs_completed_and_ready(trainer)
+        if internals.restarted_mid_epoch(trainer) and completed == ready:
+            internals.reset_restart_stage(trainer)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         if self._last_step_before_stop_or_epoch_end(trainer):
-            self._save_last(trainer)
+            self.write_last(trainer)
 
     @staticmethod
     def _last_step_before_stop_or_epoch_end(trainer: pl.Trainer) -> bool:
@@ -156,14 +173,14 @@ class RunCheckpoint(ModelCheckpoint):
         optimiser step and has no scheduled validation after it. Callbacks that stop
         training at a batch's end (``Timer``) run before checkpoint callbacks, so their
         ``should_stop`` is seen here."""
-        loop = trainer.fit_loop.epoch_loop
-        stops = loop._is_training_done or trainer.should_stop or trainer.received_sigterm
-        if not stops or loop._should_accumulate():
+        stops = internals.training_done(trainer) or trainer.should_stop \
+            or trainer.received_sigterm
+        if not stops or internals.accumulating(trainer):
             return False
         # the schedule alone: Lightning also validates because should_stop is set
         stop, trainer.should_stop = trainer.should_stop, False
         try:
-            return not loop._should_check_val_fx(trainer.fit_loop._data_fetcher)
+            return not internals.validation_due(trainer)
         finally:
             trainer.should_stop = stop
 
@@ -172,8 +189,10 @@ class RunCheckpoint(ModelCheckpoint):
             self.validation = {"step": trainer.global_step, "metrics": {
                 name: float(value) for name, value in trainer.callback_metrics.items()
                 if name.startswith("val/")}}
+        if self.last_step_written == trainer.global_step:
+            return  # a validation Lightning adds because training stops: this step is saved
         super().on_validation_end(trainer, pl_module)
-        self._save_last(trainer)
+        self.write_last(trainer)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Nothing: the step training stopped at is saved (Lightning would save here, with
@@ -188,11 +207,10 @@ class RunCheckpoint(ModelCheckpoint):
         left as it was)."""
         if not isinstance(exception, SIGTERMException):
             return
-        loop = trainer.fit_loop.epoch_loop
-        if not (trainer.validating or loop._num_ready_batches_reached()
-                or loop._should_accumulate()):
-            self._save_last(trainer)
-        saved = self._last_global_step_saved == trainer.global_step
+        if not (trainer.validating or internals.last_batch_of_epoch(trainer)
+                or internals.accumulating(trainer)):
+            self.write_last(trainer)
+        saved = self.last_step_written == trainer.global_step
         rank_zero_info(f"SIGTERM after step {trainer.global_step}: "
                        + ("saved last.ckpt; " if saved else
                           "no consistent state to save here, last.ckpt is left as it was; ")
@@ -218,18 +236,25 @@ class SaveRunConfig(SaveConfigCallback):
 class SynLMArgumentParser(LightningArgumentParser):
     """Errors in one line instead of the usage: where the value was set (the flag, or the
     config file and line), what is expected, and the closest flag, class argument or class
-    name ("did you mean"); ``args``: the command line, to find where."""
+    name ("did you mean"); ``args``: the command line, to find where. With ``raises`` (a
+    parser built for Python, ``build_model``), that line is an ``InputError`` instead of
+    an exit."""
 
     args: Sequence[str] = ()
+    raises = False
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:  # jsonargparse trying alternatives: not for the user
             super().error(message, ex)
-        parser = getattr(ex, "subcommand_parser", None) or self
-        options = [o for a in parser._actions for o in a.option_strings]
+        if show_traceback():
+            raise jsonargparse.ArgumentError(None, message) from ex
+        parser = internals.subcommand_parser(ex) or self
+        options = internals.option_strings(parser)
+        said = usage.parser_error(message, options, self.args)
+        if self.raises:
+            raise InputError(said) from ex
         prog = parser.prog.replace(" [options]", "")
-        sys.stderr.write(f"{prog}: error: {usage.parser_error(message, options, self.args)} "
-                         f"({prog} --help lists every option)\n")
+        sys.stderr.write(f"{prog}: error: {said} ({prog} --help lists every option)\n")
         self.exit(2)
 
 
@@ -240,6 +265,7 @@ class SynLMCLI(LightningCLI):
                  **kwargs: Any) -> None:
         self._threads = threads  # (count, why) as synlm.threads chose them, for the log
         self._args = list(kwargs.get("args") or [])  # to say where a bad value was set
+        self._raises = kwargs.get("run", True) is False  # built for Python: errors raise
         kwargs.setdefault("parser_kwargs", {"parser_mode": "omegaconf+"})
         kwargs.setdefault("save_config_callback", SaveRunConfig)
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
@@ -281,17 +307,18 @@ class SynLMCLI(LightningCLI):
                           f"{err.expected}")
 
     def instantiate_classes(self) -> None:
-        """As Lightning, with a bad value a constructor refuses (``SettingError``) or a
-        corpus it cannot read (``CorpusError``, also from inside a link's computation) said
-        in one line."""
+        """As Lightning, with a bad value a constructor refuses (``SettingError``: placed on
+        its flag or config line) or any other of synlm's errors (a corpus it cannot read,
+        ``CorpusError``), also from inside a link's computation, which jsonargparse wraps,
+        raised as it is; any other exception as Lightning raises it."""
         try:
             super().instantiate_classes()
         except Exception as err:
             cause = _input_cause(err)
             if isinstance(cause, SettingError):
-                raise self._located(cause) from None
+                raise self._located(cause) from cause
             if cause is not None and cause is not err:
-                raise InputError(str(cause)) from None
+                raise cause from None
             raise
 
     def init_parser(self, **kwargs: Any) -> SynLMArgumentParser:
@@ -299,7 +326,7 @@ class SynLMCLI(LightningCLI):
         kwargs.setdefault("allow_abbrev", False)  # --trainer.max_epoch is a typo, not a prefix
         kwargs.setdefault("prog", "synlm")
         parser = SynLMArgumentParser(**kwargs)
-        parser.args = self._args
+        parser.args, parser.raises = self._args, self._raises
         parser.add_argument("-c", "--config", action=jsonargparse.ActionConfigFile,
                             help="Path to a YAML config; repeat to stack several.")
         return parser
@@ -326,7 +353,8 @@ class SynLMCLI(LightningCLI):
         config = self.config[subcommand] if subcommand else self.config
         trainer = config.trainer
         if trainer.default_root_dir is None:
-            trainer.default_root_dir = str(Path("runs") / run_name(config.get("config") or []))
+            given = [value for _, _, value in usage.flag_values(self._args, *usage.CONFIG_FLAGS)]
+            trainer.default_root_dir = str(Path("runs") / run_name(given))
         self._continued: tuple[int, int] | None = None  # (version, global step)
         root, fit = Path(trainer.default_root_dir), subcommand == "fit"
         ckpt_path, version = config.get("ckpt_path"), None
@@ -364,7 +392,7 @@ class SynLMCLI(LightningCLI):
             if fit and optimizer is not None:
                 checks.check_optimizer(optimizer.class_path, optimizer.init_args.as_dict())
         except SettingError as err:
-            raise self._located(err) from None
+            raise self._located(err) from err
 
     def after_fit(self) -> None:
         """The run's summary: its folder, best and last checkpoints, the next commands."""
@@ -428,7 +456,7 @@ class SynLMCLI(LightningCLI):
         try:
             trainer = super().instantiate_trainer(**kwargs)
         except (MisconfigurationException, ValueError) as err:  # Lightning's, on a value
-            raise InputError(f"--trainer: {str(err).strip().splitlines()[0]}") from None
+            raise InputError(f"--trainer: {str(err).strip().splitlines()[0]}") from err
         if trainer.loggers and not any(isinstance(c, LearningRateMonitor)
                                        for c in trainer.callbacks):
             trainer.callbacks.append(LearningRateMonitor())
@@ -447,8 +475,10 @@ class SynLMCLI(LightningCLI):
 
 
 def run_name(configs: Sequence[Any]) -> str:
-    """``runs/<name>``: the stems of the stacked configs joined by ``+``, the data and
-    trainer partials left out (``onlstm_syd+onlstm_syd_layer1`` for an ablation)."""
+    """``runs/<name>``: the stems of the configs given on the command line joined by ``+``
+    (the bases they name with ``config:`` do not count), the data and trainer partials left
+    out (``onlstm_syd_layer1`` for an ablation, ``quickstart`` with ``--config
+    trainer/debug.yaml``)."""
     stems = [Path(str(c)).stem for c in configs
              if Path(str(c)).parent.name not in ("data", "trainer")]
     return "+".join(stems) or "default"
@@ -457,9 +487,12 @@ def run_name(configs: Sequence[Any]) -> str:
 def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:
     """The model the CLI builds from ``path`` plus ``--key=value`` overrides, untrained; the
     DataModule it would train on is ``model.datamodule`` (``synlm.from_config``). ``path``
-    may name a shipped config (``awd_lstm.yaml``)."""
-    cli = SynLMCLI(args=[*usage.resolve_configs(["--config", str(path)]), *overrides],
-                   run=False)
+    may name a shipped config (``awd_lstm.yaml``). A bad value is an ``InputError``."""
+    args = [*usage.resolve_configs(["--config", str(path)]), *overrides]
+    problem = usage.config_error(args)  # a missing or broken config, as the CLI says it
+    if problem:
+        raise InputError(problem)
+    cli = SynLMCLI(args=args, run=False)
     model = cli.model
     model.datamodule = cli.datamodule
     return model
@@ -467,7 +500,11 @@ def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:
 
 def build_run(args: Sequence[str]) -> tuple[pl.Trainer, SyntaxLM, SynLMDataModule]:
     """The trainer, model and DataModule the CLI builds from ``args`` (``fit``'s options
-    without the subcommand), not yet run: ``synlm generate``'s reverse LM."""
+    without the subcommand), not yet run: ``synlm generate``'s reverse LM. A bad value is
+    an ``InputError``."""
+    problem = usage.config_error(list(args))
+    if problem:
+        raise InputError(problem)
     cli = SynLMCLI(args=list(args), run=False)
     return cli.trainer, cli.model, cli.datamodule
 
@@ -490,11 +527,11 @@ def with_saved_config(args: list[str]) -> list[str]:
     return [args[0], "--config", runs.saved_config(ckpt), *args[1:]]
 
 
-def _input_cause(err: BaseException) -> BaseException | None:
-    """The first of ``err`` and its causes that is an input error synlm raised."""
+def _input_cause(err: BaseException) -> SynLMError | None:
+    """The first of ``err`` and its causes that is an error synlm raised on purpose."""
     seen: BaseException | None = err
     while seen is not None:
-        if isinstance(seen, (SettingError, InputError, CorpusError, runs.CheckpointError)):
+        if isinstance(seen, SynLMError):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
@@ -505,8 +542,21 @@ def run(args: list[str], threads: tuple[int, str] | None = None) -> int:
     is the thread count ``synlm.threads.configure_threads`` chose and why, for the log; the
 config files are checked already (``usage.config_error``)."""
     try:
-        SynLMCLI(args=with_saved_config(usage.resolve_configs(args)), threads=threads)
-    except (CorpusError, NonFiniteLossError, ValueError, FileNotFoundError) as err:
-        print(f"synlm: error: {err}", file=sys.stderr)
-        return 2
+        try:
+            SynLMCLI(args=with_saved_config(usage.resolve_configs(args)), threads=threads)
+        except (MisconfigurationException, ValueError) as err:
+            if isinstance(err, SynLMError) or not _raised_by_lightning(err):
+                raise
+            message = " ".join(str(err).split())  # Lightning's, on a value: one line
+            raise InputError(f"Lightning: {message}") from err
+    except SynLMError as err:  # any other exception keeps its traceback
+        return report(err, "synlm: error")
     return 0
+
+
+def _raised_by_lightning(err: BaseException) -> bool:
+    """Whether Lightning's own code raised ``err`` (a value it refuses once the run starts,
+    e.g. a ``val_check_interval`` above the epoch's batches), not code it called."""
+    frames = traceback.extract_tb(err.__traceback__)
+    root = os.path.dirname(pl.__file__).rsplit(os.sep, 1)[0]  # site-packages/lightning
+    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(root + os.sep)

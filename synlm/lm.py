@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from synlm.backbones.base import Backbone
 from synlm.data.subwords import load_vocab
 from synlm.data.vocab import Vocab
-from synlm.errors import InputError, SettingError
+from synlm.errors import InputError, RunError, SettingError
 from synlm.heads.base import SyntaxHead
 from synlm.metrics.perplexity import Perplexity
 from synlm.metrics.structures import TREE_KINDS, InducedStructureMetrics
@@ -32,7 +32,7 @@ from synlm.runs import read_checkpoint
 DEFAULT_OPTIMIZER = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(RunError):
     """Training produced a NaN or infinite loss."""
 
 
@@ -111,10 +111,15 @@ class SyntaxLM(pl.LightningModule):
     configs; the defaults here add no regularisation.
 
     Args:
-        backbone, heads, vocab_size, embedding_dropout, tie_weights, decoder_bias,
-            init_range, init_std: the ``SyntaxModel``'s (``vocab_size`` is set from the
-            DataModule by the CLI). A backbone or head built in Python is saved as the
-            config that built it, so ``load_from_checkpoint`` rebuilds the model.
+        backbone: the ``SyntaxModel``'s; a backbone built in Python is saved as the config
+            that built it (``RecordsInit``), so ``load_from_checkpoint`` rebuilds the model.
+        heads: the ``SyntaxModel``'s, saved likewise.
+        vocab_size: the ``SyntaxModel``'s, set from the DataModule by the CLI.
+        embedding_dropout: the ``SyntaxModel``'s.
+        tie_weights: the ``SyntaxModel``'s.
+        decoder_bias: the ``SyntaxModel``'s.
+        init_range: the ``SyntaxModel``'s.
+        init_std: the ``SyntaxModel``'s.
         bptt: base window length, for the learning-rate scaling (linked from the data).
         alpha: activation regularisation (AR).
         beta: temporal activation regularisation (TAR).
@@ -449,7 +454,7 @@ class SyntaxLM(pl.LightningModule):
                                                 gradient_clip_algorithm)
             return
         if gradient_clip_algorithm not in (None, "norm"):
-            raise ValueError("per-group gradient clipping clips by norm; "
+            raise InputError("per-group gradient clipping clips by norm; "
                              f"got gradient_clip_algorithm={gradient_clip_algorithm!r}")
         clip_gradients(list(self.model.named_parameters()), self.param_groups, gradient_clip_val)
 

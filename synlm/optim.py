@@ -24,6 +24,8 @@ from torch.nn import Parameter
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
+from synlm.errors import InputError
+
 #: ``{"class_path": str, "init_args": {keyword: value}}``, as LightningCLI writes it.
 OptimizerConfig = Mapping[str, Any]
 
@@ -60,7 +62,7 @@ def _compile(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
     except re.error as err:
-        raise ValueError(f"param group pattern '{pattern}' is not a valid regex: {err}") from None
+        raise InputError(f"param group pattern '{pattern}' is not a valid regex: {err}") from None
 
 
 def assign_parameters(named_parameters: Iterable[tuple[str, Parameter]],
@@ -82,7 +84,7 @@ def assign_parameters(named_parameters: Iterable[tuple[str, Parameter]],
         buckets[0 if hit is None else hit + 1].append(param)
     for group, bucket in zip(groups, buckets[1:]):
         if not bucket:
-            raise ValueError(
+            raise InputError(
                 f"param group pattern '{group.pattern}' matches no trainable parameter left "
                 f"by earlier groups; parameter names look like: {', '.join(names[:4])}"
             )
@@ -98,7 +100,7 @@ def optimizer_class(class_path: str) -> type[Optimizer]:
     except ImportError:
         cls = None
     if not (isinstance(cls, type) and issubclass(cls, Optimizer)):
-        raise ValueError(f"optimizer class_path {class_path!r} is not a torch.optim.Optimizer")
+        raise InputError(f"optimizer class_path {class_path!r} is not a torch.optim.Optimizer")
     return cls
 
 
@@ -122,7 +124,15 @@ class _Child:
     groups: list[dict[str, Any]] = field(default_factory=list)
 
     def build(self) -> Optimizer:
-        return self.cls(self.groups, **self.init_args)
+        """The optimiser; a value it refuses (torch's "Invalid learning rate: -1.0") is an
+        ``InputError`` naming the class and its settings: they come from the config."""
+        try:
+            return self.cls(self.groups, **self.init_args)
+        except ValueError as err:
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            options = [{k: v for k, v in g.items() if k != "params"} for g in self.groups]
+            raise InputError(f"{self.cls.__name__} refuses its settings ({reason}): "
+                             f"init_args {self.init_args}, param groups {options}") from err
 
 
 #: Stands for the parameters no pattern matches: the main optimiser's settings, named "main".
@@ -212,7 +222,7 @@ class GroupedOptimizer(Optimizer):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:  # type: ignore[override]
         states = state_dict.get("optimizers", ())
         if len(states) != len(self.optimizers):
-            raise ValueError(f"the state has {len(states)} optimizers, this GroupedOptimizer "
+            raise InputError(f"the state has {len(states)} optimizers, this GroupedOptimizer "
                              f"{len(self.optimizers)}; was it saved with other param groups?")
         for child, state in zip(self.optimizers, states):
             child.load_state_dict(state)
@@ -267,7 +277,7 @@ class InverseSqrtWarmup(LRScheduler):
     def __init__(self, optimizer: Optimizer, warmup_steps: int = 4000,
                  warmup_init_lr: float = 0.0, last_epoch: int = -1) -> None:
         if warmup_steps < 1:
-            raise ValueError(f"warmup_steps must be at least 1, got {warmup_steps}")
+            raise InputError(f"warmup_steps must be at least 1, got {warmup_steps}")
         self.warmup_steps = warmup_steps
         self.warmup_init_lr = warmup_init_lr
         super().__init__(optimizer, last_epoch)

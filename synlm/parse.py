@@ -32,9 +32,10 @@ from nltk import Tree
 from synlm import viz
 from synlm.arguments import CommandParser
 from synlm.data.normalization import normalizer
+from synlm.errors import InputError, SynLMError, report
 from synlm.metrics.parsing import PROTOCOLS, ParsingF1, evaluation_tree
 from synlm.metrics.structures import AttachmentScore, decode_heads, decode_trees
-from synlm.runs import CheckpointError, read_checkpoint, resolve_checkpoint
+from synlm.runs import read_checkpoint, resolve_checkpoint
 from synlm.syntax import BASELINES, ReaderError, Sentence, baseline_tree, read_conllu, read_trees
 from synlm.syntax.trees import to_bracket
 
@@ -126,16 +127,15 @@ def default_structure(model: Any) -> str:
     """The model's headline structure: the first head's if a head induces one, else the
     backbone's first (``SyntaxLM.structures`` is in that order)."""
     if not model.structures:
-        raise SystemExit("synlm parse: the checkpoint's model induces no structure")
+        raise InputError("the checkpoint's model induces no structure")
     return next(iter(model.structures))
 
 
 def check_structure(model: Any, name: str) -> str:
-    """``name``'s kind; an unknown name exits listing the valid ones."""
+    """``name``'s kind; an unknown name is an ``InputError`` listing the valid ones."""
     if name not in model.structures:
         valid = ", ".join(f"{n} ({s.kind})" for n, s in sorted(model.structures.items()))
-        raise SystemExit(f"synlm parse: the model has no structure {name!r}; it has: "
-                         f"{valid or 'none'}")
+        raise InputError(f"the model has no structure {name!r}; it has: {valid or 'none'}")
     return model.structures[name].kind
 
 
@@ -144,8 +144,8 @@ def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
     """Rows ``[<eos>, w1..wn, <eos>]`` in the model's vocabulary (words normalised as its
     corpus), by increasing length: the trailing ``<eos>`` gives spans ending at w_n a row."""
     if model.vocab.unk_id is None:  # a subword vocabulary: trees would be over subwords
-        raise SystemExit("synlm parse reads word-level models; this model's vocabulary is "
-                         "subwords (data.subwords)")
+        raise InputError("trees are induced over words, by a word-level model; this "
+                         "model's vocabulary is subwords (data.subwords)")
     normalize = normalizer(model.normalization)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     eos = model.vocab.eos_id
@@ -167,8 +167,8 @@ def model_trees(model: Any, sentences: Sequence[Sequence[str]], structure: str,
     """Trees the model's ``structure`` (kind distances or spans) induces for ``sentences``."""
     kind = check_structure(model, structure)
     if kind not in ("distances", "spans"):
-        raise SystemExit(f"synlm parse: {structure!r} is of kind {kind}, which gives heads, "
-                         "not trees: score it on a CoNLL-U --treebank")
+        raise InputError(f"{structure!r} is of kind {kind}, which gives heads, not trees: "
+                         "score it on a CoNLL-U --treebank")
     out: list[Tree | None] = [None] * len(sentences)
     for chunk, tokens in _batches(model, sentences, batch_size):
         values = model.induce(tokens)[structure].float()
@@ -243,8 +243,16 @@ def main(argv: list[str] | None = None,
     ``--input --output`` wrote), after the trees of ``--show``; ``--input`` without
     ``--output`` prints the trees instead. Returns the exit code.
     ``build_model`` builds a model from a config (``--config``; ``synlm.cli`` passes its
-    own, which this module cannot import: the CLI sits above it)."""
+    own, which this module cannot import: the CLI sits above it). synlm's own errors
+    (``SynLMError``) are one line on stderr and exit code 2."""
     args = build_parser().parse_args(argv)
+    try:
+        return _main(args, build_model)
+    except SynLMError as err:
+        return report(err, "synlm parse")
+
+
+def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> int:
     error = output_error(args)
     if error:
         print(f"synlm parse: {error}", file=sys.stderr)
@@ -256,11 +264,7 @@ def main(argv: list[str] | None = None,
             return 2
         return _score_untrained(args, build_model)
     rng = np.random.default_rng(args.seed)
-    try:
-        model = load_model(args.ckpt_path) if args.ckpt_path else None
-    except CheckpointError as e:
-        print(f"synlm parse: {e}", file=sys.stderr)
-        return 2
+    model = load_model(args.ckpt_path) if args.ckpt_path else None
     if model is not None and args.list_structures:
         print(json.dumps({n: s.kind for n, s in model.structures.items()}))
         return 0

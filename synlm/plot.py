@@ -24,6 +24,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from synlm.arguments import CommandParser
+from synlm.errors import InputError, SynLMError, report
 from synlm.runs import version_dir, versions
 
 METRICS_FILE = "metrics.csv"
@@ -35,7 +36,7 @@ TRAIN_LOSS = "train/loss_epoch"
 HEADLINES = ("val/ppl", "val/uf1", "val/uas", TRAIN_LOSS)
 
 
-class PlotError(ValueError):
+class PlotError(InputError):
     """A run or metric that cannot be plotted, as one line."""
 
 
@@ -175,9 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             raise PlotError(f"--output {output}: expected a name ending in "
                             f"{', '.join(SUFFIXES)}")
         fig = figure(runs, metrics, args.x)
-    except PlotError as e:
-        print(f"synlm plot: {e}", file=sys.stderr)
-        return 2
+    except SynLMError as err:  # PlotError, ...
+        return report(err, "synlm plot")
     output.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(output, dpi=120)
     print(json.dumps({"output": str(output), "runs": [run.name for run in runs],

@@ -22,20 +22,20 @@ continues (``fit``, ``model.init_from``).
 from __future__ import annotations
 
 import csv
+import importlib.util
 import math
 import re
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 from lightning.fabric.loggers.logger import rank_zero_experiment
-from lightning.fabric.loggers.tensorboard import (
-    _TENSORBOARD_AVAILABLE,
-    _TENSORBOARDX_AVAILABLE,
-)
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+from synlm.errors import InputError
 
 LAST = "last.ckpt"
 CHECKPOINTS = "checkpoints"
@@ -50,7 +50,7 @@ WHICH: tuple[Which, ...] = ("best", "last")
 _VERSION = re.compile(r"version_(\d+)")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint that is missing or cannot be read, as one line."""
 
 
@@ -174,39 +174,38 @@ class RunCSVLogger(CSVLogger):
     def __init__(self, root: str | Path, version: int | None = None,
                  resume_step: int | None = None) -> None:
         super().__init__(save_dir=root, name="", version=version)
-        self._resume_step = resume_step
+        self.resume_step = resume_step
+        self._kept_rows = resume_step is None  # nothing to keep for a new run
 
     @property
     @rank_zero_experiment
     def experiment(self) -> ExperimentWriter:
-        if self._experiment is None:
-            self._fs.makedirs(self.root_dir, exist_ok=True)
-            self._experiment = _ContinuedWriter(self.log_dir, self._resume_step)
-        return self._experiment
+        """Lightning's writer; made the first time, it has deleted the file, which then
+        gets back the rows logged before ``resume_step``."""
+        if self._kept_rows:
+            return super().experiment
+        path = Path(self.log_dir) / ExperimentWriter.NAME_METRICS_FILE
+        keys, rows = _rows_before(path, self.resume_step) if path.is_file() else ([], [])
+        with warnings.catch_warnings():  # "...exists and is not empty": it is the run's own
+            warnings.filterwarnings("ignore", message=r".*exists and is not empty")
+            writer = super().experiment
+        self._kept_rows = True
+        if keys:
+            writer.metrics_keys = keys  # the header the next rows are appended under
+            with path.open("w", newline="") as file:
+                out = csv.DictWriter(file, fieldnames=keys)
+                out.writeheader()
+                out.writerows(rows)
+        return writer
 
 
-class _ContinuedWriter(ExperimentWriter):
-    """An ``ExperimentWriter`` that keeps an existing ``metrics.csv``'s rows before
-    ``before_step`` (all of it is deleted when ``before_step`` is None, as Lightning does)."""
-
-    def __init__(self, log_dir: str, before_step: int | None) -> None:
-        self._before_step = before_step
-        super().__init__(log_dir)
-
-    def _check_log_dir_exists(self) -> None:
-        path = Path(self.metrics_file_path)
-        if self._before_step is None or not path.is_file():
-            super()._check_log_dir_exists()
-            return
-        with path.open(newline="") as file:
-            reader = csv.DictReader(file)
-            keys = list(reader.fieldnames or [])
-            rows = [row for row in reader if int(float(row["step"])) < self._before_step]
-        self.metrics_keys = keys
-        with path.open("w", newline="") as file:
-            writer = csv.DictWriter(file, fieldnames=keys)
-            writer.writeheader()
-            writer.writerows(rows)
+def _rows_before(path: Path, step: int | None) -> tuple[list[str], list[dict[str, str]]]:
+    """The header of the CSV file ``path`` and its rows of a step below ``step``."""
+    with path.open(newline="") as file:
+        reader = csv.DictReader(file)
+        keys = list(reader.fieldnames or [])
+        rows = [row for row in reader if step is not None and int(float(row["step"])) < step]
+    return keys, rows
 
 
 class _RunTensorBoardLogger(TensorBoardLogger):
@@ -223,9 +222,16 @@ class _RunTensorBoardLogger(TensorBoardLogger):
         return self._csv.version
 
 
+def tensorboard_available() -> bool:
+    """Whether a TensorBoard writer (``tensorboard`` or ``tensorboardX``), which Lightning's
+    ``TensorBoardLogger`` needs, can be imported."""
+    return any(importlib.util.find_spec(name) is not None
+               for name in ("tensorboard", "tensorboardX"))
+
+
 def run_tensorboard_logger(csv: RunCSVLogger) -> TensorBoardLogger:
     """A TensorBoard logger writing beside ``csv``'s ``metrics.csv``."""
-    if not (_TENSORBOARD_AVAILABLE or _TENSORBOARDX_AVAILABLE):
-        raise ValueError("--tensorboard needs the tensorboard package: "
+    if not tensorboard_available():
+        raise InputError("--tensorboard needs the tensorboard package: "
                          "pip install 'synlm[tensorboard]'")
     return _RunTensorBoardLogger(csv)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import time
 
+from synlm.errors import InputError
+
 THREADS_ENV = "SYNLM_THREADS"
 #: Variables that say the user chose a thread count; synlm then leaves torch alone.
 CHOSEN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -62,13 +64,13 @@ def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ
     """Set torch's thread count for this command; returns it and why (for the run's log).
     ``SYNLM_THREADS=N`` sets N; ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` leave torch as they
     made it; otherwise ``pick_threads`` of the usable and busy cores. A bad ``SYNLM_THREADS``
-    is a one-line ``ValueError``."""
+    is a one-line ``InputError`` (a ``ValueError``)."""
     import torch  # here: a bad SYNLM_THREADS is reported before torch's second of import
 
     if environ.get(THREADS_ENV):
         value = environ[THREADS_ENV]
         if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"{THREADS_ENV}={value!r}: expected a whole number of threads, "
+            raise InputError(f"{THREADS_ENV}={value!r}: expected a whole number of threads, "
                              "at least 1")
         torch.set_num_threads(int(value))
         return int(value), f"{THREADS_ENV}={value}"

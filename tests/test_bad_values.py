@@ -59,6 +59,7 @@ BAD_FILES = [
     ("model:\n  backbone:\n    class_path: OnLstm\n",
      "bad.yaml:3: model.backbone: OnLstm: no class of that name; did you mean ONLSTM?"),
     ("data:\n  batch_size: 0\n", "bad.yaml:2: data.batch_size: 0: expected a whole number >= 1"),
+    ("data.batch_size: 0\n", "bad.yaml:1: data.batch_size: 0: expected a whole number >= 1"),
     ("trainer:\n  max_epochs: 2\n  accumulate_grad_batches: 0\n",
      "bad.yaml:3: trainer.accumulate_grad_batches: 0: expected a whole number >= 1"),
     ("data:\n  batch_size: [1\n", "bad.yaml:3:1: not valid YAML"),

@@ -13,6 +13,7 @@ from nltk import Tree
 from conftest import tiny_palm_config
 from synlm import parse, viz
 from synlm.cli import main as cli_main
+from synlm.errors import InputError
 from synlm.metrics.parsing import evaluation_tree
 from synlm.outputs import Structure
 from synlm.syntax import baseline_tree, read_trees
@@ -90,9 +91,12 @@ def test_structures_are_listed_and_an_unknown_one_names_the_valid(capsys, monkey
     monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
     assert run(capsys, "--ckpt_path", "x.ckpt", "--list-structures") == {
         "lm": "distances", "syd": "distances"}
-    with pytest.raises(SystemExit, match=r"no structure 'span'.*lm \(distances\), syd"):
-        parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),
-                    "--structure", "span"])
+    assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),
+                       "--structure", "span"]) == 2
+    assert capsys.readouterr().err.strip() == "synlm parse: the model has no structure " \
+        "'span'; it has: lm (distances), syd (distances)"
+    with pytest.raises(InputError, match=r"no structure 'span'.*lm \(distances\), syd"):
+        parse.check_structure(FakeLM(), "span")  # a library function: a typed error
 
 
 def test_input_text_to_bracketed_trees(capsys, monkeypatch, tmp_path):
@@ -129,10 +133,10 @@ def test_a_subword_model_is_refused_in_one_line(capsys, monkeypatch):
         vocab = type("SubwordVocab", (FakeVocab,), {"unk_id": None})()
 
     monkeypatch.setattr(parse, "load_model", lambda path: SubwordLM())
-    with pytest.raises(SystemExit, match="reads word-level models; this model's vocabulary is "
-                                         "subwords"):
-        parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),
-                    "--structure", "lm"])
+    assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),
+                       "--structure", "lm"]) == 2
+    assert capsys.readouterr().err.strip() == "synlm parse: trees are induced over words, by " \
+        "a word-level model; this model's vocabulary is subwords (data.subwords)"
 
 
 def trees_printed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

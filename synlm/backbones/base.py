@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from synlm import errors
+from synlm.errors import InputError
 from synlm.modules import LockedDropout
 from synlm.modules.recorded import RecordsInit
 from synlm.outputs import BackboneOutput, Structure
@@ -165,7 +166,7 @@ def attention_layer_index(layer: int | None, num_layers: int) -> int | None:
     """A Transformer's ``attention_layer`` (negative counts from the top) as 0..L-1; None
     stays None. Raises a one-line ValueError outside the stack."""
     if layer is not None and not -num_layers <= layer < num_layers:
-        raise ValueError(f"attention_layer {layer} is not one of the {num_layers} layers "
+        raise InputError(f"attention_layer {layer} is not one of the {num_layers} layers "
                          f"(0..{num_layers - 1} or -1..-{num_layers})")
     return None if layer is None else layer % num_layers
 
@@ -213,11 +214,11 @@ class RecurrentStack(Backbone):
         self._insert_at = {}
         for i, insert in enumerate(inserts):
             if not 0 <= insert.after < num_layers - 1:
-                raise ValueError(f"{type(insert).__name__}(after={insert.after}): an insert "
+                raise InputError(f"{type(insert).__name__}(after={insert.after}): an insert "
                                  f"sits between two of the {num_layers} layers, so after must "
                                  f"be in 0..{num_layers - 2}")
             if insert.after in self._insert_at:
-                raise ValueError(f"two inserts after layer {insert.after}")
+                raise InputError(f"two inserts after layer {insert.after}")
             self._insert_at[insert.after] = i
 
     def bind_inserts(self) -> None:

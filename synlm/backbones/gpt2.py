@@ -30,6 +30,7 @@ from synlm.backbones.base import (
     attention_layer_index,
     causal_mask,
 )
+from synlm.errors import InputError
 from synlm.outputs import BackboneOutput
 
 
@@ -124,7 +125,7 @@ class GPT2(Backbone):
         offset = 0 if past is None else past.length
         T = x.size(1)
         if offset + T > config.n_positions:
-            raise ValueError(f"GPT2 got {offset + T} positions ({offset} cached + {T} new), "
+            raise InputError(f"GPT2 got {offset + T} positions ({offset} cached + {T} new), "
                              f"more than its n_positions={config.n_positions}")
         cache = None
         if past is not None:

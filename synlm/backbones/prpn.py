@@ -57,6 +57,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from synlm.backbones.base import Backbone, BackboneSpec
+from synlm.errors import InputError
 from synlm.kernels import Kernel, check_kernel, use_triton
 from synlm.kernels.prpn_torch import TorchReadingRecurrence
 from synlm.kernels.self_check import pick_recurrence
@@ -136,7 +137,7 @@ def _make_norm(norm: Norm, size: int) -> nn.Module:
         return nn.BatchNorm1d(size)
     if norm == "layer":
         return nn.LayerNorm(size)
-    raise ValueError(f"norm must be 'batch' or 'layer', got {norm!r}")
+    raise InputError(f"norm must be 'batch' or 'layer', got {norm!r}")
 
 
 def _channel_norm(norm: nn.Module, x: Tensor) -> Tensor:
@@ -435,7 +436,7 @@ class PRPN(Backbone):
     ) -> None:
         super().__init__()
         if n_slots < 1 or n_lookback < 1:
-            raise ValueError("n_slots and n_lookback must be at least 1")
+            raise InputError("n_slots and n_lookback must be at least 1")
         self.hidden_size = hidden_size
         self.n_slots = n_slots
         self.tau = tau

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from synlm.backbones.base import InsertOutput, LayerInsert
+from synlm.errors import InputError
 from synlm.modules import LockedDropout
 from synlm.outputs import Structure
 
@@ -163,13 +164,13 @@ class SpanAttention(LayerInsert):
                  mix_input: MixInput = "context", dropout: float | None = None) -> None:
         super().__init__(after)
         if window < 2:
-            raise ValueError(f"SpanAttention window must be >= 2 (K = window - 1 spans), "
+            raise InputError(f"SpanAttention window must be >= 2 (K = window - 1 spans), "
                              f"got {window}")
         for option, value, choices in (("scores", scores, get_args(Scores)),
                                        ("activation", activation, get_args(Activation)),
                                        ("mix_input", mix_input, get_args(MixInput))):
             if value not in choices:
-                raise ValueError(f"SpanAttention {option} must be one of {choices}, "
+                raise InputError(f"SpanAttention {option} must be one of {choices}, "
                                  f"not {value!r}")
         self.window, self.rrnn_size, self.parser_size = window, rrnn_size, parser_size
         self.scores, self.activation, self.mix_input = scores, activation, mix_input

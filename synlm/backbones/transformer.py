@@ -35,6 +35,7 @@ from synlm.backbones.base import (
     attention_layer_index,
     causal_mask,
 )
+from synlm.errors import InputError
 from synlm.outputs import BackboneOutput
 
 
@@ -60,7 +61,7 @@ class SelfAttention(nn.Module):
                  ) -> None:
         super().__init__()
         if size % n_heads:
-            raise ValueError(f"width {size} is not divisible by {n_heads} heads")
+            raise InputError(f"width {size} is not divisible by {n_heads} heads")
         self.n_heads = n_heads
         self.dropout_attention = dropout_attention
         self.explicit = explicit
@@ -166,7 +167,7 @@ class Transformer(Backbone):
     ) -> None:
         super().__init__()
         if activation not in ("relu", "gelu"):
-            raise ValueError(f"activation must be 'relu' or 'gelu', not {activation!r}")
+            raise InputError(f"activation must be 'relu' or 'gelu', not {activation!r}")
         for name, size in (("input_size", input_size), ("num_layers", num_layers),
                            ("num_heads", num_heads), ("ffn_size", ffn_size)):
             errors.at_least(name, size)

@@ -9,6 +9,9 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
+from synlm import lightning_internals as internals
+from synlm.errors import InputError
+
 
 class NTASGD(Callback):
     """Switch SGD to averaged SGD when validation stops improving, then fine-tune.
@@ -62,7 +65,7 @@ class NTASGD(Callback):
     def _start_asgd(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         old = trainer.optimizers[0]
         if trainer.lr_scheduler_configs:
-            raise ValueError("NTASGD replaces the optimiser; use it without an lr scheduler")
+            raise InputError("NTASGD replaces the optimiser; use it without an lr scheduler")
         group = old.param_groups[0]
         lr = group.get("initial_lr", group["lr"]) if self.lr is None else self.lr
         asgd = torch.optim.ASGD(self._params(module), lr=lr, t0=0, lambd=0.0,
@@ -124,7 +127,7 @@ class NTASGD(Callback):
             return
         value = trainer.callback_metrics.get(self.monitor)
         if value is None:
-            raise KeyError(f"NTASGD monitors {self.monitor!r}, which was not logged")
+            raise InputError(f"NTASGD monitors {self.monitor!r}, which was not logged")
         value = float(value)
         nonmono = len(self.history) > self.nonmono and value > min(self.history[:-self.nonmono])
         worse = (f"{self.monitor} {value:.4g} is worse than the best before the last "
@@ -154,6 +157,6 @@ def _event(trainer: pl.Trainer, name: str, what: str) -> None:
     logger (a mark on the learning curves: metrics.csv, wandb, TensorBoard), at the step
     Lightning logs this moment's values at (a validation's are one below ``global_step``)."""
     rank_zero_info(f"NT-ASGD, epoch {trainer.current_epoch}, step {trainer.global_step}: {what}")
-    step = trainer.fit_loop.epoch_loop._batches_that_stepped
+    step = internals.batches_that_stepped(trainer)
     for logger in trainer.loggers:
         logger.log_metrics({f"nt_asgd/{name}": 1.0}, step=step)

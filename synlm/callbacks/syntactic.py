@@ -10,6 +10,7 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 
+from synlm.errors import InputError
 from synlm.tse.benchmarks import BENCHMARKS, load_benchmarks, score_benchmarks
 from synlm.tse.scoring import ModelScorer
 
@@ -38,10 +39,10 @@ class SyntacticEvaluation(pl.Callback):
                  batch_size: int = 64) -> None:
         unknown = [name for name in benchmarks if name not in BENCHMARKS]
         if unknown:
-            raise ValueError(f"SyntacticEvaluation: unknown benchmark {unknown[0]!r}; expected "
+            raise InputError(f"SyntacticEvaluation: unknown benchmark {unknown[0]!r}; expected "
                              f"one of {', '.join(BENCHMARKS)}")
         if subset < 1:
-            raise ValueError(f"SyntacticEvaluation: subset must be at least 1, got {subset}")
+            raise InputError(f"SyntacticEvaluation: subset must be at least 1, got {subset}")
         self.benchmarks = list(benchmarks)
         self.subset, self.suites, self.data_dir = subset, suites, data_dir
         self.batch_size = batch_size

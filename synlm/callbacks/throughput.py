@@ -8,6 +8,8 @@ from typing import Any
 
 import lightning.pytorch as pl
 
+from synlm.errors import InputError
+
 
 class TokensPerSecond(pl.Callback):
     """``train/tokens_per_s``: the tokens the loss counts (padding left out) per second of
@@ -22,7 +24,7 @@ class TokensPerSecond(pl.Callback):
 
     def __init__(self, window: int = 20) -> None:
         if window < 1:
-            raise ValueError(f"TokensPerSecond: window must be >= 1, got {window}")
+            raise InputError(f"TokensPerSecond: window must be >= 1, got {window}")
         self.window = window
         self._marks: deque[tuple[float, int]] = deque(maxlen=window + 1)
 

@@ -22,6 +22,7 @@ from nltk import Tree
 from torch import Tensor
 
 from synlm import viz
+from synlm.errors import InputError
 from synlm.metrics.parsing import PROTOCOLS
 from synlm.metrics.structures import TREE_KINDS, decode_trees, scored_rows
 from synlm.syntax import Sentence, to_bracket
@@ -122,12 +123,12 @@ class TreeSamples(pl.Callback):
     def __init__(self, n: int = 4, structure: str | None = None,
                  every_n_validations: int = 1, protocol: str = "onlstm") -> None:
         if n < 1:
-            raise ValueError(f"TreeSamples: n must be >= 1, got {n}")
+            raise InputError(f"TreeSamples: n must be >= 1, got {n}")
         if every_n_validations < 1:
-            raise ValueError(f"TreeSamples: every_n_validations must be >= 1, got "
+            raise InputError(f"TreeSamples: every_n_validations must be >= 1, got "
                              f"{every_n_validations}")
         if protocol not in PROTOCOLS:
-            raise ValueError(f"TreeSamples: protocol must be one of {sorted(PROTOCOLS)}, got "
+            raise InputError(f"TreeSamples: protocol must be one of {sorted(PROTOCOLS)}, got "
                              f"{protocol!r}")
         self.n = n
         self.structure = structure
@@ -188,10 +189,12 @@ class TreeSamples(pl.Callback):
 
     @property
     def state_key(self) -> str:
-        """Its key in checkpoints: several TreeSamples of different settings may run."""
-        return self._generate_state_key(n=self.n, structure=self.structure,
-                                        every_n_validations=self.every_n_validations,
-                                        protocol=self.protocol)
+        """Its key in checkpoints: several TreeSamples of different settings may run (the
+        form of Lightning's own keys, ``TreeSamples{'n': 4, ...}``, spelt out here: its
+        helper is private)."""
+        settings = {"n": self.n, "structure": self.structure,
+                    "every_n_validations": self.every_n_validations, "protocol": self.protocol}
+        return f"{type(self).__qualname__}{settings!r}"
 
     def state_dict(self) -> dict[str, Any]:
         """The validations counted, so that a resumed run keeps ``every_n_validations``'
@@ -212,7 +215,7 @@ class TreeSamples(pl.Callback):
                            "spans)")
             return trees[0] if trees else None
         if self.structure not in trees:
-            raise ValueError(f"TreeSamples: structure {self.structure!r} is not a tree "
+            raise InputError(f"TreeSamples: structure {self.structure!r} is not a tree "
                              f"structure of the model; its tree structures: "
                              f"{', '.join(trees) or 'none'}")
         return self.structure

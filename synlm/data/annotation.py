@@ -15,6 +15,7 @@ from conllu.models import TokenList
 
 from synlm.data.corpora import CorpusError, default_cache_dir, read_lines
 from synlm.data.vocab import atomic_write_text
+from synlm.errors import InputError, reading
 from synlm.syntax import read_conllu
 
 Sentences = list[tuple[list[str], str]]  # tokens and their source (file:line)
@@ -26,7 +27,7 @@ STORY_COLUMNS = tuple(f"sentence{i}" for i in range(1, 6))
 def read_stories(path: Path) -> list[list[tuple[list[str], str]]]:
     """Each story of a ROCStories CSV as its five sentences, each with its
     ``file:line:column``."""
-    with open(path, encoding="utf-8", newline="") as f:
+    with reading(path), open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in STORY_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
@@ -45,7 +46,7 @@ def read_stories(path: Path) -> list[list[tuple[list[str], str]]]:
     return stories
 
 
-class AnnotateError(ValueError):
+class AnnotateError(InputError):
     """Bad input, a missing parser or a parse that does not match; one line."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from synlm.errors import InputError
 from synlm.outputs import Batch
 
 #: Arrays aligned token by token with a stream (first dim = position).
@@ -38,7 +39,7 @@ class Columns:
         total = n_columns * world_size
         per_column = len(stream["tokens"]) // total
         if per_column < 2:
-            raise ValueError(
+            raise InputError(
                 f"a stream of {len(stream['tokens'])} tokens is too short for {total} columns"
             )
         keep = slice(rank * n_columns, (rank + 1) * n_columns)
@@ -146,7 +147,7 @@ def token_budget_batches(lengths: np.ndarray, max_tokens: int, rng: np.random.Ge
     too_long = np.flatnonzero(lengths > max_tokens)
     if too_long.size:
         i = int(too_long[0])
-        raise ValueError(f"item {i} has {int(lengths[i])} tokens, more than data.max_tokens="
+        raise InputError(f"item {i} has {int(lengths[i])} tokens, more than data.max_tokens="
                          f"{max_tokens}; raise max_tokens or set data.max_length")
     order = rng.permutation(len(lengths))
     order = order[np.argsort(lengths[order], kind="stable")]

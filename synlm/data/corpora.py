@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from synlm.data.normalization import NORMALIZATIONS, normalizer
+from synlm.errors import InputError, reading
 from synlm.syntax import Sentence
 
 DATA_ENV = "SYNLM_DATA_DIR"
@@ -40,7 +41,7 @@ def default_cache_dir() -> Path:
     return env_dir(CACHE_ENV, "")
 
 
-class CorpusError(ValueError):
+class CorpusError(InputError):
     """A corpus file is missing or malformed; the message names file and line."""
 
 
@@ -124,8 +125,10 @@ def download(url: str, dest: Path, sha256: str | None = None,
 
 
 def read_lines(path: Path) -> list[str]:
-    """Read a UTF-8 text file; a bad byte or an empty file names the file and line."""
-    data = path.read_bytes()
+    """Read a UTF-8 text file; a bad byte or an empty file names the file and line, a
+    missing one is a ``MissingFileError``."""
+    with reading(path):
+        data = path.read_bytes()
     if not data.strip():
         raise CorpusError(f"{path}: empty file, expected one sentence per line")
     lines = data.split(b"\n")

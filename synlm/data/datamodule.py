@@ -28,6 +28,7 @@ from synlm.data.corpora import Corpus, default_cache_dir, sha256_of
 from synlm.data.subwords import Subwords, SubwordVocab
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import UNK, UnknownWords, Vocab
+from synlm.errors import InputError
 from synlm.outputs import GOLD_FIELDS
 from synlm.syntax import Sentence, baseline_tree
 from synlm.syntax.subwords import project_sentence
@@ -176,7 +177,7 @@ class SynLMDataModule(pl.LightningDataModule):
         Subwords: the ``subwords``' vocabulary. ``vocab_file``: that one."""
         if self.vocab_file is not None:
             if self.subwords is not None:
-                raise ValueError("data.vocab_file is a word vocabulary; it cannot be combined "
+                raise InputError("data.vocab_file is a word vocabulary; it cannot be combined "
                                  "with data.subwords")
             return Vocab.load(self.vocab_file)
         folder = self.cache_dir / self.corpus.cache_key()
@@ -193,7 +194,7 @@ class SynLMDataModule(pl.LightningDataModule):
         already has ``<unk>`` raises one line."""
         train = [s.words for s in self.corpus_sentences("train")]
         if any(UNK in words for words in train):
-            raise ValueError(
+            raise InputError(
                 f"data.unknown_words: classes needs raw words, but {type(self.corpus).__name__}'s "
                 f"training text already has {UNK} in place of rare words (as Mikolov's PTB and "
                 "WikiText-2 do); use a corpus of raw words, e.g. your own TextFiles")
@@ -240,13 +241,13 @@ class SynLMDataModule(pl.LightningDataModule):
         one-line ``ValueError`` naming ``who``."""
         missing = fields - self.gold_fields()
         if missing:
-            raise ValueError(self._missing_message(frozenset(missing), who))
+            raise InputError(self._missing_message(frozenset(missing), who))
         for option, value in (options or {}).items():
             if option != "span_window":
-                raise ValueError(f"{who} asks for data option {option!r}; the DataModule "
+                raise InputError(f"{who} asks for data option {option!r}; the DataModule "
                                  "takes only span_window")
             if self.span_window is not None and self.span_window != value:
-                raise ValueError(f"{who} needs span targets over a window of {value} (its "
+                raise InputError(f"{who} needs span targets over a window of {value} (its "
                                  f"attention's) but data.span_window is {self.span_window}; "
                                  f"set data.span_window: {value} or remove it")
             if self.span_window != value:
@@ -332,7 +333,7 @@ class SynLMDataModule(pl.LightningDataModule):
                        if not present[FIELD_KINDS[f]])
         if empty and split == self.corpus.splits[0]:
             kinds = " and ".join(sorted({FIELD_KINDS[f] for f in empty}))
-            raise ValueError(
+            raise InputError(
                 f"{type(self.corpus).__name__} declares {kinds} gold but no {split} sentence "
                 f"has it ({', '.join(empty)} would be all masked); check its trees or heads")
         # a split without any gold of a kind serves none (its batches carry None, so heads
@@ -418,19 +419,19 @@ def _checked_min_count(unknown_words: str, min_count: int | None,
     """The ``min_count`` in use (None under ``unk``); a setting of ``unknown_words`` or
     ``min_count`` that makes no sense raises one line naming it."""
     if unknown_words not in get_args(UnknownWords):
-        raise ValueError(f"data.unknown_words is {unknown_words!r}; choose unk or classes")
+        raise InputError(f"data.unknown_words is {unknown_words!r}; choose unk or classes")
     if unknown_words == "unk":
         if min_count is not None:
-            raise ValueError("data.min_count applies only with data.unknown_words: classes")
+            raise InputError("data.min_count applies only with data.unknown_words: classes")
         return None
     if subwords is not None:
-        raise ValueError("data.unknown_words: classes is for word vocabularies; it cannot be "
+        raise InputError("data.unknown_words: classes is for word vocabularies; it cannot be "
                          "combined with data.subwords (a subword vocabulary splits unseen words)")
     if vocab_file is not None:
-        raise ValueError("data.unknown_words: classes builds its vocabulary from the training "
+        raise InputError("data.unknown_words: classes builds its vocabulary from the training "
                          "split; it cannot be combined with data.vocab_file")
     if min_count is not None and min_count < 2:
-        raise ValueError(f"data.min_count is {min_count}; with data.unknown_words: classes it "
+        raise InputError(f"data.min_count is {min_count}; with data.unknown_words: classes it "
                          "must be at least 2 (below, no training word becomes a class)")
     return DEFAULT_MIN_COUNT if min_count is None else min_count
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from nltk.tokenize import TreebankWordTokenizer
 
+from synlm.errors import InputError
+
 _NUMBER = re.compile(r"[0-9][0-9.,:\-]*(\\/[0-9.,:\-]*)*")
 
 
@@ -76,5 +78,5 @@ def normalizer(name: str) -> Callable[[str], str]:
     try:
         return NORMALIZATIONS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown word normalization {name!r}; valid names: "
+        raise InputError(f"unknown word normalization {name!r}; valid names: "
                          f"{', '.join(sorted(NORMALIZATIONS))}") from None

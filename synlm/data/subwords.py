@@ -17,6 +17,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from synlm.data.vocab import EOS, Vocab, atomic_write_text
+from synlm.errors import InputError
 
 #: Byte-level BPE's base alphabet.
 BYTES = 256
@@ -30,7 +31,7 @@ class SubwordVocab(Vocab):
         ids = tokenizer.get_vocab(with_added_tokens=True)
         itos = sorted(ids, key=ids.__getitem__)
         if [ids[t] for t in itos] != list(range(len(itos))):
-            raise ValueError("the tokenizer's ids are not contiguous from 0")
+            raise InputError("the tokenizer's ids are not contiguous from 0")
         super().__init__(itos, eos=eos, unk=None)
         self.tokenizer = tokenizer
 
@@ -84,7 +85,7 @@ class TrainedBPE(Subwords):
 
     def __init__(self, vocab_size: int = 10000, min_frequency: int = 2) -> None:
         if vocab_size <= BYTES + 1:
-            raise ValueError(f"TrainedBPE(vocab_size={vocab_size}) leaves no room for merges: "
+            raise InputError(f"TrainedBPE(vocab_size={vocab_size}) leaves no room for merges: "
                              f"the {BYTES} bytes and <eos> come first; use more than {BYTES + 1}")
         self.vocab_size = vocab_size
         self.min_frequency = min_frequency
@@ -127,9 +128,14 @@ class PretrainedTokenizer(Subwords):
     def vocab(self, train: Sequence[Sequence[str]], cache_dir: Path) -> SubwordVocab:
         from transformers import AutoTokenizer
 
-        loaded = AutoTokenizer.from_pretrained(self.name_or_path, revision=self.revision)
+        try:
+            loaded = AutoTokenizer.from_pretrained(self.name_or_path, revision=self.revision)
+        except OSError as err:  # no such folder, not a hub name, offline
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise InputError(f"data.subwords: cannot load the tokenizer {self.name_or_path} "
+                             f"({reason})") from err
         eos = self.eos or loaded.eos_token
         if eos is None:
-            raise ValueError(f"tokenizer {self.name_or_path} names no eos token; set "
+            raise InputError(f"tokenizer {self.name_or_path} names no eos token; set "
                              "data.subwords.init_args.eos")
         return SubwordVocab(loaded.backend_tokenizer, eos)

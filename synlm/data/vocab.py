@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from synlm.data.unknown_words import is_signature, word_class
+from synlm.errors import InputError, reading
 
 EOS = "<eos>"
 UNK = "<unk>"
@@ -36,18 +37,18 @@ class Vocab:
         self.itos = list(itos)
         self.stoi = {w: i for i, w in enumerate(self.itos)}
         if len(self.stoi) != len(self.itos):
-            raise ValueError("duplicate words in vocabulary")
+            raise InputError("duplicate words in vocabulary")
         missing = [t for t in (eos, unk) if t is not None and t not in self.stoi]
         if missing:
-            raise ValueError(f"the vocabulary lacks its special tokens {missing}")
+            raise InputError(f"the vocabulary lacks its special tokens {missing}")
         self.eos, self.unk = eos, unk
         self.eos_id = self.stoi[eos]
         self.unk_id = self.stoi[unk] if unk is not None else None
         if unknown_words not in get_args(UnknownWords):
-            raise ValueError(f"unknown_words is {unknown_words!r}; choose one of "
+            raise InputError(f"unknown_words is {unknown_words!r}; choose one of "
                              f"{list(get_args(UnknownWords))}")
         if unknown_words == "classes" and unk is None:
-            raise ValueError("unknown-word classes need an unknown token to fall back on")
+            raise InputError("unknown-word classes need an unknown token to fall back on")
         self.unknown_words = unknown_words
         unknown = ({i for i, w in enumerate(self.itos) if is_signature(w)}
                    if unknown_words == "classes" else set())
@@ -82,7 +83,7 @@ class Vocab:
         if self.unk_id is None:
             unknown = [w for w in words if w not in self.stoi]
             if unknown:
-                raise ValueError(f"tokens {unknown[:3]} are not in the vocabulary, which has "
+                raise InputError(f"tokens {unknown[:3]} are not in the vocabulary, which has "
                                  "no unknown token")
         get, unk = self.stoi.get, self.unk_id
         if self.unknown_words == "classes":
@@ -122,7 +123,9 @@ class Vocab:
 
     @classmethod
     def load(cls, path: str | Path) -> Vocab:
-        return cls.from_saved(json.loads(Path(path).read_text(encoding="utf-8")))
+        with reading(path):
+            text = Path(path).read_text(encoding="utf-8")
+        return cls.from_saved(json.loads(text))
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -64,8 +64,11 @@ class SyntaxHead(RecordsInit, nn.Module):
             name: short name used in output and metric keys (``train/{name}_loss``,
                 ``val/uf1_{name}``).
             weight: the loss term's weight.
-            requires, needs_gold, replaces_distribution, incremental, structure_kind: as
-                above.
+            requires: the ``BackboneOutput`` fields it reads.
+            needs_gold: the ``Batch`` fields it trains on.
+            replaces_distribution: it gives the next-token distribution.
+            incremental: its ``forward`` carries a ``state`` across windows.
+            structure_kind: the kind of structure it induces, if any.
         """
         super().__init__()
         self.name = name

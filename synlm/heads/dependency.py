@@ -47,6 +47,7 @@ import torch
 from torch import Tensor, nn
 
 from synlm.backbones.base import causal_mask
+from synlm.errors import InputError
 from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.outputs import BackboneOutput, Batch, HeadOutput
 
@@ -117,16 +118,16 @@ class DependencyMixtureHead(SyntaxHead):
                          needs_gold=() if mixture else {"dep_targets"},
                          replaces_distribution=mixture, incremental=True)
         if phase not in ("dependency", "mixture"):
-            raise ValueError(f"DependencyMixtureHead phase must be 'dependency' or 'mixture', "
+            raise InputError(f"DependencyMixtureHead phase must be 'dependency' or 'mixture', "
                              f"not {phase!r}")
         if attention not in ("auto", "query_key", "backbone"):
-            raise ValueError(f"DependencyMixtureHead attention must be 'auto', 'query_key' or "
+            raise InputError(f"DependencyMixtureHead attention must be 'auto', 'query_key' or "
                              f"'backbone', not {attention!r}")
         if sampling not in ("mixture", "logits", "released"):
-            raise ValueError(f"DependencyMixtureHead sampling must be 'mixture', 'logits' or "
+            raise InputError(f"DependencyMixtureHead sampling must be 'mixture', 'logits' or "
                              f"'released', not {sampling!r}")
         if target_sets not in ("types", "arcs"):
-            raise ValueError(f"DependencyMixtureHead target_sets must be 'types' or 'arcs', "
+            raise InputError(f"DependencyMixtureHead target_sets must be 'types' or 'arcs', "
                              f"not {target_sets!r}")
         self.phase = phase
         self.sampling = sampling
@@ -159,7 +160,7 @@ class DependencyMixtureHead(SyntaxHead):
         all_log_p = torch.cat([past_log_p, log_p], dim=1)  # (B, S + T, V)
         log_a, keys = self.log_attention(out, state)  # (B, T, S + T)
         if log_a.size(2) != all_log_p.size(1):
-            raise ValueError("DependencyMixtureHead reads the attention of a window over a "
+            raise InputError("DependencyMixtureHead reads the attention of a window over a "
                              "cache but was not given its own state (the p_dep of the cached "
                              "positions); continue through SyntaxLM.step")
         n = all_log_p.size(1)
@@ -186,7 +187,7 @@ class DependencyMixtureHead(SyntaxHead):
         """``sampling: released`` needs the query/key attention (one-line error)."""
         if self.phase == "mixture" and self.sampling == "released" \
                 and self.attention != "query_key":
-            raise ValueError("DependencyMixtureHead sampling 'released' is the released "
+            raise InputError("DependencyMixtureHead sampling 'released' is the released "
                              "DM-LSTM sampler and needs the query/key attention of a "
                              "recurrent backbone; use 'mixture' or 'logits' here")
 

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from synlm.errors import InputError
 from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.modules import cumax, drop_connect
 from synlm.outputs import BackboneOutput, Batch, HeadOutput
@@ -119,11 +120,11 @@ class DistanceRankingHead(SyntaxHead):
         super().__init__(name, weight, requires=reads.get(mode, ()), needs_gold={"distances"},
                          structure_kind="distances")
         if mode not in ("split", "shared", "hidden"):
-            raise ValueError(f"mode must be split, shared or hidden, not {mode!r}")
+            raise InputError(f"mode must be split, shared or hidden, not {mode!r}")
         if pairing not in ("sentence", "stream"):
-            raise ValueError(f"pairing must be sentence or stream, not {pairing!r}")
+            raise InputError(f"pairing must be sentence or stream, not {pairing!r}")
         if layer is None and mode != "hidden":
-            raise ValueError(f"layer=None (read out.hidden) needs mode='hidden', not {mode!r}")
+            raise InputError(f"layer=None (read out.hidden) needs mode='hidden', not {mode!r}")
         self.mode = mode
         self.layer = layer
         self.pairing = pairing
@@ -145,7 +146,7 @@ class DistanceRankingHead(SyntaxHead):
         sizes = spec.distance_feature_sizes if self.mode == "split" else spec.layer_sizes
         for l in self.layer_indices:
             if not -len(sizes) <= l < len(sizes):
-                raise ValueError(f"{type(self).__name__}(layer={self.layer}): layer {l} out of "
+                raise InputError(f"{type(self).__name__}(layer={self.layer}): layer {l} out of "
                                  f"range for the {len(sizes)} backbone layers")
         self.layer_indices = [l % len(sizes) for l in self.layer_indices]
         if self.mode == "split":

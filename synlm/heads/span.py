@@ -24,6 +24,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from synlm.errors import InputError
 from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.outputs import BackboneOutput, Batch, HeadOutput
 
@@ -45,7 +46,7 @@ class SpanHead(SyntaxHead):
     def __init__(self, weight: float = 0.01, reduction: Reduction = "gold_rows") -> None:
         super().__init__("span", weight, requires={"span_scores"}, needs_gold={"spans"})
         if reduction not in ("gold_rows", "all_rows"):
-            raise ValueError(f"SpanHead reduction must be 'gold_rows' or 'all_rows', "
+            raise InputError(f"SpanHead reduction must be 'gold_rows' or 'all_rows', "
                              f"not {reduction!r}")
         self.reduction = reduction
         self.slots = 0
@@ -61,7 +62,7 @@ class SpanHead(SyntaxHead):
             return HeadOutput()
         scores = out.span_scores  # (B, T, K)
         if batch.spans.size(-1) != scores.size(-1):
-            raise ValueError(
+            raise InputError(
                 f"SpanHead: the span targets have {batch.spans.size(-1)} slots but the span "
                 f"attention scores {scores.size(-1)}; set data.span_window to "
                 f"{scores.size(-1) + 1} (the attention's window)")

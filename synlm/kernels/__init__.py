@@ -30,6 +30,8 @@ from typing import Literal
 
 from torch import Tensor
 
+from synlm.errors import InputError
+
 Kernel = Literal["auto", "torch", "triton", "reference"]
 #: The loops meant for training; ``"reference"`` (the model file's per-step equations, slow)
 #: is accepted too, for tests and as a benchmark's baseline.
@@ -50,10 +52,10 @@ def interpreting() -> bool:
 def check_kernel(kernel: str) -> Kernel:
     """Validate a backbone's ``kernel`` argument; a one-line error names the choices."""
     if kernel not in (*KERNELS, "reference"):
-        raise ValueError(f"kernel must be one of {', '.join(KERNELS)}; got {kernel!r} "
+        raise InputError(f"kernel must be one of {', '.join(KERNELS)}; got {kernel!r} "
                          "('reference', the per-step equations, is for tests and baselines)")
     if kernel == "triton" and not triton_installed():
-        raise ValueError("kernel='triton' needs the triton package: pip install triton "
+        raise InputError("kernel='triton' needs the triton package: pip install triton "
                          "(or kernel='auto', which falls back to PyTorch)")
     return kernel  # type: ignore[return-value]
 
@@ -64,7 +66,7 @@ def use_triton(kernel: Kernel, like: Tensor) -> bool:
         return False
     if kernel == "triton":
         if not (like.is_cuda or interpreting()):
-            raise ValueError("kernel='triton' runs on CUDA tensors, or on the CPU under "
+            raise InputError("kernel='triton' runs on CUDA tensors, or on the CPU under "
                                "TRITON_INTERPRET=1; use kernel='auto' to fall back to PyTorch")
         return True
     return like.is_cuda and triton_installed()

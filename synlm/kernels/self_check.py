@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from synlm.errors import RunError
+
 #: rtol of the comparison, and atol as a share of the reference tensor's largest entry
 #: (at least 1): float32 allows for the two paths' different rounding over a few steps.
 TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
@@ -29,7 +31,7 @@ TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
 _VERDICTS: dict[tuple[str, str, torch.dtype], str | None] = {}
 
 
-class KernelCheckError(RuntimeError):
+class KernelCheckError(RunError):
     """``kernel: triton`` and the fused kernels failed their check (one line)."""
 
 

@@ -22,12 +22,15 @@ import sys
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from statistics import fmean
 from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from synlm.errors import InputError
 
 Tokens = Sequence[str]
 NGram = tuple[str, ...]
@@ -224,7 +227,7 @@ def lm_score(model: ScoringLM, samples: Sequence[Tokens], batch_size: int = 32) 
     """
     vocab = model.vocab
     if vocab is None:
-        raise ValueError("lm_score: expected a model with a vocabulary (model.vocab), as a "
+        raise InputError("lm_score: expected a model with a vocabulary (model.vocab), as a "
                          "synlm checkpoint stores it; this one has none")
     pieces = ([tokens for tokens, _ in vocab.split(samples)]
               if hasattr(vocab, "split") else samples)  # subwords: split the words first
@@ -268,12 +271,15 @@ def gpt2_perplexity(samples: Sequence[Tokens], model_path: str, lowercase: bool 
     texts = [" ".join(s) for s in samples]
     if lowercase:
         texts = [t.lower() for t in texts]
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    with _loading(model_path, "GPT-2"):
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
     ids = [x for x in tokenizer(texts)["input_ids"] if len(x) > 1]
     if not ids:
         return math.nan
     device = _device(device)
-    model = GPT2LMHeadModel.from_pretrained(model_path).to(device).eval()
+    with _loading(model_path, "GPT-2"):
+        model = GPT2LMHeadModel.from_pretrained(model_path)
+    model = model.to(device).eval()
     ids = [x[:model.config.n_positions] for x in ids]
     ids.sort(key=len)  # less padding; the mean does not depend on the order
     perplexities = []
@@ -290,6 +296,18 @@ def gpt2_perplexity(samples: Sequence[Tokens], model_path: str, lowercase: bool 
         mean_nll = (nll * predicted).sum(1) / predicted.sum(1)
         perplexities += mean_nll.exp().tolist()
     return fmean(perplexities)
+
+
+@contextmanager
+def _loading(model_path: str, what: str) -> Iterator[None]:
+    """Around loading a pretrained model a user named: one that transformers cannot find or
+    read (an ``OSError``: no such folder, not a hub name, offline) is a one-line
+    ``InputError`` naming it."""
+    try:
+        yield
+    except OSError as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise InputError(f"{what}: cannot load a model from {model_path} ({reason})") from err
 
 
 def bert_score(hypotheses: Sequence[Tokens], references: Sequence[Tokens], model_path: str,
@@ -312,11 +330,12 @@ def bert_score(hypotheses: Sequence[Tokens], references: Sequence[Tokens], model
     kept = [(h, r) for h, r in zip(hypotheses, references) if len(h) > 0]
     if not kept:
         return math.nan
-    scores = torchmetrics_bert_score([" ".join(h) for h, _ in kept],
-                                     [" ".join(r) for _, r in kept],
-                                     model_name_or_path=model_path, num_layers=num_layers,
-                                     batch_size=batch_size, device=_device(device),
-                                     truncation=True)
+    with _loading(model_path, "BERTScore"):
+        scores = torchmetrics_bert_score([" ".join(h) for h, _ in kept],
+                                         [" ".join(r) for _, r in kept],
+                                         model_name_or_path=model_path, num_layers=num_layers,
+                                         batch_size=batch_size, device=_device(device),
+                                         truncation=True)
     return 100 * scores["f1"].double().mean().item()
 
 

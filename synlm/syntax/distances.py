@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 from nltk import Tree
 
+from synlm.errors import InputError
+
 
 def tree_to_distances(tree: Tree | str) -> list[int]:
     """Algorithm 1 on the right-branching binarisation of ``tree``: leaves have height 1, a node
@@ -156,7 +158,7 @@ def baseline_tree(words: Sequence[str], kind: str,
     elif kind == "random":
         gaps = (rng if rng is not None else np.random.default_rng(0)).permutation(n - 1)
     else:
-        raise ValueError(f"unknown baseline {kind!r}: expected one of {', '.join(BASELINES)}")
+        raise InputError(f"unknown baseline {kind!r}: expected one of {', '.join(BASELINES)}")
     return distances_to_tree(words, gaps)
 
 

@@ -13,11 +13,12 @@ from pathlib import Path
 import conllu
 from nltk import Tree
 
+from synlm.errors import InputError, MissingFileError, reading
 from synlm.syntax.sentence import Sentence
 from synlm.syntax.trees import TreeFormatError, read_brackets, words_and_tags
 
 
-class ReaderError(ValueError):
+class ReaderError(InputError):
     """A treebank file is malformed; the message is ``file:line: what was expected``."""
 
 
@@ -40,7 +41,7 @@ def _bracket_files(path: Path, sections: Iterable[int] | None,
     if path.is_file():
         return [(str(path), path.read_bytes())]
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: expected a tree file, a directory or a .zip")
+        raise MissingFileError(f"{path}: expected a tree file, a directory or a .zip")
     if sections is not None:  # LDC WSJ layout: <dir>/<NN>/wsj_NNxx.mrg
         files = [f for s in sections for f in sorted((path / f"{s:02d}").glob("*"))
                  if f.name.endswith(suffixes)]
@@ -77,7 +78,9 @@ def read_conllu(path: str | os.PathLike, text: str | None = None) -> list[Senten
     """Words, UPOS tags and heads of a CoNLL-U file (multiword ranges and empty nodes are
     skipped). ``text`` overrides reading ``path`` (which then only names the source)."""
     name = str(path)
-    text = Path(path).read_text(encoding="utf-8") if text is None else text
+    if text is None:
+        with reading(path):
+            text = Path(path).read_text(encoding="utf-8")
     out, line = [], 1
     for block in re.split(r"\n[ \t]*\n", text.rstrip("\n") + "\n"):
         start, line = line, line + block.count("\n") + 2

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from nltk import Tree
 
+from synlm.errors import InputError
+
 
 @dataclass
 class Sentence:
@@ -29,10 +31,10 @@ class Sentence:
     def __post_init__(self) -> None:
         n = len(self.words)
         if self.tree is not None and self.tree.leaves() != self.words:
-            raise ValueError(f"{self.source or 'sentence'}: tree leaves differ from the words")
+            raise InputError(f"{self.source or 'sentence'}: tree leaves differ from the words")
         for name in ("heads", "tags", "word_index"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
-                raise ValueError(
+                raise InputError(
                     f"{self.source or 'sentence'}: {len(value)} {name} for {n} words"
                 )

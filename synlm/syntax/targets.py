@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from synlm.errors import InputError
 from synlm.syntax.distances import distances_and_spans
 from synlm.syntax.heads import tree_to_heads
 from synlm.syntax.sentence import Sentence
@@ -89,12 +90,12 @@ def build_targets(sentences: Sequence[Sentence], mode: str = "stream", span_wind
     after the last unit: it gets the last sentence's final spans and the root distance.
     """
     if mode not in ("stream", "sentence"):
-        raise ValueError(f"mode must be 'stream' or 'sentence', not {mode!r}")
+        raise InputError(f"mode must be 'stream' or 'sentence', not {mode!r}")
     if closing_eos and mode != "stream":
-        raise ValueError("closing_eos only applies to stream mode")
+        raise InputError("closing_eos only applies to stream mode")
     K = span_window - 1
     if K < 1:
-        raise ValueError(f"span_window must be >= 2, got {span_window}")
+        raise InputError(f"span_window must be >= 2, got {span_window}")
     lengths = np.array([len(s.words) for s in sentences], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths + 1)]).astype(np.int64)
     N = int(offsets[-1]) + closing_eos

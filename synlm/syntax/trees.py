@@ -17,6 +17,8 @@ from collections.abc import Iterator
 
 from nltk import Tree
 
+from synlm.errors import InputError
+
 #: The 36 word tags of the ON-LSTM/PRPN evaluation (Ordered-Neurons data_ptb.py): everything
 #: else (punctuation, ``$``, ``#``, ``-NONE-``) is dropped before scoring.
 WORD_TAGS = frozenset({
@@ -32,7 +34,7 @@ EMPTY_TAGS = frozenset({"-NONE-"})
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
-class TreeFormatError(ValueError):
+class TreeFormatError(InputError):
     """A bracketed tree file is malformed; the message is ``file:line: what was expected``."""
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from synlm.errors import InputError
 from synlm.tse.blimp import read_blimp, summarize_blimp
 from synlm.tse.marvin_linzen import read_marvin_linzen, summarize_marvin_linzen
 from synlm.tse.minimal_pairs import DIGITS, MinimalPair, evaluate_pairs
@@ -147,12 +148,12 @@ def load_benchmarks(benchmarks: Sequence[str] = BENCHMARKS,
     """
     unknown = [name for name in benchmarks if name not in _SCORE]
     if unknown:
-        raise ValueError(f"unknown benchmark {unknown[0]!r}; expected one of {BENCHMARKS}")
+        raise InputError(f"unknown benchmark {unknown[0]!r}; expected one of {BENCHMARKS}")
     bad_suites = [name for name in suites or () if name not in SUITES]
     if bad_suites:
         close = difflib.get_close_matches(bad_suites[0], SUITES, n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
-        raise ValueError(f"unknown SyntaxGym suite {bad_suites[0]!r}{hint} (the paper's 34: "
+        raise InputError(f"unknown SyntaxGym suite {bad_suites[0]!r}{hint} (the paper's 34: "
                          f"{', '.join(SUITES)})")
     loaded: dict[str, list[Any]] = {}
     for name in benchmarks:

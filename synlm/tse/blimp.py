@@ -27,6 +27,7 @@ from statistics import fmean
 from typing import Any
 
 from synlm.data.corpora import CorpusError, RemoteFile, default_data_dir
+from synlm.errors import InputError
 from synlm.tse.minimal_pairs import (
     DIGITS,
     MinimalPair,
@@ -88,7 +89,7 @@ def read_blimp(path: str | Path | None = None, data_dir: str | Path | None = Non
     ``pairID``.
     """
     if subset is not None and subset < 1:
-        raise ValueError(f"subset must be at least 1, got {subset}")
+        raise InputError(f"subset must be at least 1, got {subset}")
     if path is None:
         path = data_file(BLIMP_ZIP, data_dir, download)
     path = Path(path)

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from synlm.errors import InputError
+
 #: The tolerances of ``=`` (the reference's ``EQUALITY_RTOL`` and ``EQUALITY_ATOL``).
 EQUALITY_RTOL = 1e-5
 EQUALITY_ATOL = 1e-3
@@ -39,7 +41,7 @@ Region = int | Literal["*"]
 SurprisalOf = Callable[[Region, str], float]
 
 
-class FormulaError(ValueError):
+class FormulaError(InputError):
     """A malformed prediction; the one-line message names the suite, the prediction index
     (``predictions[i]`` in the suite file), the column (1-based) and what was expected."""
 

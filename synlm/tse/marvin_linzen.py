@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from synlm.data.corpora import CorpusError, RemoteFile, default_data_dir
+from synlm.errors import InputError
 from synlm.tse.minimal_pairs import (
     MinimalPair,
     evaluate_pairs,
@@ -164,7 +165,7 @@ def read_marvin_linzen(path: str | Path | None = None, data_dir: str | Path | No
     A pair's ``ids`` are ``template``, ``case`` and ``index``.
     """
     if subset is not None and subset < 1:
-        raise ValueError(f"subset must be at least 1, got {subset}")
+        raise InputError(f"subset must be at least 1, got {subset}")
     path = Path(path) if path else _default_source(data_dir, download)
     if path.is_dir():
         records = _pickle_records(path)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from synlm.data.corpora import DATA_ENV, CorpusError
+from synlm.errors import InputError
 from synlm.tse.scores import ScoredSentence, Scorer
 
 #: Places kept in the fractions of a summary.
@@ -42,7 +43,7 @@ class MinimalPair:
 
     def __post_init__(self) -> None:
         if not self.bad:
-            raise ValueError(f"minimal pair {self.ids}: no ungrammatical sentence")
+            raise InputError(f"minimal pair {self.ids}: no ungrammatical sentence")
 
 
 def differences(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, int, int]]:

@@ -19,6 +19,7 @@ import torch
 
 from synlm.data.normalization import text_normalizer
 from synlm.data.subwords import SubwordVocab
+from synlm.errors import InputError
 from synlm.tse.scores import ScoredSentence
 
 
@@ -45,10 +46,10 @@ class ModelScorer:
     def __init__(self, model: Any, batch_size: int = 64, device: str | torch.device = "cpu",
                  progress: Callable[[int], None] | None = None) -> None:
         if model.vocab is None:
-            raise ValueError("the model has no vocabulary: load it from a checkpoint or call "
+            raise InputError("the model has no vocabulary: load it from a checkpoint or call "
                              "model.setup('predict') with its DataModule")
         if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+            raise InputError(f"batch_size must be at least 1, got {batch_size}")
         self.model = model.to(device).eval()
         self.vocab = model.vocab
         self.batch_size = batch_size

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from synlm.data.corpora import DATA_ENV, CorpusError, RemoteFile, default_data_dir
+from synlm.errors import InputError
 from synlm.tse.formula import Expr, FormulaError, Region, evaluate, parse_prediction, referenced
 from synlm.tse.formula import to_text as formula_text
 from synlm.tse.scores import ScoredSentence, Scorer
@@ -428,7 +429,7 @@ def sg_score(accuracies: Mapping[str, float | Sequence[float]]) -> SGScore:
     suites = {name: value if isinstance(value, (int, float)) else _mean(value)
               for name, value in sorted(accuracies.items()) if not is_excluded(name)}
     if not suites:
-        raise ValueError(f"no suite left to score after the exclusions from {sorted(accuracies)}")
+        raise InputError(f"no suite left to score after the exclusions from {sorted(accuracies)}")
     by_circuit: dict[str, list[float]] = defaultdict(list)
     for name, accuracy in suites.items():
         circuit = suite_circuit(name)
