@@ -103,10 +103,17 @@ def _shipped_or_given(value: str) -> str:
     return str(REPO_CONFIGS / value)
 
 
+#: The key of a config file that names its base: jsonargparse's own ``config`` argument,
+#: given inside the file. The base is read first, as if it were a ``--config`` before this
+#: file, and each key after it replaces the base's value there: ``model.heads:`` the list of
+#: heads, ``trainer.max_epochs:`` one number (docs/cli.md, "Configs: a base and a delta").
+BASE_KEY = "config"
+
+
 def config_error(args: Sequence[str]) -> str | None:
     """The first problem with a ``--config`` file of ``args``, as one line: a missing file
     (with the closest shipped config) or a YAML error with its file, line and column; the
-    configs a file stacks on (its ``config:`` entries) are checked too."""
+    base a file names (its ``config:`` key) is checked too, and the way the file names it."""
     for _, _, value in flag_values(args, *CONFIG_FLAGS):
         found = _yaml_problem(Path(value))
         if found:
@@ -114,7 +121,9 @@ def config_error(args: Sequence[str]) -> str | None:
     return None
 
 
-def _yaml_problem(path: Path) -> str | None:
+def _yaml_problem(path: Path, chain: tuple[Path, ...] = ()) -> str | None:
+    """A problem with the config file ``path`` or its bases; ``chain``: the files that
+    named it as their base, the first one given by ``--config``."""
     if "\n" in str(path) or str(path).lstrip().startswith("{"):
         return None  # a config given inline as a YAML string
     if not path.is_file():
@@ -129,12 +138,56 @@ def _yaml_problem(path: Path) -> str | None:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         what = getattr(err, "problem", None) or str(err).splitlines()[0]
         return f"{where}: not valid YAML: {what}"
-    stacked = loaded.get("config") if isinstance(loaded, dict) else None
-    for inner in [stacked] if isinstance(stacked, str) else (stacked or []):
-        found = _yaml_problem(path.parent / str(inner))
-        if found:
-            return found
+    if not isinstance(loaded, dict) or BASE_KEY not in loaded:
+        return None
+    return _base_problem(path, loaded, chain)
+
+
+def _base_problem(path: Path, loaded: dict[str, Any], chain: tuple[Path, ...]) -> str | None:
+    """A problem with the base ``path`` names (``config: base.yaml``) or with the keys it
+    changes: one base, named first, a file next to it; a nested block would replace all
+    of the base's values under that key, so a delta names the keys it changes dotted."""
+    base = loaded[BASE_KEY]
+    where = f"{path}:{yaml_line(path, BASE_KEY) or 1}: {BASE_KEY}"
+    if not isinstance(base, str):
+        return (f"{where}: expected the file name of one base config (relative to "
+                f"{path.parent}), got {base!r}")
+    if next(iter(loaded)) != BASE_KEY:
+        return f"{where}: put it first (the base it names would override the keys above it)"
+    target = path.parent / base
+    if not target.is_file():
+        near = sorted(str(Path(base).parent / p.name) for p in target.parent.glob("*.yaml")) \
+            if target.parent.is_dir() else []
+        return (f"{where}: no file {base} (the base config, relative to "
+                f"{path.parent}){did_you_mean(base, near)}")
+    seen = (*chain, path.resolve())
+    if target.resolve() in seen:
+        names = " -> ".join(p.name for p in (*seen, target))
+        return f"{where}: the bases loop ({names})"
+    found = _yaml_problem(target, seen)
+    if found:
+        return found
+    in_base = _base_keys(target)
+    for key, value in loaded.items():
+        if key != BASE_KEY and key in in_base and isinstance(value, dict) and value:
+            first = next(iter(value))
+            return (f"{path}:{yaml_line(path, key)}: {key}: a block after {BASE_KEY}: replaces "
+                    f"all of the base's {key} settings; write the keys that change dotted "
+                    f"({key}.{first}: ...)")
     return None
+
+
+def _base_keys(path: Path) -> set[str]:
+    """The top-level keys ``path`` and its bases set (``model`` for ``model.heads``)."""
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return set()
+    if not isinstance(loaded, dict):
+        return set()
+    keys = {str(key).split(".")[0] for key in loaded if key != BASE_KEY}
+    base = loaded.get(BASE_KEY)
+    return keys | _base_keys(path.parent / base) if isinstance(base, str) else keys
 
 
 def suggestion(message: str, options: Iterable[str]) -> str:
@@ -166,45 +219,58 @@ def _parameters(class_path: str) -> list[str]:
 
 def config_files(args: Sequence[str]) -> list[Path]:
     """The YAML files ``args`` read, in the order they apply: each ``--config`` after the
-    files it stacks on (its ``config:`` entries)."""
-    def with_stacked(path: Path) -> list[Path]:
+    base it names (its ``config:`` key) and that base's own."""
+    def with_bases(path: Path, seen: tuple[Path, ...] = ()) -> list[Path]:
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError):
             return []
-        stacked = loaded.get("config") if isinstance(loaded, dict) else None
-        inner = [stacked] if isinstance(stacked, str) else list(stacked or [])
-        return [f for name in inner for f in with_stacked(path.parent / str(name))] + [path]
+        base = loaded.get(BASE_KEY) if isinstance(loaded, dict) else None
+        if not isinstance(base, str) or path.resolve() in seen:
+            return [path]
+        return [*with_bases(path.parent / base, (*seen, path.resolve())), path]
 
     return [f for _, _, value in flag_values(args, *CONFIG_FLAGS)
-            for f in with_stacked(Path(value)) if "\n" not in value]
+            for f in with_bases(Path(value)) if "\n" not in value]
 
 
 def yaml_line(path: Path, key: str, value: Any = None) -> int | None:
     """The line (1-based) of ``path`` that sets the dotted ``key`` (``init_args`` levels may
-    be left out on either side), or within it the scalar ``value``; None if it does not."""
+    be left out on either side; the file may write keys dotted, ``model.heads:``), or within
+    it the scalar ``value``; None if it does not."""
     try:
         node = yaml.compose(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return None
-    for part in key.split("."):
+    parts, i = key.split("."), 0
+    while i < len(parts):
         if not isinstance(node, yaml.MappingNode):
             return None
-        entries = {k.value: (k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)}
-        if part not in entries and "init_args" in entries:
-            entries = {k.value: (k, v) for k, v in entries["init_args"][1].value
-                       if isinstance(k, yaml.ScalarNode)} \
-                if isinstance(entries["init_args"][1], yaml.MappingNode) else {}
-        if part == "init_args" and part not in entries:
-            continue  # written without its init_args level
-        if part not in entries:
+        entries = _entries(node)
+        if not any(".".join(parts[i:j]) in entries for j in range(i + 1, len(parts) + 1)) \
+                and "init_args" in entries:
+            entries = _entries(entries["init_args"][1])  # written with its init_args level
+        # the longest run of parts that one key of the file names ("model.heads")
+        j = next((j for j in range(len(parts), i, -1) if ".".join(parts[i:j]) in entries), None)
+        if j is None:
+            if parts[i] == "init_args":
+                i += 1  # written without its init_args level
+                continue
             return None
-        key_node, node = entries[part]
+        key_node, node = entries[".".join(parts[i:j])]
+        i = j
     if value is not None:
         for scalar in _scalars(node):
             if scalar.value == str(value):
                 return scalar.start_mark.line + 1
     return key_node.start_mark.line + 1
+
+
+def _entries(node: yaml.Node) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+    """A mapping node's entries by their (scalar) key; none for any other node."""
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: (k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)}
 
 
 def _scalars(node: yaml.Node) -> list[yaml.ScalarNode]:

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from torch import nn
 
+from conftest import run_cli
 from synlm.backbones.awd_lstm import AWDLSTM
 from synlm.backbones.base import Backbone
 from synlm.backbones.on_lstm import ONLSTM
+from synlm.catalog import REPO_CONFIGS
 from synlm.heads.base import HeadContext
 from synlm.heads.distance import DistanceRankingHead, ranking_loss, ranking_pairs
 from synlm.lm import SyntaxLM
@@ -233,17 +234,18 @@ def test_no_gold_returns_distances_only():
 
 
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-ONLSTM_CONFIGS = ["onlstm.yaml", "onlstm_syd.yaml"]  # ablations stack on these (test_ablations)
+ONLSTM_CONFIGS = ["onlstm.yaml", "onlstm_syd.yaml"]  # the ablations are deltas on onlstm_syd
 
 
 @pytest.mark.parametrize("name", ONLSTM_CONFIGS)
-def test_config_builds(name):
-    """The ON-LSTM configs name real arguments; backbone and heads build and bind."""
-    model = yaml.safe_load((CONFIGS / name).read_text())["model"]
+def test_config_builds(name, capsys):
+    """The ON-LSTM configs name real arguments; backbone and heads build and bind (the
+    configs as the CLI resolves them, onlstm_syd.yaml being a delta on onlstm.yaml)."""
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / name), "--print_config"]) == 0
+    model = yaml.safe_load(capsys.readouterr().out)["model"]
     backbone = ONLSTM(**model.pop("backbone")["init_args"])
     for spec in model.pop("heads", []):
-        assert spec["class_path"] == "DistanceRankingHead"
+        assert spec["class_path"] == "synlm.heads.DistanceRankingHead"
         bind_to(DistanceRankingHead(**spec["init_args"]), backbone)
     assert set(model) <= set(inspect.signature(SyntaxLM).parameters)
 
