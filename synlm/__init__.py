@@ -20,6 +20,7 @@ _EXPORTS = {
     "HeadContext": "synlm.heads.base",
     "SyntaxHead": "synlm.heads.base",
     "SyntaxLM": "synlm.lm",
+    "SyntaxModel": "synlm.model",
     "BackboneOutput": "synlm.outputs",
     "Batch": "synlm.outputs",
     "HeadOutput": "synlm.outputs",
@@ -30,7 +31,7 @@ _EXPORTS = {
 
 __all__ = ["Backbone", "BackboneOutput", "BackboneSpec", "Batch", "HeadContext", "HeadOutput",
            "LMOutput", "LayerInsert", "Structure", "SynLMDataModule", "SyntaxHead", "SyntaxLM",
-           "__version__", "from_config"]
+           "SyntaxModel", "__version__", "from_config"]
 
 if TYPE_CHECKING:
     from synlm.backbones.base import Backbone, BackboneSpec, LayerInsert
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from synlm.data.datamodule import SynLMDataModule
     from synlm.heads.base import HeadContext, SyntaxHead
     from synlm.lm import SyntaxLM
+    from synlm.model import SyntaxModel
     from synlm.outputs import BackboneOutput, Batch, HeadOutput, LMOutput, Structure
 
 

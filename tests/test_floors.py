@@ -11,7 +11,11 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "synlm"
 
-#: floor (a subpackage or a module) -> the synlm floors it may import, besides itself
+#: The bottom floor: every floor may import it (synlm's exception types).
+BOTTOM = "errors"
+
+#: floor (a subpackage or a module) -> the synlm floors it may import, besides itself and
+#: ``BOTTOM``
 ALLOWED = {
     "errors": set(),
     "syntax": set(),
@@ -23,13 +27,16 @@ ALLOWED = {
     "data": {"syntax", "outputs", "errors"},
     "backbones": {"modules", "outputs", "kernels", "errors"},
     "heads": {"modules", "outputs", "backbones.base"},
-    "callbacks": {"metrics", "syntax", "viz", "tse"},
+    "model": {"backbones", "heads", "data.vocab", "errors", "modules", "outputs"},
+    "callbacks": {"metrics", "syntax", "viz", "tse", "lightning_internals"},
     "runs": set(),
-    "lm": {"backbones", "heads", "data", "metrics", "modules", "optim", "outputs", "runs"},
+    "lightning_internals": set(),
+    "lm": {"model", "backbones", "heads", "data", "errors", "metrics", "modules", "optim",
+           "outputs", "runs"},
     "registry": {"backbones", "heads", "callbacks", "data"},
     "catalog": set(),
     "lightning_cli": {"lm", "data", "registry", "catalog", "runs", "callbacks", "usage",
-                      "errors", "run_summary", "checks"},
+                      "errors", "run_summary", "checks", "lightning_internals"},
     "run_summary": set(),
     "checks": {"errors"},
     "cli": {"lightning_cli", "parse", "annotate", "generate", "plot", "catalog", "usage",
@@ -49,14 +56,61 @@ ALLOWED = {
 }
 
 
+def _exports() -> dict[str, str]:
+    """``synlm/__init__``'s lazy names -> the module that defines each."""
+    for node in ast.walk(ast.parse((PACKAGE / "__init__.py").read_text())):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "_EXPORTS":
+            return ast.literal_eval(node.value)
+    raise AssertionError("synlm/__init__.py has no _EXPORTS")
+
+
+EXPORTS = _exports()
+
+
+def _package_name(name: str) -> str:
+    """What ``from synlm import name`` reaches: a lazy export's module, a submodule, or the
+    package itself (``__version__``)."""
+    if name in EXPORTS:
+        return EXPORTS[name]
+    if (PACKAGE / f"{name}.py").exists() or (PACKAGE / name / "__init__.py").exists():
+        return f"synlm.{name}"
+    return "synlm"
+
+
 def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, in any form: ``import a.b``, ``from a.b import c``,
+    ``from synlm import x`` (a submodule or a lazy export), relative imports, and
+    ``importlib.import_module("...")`` with a literal name."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    package = parts[:-1]
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join([*package[:len(package) - node.level + 1], node.module or ""]
+                            ).strip(".") if node.level else node.module
+            if base == "synlm":
+                names.update(_package_name(alias.name) for alias in node.names)
+            elif base:
+                names.add(base)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            names.add(node.args[0].value)
     return names
+
+
+def test_every_import_form_is_seen(tmp_path: Path) -> None:
+    """The forms above, on a file written for the purpose."""
+    probe = PACKAGE / "heads" / "_floors_probe.py"
+    probe.write_text("import synlm.data.vocab\nfrom synlm import SyntaxLM, errors, __version__\n"
+                     "from ..outputs import Batch\nfrom . import base\n"
+                     "import importlib\nimportlib.import_module('synlm.tse')\n")
+    try:
+        assert imports(probe) == {"synlm.data.vocab", "synlm.lm", "synlm.errors", "synlm",
+                                  "synlm.outputs", "synlm.heads", "importlib", "synlm.tse"}
+    finally:
+        probe.unlink()
 
 
 def floor_files(floor: str) -> list[Path]:
@@ -84,12 +138,12 @@ def test_floor_imports_nothing_above_it(floor: str) -> None:
             if not name.startswith("synlm."):
                 continue  # ``import synlm`` / ``from synlm import __version__``: the package
             target = name.removeprefix("synlm.")
-            ok = target.split(".")[0] == floor or any(
+            ok = target.split(".")[0] in (floor, BOTTOM) or any(
                 target == a or target.startswith(a + ".") for a in ALLOWED[floor])
             assert ok, f"{path.relative_to(PACKAGE)} imports {name}"
 
 
-@pytest.mark.parametrize("floor", ["backbones", "heads", "modules", "syntax", "optim"])
+@pytest.mark.parametrize("floor", ["backbones", "heads", "model", "modules", "syntax", "optim"])
 def test_model_files_do_not_import_lightning(floor: str) -> None:
     for path in floor_files(floor):
         assert not any(n.split(".")[0] in ("lightning", "pytorch_lightning")
