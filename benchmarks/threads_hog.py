@@ -4,7 +4,7 @@ this machine; the ratio of their wall times (as written / one thread) should be 
 now that synlm picks one thread per idle core (synlm.threads; before, torch took every core
 and the quickstart ran many times slower beside other work).
 
-    python benchmarks/threads_hog.py [--hogs 1] [--epochs 2] [--all-cores] [--json]
+    python benchmarks/threads_hog.py [--hogs 1] [--epochs 2] [--batches N] [--all-cores] [--json]
 
 ``--all-cores`` also times the quickstart with ``SYNLM_THREADS`` set to every core, torch's
 own default before synlm chose: what a newcomer's run cost beside other work.
@@ -25,10 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = "import sys; from synlm.cli import main; sys.exit(main())"
 
 
-def quickstart_seconds(env: dict[str, str], epochs: int, root: str) -> float:
+def quickstart_seconds(env: dict[str, str], epochs: int, root: str,
+                       batches: int | None = None) -> float:
     command = [sys.executable, "-c", CLI, "fit", "--config", "configs/quickstart.yaml",
                f"--trainer.max_epochs={epochs}", "--trainer.enable_progress_bar=false",
                f"--trainer.default_root_dir={root}"]
+    if batches is not None:  # a shorter epoch (the smoke run of the tests)
+        command += [f"--trainer.limit_train_batches={batches}",
+                    f"--trainer.limit_val_batches={batches}"]
     start = time.perf_counter()
     subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
     return time.perf_counter() - start
@@ -38,6 +42,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hogs", type=int, default=1, help="cores kept busy beside the runs")
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=None,
+                        help="training and validation batches per epoch (default: all)")
     parser.add_argument("--all-cores", action="store_true",
                         help="also time SYNLM_THREADS=<every core> (the old default)")
     parser.add_argument("--json", action="store_true")
@@ -50,11 +56,12 @@ def main() -> None:
     try:
         time.sleep(2.0)  # the hogs show in the CPU times (and start to in the load average)
         with tempfile.TemporaryDirectory() as tmp:
-            as_written = quickstart_seconds(base, args.epochs, f"{tmp}/a")
+            as_written = quickstart_seconds(base, args.epochs, f"{tmp}/a", args.batches)
             one_thread = quickstart_seconds({**base, "OMP_NUM_THREADS": "1"}, args.epochs,
-                                            f"{tmp}/b")
+                                            f"{tmp}/b", args.batches)
             every_core = quickstart_seconds({**base, "SYNLM_THREADS": str(os.cpu_count())},
-                                            args.epochs, f"{tmp}/c") if args.all_cores else None
+                                            args.epochs, f"{tmp}/c", args.batches
+                                            ) if args.all_cores else None
     finally:
         for hog in hogs:
             hog.kill()

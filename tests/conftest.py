@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import csv
+import functools
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 from types import FrameType
 
@@ -122,15 +126,19 @@ TINY_OVERRIDES = [
 ]
 
 
-def local_gpt2(root: Path) -> Path:
+@functools.cache
+def local_gpt2() -> Path:
     """A small random GPT-2 and a byte-level BPE trained on the synthetic treebank, saved
     together with ``save_pretrained`` as a hub checkpoint would be: what ``GPT2(pretrained=)``
-    and ``PretrainedTokenizer(name_or_path=)`` load without a network."""
+    and ``PretrainedTokenizer(name_or_path=)`` load without a network. Built once per test
+    process (read-only to the tests) and removed when it ends."""
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
     from synlm.data.subwords import TrainedBPE
     from synlm.data.synthetic import SyntheticTreebank
 
+    root = Path(tempfile.mkdtemp(prefix="synlm-test-gpt2-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     path = root / "gpt2-local"
     words = [s.words for s in SyntheticTreebank(n_train=300).sentences("train")]
     bpe = TrainedBPE(vocab_size=300).vocab(words, root)

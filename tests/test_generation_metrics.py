@@ -311,7 +311,7 @@ def test_lm_score_scores_an_empty_sample_as_its_eos() -> None:
 
 
 def test_lm_score_of_a_subword_model_is_per_subword(tmp_path: Path) -> None:
-    vocab = PretrainedTokenizer(str(local_gpt2(tmp_path))).vocab([], tmp_path)
+    vocab = PretrainedTokenizer(str(local_gpt2())).vocab([], tmp_path)
     torch.manual_seed(0)
     model = SyntaxLM(build("AWDLSTM"), heads=[], vocab_size=len(vocab)).eval()
     model.vocab = vocab
@@ -324,8 +324,8 @@ def test_lm_score_of_a_subword_model_is_per_subword(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- GPT-2
 @pytest.fixture(scope="module")
-def gpt2_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return local_gpt2(tmp_path_factory.mktemp("gpt2"))
+def gpt2_path() -> Path:
+    return local_gpt2()
 
 
 def released_gpt2_perplexity(samples: list[list[str]], path: Path) -> float:

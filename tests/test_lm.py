@@ -286,3 +286,14 @@ def test_training_step_reads_no_device_value_between_logging_steps(tmp_path: Pat
                          default_root_dir=tmp_path)
     trainer.fit(model, dm)
     assert model.reads == [0, 0, 1, 0, 0, 1]  # global steps 2 and 5 log
+
+
+def test_a_head_written_for_class_variables_is_told_the_new_constructor() -> None:
+    class OldStyle(SyntaxHead):
+        name = "old"
+
+        def __init__(self, weight: float = 0.5) -> None:
+            super().__init__(weight)
+
+    with pytest.raises(TypeError, match=r"OldStyle: SyntaxHead.__init__ takes the head's name"):
+        OldStyle()

@@ -71,6 +71,10 @@ class SyntaxHead(RecordsInit, nn.Module):
             structure_kind: the kind of structure it induces, if any.
         """
         super().__init__()
+        if not isinstance(name, str):  # a head written for the class-variable contract
+            raise TypeError(f"{type(self).__name__}: SyntaxHead.__init__ takes the head's name "
+                            f"first, then its weight and what it is: super().__init__('name', "
+                            f"weight, requires=..., needs_gold=...), not {name!r}")
         self.name = name
         self.weight = weight
         self.requires = frozenset(requires)
