@@ -43,6 +43,12 @@ class Step:
     seconds: int
 
 
+#: The smoke run's corpus: 600 synthetic training sentences instead of 4000 (which every
+#: row would build), enough for the warm-up and timed batch of the largest row, B64 T35.
+SMALL_CORPUS = tuple(f"--override=--data.corpus.init_args.{split}={n}"
+                     for split, n in (("n_train", 600), ("n_valid", 20), ("n_test", 20)))
+
+
 def steps(device: str, runs: str) -> list[Step]:
     py, bench = sys.executable, str(ROOT / "benchmarks")
     tests = ("tests/test_kernels_on_lstm.py", "tests/test_kernels_prpn.py",
@@ -55,7 +61,7 @@ def steps(device: str, runs: str) -> list[Step]:
         Step("Throughput table, fp32 and bf16-mixed, peak memory",
              (py, f"{bench}/throughput.py", "--table", "--device", device),
              (py, f"{bench}/throughput.py", "--table", "--small", "--steps", "1", "--warmup",
-              "1", "--device", device), 210),
+              "1", "--device", device, "--json", *SMALL_CORPUS), 210),
         Step("ON-LSTM step: PyTorch loop vs fused kernels",
              (py, f"{bench}/kernel_step.py", "--backbone", "onlstm", "--device", device),
              (py, f"{bench}/kernel_step.py", "--backbone", "onlstm", "--device", device,
