@@ -22,25 +22,22 @@ PARTIALS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
                   [*REPO_CONFIGS.glob("data/*.yaml"), *REPO_CONFIGS.glob("trainer/*.yaml")])
 
 
-def hub_free(root: Path) -> list[str]:
+def hub_free() -> list[str]:
     """A small local GPT-2 (weights and tokenizer) instead of the hub's."""
     return [f"--model.backbone.init_args.pretrained={local_gpt2()}"]
 
 
-def sets_max_tokens(config: Path) -> bool:
-    """Whether ``config`` or its base (``config: base.yaml``) batches by a token budget
+def sets_max_tokens(config: str) -> bool:
+    """Whether ``config`` (its base included: the resolved config) batches by a token budget
     (``data.max_tokens``)."""
-    values = yaml.safe_load(config.read_text()) or {}
-    if "data.max_tokens" in values or "max_tokens" in (values.get("data") or {}):
-        return True
-    return "config" in values and sets_max_tokens(config.parent / values["config"])
+    return yaml.safe_load((RESOLVED / config).read_text())["data"]["max_tokens"] is not None
 
 
 def tiny(config: str) -> list[str]:
     """``TINY_OVERRIDES`` for ``config``; a token-budget config keeps its token-budget
     batches, of a few sentences (its budget of thousands of tokens would make the
     Transformers' fast_dev_run the suite's slowest tests)."""
-    budget = ["--data.max_tokens=128"] if sets_max_tokens(REPO_CONFIGS / config) else []
+    budget = ["--data.max_tokens=128"] if sets_max_tokens(config) else []
     return [*TINY_OVERRIDES, *budget]
 
 
@@ -56,13 +53,11 @@ def after_phase_one(config: str, *extra: str):
     return overrides
 
 
-#: Configs that start from saved weights: a small local GPT-2 instead of the hub's, a first
-#: phase trained here.
+#: The fits below that start from saved weights: a first phase trained here (on a small
+#: local GPT-2 instead of the hub's).
 STARTS_FROM = {
-    "gpt2.yaml": hub_free,
-    "dm_gpt2_dep.yaml": hub_free,
     "dm_lstm.yaml": after_phase_one("dm_lstm_dep.yaml"),
-    "dm_gpt2.yaml": lambda root: after_phase_one("dm_gpt2_dep.yaml", *hub_free(root))(root),
+    "dm_gpt2.yaml": lambda root: after_phase_one("dm_gpt2_dep.yaml", *hub_free())(root),
 }
 
 #: One fit per family that tests/test_golden.py does not already train through the CLI
@@ -108,7 +103,7 @@ def test_every_config_builds(name: str) -> None:
     bound to the backbone, the data's gold checked against what the heads need)."""
     gpt2 = "gpt2" in name
     model = from_config(str(REPO_CONFIGS / name),
-                        [*tiny(name), *(hub_free(Path()) if gpt2 else [])])
+                        [*tiny(name), *(hub_free() if gpt2 else [])])
     model.setup("validate")  # asks the DataModule for each head's gold
     assert isinstance(model.model, SyntaxModel) and model.datamodule is not None
 
