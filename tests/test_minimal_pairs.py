@@ -1,7 +1,7 @@
 """Minimal-pair benchmarks: BLiMP (Warstadt et al. 2020) and Marvin & Linzen (2018).
 
 A unigram scorer with a hand-set table stands in for a model, so every accuracy below is
-computed by hand; the readers are checked on the staged data (``shared/data``).
+computed by hand; the readers are checked on the staged data (``$SYNLM_DATA_DIR``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from staged import staged
 from synlm.data.corpora import CorpusError, RemoteFile, git_blob_of
 from synlm.tse import blimp, marvin_linzen
 from synlm.tse.minimal_pairs import (
@@ -26,13 +27,17 @@ from synlm.tse.minimal_pairs import (
 )
 from synlm.tse.scores import ScoredSentence
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-BLIMP_ZIP = DATA / "blimp" / "BLiMP.zip"
-MODELS_SUMMARY = DATA / "blimp" / "models_summary.jsonl"
-ML_JSONL = DATA / "marvin_linzen" / "marvin_linzen.jsonl.gz"
+
+def blimp_zip() -> Path:
+    return staged("blimp", "BLiMP.zip")
+
+
+def ml_jsonl() -> Path:
+    return staged("marvin_linzen", "marvin_linzen.jsonl.gz")
+
 
 UNKNOWN = -20.0
-EOS = -1.0
+EOS = -1.0  # counted only with eos=True
 TABLE = {"the": -1.0, "author": -5.0, "authors": -6.0, "laughs": -3.0, "laugh": -4.0,
          "smiles": -2.0, "smile": -2.0, "swims": -3.0, "no": -4.0, "most": -5.0, "few": -6.0,
          "have": -2.0, "ever": -3.0, "been": -2.0, "popular": -7.0}
@@ -72,6 +77,7 @@ HAND_PAIRS = [
     pair("unknown-differs", "the author swims", "the author swim"),  # right, swim unknown
     pair("unknown-shared", "Zelda laughs!", "Zelda laugh!"),  # right, zelda aligned
     pair("same-words", "the author laughs", "the author laugh"),  # = agree, new text
+    pair("punctuation", "The author laughs.", "The author laughs!"),  # one word list: a tie
 ]
 
 
@@ -90,30 +96,33 @@ def test_hand_made_pairs_scored_once_and_judged_strictly() -> None:
     records = evaluate_pairs(HAND_PAIRS, scorer)
     by_name = {r["name"]: r for r in records}
     assert [r["name"] for r in records] == [p.ids["name"] for p in HAND_PAIRS]
-    assert by_name["agree"]["good_log_prob"] == -10.0
-    assert by_name["agree"]["bad_log_probs"] == [-11.0]
+    # the words' log-probabilities, no end of sentence (the reference scorers' sums)
+    assert by_name["agree"]["good_log_prob"] == -9.0
+    assert by_name["agree"]["bad_log_probs"] == [-10.0]
     assert by_name["agree"]["differing_words"] == ["laughs", "laugh"]
-    assert by_name["tie"]["good_log_prob"] == by_name["tie"]["bad_log_probs"][0] == -9.0
-    assert by_name["npi-one-beaten"]["good_log_prob"] == -25.0
-    assert by_name["npi-one-beaten"]["bad_log_probs"] == [-22.0, -26.0]
+    assert by_name["tie"]["good_log_prob"] == by_name["tie"]["bad_log_probs"][0] == -8.0
+    assert by_name["npi-one-beaten"]["good_log_prob"] == -24.0
+    assert by_name["npi-one-beaten"]["bad_log_probs"] == [-21.0, -25.0]
     assert by_name["npi-one-beaten"]["differing_words"] == ["no", "the", "most"]
     assert {n: r["correct"] for n, r in by_name.items()} == {
         "agree": True, "tie": False, "npi-one-beaten": False, "npi-both-beaten": True,
-        "unknown-differs": True, "unknown-shared": True, "same-words": True}
+        "unknown-differs": True, "unknown-shared": True, "same-words": True,
+        "punctuation": False}
     assert [n for n, r in by_name.items() if r["unknown"]] == ["unknown-differs"]
-    # One score call; each distinct word list once: 2 + 2 + 3 + 1 + 2 + 2 + 0 = 12.
+    assert [n for n, r in by_name.items() if r["same_words"]] == ["punctuation"]
+    # One score call; each distinct word list once: 2 + 2 + 3 + 1 + 2 + 2 + 0 + 0 = 12.
     assert len(scorer.calls) == 1
     assert len(scorer.calls[0]) == len(set(scorer.calls[0])) == 12
     assert ("the", "author", "laughs") in scorer.calls[0]
     assert summarize(records) == {
-        "accuracy": round(5 / 7, 4), "in_vocabulary_accuracy": round(4 / 6, 4),
-        "unknown_share": round(1 / 7, 4), "pairs": 7, "correct": 5,
-        "in_vocabulary_pairs": 6, "in_vocabulary_correct": 4}
+        "accuracy": round(5 / 8, 4), "in_vocabulary_accuracy": round(4 / 7, 4),
+        "unknown_share": round(1 / 8, 4), "pairs": 8, "correct": 5,
+        "in_vocabulary_pairs": 7, "in_vocabulary_correct": 4, "same_words_pairs": 1}
 
 
-def test_eos_is_optional_and_no_known_pair_gives_none() -> None:
-    records = evaluate_pairs(HAND_PAIRS[4:5], UnigramScorer(), eos=False)
-    assert records[0]["good_log_prob"] == -9.0 and records[0]["bad_log_probs"] == [-26.0]
+def test_eos_adds_the_end_and_no_known_pair_gives_none() -> None:
+    records = evaluate_pairs(HAND_PAIRS[4:5], UnigramScorer(), eos=True)
+    assert records[0]["good_log_prob"] == -10.0 and records[0]["bad_log_probs"] == [-27.0]
     summary = summarize(records)
     assert summary["accuracy"] == 1.0
     assert summary["in_vocabulary_accuracy"] is None
@@ -132,7 +141,7 @@ def test_blimp_summary_averages_paradigms_as_the_paper_does() -> None:
     # Paradigms a = 1, b = 1/4, c = 1: their mean 0.75, not the pooled 4/7.
     assert summary["overall"] == {"accuracy": 0.75, "in_vocabulary_accuracy": 0.625,
                                   "unknown_share": 0.3333, "paradigms": 3, "pairs": 7,
-                                  "in_vocabulary_pairs": 6}
+                                  "in_vocabulary_pairs": 6, "same_words_pairs": 0}
     assert summary["phenomena"]["x"]["accuracy"] == 0.625  # pooled would be 0.5
     assert summary["phenomena"]["y"]["in_vocabulary_accuracy"] is None
     assert summary["paradigms"]["b"]["accuracy"] == 0.25
@@ -164,12 +173,12 @@ def test_blimp_folder_reader_subset_and_end_to_end(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def blimp_pairs() -> list[MinimalPair]:
-    return blimp.read_blimp(BLIMP_ZIP)
+    return blimp.read_blimp(blimp_zip())
 
 
 @pytest.fixture(scope="module")
 def published() -> blimp.PublishedBlimp:
-    return blimp.read_published(MODELS_SUMMARY)
+    return blimp.read_published(staged("blimp", "models_summary.jsonl"))
 
 
 def test_blimp_zip_has_67_paradigms_of_1000_pairs(blimp_pairs, published) -> None:
@@ -179,7 +188,7 @@ def test_blimp_zip_has_67_paradigms_of_1000_pairs(blimp_pairs, published) -> Non
     phenomenon_of = {p.ids["UID"]: p.ids["phenomenon"] for p in blimp_pairs}
     assert len(set(phenomenon_of.values())) == 12
     assert phenomenon_of == published.phenomenon_of
-    assert len(blimp.read_blimp(BLIMP_ZIP, subset=3)) == 201
+    assert len(blimp.read_blimp(blimp_zip(), subset=3)) == 201
 
 
 def test_paper_average_reproduces_the_published_means(published) -> None:
@@ -195,7 +204,7 @@ def test_paper_average_reproduces_the_published_means(published) -> None:
 
 @pytest.fixture(scope="module")
 def ml_pairs() -> list[MinimalPair]:
-    return marvin_linzen.read_marvin_linzen(ML_JSONL)
+    return marvin_linzen.read_marvin_linzen(ml_jsonl())
 
 
 def test_marvin_linzen_has_22_templates_and_163124_items(ml_pairs) -> None:
@@ -209,7 +218,7 @@ def test_marvin_linzen_has_22_templates_and_163124_items(ml_pairs) -> None:
     assert {len(p.bad) for p in ml_pairs if "npi" in p.ids["template"]} == {2}
     assert {len(p.bad) for p in ml_pairs if "npi" not in p.ids["template"]} == {1}
     assert sum("npi" in p.ids["template"] for p in ml_pairs) == 120 + 144 + 4800 + 5760
-    assert len(marvin_linzen.read_marvin_linzen(ML_JSONL, subset=2)) == 144
+    assert len(marvin_linzen.read_marvin_linzen(ml_jsonl(), subset=2)) == 144
 
 
 def test_marvin_linzen_table1_pools_pairs() -> None:
@@ -223,6 +232,35 @@ def test_marvin_linzen_table1_pools_pairs() -> None:
     assert summary["templates"]["prep_anim"]["accuracy"] == 1.0
     assert summary["cases"]["prep_inanim"]["s"]["pairs"] == 2
 
+
+def npi_record(template: str, good: float, intrusive: float, ungrammatical: float,
+               unknown: bool = False) -> dict:
+    return {"template": template, "case": "past", "good_log_prob": good,
+            "bad_log_probs": [intrusive, ungrammatical],
+            "correct": good > max(intrusive, ungrammatical), "unknown": unknown}
+
+
+def test_marvin_linzen_npi_rows_report_the_three_pairwise_accuracies() -> None:
+    """As the released ``analyze_results.py``: grammatical > intrusive, grammatical >
+    ungrammatical, intrusive > ungrammatical, each pooled over the row's templates and
+    cases; beating both is synlm's own summary."""
+    records = [npi_record("simple_npi_anim", -10, -12, -11),   # g > i, g > u, i < u
+               npi_record("simple_npi_inanim", -10, -9, -11),  # g < i, g > u, i > u
+               npi_record("simple_npi_inanim", -10, -10, -13, unknown=True),  # tie g = i
+               npi_record("npi_across_anim", -5, -6, -7)]      # all three
+    summary = marvin_linzen.summarize_marvin_linzen(records)
+    simple = summary["table1"]["Negative polarity items"]["Simple"]
+    assert {k: simple[k] for k in marvin_linzen.NPI_COMPARISONS} == {
+        "grammatical_gt_intrusive": round(1 / 3, 4), "grammatical_gt_ungrammatical": 1.0,
+        "intrusive_gt_ungrammatical": round(2 / 3, 4)}
+    assert simple["pairs"] == 3 and simple["in_vocabulary_pairs"] == 2
+    assert simple["in_vocabulary"] == {"grammatical_gt_intrusive": 0.5,
+                                       "grammatical_gt_ungrammatical": 1.0,
+                                       "intrusive_gt_ungrammatical": 0.5}
+    assert simple["synlm_beats_both"]["accuracy"] == round(1 / 3, 4)
+    assert "accuracy" not in simple  # no unnamed "beats both" figure in the row
+    across = summary["table1"]["Negative polarity items"]["Across a relative clause"]
+    assert across["intrusive_gt_ungrammatical"] == 1.0
 
 def test_converter_reads_plain_pickles(tmp_path: Path) -> None:
     npi = {"past": [("no x ever", "the x ever", "most x ever")]}
@@ -273,7 +311,7 @@ def test_download_fetches_and_checks(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("SYNLM_DATA_DIR", str(tmp_path / "data"))
     remote = blimp.BLIMP_ZIP
     monkeypatch.setattr(blimp, "BLIMP_ZIP",
-                        RemoteFile(remote.name, BLIMP_ZIP.as_uri(), remote.sha256))
+                        RemoteFile(remote.name, blimp_zip().as_uri(), remote.sha256))
     assert len(blimp.read_blimp(subset=1, download=True)) == 67  # the pinned sha256 holds
     assert (tmp_path / "data" / "blimp" / "BLiMP.zip").exists()
     source = tmp_path / "source"

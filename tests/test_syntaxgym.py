@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import shutil
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from staged import staged
 from synlm.tse.formula import (
     Arith,
     Compare,
@@ -35,8 +35,9 @@ from synlm.tse.syntaxgym import (
     SUITE_COMMIT,
     SUITE_SHA256,
     SUITES,
+    Suite,
     SuiteError,
-    align_tokens,
+    eos_region,
     evaluate_suite,
     evaluate_suites,
     is_excluded,
@@ -44,18 +45,27 @@ from synlm.tse.syntaxgym import (
     parse_suite,
     read_results_csv,
     read_suite,
-    region_means,
-    region_sums,
     region_words,
     sg_score,
     suite_circuit,
     suite_path,
     suite_tag,
 )
+from syntaxgym_alignment import align_tokens
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "syntaxgym"
-SUITE_FILES = sorted((DATA / "test_suites").glob("*.json"))
-FIXTURES = DATA / "core-fixtures"
+#: syntaxgym-core's own fixtures and one suite, carried in tests/ (fixtures/syntaxgym/SOURCE.md)
+FIXTURES = Path(__file__).parent / "fixtures" / "syntaxgym" / "core-fixtures"
+SUBORDINATION = FIXTURES.parent / "subordination.json"
+
+
+def gym(*parts: str) -> Path:
+    """A staged SyntaxGym file (``$SYNLM_DATA_DIR/syntaxgym/...``); skips when absent."""
+    return staged("syntaxgym", *parts)
+
+
+def suite_files() -> list[Path]:
+    """The 34 staged suite files; skips when they are absent."""
+    return sorted(gym("test_suites").glob("*.json"))
 
 
 # ------------------------------------------------------------------------------- parsing
@@ -64,9 +74,9 @@ FIXTURES = DATA / "core-fixtures"
 def test_every_staged_formula_parses_and_reads_back() -> None:
     """All 34 suites of the paper: 36 predictions parse, and writing one back and parsing it
     again gives the same AST."""
-    assert len(SUITE_FILES) == 34
+    assert len(suite_files()) == 34
     count = 0
-    for path in SUITE_FILES:
+    for path in suite_files():
         data = json.loads(path.read_text())
         for index, spec in enumerate(data["predictions"]):
             ast = parse_prediction(spec, data["meta"]["name"], index)
@@ -77,12 +87,12 @@ def test_every_staged_formula_parses_and_reads_back() -> None:
 
 def test_staged_formulas_have_the_expected_shape() -> None:
     """cleft's difference-of-differences and fgd_hierarchy's ``=`` parse as written."""
-    cleft = json.loads((DATA / "test_suites" / "cleft.json").read_text())["predictions"][0]
+    cleft = json.loads((gym("test_suites", "cleft.json")).read_text())["predictions"][0]
     np_diff = Arith("-", Term(6, "np_mismatch"), Term(6, "np_match"))
     vp_diff = Arith("-", Arith("+", Term(5, "vp_mismatch"), Term(6, "vp_mismatch")),
                     Arith("+", Term(5, "vp_match"), Term(6, "vp_match")))
     assert parse_prediction(cleft) == Compare(">", Arith("+", np_diff, vp_diff), Number(0.0))
-    hierarchy = json.loads((DATA / "test_suites" / "fgd_hierarchy.json").read_text())
+    hierarchy = json.loads((gym("test_suites", "fgd_hierarchy.json")).read_text())
     second = parse_prediction(hierarchy["predictions"][1])
     assert second == Logic("&", Compare("=", Term(9, "what_nogap"), Term(9, "that_nogap")),
                            Compare("=", Term(6, "what_subjgap"), Term(6, "that_subjgap")))
@@ -188,7 +198,7 @@ def test_malformed_formulas_name_suite_prediction_and_column(formula: str, colum
     assert expected in message and "\n" not in message
 
 
-# ------------------------------------------------------------------ alignment (reference)
+# ------------------------------------------------- region surprisals (the reference runner)
 
 
 def read_surprisals(path: Path) -> list[list[tuple[str, float]]]:
@@ -200,33 +210,61 @@ def read_surprisals(path: Path) -> list[list[tuple[str, float]]]:
     return [sentences[k] for k in sorted(sentences)]
 
 
+class FixtureScorer:
+    """One of syntaxgym-core's fixture models as a ``Scorer``: its tokens of each region are
+    the words (found by walking its token stream along the regions' text), minus its token
+    surprisals their log-probabilities, its ``<eos>`` row the end of the sentence."""
+
+    def __init__(self, suite: Suite, sentences: list[list[tuple[str, float]]]) -> None:
+        conditions = [c for item in suite.items for c in item.conditions]
+        assert len(conditions) == len(sentences)
+        self.regions: dict[str, tuple[str, ...]] = {}
+        self.sentences: dict[tuple[str, ...], list[tuple[str, float]]] = {}
+        for condition, sentence in zip(conditions, sentences):
+            tokens = [t for t, _ in sentence]
+            owners = align_tokens(condition.contents, tokens)
+            for index, content in enumerate(condition.contents):
+                self.regions[content] = tuple(t for t, o in zip(tokens, owners)
+                                              if o == index and t != "<eos>")
+            self.sentences[tuple(t for t in tokens if t != "<eos>")] = sentence
+
+    def words(self, text: str) -> list[str]:
+        return list(self.regions[text])
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
+        out = []
+        for words in sentences:
+            rows = self.sentences[tuple(words)]
+            (eos,) = [-value for token, value in rows if token == "<eos>"]
+            log_probs = tuple(-value for token, value in rows if token != "<eos>")
+            out.append(ScoredSentence(tuple(words), log_probs, tuple(w == "<unk>" for w in words),
+                                      eos, tuple(words), log_probs))
+        return out
+
+
 @pytest.mark.parametrize(("folder", "suite", "surprisals", "out"), [
     ("test", "test_in.json", "test_surp_grnn.txt", "test_out_grnn.json"),
     ("test", "test_in.json", "test_surp_transformer-xl.txt", "test_out_transformer-xl.json"),
     ("test-unk", "in.json", "surp_grnn.txt", "out_grnn.json"),
     ("test-unk", "in.json", "surp_transformer-xl.txt", "out_transformer-xl.json"),
 ])
-def test_aligned_token_surprisals_sum_to_the_reference_regions(
+def test_the_scoring_path_gives_the_reference_region_sums(
         folder: str, suite: str, surprisals: str, out: str) -> None:
     """Two real models' token surprisals (GRNN: ``.`` split off, ``<unk>``; Transformer-XL:
-    ``party.`` one token), aligned and summed, give the reference's region sums and means."""
+    ``party.`` one token) through ``evaluate_suite``, the path ``evaluate-syntax`` runs,
+    give syntaxgym-core's region sums, ``<eos>`` included where its runner puts it."""
     base = FIXTURES / folder
     parsed = read_suite(base / suite)
-    sentences = read_surprisals(base / surprisals)
+    result = evaluate_suite(parsed, FixtureScorer(parsed, read_surprisals(base / surprisals)))
     expected = json.loads((base / out).read_text())["items"]
-    conditions = [c for item in parsed.items for c in item.conditions]
-    assert len(conditions) == len(sentences) == 4
     checked = 0
-    for condition, sentence, reference in zip(
-            conditions, sentences, [c for item in expected for c in item["conditions"]]):
-        tokens, values = [t for t, _ in sentence], [s for _, s in sentence]
-        regions = align_tokens(condition.contents, tokens)
-        n = len(condition.contents)
-        sums, means = region_sums(regions, values, n), region_means(regions, values, n)
-        for region, total, mean in zip(reference["regions"], sums, means):
-            assert total == pytest.approx(region["metric_value"]["sum"], abs=1e-6)
-            assert mean == pytest.approx(region["metric_value"]["mean"], abs=1e-6)
-            checked += 1
+    for record, reference in zip(result.records(), expected):
+        for condition in reference["conditions"]:
+            ours = record["surprisals"][condition["condition_name"]]
+            for region in condition["regions"]:
+                assert ours[str(region["region_number"])] == pytest.approx(
+                    region["metric_value"]["sum"], abs=1e-6)
+                checked += 1
     assert checked == 24
 
 
@@ -239,22 +277,69 @@ def test_an_unknown_token_takes_the_stretch_up_to_the_next_match() -> None:
     assert regions == [0, 0, 0, 1, 1, 2, 3, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5]
 
 
-def test_alignment_of_runs_empty_regions_and_mismatches() -> None:
-    contents = ["The zorblax", "", "quux glorp", "ran ."]
-    tokens = ["The", "<unk>", "<unk>", "ran", ".", "<eos>"]
-    # two unknowns in a row cover "zorblax" + "quuxglorp", across the empty region
-    assert align_tokens(contents, tokens) == [0, 0, 0, 3, 3, 3]
-    # an unknown as the last word takes the rest of the text; <eos> the last region
-    assert align_tokens(["a b", "c d"], ["a", "b", "<unk>", "<eos>"]) == [0, 0, 1, 1]
-    assert align_tokens(["ab", "c"], ["a", "bc"]) == [0, 0]
-    # <eos> goes to the last region, even an empty one
-    assert align_tokens(["a b", ""], ["a", "b", "<eos>"]) == [0, 0, 1]
-    assert region_sums([0, 0, 1], [1.0, 2.0, 4.0], 3) == [3.0, 4.0, 0.0]
-    assert math.isnan(region_means([0, 0, 1], [1.0, 2.0, 4.0], 3)[2])
-    with pytest.raises(ValueError, match=r"token 1 'dog' does not match"):
-        align_tokens(["the cat"], ["the", "dog"])
-    with pytest.raises(ValueError, match=r"end before the regions' text"):
-        align_tokens(["the cat"], ["the", "<eos>"])
+@pytest.mark.parametrize(("words", "covers_end", "expected"), [
+    ([("as", "the"), ("studied",), ()], [True, True, True], 2),      # "." region after the last
+    ([("as",), ("the", "nurse")], [True, False], 1),                # the last region keeps it
+    ([("a",), ("b",), ()], [False, True, False], 2),                # "b" ends its region
+    ([("a",), ("b",), ()], [True, False, True], 1),                 # a "." trails "b"
+    ([("a", "b"), (), ()], [True, True, True], 1),                  # one region on, no further
+    ([("a", "b"), ()], [False, True], 0),                          # a "." trails "b": stays
+    ([(), ()], [True, True], 0),                                    # no words: the first region
+])
+def test_eos_region_follows_the_reference_walk(words: list[tuple[str, ...]],
+                                               covers_end: list[bool], expected: int) -> None:
+    assert eos_region(words, covers_end) == expected
+
+
+class EndingScorer:
+    """Every word -1; the end of the sentence likely (-0.5) after a subordinate clause with its
+    matrix clause, or after a plain clause alone, and unlikely (-4) otherwise: a model that
+    knows that a sentence opened by *As* (*Because*, ...) needs a matrix clause. It drops
+    punctuation, as a PTB model does, and remembers the matrix clauses (the text after a
+    comma)."""
+
+    SUBORDINATORS = frozenset({"after", "although", "as", "because", "before", "since", "when",
+                               "while"})
+
+    def __init__(self) -> None:
+        self.matrix_clauses: set[tuple[str, ...]] = set()
+
+    def words(self, text: str) -> list[str]:
+        words = re.sub(r"[^\w\s]", "", text).lower().split()
+        if text.lstrip().startswith(",") and words:
+            self.matrix_clauses.add(tuple(words))
+        return words
+
+    def covers_end(self, text: str) -> bool:
+        return not text.rstrip().endswith((".", ","))
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
+        out = []
+        for words in sentences:
+            subordinate = words[0] in self.SUBORDINATORS
+            matrix = any(tuple(words[-len(c):]) == c for c in self.matrix_clauses)
+            log_probs = tuple(-1.0 for _ in words)
+            out.append(ScoredSentence(tuple(words), log_probs, tuple(False for _ in words),
+                                      -0.5 if subordinate == matrix else -4.0, tuple(words),
+                                      log_probs))
+        return out
+
+
+def test_a_model_that_expects_a_matrix_clause_passes_subordination() -> None:
+    """``subordination``'s region 3 is ``"."`` without a matrix clause: a PTB model reads it as
+    no words, and only the end of the sentence, which the reference's mapping puts there,
+    tells the conditions apart. Left out, every item compares 0 > 0 and fails."""
+    suite = read_suite(SUBORDINATION)
+    scorer = EndingScorer()
+    assert evaluate_suite(suite, scorer).accuracy == 1.0
+    without = evaluate_suite(suite, scorer, eos=False)
+    assert without.accuracy == 0.0
+    assert without.items[0].surprisals["sub_no-matrix"][3] == 0.0
+    assert without.items[0].empty_regions == {"sub_no-matrix": (3,), "no-sub_no-matrix": (3,)}
+    first = evaluate_suite(suite, scorer).items[0]
+    assert first.surprisals["sub_no-matrix"][3] == 4.0  # <eos> alone, in the "." region
+    assert first.surprisals["no-sub_no-matrix"][3] == 0.5
+    assert first.empty_regions == {}
 
 
 # ---------------------------------------------------------------------------- aggregation
@@ -268,7 +353,7 @@ def test_alignment_of_runs_empty_regions_and_mismatches() -> None:
 ])
 def test_the_staged_results_give_the_papers_sg_scores(name: str, score: float,
                                                       seeds: int) -> None:
-    results = read_results_csv(DATA / "results" / f"syntaxgym_results_{name}.csv")
+    results = read_results_csv(gym("results", f"syntaxgym_results_{name}.csv"))
     assert list(results) == [name]
     accuracies = results[name]
     assert len(accuracies) == 34 and {len(v) for v in accuracies.values()} == {seeds}
@@ -373,33 +458,37 @@ def test_evaluate_suite_with_a_unigram_scorer() -> None:
     assert [item.correct for item in result.items] == [True, False, True, True]
     assert [item.unknown_words for item in result.items] == [(), (), ("zebra",), ()]
     assert result.accuracy == pytest.approx(0.75)
-    assert result.in_vocab_accuracy == pytest.approx(2 / 3)
+    assert result.in_vocabulary_accuracy == pytest.approx(2 / 3)
     assert result.unknown_share == pytest.approx(0.25)
-    # region surprisals: minus the words' log-probabilities, 0 for no words, no <eos>
+    # region surprisals: minus the words' log-probabilities, 0 for no words; the end of the
+    # sentence (0.7) with the last word, which ends the last region
     first = result.records()[0]
-    assert first["surprisals"] == {"a": {"1": 1.0, "2": 2.0, "3": 0.0, "4": 1.5},
-                                   "b": {"1": 1.0, "2": 3.0, "3": 0.0, "4": 1.5}}
+    assert first["surprisals"] == {"a": {"1": 1.0, "2": 2.0, "3": 0.0, "4": 2.2},
+                                   "b": {"1": 1.0, "2": 3.0, "3": 0.0, "4": 2.2}}
     assert result.records()[2]["surprisals"]["b"]["2"] == pytest.approx(12.0)
     assert result.records()[2]["surprisals"]["a"]["2"] == pytest.approx(10.0)
     assert first | {"surprisals": None} == {
         "suite": "handmade", "item": 1, "surprisals": None, "predictions": [True, True],
-        "correct": True, "unknown": False, "unknown_words": []}
+        "correct": True, "unknown": False, "unknown_words": [],
+        "empty_regions": {"a": [3], "b": [3]}}  # "," and "!": critical, read as nothing
     json.dumps(result.records())
     assert result.summary() == {"suite": "handmade", "items": 4, "accuracy": 0.75,
-                                "in_vocab_accuracy": pytest.approx(2 / 3), "unknown_share": 0.25}
+                                "in_vocabulary_accuracy": pytest.approx(2 / 3),
+                                "in_vocabulary_items": 3, "unknown_share": 0.25,
+                                "empty_region_items": 4}
 
 
-def test_in_vocab_accuracy_is_none_when_every_item_has_an_unknown() -> None:
+def test_in_vocabulary_accuracy_is_none_when_every_item_has_an_unknown() -> None:
     suite = parse_suite(handmade_suite(), "handmade.json")
     result = evaluate_suite(suite, UnigramScorer({"the": -1.0}))
     assert all(item.unknown for item in result.items)
-    assert result.in_vocab_accuracy is None and result.unknown_share == 1.0
+    assert result.in_vocabulary_accuracy is None and result.unknown_share == 1.0
 
 
 def test_all_staged_suites_evaluate_in_one_scoring_call() -> None:
     """Every staged suite reads and evaluates (a length-based scorer, no unknowns), with item
     counts matching the paper's results."""
-    suites = [read_suite(path) for path in SUITE_FILES]
+    suites = [read_suite(path) for path in suite_files()]
 
     class LengthScorer(UnigramScorer):
         def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
@@ -409,13 +498,13 @@ def test_all_staged_suites_evaluate_in_one_scoring_call() -> None:
     scorer = LengthScorer({})
     results = evaluate_suites(suites, scorer)
     assert scorer.calls == [sum(len(s.items) * len(s.items[0].conditions) for s in suites)]
-    paper = read_results_csv(DATA / "results" / "syntaxgym_results_gpt-2-pretrained_.csv")
+    paper = read_results_csv(gym("results", "syntaxgym_results_gpt-2-pretrained_.csv"))
     counts = {r.suite: len(r.items) for r in results}
     assert sum(counts.values()) == 842
     assert set(counts) == set(paper["gpt-2-pretrained_"]) == set(SUITES)
     for result in results:
         assert 0.0 <= result.accuracy <= 1.0 and result.unknown_share == 0.0
-        assert result.in_vocab_accuracy == result.accuracy
+        assert result.in_vocabulary_accuracy == result.accuracy
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -448,8 +537,8 @@ def test_read_suite_rejects_a_file_that_is_not_json(tmp_path: Path) -> None:
 
 
 def test_the_pinned_checksums_are_the_staged_files() -> None:
-    assert sorted(SUITES) == [p.stem for p in SUITE_FILES]
-    for path in SUITE_FILES:
+    assert sorted(SUITES) == [p.stem for p in suite_files()]
+    for path in suite_files():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == SUITE_SHA256[path.stem]
 
 
@@ -471,7 +560,7 @@ def test_download_fetches_the_pinned_url_and_checks_it(tmp_path: Path,
 
     def fake_urlretrieve(url: str, dest: str) -> None:
         fetched.append(url)
-        shutil.copyfile(DATA / "test_suites" / url.rsplit("/", 1)[1], dest)
+        shutil.copyfile(gym("test_suites", url.rsplit("/", 1)[1]), dest)
 
     monkeypatch.setattr("urllib.request.urlretrieve", fake_urlretrieve)
     (suite,) = load_suites(["fgd_hierarchy"], data_dir=tmp_path, download=True)

@@ -55,8 +55,8 @@ def test_scores_are_the_models_log_probs_and_batching_changes_nothing(case: str)
                                    expected.double(), rtol=0, atol=2e-5)
         assert b.words == tuple(words) and b.word_log_probs == pytest.approx(
             s.word_log_probs, abs=2e-5)
-        assert b.total() == pytest.approx(float(expected.double().sum()), abs=1e-4)
-        assert b.total(eos=False) == pytest.approx(b.total() - b.eos_log_prob)
+        assert b.total(eos=True) == pytest.approx(float(expected.double().sum()), abs=1e-4)
+        assert b.total() == pytest.approx(b.total(eos=True) - b.eos_log_prob)
 
 
 def test_a_replacing_head_scores_its_own_distribution() -> None:

@@ -67,6 +67,25 @@ TEXT_NORMALIZATIONS: dict[str, Callable[[str], list[str]]] = {
 }
 
 
+def ptb_text_covers_end(text: str) -> bool:
+    """Whether Mikolov's PTB form of ``text`` keeps its last Treebank token (``the store``:
+    yes; ``the store .``: no, the period is deleted)."""
+    tokens = treebank_words(text)
+    return not tokens or tokens[-1].lower() not in MIKOLOV_DELETED
+
+
+def _keeps_every_token(text: str) -> bool:
+    return True
+
+
+#: Whether a normalisation's words of running text reach its end, by normalisation name: only
+#: Mikolov's PTB deletes tokens (punctuation), so only there can text trail the last word.
+TEXT_COVERS_END: dict[str, Callable[[str], bool]] = {
+    "none": _keeps_every_token,
+    "ptb": ptb_text_covers_end,
+}
+
+
 def text_normalizer(name: str) -> Callable[[str], list[str]]:
     """The running-text form of normalisation ``name`` (``TEXT_NORMALIZATIONS``)."""
     normalizer(name)  # an unknown name: the one-line error

@@ -7,9 +7,14 @@ word where it matters. The headlines:
 
 - ``blimp``: the paper's overall accuracy (the mean over the 67 paradigms);
 - ``syntaxgym``: the SG score (the mean accuracy over the paper's 31 suites);
-- ``marvin_linzen``: one number per section of the paper's Table 1 (agreement, reflexives,
-  NPIs), the unweighted mean of its rows' pooled accuracies. The paper reports the rows only;
-  the section means are synlm's summary, and the rows are in the full summary.
+- ``marvin_linzen``: for agreement and reflexives, the unweighted mean of the section's
+  Table 1 rows' pooled accuracies; for the NPIs, the same mean of each of the three pairwise
+  accuracies the released analysis reports (``NPI_COMPARISONS``). The paper reports the rows
+  only; the section means are synlm's summary, and the rows are in the full summary;
+- ``pairs``: a researcher's own BLiMP-style pairs (``read_pairs``), summarised as BLiMP is.
+
+Each benchmark's default is its reference scorer's convention for the end of the sentence
+(``CONVENTIONS``); ``eos`` forces it in or out, and every result names the convention it used.
 
 ``synlm evaluate-syntax`` (``synlm.evaluate_syntax``) is the command over this function.
 """
@@ -18,14 +23,19 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
 from synlm.errors import InputError
-from synlm.tse.blimp import read_blimp, summarize_blimp
-from synlm.tse.marvin_linzen import read_marvin_linzen, summarize_marvin_linzen
+from synlm.tse.blimp import read_blimp, read_pairs, summarize_blimp
+from synlm.tse.marvin_linzen import (
+    NPI_COMPARISONS,
+    read_marvin_linzen,
+    summarize_marvin_linzen,
+    with_npi_comparisons,
+)
 from synlm.tse.minimal_pairs import DIGITS, MinimalPair, evaluate_pairs
 from synlm.tse.scores import Scorer
 from synlm.tse.syntaxgym import (
@@ -34,11 +44,24 @@ from synlm.tse.syntaxgym import (
     evaluate_suites,
     is_excluded,
     load_suites,
+    read_suite,
     sg_score,
 )
 
-#: The benchmarks by the names the command takes.
+#: The benchmarks by the names the command takes (``pairs``: a researcher's own pair files,
+#: scored only when given).
 BENCHMARKS = ("blimp", "syntaxgym", "marvin_linzen")
+
+#: Each benchmark's reference convention for the end of the sentence, the default.
+CONVENTIONS = {
+    "blimp": "the words' log-probabilities, no end-of-sentence term (the BLiMP paper, "
+             "lm-evaluation-harness's blimp tasks, minicons)",
+    "pairs": "the words' log-probabilities, no end-of-sentence term (as BLiMP)",
+    "marvin_linzen": "the words' log-probabilities, no end-of-sentence term (the released "
+                     "scorer)",
+    "syntaxgym": "the end-of-sentence token in the region syntaxgym-core's mapping puts it "
+                 "(none for a Hugging Face model, as its Hugging Face path)",
+}
 
 #: Marvin & Linzen's Table 1 sections under their headline names.
 ML_SECTIONS = {"agreement": "Subject-verb agreement", "reflexives": "Reflexive anaphora",
@@ -48,12 +71,15 @@ ML_SECTIONS = {"agreement": "Subject-verb agreement", "reflexives": "Reflexive a
 @dataclass(frozen=True)
 class BenchmarkResult:
     """One benchmark evaluated: its ``summary``, a record per pair or item (each with its
-    ``benchmark``) and the ``headline`` numbers (name -> fraction, None where undefined)."""
+    ``benchmark``), the ``headline`` numbers (name -> fraction, None where undefined) and the
+    ``convention`` it was scored under (``eos``: whether the end of the sentence counted;
+    ``reference``: whether that is the reference scorer's choice; ``text``)."""
 
     name: str
     summary: dict[str, Any]
     records: list[dict[str, Any]]
     headline: dict[str, float | None]
+    convention: dict[str, Any] = field(default_factory=dict)
 
     @property
     def unknown_share(self) -> float | None:
@@ -72,24 +98,41 @@ def _tagged(name: str, records: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     return [{"benchmark": name, **record} for record in records]
 
 
-def _blimp(pairs: Sequence[MinimalPair], scorer: Scorer, eos: bool) -> BenchmarkResult:
-    records = evaluate_pairs(pairs, scorer, eos)
-    summary = summarize_blimp(records)
-    overall = summary["overall"]
-    return BenchmarkResult("blimp", summary, _tagged("blimp", records), {
-        "blimp/accuracy": overall["accuracy"],
-        "blimp/in_vocabulary_accuracy": overall["in_vocabulary_accuracy"],
-        "blimp/unknown_share": overall["unknown_share"]})
+def _convention(name: str, eos: bool, reference: bool) -> dict[str, Any]:
+    text = CONVENTIONS[name] if eos == reference else (
+        "synlm's: with the end-of-sentence term" if eos else "synlm's: no end-of-sentence term")
+    return {"eos": eos, "reference": eos == reference, "text": text}
 
 
-def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool) -> BenchmarkResult:
-    """``eos`` does not apply: a region's surprisal never includes the end of the sentence.
-    The in-vocabulary SG score averages each suite's accuracy over its items without an
-    unknown word in a critical region (suites with none left out)."""
-    results = evaluate_suites(suites, scorer)
+def _pair_benchmark(name: str) -> Callable[[Sequence[MinimalPair], Scorer, bool | None],
+                                           BenchmarkResult]:
+    """BLiMP's scoring and summary under ``name`` (``blimp``, or ``pairs`` for one's own)."""
+
+    def score(pairs: Sequence[MinimalPair], scorer: Scorer,
+              eos: bool | None) -> BenchmarkResult:
+        used = bool(eos)
+        records = evaluate_pairs(pairs, scorer, used)
+        summary = summarize_blimp(records)
+        overall = summary["overall"]
+        return BenchmarkResult(name, summary, _tagged(name, records), {
+            f"{name}/accuracy": overall["accuracy"],
+            f"{name}/in_vocabulary_accuracy": overall["in_vocabulary_accuracy"],
+            f"{name}/unknown_share": overall["unknown_share"]},
+            _convention(name, used, reference=False))
+
+    return score
+
+
+def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> BenchmarkResult:
+    """Region surprisals as syntaxgym-core's runner gives them (``evaluate_suites``). The
+    in-vocabulary SG score averages each suite's accuracy over its items without an unknown
+    word in a critical region (suites with none left out)."""
+    reference = bool(getattr(scorer, "syntaxgym_eos", True))
+    used = reference if eos is None else eos
+    results = evaluate_suites(suites, scorer, used)
     score = sg_score({r.suite: r.accuracy for r in results})
-    known = {r.suite: r.in_vocab_accuracy for r in results
-             if r.in_vocab_accuracy is not None and not is_excluded(r.suite)}
+    known = {r.suite: r.in_vocabulary_accuracy for r in results
+             if r.in_vocabulary_accuracy is not None and not is_excluded(r.suite)}
     known_score = sg_score(known) if known else None
     included = [r for r in results if not is_excluded(r.suite)]
     summary = {
@@ -104,57 +147,73 @@ def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool) -> BenchmarkR
                    for r in results},
         "scored_suites": len(included),
         "items": sum(len(r.items) for r in included),
+        "in_vocabulary_items": sum(r.in_vocabulary_items for r in included),
+        "empty_region_items": sum(r.empty_region_items for r in included),
     }
     records = [record for r in results for record in r.records()]
     return BenchmarkResult("syntaxgym", summary, _tagged("syntaxgym", records), {
         "syntaxgym/sg_score": summary["sg_score"],
         "syntaxgym/in_vocabulary_sg_score": summary["in_vocabulary_sg_score"],
-        "syntaxgym/unknown_share": summary["unknown_share"]})
+        "syntaxgym/unknown_share": summary["unknown_share"]},
+        _convention("syntaxgym", used, reference))
 
 
 def _marvin_linzen(pairs: Sequence[MinimalPair], scorer: Scorer,
-                   eos: bool) -> BenchmarkResult:
-    records = evaluate_pairs(pairs, scorer, eos)
+                   eos: bool | None) -> BenchmarkResult:
+    used = bool(eos)
+    records = with_npi_comparisons(evaluate_pairs(pairs, scorer, used))
     summary = summarize_marvin_linzen(records)
     headline: dict[str, float | None] = {}
     for short, section in ML_SECTIONS.items():
         rows = list(summary["table1"].get(section, {}).values())
-        for measure in ("accuracy", "in_vocabulary_accuracy", "unknown_share"):
+        measures = (*NPI_COMPARISONS, "unknown_share") if short == "npi" else (
+            "accuracy", "in_vocabulary_accuracy", "unknown_share")
+        for measure in measures:
             values = [row[measure] for row in rows if row[measure] is not None]
             headline[f"marvin_linzen/{short}/{measure}"] = (
                 _rounded(fmean(values)) if values else None)
     return BenchmarkResult("marvin_linzen", summary, _tagged("marvin_linzen", records),
-                           headline)
+                           headline, _convention("marvin_linzen", used, reference=False))
 
 
-_SCORE: dict[str, Callable[[Any, Scorer, bool], BenchmarkResult]] = {
-    "blimp": _blimp, "syntaxgym": _syntaxgym, "marvin_linzen": _marvin_linzen}
+_SCORE: dict[str, Callable[[Any, Scorer, bool | None], BenchmarkResult]] = {
+    "blimp": _pair_benchmark("blimp"), "syntaxgym": _syntaxgym,
+    "marvin_linzen": _marvin_linzen, "pairs": _pair_benchmark("pairs")}
+
+
+def is_suite_file(name: str) -> bool:
+    """Whether a ``suites`` entry names a suite file (a path ending in ``.json``) rather than
+    one of the paper's suites."""
+    return name.endswith(".json") or "/" in name
 
 
 def load_benchmarks(benchmarks: Sequence[str] = BENCHMARKS,
                     data_dir: str | Path | None = None, subset: int | None = None,
-                    download: bool = False, suites: Sequence[str] | None = None
-                    ) -> dict[str, list[Any]]:
+                    download: bool = False, suites: Sequence[str] | None = None,
+                    pairs: Sequence[str | Path] = ()) -> dict[str, list[Any]]:
     """Read ``benchmarks`` (names of ``BENCHMARKS``): BLiMP's and Marvin & Linzen's pairs,
-    SyntaxGym's suites; every file is read before anything is scored, so a missing one
-    stops a run at once.
+    SyntaxGym's suites, and ``pairs`` files as the benchmark ``pairs``; every file is read
+    before anything is scored, so a missing one stops a run at once.
 
     Args:
         data_dir: the data folder (default ``$SYNLM_DATA_DIR``).
         subset: the first ``subset`` pairs of each BLiMP paradigm and Marvin & Linzen case,
             items of each SyntaxGym suite (a quick run).
         download: fetch a benchmark's missing files (checked against their checksums).
-        suites: SyntaxGym suites to read (default ``SUITES``, the paper's 34).
+        suites: SyntaxGym suites to read (default ``SUITES``, the paper's 34): names of the
+            paper's suites or paths to suite files (JSON as SyntaxGym publishes it).
+        pairs: files of one's own minimal pairs (``synlm.tse.blimp.read_pairs``).
     """
     unknown = [name for name in benchmarks if name not in _SCORE]
     if unknown:
         raise InputError(f"unknown benchmark {unknown[0]!r}; expected one of {BENCHMARKS}")
-    bad_suites = [name for name in suites or () if name not in SUITES]
+    bad_suites = [name for name in suites or ()
+                  if name not in SUITES and not is_suite_file(name)]
     if bad_suites:
         close = difflib.get_close_matches(bad_suites[0], SUITES, n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise InputError(f"unknown SyntaxGym suite {bad_suites[0]!r}{hint} (the paper's 34: "
-                         f"{', '.join(SUITES)})")
+                         f"{', '.join(SUITES)}; or a path to a suite .json file)")
     loaded: dict[str, list[Any]] = {}
     for name in benchmarks:
         if name == "blimp":
@@ -163,23 +222,29 @@ def load_benchmarks(benchmarks: Sequence[str] = BENCHMARKS,
             loaded[name] = read_marvin_linzen(data_dir=data_dir, subset=subset,
                                               download=download)
         else:
-            loaded[name] = [replace(suite, items=suite.items[:subset])
-                            for suite in load_suites(suites, data_dir, download)]
+            named = [s for s in suites if not is_suite_file(s)] if suites else None
+            read = load_suites(named, data_dir, download)
+            read += [read_suite(path) for path in suites or () if is_suite_file(path)]
+            loaded[name] = [replace(suite, items=suite.items[:subset]) for suite in read]
+    if pairs:
+        loaded["pairs"] = [pair for path in pairs for pair in read_pairs(path, subset)]
     return loaded
 
 
 def score_benchmarks(loaded: Mapping[str, Sequence[Any]], scorer: Scorer,
-                     eos: bool = True) -> dict[str, BenchmarkResult]:
-    """Score what ``load_benchmarks`` read, benchmark by benchmark; ``eos``: count the end
-    of the sentence in BLiMP's and Marvin & Linzen's sentence log-probabilities."""
+                     eos: bool | None = None) -> dict[str, BenchmarkResult]:
+    """Score what ``load_benchmarks`` read, benchmark by benchmark. ``eos``: None scores each
+    benchmark as its reference scorer does (``CONVENTIONS``); True or False counts the end of
+    the sentence in every benchmark or in none."""
     return {name: _SCORE[name](data, scorer, eos) for name, data in loaded.items()}
 
 
 def evaluate_benchmarks(scorer: Scorer, benchmarks: Sequence[str] = BENCHMARKS,
                         data_dir: str | Path | None = None, subset: int | None = None,
-                        download: bool = False, eos: bool = True,
-                        suites: Sequence[str] | None = None) -> dict[str, BenchmarkResult]:
+                        download: bool = False, eos: bool | None = None,
+                        suites: Sequence[str] | None = None,
+                        pairs: Sequence[str | Path] = ()) -> dict[str, BenchmarkResult]:
     """``load_benchmarks`` then ``score_benchmarks`` with one scorer, e.g.
-    ``synlm.tse.scoring.ModelScorer(model)``."""
-    return score_benchmarks(load_benchmarks(benchmarks, data_dir, subset, download, suites),
-                            scorer, eos)
+    ``synlm.tse.scoring.ModelScorer(model)`` or ``synlm.tse.hf_scoring.HFScorer(path)``."""
+    return score_benchmarks(
+        load_benchmarks(benchmarks, data_dir, subset, download, suites, pairs), scorer, eos)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
@@ -102,6 +102,33 @@ def read_blimp(path: str | Path | None = None, data_dir: str | Path | None = Non
     return pairs
 
 
+def read_pairs(path: str | Path, subset: int | None = None) -> list[MinimalPair]:
+    """A researcher's own minimal pairs in BLiMP's JSON-lines form, from any path: one object
+    a line with ``sentence_good`` and ``sentence_bad``; ``UID`` (default: the file's stem),
+    ``linguistics_term`` (default: the ``UID``) and ``pairID`` (default: the line number)
+    are optional. Pairs are grouped by ``UID`` as BLiMP's paradigms are (``subset``: the
+    first pairs of each); a bad line is a one-line error naming file and line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CorpusError(f"{path}: cannot read pairs ({err})") from None
+    pairs: dict[str, list[MinimalPair]] = {}
+    for number, item in _json_lines(str(path), text):
+        if not isinstance(item, dict) or not all(
+                isinstance(item.get(k), str) for k in ("sentence_good", "sentence_bad")):
+            raise CorpusError(f"{path}:{number}: expected an object with the strings "
+                              "sentence_good and sentence_bad")
+        uid = str(item.get("UID", path.stem))
+        ids = {"UID": uid, "phenomenon": phenomenon(str(item.get("linguistics_term", uid))),
+               "pairID": item.get("pairID", number)}
+        pairs.setdefault(uid, []).append(
+            MinimalPair(ids, item["sentence_good"], (item["sentence_bad"],)))
+    if not pairs:
+        raise CorpusError(f"{path}: no pairs")
+    return [pair for uid in sorted(pairs) for pair in pairs[uid][:subset]]
+
+
 def _paradigm_texts(path: Path) -> list[tuple[str, str, str]]:
     """(where, UID, text) of every ``<UID>.jsonl`` in the zip or folder, sorted by UID."""
     found: list[tuple[str, str, str]] = []
@@ -123,15 +150,19 @@ def _paradigm_texts(path: Path) -> list[tuple[str, str, str]]:
     return sorted(found, key=lambda item: item[1])
 
 
+def _json_lines(where: str, text: str) -> Iterator[tuple[int, Any]]:
+    """(line number, object) of each non-blank line; a bad line is a one-line error."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as err:
+                raise CorpusError(f"{where}:{number}: not JSON ({err.msg})") from None
+
+
 def _paradigm_pairs(where: str, uid: str, text: str) -> list[MinimalPair]:
     pairs = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise CorpusError(f"{where}:{number}: not JSON ({err.msg})") from None
+    for number, item in _json_lines(where, text):
         missing = [name for name in _FIELDS if name not in item]
         if missing:
             raise CorpusError(f"{where}:{number}: no {missing}")
@@ -198,7 +229,8 @@ def _averaged(values: Mapping[str, float | None],
     return {**{m: None if v is None else round(v, DIGITS) for m, v in values.items()},
             "paradigms": len(summaries),
             "pairs": sum(s["pairs"] for s in summaries),
-            "in_vocabulary_pairs": sum(s["in_vocabulary_pairs"] for s in summaries)}
+            "in_vocabulary_pairs": sum(s["in_vocabulary_pairs"] for s in summaries),
+            "same_words_pairs": sum(s["same_words_pairs"] for s in summaries)}
 
 
 def _uid(record: Mapping[str, Any]) -> str:
@@ -207,9 +239,10 @@ def _uid(record: Mapping[str, Any]) -> str:
 
 def evaluate_blimp(scorer: Scorer, path: str | Path | None = None,
                    data_dir: str | Path | None = None, subset: int | None = None,
-                   download: bool = False, eos: bool = True
+                   download: bool = False, eos: bool = False
                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read BLiMP (``read_blimp``), score it (``evaluate_pairs``): per-pair records and
+    """Read BLiMP (``read_blimp``), score it (``evaluate_pairs``; ``eos``: add the end of the
+    sentence, which the paper's scoring leaves out): per-pair records and
     ``summarize_blimp``."""
     records = evaluate_pairs(read_blimp(path, data_dir, subset, download), scorer, eos)
     return records, summarize_blimp(records)

@@ -5,20 +5,23 @@ negative polarity items (NPIs). Each template holds cases (e.g. ``sing_MS_MV_plu
 singular main subject and verb across a plural embedded subject and verb; ``past`` and
 ``future`` for the NPIs), each a list of items. An agreement or reflexive item is a
 grammatical sentence and one ungrammatical sentence; an NPI item is a grammatical sentence
-(``no authors ... have ever ...``) and two ungrammatical ones (the licensor out of place, or
-``most`` instead of ``no``), and here the grammatical one must beat both. The paper compares
-whole-sentence probabilities; so does ``evaluate_pairs`` (the released scripts also appended
-``" ."`` to each sentence; the sentences here are as the templates have them, lowercased and
+(``no authors ... have ever ...``), an intrusive one (the licensor inside the relative clause:
+``the authors that no guards like have ever ...``) and an ungrammatical one (``most`` for
+``no``). The paper compares whole-sentence probabilities, the sums of the words'
+log-probabilities with no end-of-sentence term (the released scorer, ``src/LM_eval.py``, skips
+``<eos>``); so does ``evaluate_pairs`` by default (the released scripts also appended ``" ."``
+to each sentence; the sentences here are as the templates have them, lowercased and
 unpunctuated).
 
 Summaries (``summarize_marvin_linzen``) give each template, each (template, case), and the
 rows of the paper's Table 1 (``TABLE1``). A Table 1 row's accuracy is pooled over the pairs of
 its templates and cases (correct pairs over all pairs), as the released analysis script
 (``src/analyze_results.py``) does: it concatenates each case's items across the ``_anim`` and
-``_inanim`` templates and counts correct items over all items of a construction. For the NPI
-rows that script reports the three pairwise comparisons (grammatical > intrusive, grammatical
-> ungrammatical, intrusive > ungrammatical); the records here keep both alternatives'
-log-probabilities (``bad_log_probs``), so any of those can be computed from them.
+``_inanim`` templates and counts correct items over all items of a construction. An NPI row
+reports, as that script does, three pairwise accuracies pooled the same way
+(``NPI_COMPARISONS``: grammatical > intrusive, grammatical > ungrammatical, intrusive >
+ungrammatical); whether the grammatical sentence beats both (an item's ``correct``) is
+synlm's own summary, kept under ``synlm_beats_both``.
 
 The data: the 22 pickles of ``BeckyMarvin/LM_syneval`` (MIT licence), or the JSON-lines form
 of them, ``$SYNLM_DATA_DIR/marvin_linzen/marvin_linzen.jsonl.gz`` (one record per item:
@@ -41,6 +44,7 @@ from synlm.errors import InputError
 from synlm.tse.minimal_pairs import (
     MinimalPair,
     evaluate_pairs,
+    fraction,
     group_by,
     missing_file,
     summarize,
@@ -82,6 +86,13 @@ TEMPLATES = {name: RemoteFile(f"{name}.pickle", f"{_URL}{name}.pickle", git_blob
              for name, blob in _BLOBS.items()}
 #: The templates whose items have two ungrammatical sentences.
 NPI_TEMPLATES = frozenset(name for name in TEMPLATES if "npi" in name)
+#: The three comparisons the released analysis reports for an NPI item, by their keys: which
+#: sentence must be more probable than which (0 grammatical, 1 intrusive, 2 ungrammatical).
+NPI_COMPARISONS: dict[str, tuple[int, int]] = {
+    "grammatical_gt_intrusive": (0, 1),
+    "grammatical_gt_ungrammatical": (0, 2),
+    "intrusive_gt_ungrammatical": (1, 2),
+}
 #: The paper's Table 1: (section, row, the templates pooled in the row).
 TABLE1: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("Subject-verb agreement", "Simple", ("simple_agrmt",)),
@@ -250,16 +261,51 @@ def _pair(record: Mapping[str, Any], where: str) -> MinimalPair:
     return MinimalPair({"template": template, "case": case, "index": index}, good, bad)
 
 
+def with_npi_comparisons(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The records, each NPI item's with its three pairwise outcomes (``NPI_COMPARISONS``,
+    True when the first sentence's log-probability is strictly greater)."""
+    out = []
+    for record in records:
+        record = dict(record)
+        if record["template"] in NPI_TEMPLATES:
+            log_probs = (record["good_log_prob"], *record["bad_log_probs"])
+            record.update({key: log_probs[a] > log_probs[b]
+                           for key, (a, b) in NPI_COMPARISONS.items()})
+        out.append(record)
+    return out
+
+
+def summarize_npi(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """An NPI row as the released analysis reports it: each pairwise accuracy of
+    ``NPI_COMPARISONS`` pooled over the items (and over the in-vocabulary items, with their
+    count), the unknown share, and synlm's "beats both" summary (``summarize``)."""
+    both = summarize(records)
+    known = [r for r in records if not r["unknown"]]
+    return {
+        **{key: fraction(sum(r[key] for r in records), len(records)) for key in NPI_COMPARISONS},
+        "pairs": len(records),
+        "unknown_share": both["unknown_share"],
+        "in_vocabulary": {key: fraction(sum(r[key] for r in known), len(known))
+                          for key in NPI_COMPARISONS},
+        "in_vocabulary_pairs": len(known),
+        "same_words_pairs": both["same_words_pairs"],
+        "synlm_beats_both": both,
+    }
+
+
 def summarize_marvin_linzen(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """``table1``: {section: {row: pooled summary}} over the templates present (a row with
-    none is left out); ``templates``: each template pooled over its cases; ``cases``:
-    {template: {case: summary}}. Every summary is ``summarize`` (pooled over pairs)."""
+    none is left out): ``summarize`` (pooled over pairs) for agreement and reflexives,
+    ``summarize_npi`` for the NPI rows; ``templates``: each template pooled over its cases;
+    ``cases``: {template: {case: summary}} (``summarize``)."""
+    records = with_npi_comparisons(records)
     by_template = group_by(records, _template)
     table: dict[str, dict[str, Any]] = {}
     for section, row, templates in TABLE1:
         pooled = [r for name in templates for r in by_template.get(name, [])]
         if pooled:
-            table.setdefault(section, {})[row] = summarize(pooled)
+            npi = all(name in NPI_TEMPLATES for name in templates)
+            table.setdefault(section, {})[row] = (summarize_npi if npi else summarize)(pooled)
     return {
         "table1": table,
         "templates": {name: summarize(group) for name, group in by_template.items()},
@@ -277,9 +323,11 @@ def _case(record: Mapping[str, Any]) -> str:
 
 def evaluate_marvin_linzen(scorer: Scorer, path: str | Path | None = None,
                            data_dir: str | Path | None = None, subset: int | None = None,
-                           download: bool = False, eos: bool = True
+                           download: bool = False, eos: bool = False
                            ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read the benchmark (``read_marvin_linzen``), score it (``evaluate_pairs``): per-pair
-    records and ``summarize_marvin_linzen``."""
-    records = evaluate_pairs(read_marvin_linzen(path, data_dir, subset, download), scorer, eos)
+    """Read the benchmark (``read_marvin_linzen``), score it (``evaluate_pairs``; ``eos``: add
+    the end of the sentence, which the released scorer leaves out): per-pair records (NPI
+    items with ``with_npi_comparisons``) and ``summarize_marvin_linzen``."""
+    records = with_npi_comparisons(
+        evaluate_pairs(read_marvin_linzen(path, data_dir, subset, download), scorer, eos))
     return records, summarize_marvin_linzen(records)

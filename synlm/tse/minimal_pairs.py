@@ -5,7 +5,14 @@ one or more ungrammatical ones that differ from it in a word or two, and count t
 when it gives the grammatical sentence the higher probability. Here every sentence is read with
 ``Scorer.words`` and scored from a fresh state in a single ``Scorer.score`` call (each distinct
 word list once); a pair is correct when the good sentence's total log-probability is strictly
-greater than that of every bad alternative (a tie is wrong).
+greater than that of every bad alternative (a tie is wrong). The total is the sum of the
+words' log-probabilities, without the end of the sentence, as the reference scorers take it
+(the BLiMP paper, lm-evaluation-harness's ``blimp_*`` tasks, minicons; Marvin & Linzen's
+released scorer); ``eos=True`` adds log p(end | sentence), synlm's alternative.
+
+A pair whose sentences the model reads as the same words (a difference only in punctuation or
+case, which Mikolov's PTB deletes or folds) cannot be told apart: its record says
+``same_words`` and summaries count such pairs, so a tie for that reason is never silent.
 
 A model with a closed word vocabulary reads some benchmark words as ``<unk>``; when a word that
 tells the sentences apart is unknown the comparison says little about syntax. Each pair
@@ -61,7 +68,7 @@ def differing_words(good_words: Sequence[str], bad_words: Sequence[str]) -> list
 
 
 def evaluate_pairs(pairs: Sequence[MinimalPair], scorer: Scorer,
-                   eos: bool = True) -> list[dict[str, Any]]:
+                   eos: bool = False) -> list[dict[str, Any]]:
     """Score every pair; one record per pair, in order.
 
     Each distinct sentence is turned into words once, and each distinct word list is scored
@@ -103,6 +110,7 @@ def _record(pair: MinimalPair, scored: list[ScoredSentence], eos: bool) -> dict[
         "correct": all(good_log_prob > bad for bad in bad_log_probs),
         "unknown": unknown,
         "differing_words": list(dict.fromkeys(words)),
+        "same_words": any(good.words == bad.words for bad in bads),
     }
 
 
@@ -114,7 +122,8 @@ def fraction(part: float, whole: float) -> float | None:
 def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Pooled over the records: ``accuracy`` (all pairs), ``in_vocabulary_accuracy`` (pairs
     with no unknown differing word; None when there is none), ``unknown_share`` (the share of
-    pairs with one) and the counts behind them."""
+    pairs with one) and the counts behind them, ``same_words_pairs`` among them (pairs the
+    model reads as the same words: a tie, counted wrong)."""
     records = list(records)
     known = [r for r in records if not r["unknown"]]
     return {
@@ -125,6 +134,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "correct": sum(r["correct"] for r in records),
         "in_vocabulary_pairs": len(known),
         "in_vocabulary_correct": sum(r["correct"] for r in known),
+        "same_words_pairs": sum(r.get("same_words", False) for r in records),
     }
 
 

@@ -2,14 +2,18 @@
 
 The benchmarks (``blimp``, ``marvin_linzen``, ``syntaxgym``) read only this module's types:
 they turn benchmark text into words with ``Scorer.words`` and score lists of words with
-``Scorer.score``; ``synlm.tse.scoring.ModelScorer`` is the scorer of a ``SyntaxLM``.
+``Scorer.score``. Two scorers ship: ``synlm.tse.scoring.ModelScorer`` (a synlm model) and
+``synlm.tse.hf_scoring.HFScorer`` (a Hugging Face causal LM); anything with these two methods
+is a third.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -19,23 +23,39 @@ class ScoredSentence:
     ``words`` are what the model read, in its corpus's form (``Scorer.words``); each word's
     log-probability is the sum over its tokens (one token a word for a word vocabulary, its
     subwords otherwise); ``unknown[i]`` says whether word i was read as the unknown token.
-    ``eos_log_prob`` is the log-probability of the end of the sentence after the last word.
+    ``eos_log_prob`` is the log-probability of the end of the sentence after the last word
+    (None for a scorer that does not model it).
     """
 
     words: tuple[str, ...]
     word_log_probs: tuple[float, ...]
     unknown: tuple[bool, ...]
-    eos_log_prob: float
+    eos_log_prob: float | None
     tokens: tuple[str, ...]  # the model's tokens, in order (``<unk>`` where unknown)
     token_log_probs: tuple[float, ...]
 
-    def total(self, eos: bool = True) -> float:
-        """log p(sentence): the words' log-probabilities and, with ``eos``, its end's."""
-        return sum(self.word_log_probs) + (self.eos_log_prob if eos else 0.0)
+    def total(self, eos: bool = False) -> float:
+        """log p(sentence): the words' log-probabilities and, with ``eos``, its end's (the
+        reference scorers of BLiMP and Marvin & Linzen leave the end out: the default)."""
+        if eos and self.eos_log_prob is None:
+            raise ValueError("this scorer gives no end-of-sentence probability; score "
+                             "without the end-of-sentence term (eos=False)")
+        return sum(self.word_log_probs) + (self.eos_log_prob if eos else 0.0)  # type: ignore[operator]
 
 
 class Scorer(Protocol):
-    """What a benchmark needs of a model."""
+    """What a benchmark needs of a model.
+
+    A scorer may also say, as attributes (read with ``getattr`` and these defaults):
+
+    - ``syntaxgym_eos`` (default True): whether SyntaxGym's reference runner counts this kind
+      of model's end-of-sentence token in a region (lm-zoo's word-level models end every
+      sentence with one; its Hugging Face path adds none);
+    - ``covers_end(text) -> bool`` (default: always True): whether the words ``words(text)``
+      reach the end of ``text``, i.e. nothing the model drops (punctuation of Mikolov's PTB)
+      trails the last word. SyntaxGym's mapping moves on to the next region only when a
+      region's text is used up.
+    """
 
     def words(self, text: str) -> list[str]:
         """``text`` (benchmark English: cased, punctuated) as the words the model reads, in
@@ -45,3 +65,19 @@ class Scorer(Protocol):
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         """Each sentence (words as ``words`` returns them) scored from a fresh state."""
         ...
+
+
+def by_length(lengths: Sequence[int], batch_size: int, score: Callable[[list[int]], list[T]],
+              progress: Callable[[int], None] | None = None) -> list[T]:
+    """``score`` applied to the indices of the items sorted by ``lengths``, longest first,
+    ``batch_size`` at a time (so padding stays small), its results back in the given order;
+    ``progress`` is called with the number of items after each batch."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    out: list[T | None] = [None] * len(lengths)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        for i, result in zip(chunk, score(chunk), strict=True):
+            out[i] = result
+        if progress is not None:
+            progress(len(chunk))
+    return out  # type: ignore[return-value]

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from synlm.data.normalization import text_normalizer
+from synlm.data.normalization import TEXT_COVERS_END, text_normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
-from synlm.tse.scores import ScoredSentence
+from synlm.tse.scores import ScoredSentence, by_length
 
 
 class ModelScorer:
@@ -56,9 +56,19 @@ class ModelScorer:
         self.device = torch.device(device)
         self.progress = progress
         self._text = text_normalizer(model.normalization)
+        self._covers_end = TEXT_COVERS_END[model.normalization]
+
+    #: SyntaxGym's reference runner counts a word-level model's end-of-sentence token in a
+    #: region (``synlm.tse.syntaxgym``); synlm's models predict ``<eos>`` after every sentence.
+    syntaxgym_eos = True
 
     def words(self, text: str) -> list[str]:
         return self._text(text)
+
+    def covers_end(self, text: str) -> bool:
+        """Whether ``words(text)`` reach the end of ``text`` (Mikolov's PTB deletes trailing
+        punctuation: ``the store.`` ends before its period)."""
+        return self._covers_end(text)
 
     def encode(self, words: Sequence[str]) -> tuple[list[int], list[int], list[bool]]:
         """The token ids of ``words``, the word index of each token, and whether each word
@@ -76,16 +86,13 @@ class ModelScorer:
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         encoded = [self.encode(words) for words in sentences]
-        order = sorted(range(len(sentences)), key=lambda i: -len(encoded[i][0]))
-        out: list[ScoredSentence | None] = [None] * len(sentences)
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
+
+        def batch(chunk: list[int]) -> list[ScoredSentence]:
             rows = self._log_probs([encoded[i][0] for i in chunk])
-            for i, row in zip(chunk, rows):
-                out[i] = self._scored(sentences[i], *encoded[i], row)
-            if self.progress is not None:
-                self.progress(len(chunk))
-        return out  # type: ignore[return-value]
+            return [self._scored(sentences[i], *encoded[i], row) for i, row in zip(chunk, rows)]
+
+        return by_length([len(ids) for ids, _, _ in encoded], self.batch_size, batch,
+                         self.progress)
 
     def _log_probs(self, rows: list[list[int]]) -> list[np.ndarray]:
         """Each row's target log-probabilities: its tokens, then ``<eos>``, (n + 1,)."""

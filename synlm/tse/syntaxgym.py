@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -273,15 +272,64 @@ def region_words(scorer: Scorer, condition: Condition) -> tuple[tuple[str, ...],
     return tuple(tuple(scorer.words(content)) for content in condition.contents)
 
 
+def eos_region(words: Sequence[Sequence[str]], covers_end: Sequence[bool]) -> int:
+    """The index of the region syntaxgym-core's mapping (``compute_mapping_heuristic`` in
+    ``agg_surprisals.py``) puts the end-of-sentence token in.
+
+    The reference walks the model's tokens along the regions' text and moves to the next
+    region when a token uses up the current one's text; the end-of-sentence token goes to the
+    region it has reached. So it lands in the region after the last word's when that word
+    ends its region's text and a region follows (for a model that drops punctuation, the
+    ``"."`` region), else in the last word's own region (region 0 when no region has a word).
+
+    Args:
+        words: each region's words, as ``region_words`` gives them.
+        covers_end: for each region, whether its words reach the end of its text
+            (``Scorer.covers_end``: no deleted punctuation trails the last word).
+    """
+    filled = [index for index, region in enumerate(words) if region]
+    if not filled:
+        return 0
+    last = filled[-1]
+    return last + 1 if last + 1 < len(words) and covers_end[last] else last
+
+
+def region_surprisals(scored: ScoredSentence, words: Sequence[Sequence[str]],
+                      eos_in: int | None, where: str) -> list[float]:
+    """Each region's surprisal in nats: minus the summed log-probabilities of its words, and
+    of the end of the sentence in region ``eos_in`` (None: in no region). A region without
+    words or the end sums nothing: 0, as the reference's sum over no tokens."""
+    total = sum(len(region) for region in words)
+    if len(scored.word_log_probs) != total or len(scored.unknown) != total:
+        raise ValueError(f"{where}: the scorer returned {len(scored.word_log_probs)} words for "
+                         f"a sentence of {total}")
+    if eos_in is not None and scored.eos_log_prob is None:
+        raise InputError(f"{where}: the scorer gives no end-of-sentence probability; score "
+                         "SyntaxGym without it (eos=False, --no-eos)")
+    sums, start = [], 0
+    for index, region in enumerate(words):
+        stop = start + len(region)
+        log_prob = float(sum(scored.word_log_probs[start:stop]))
+        if index == eos_in:
+            log_prob += scored.eos_log_prob  # type: ignore[operator]
+        sums.append(-log_prob)
+        start = stop
+    return sums
+
+
 @dataclass(frozen=True)
 class ItemResult:
     """One item: each condition's region surprisals (region number -> nats), each
-    prediction's truth, and the critical-region words read as unknown (in any condition)."""
+    prediction's truth, the critical-region words read as unknown (in any condition), and
+    the critical regions whose text the model reads as nothing (condition -> region numbers:
+    punctuation a PTB model deletes; their surprisal is 0, so a prediction over them tests
+    nothing)."""
 
     item: int
     surprisals: dict[str, dict[int, float]]
     predictions: tuple[bool, ...]
     unknown_words: tuple[str, ...]
+    empty_regions: dict[str, tuple[int, ...]]
 
     @property
     def correct(self) -> bool:
@@ -309,7 +357,12 @@ class SuiteResult:
         return _mean([item.correct for item in self.items])
 
     @property
-    def in_vocab_accuracy(self) -> float | None:
+    def in_vocabulary_items(self) -> int:
+        """How many items have no unknown critical word."""
+        return sum(not item.unknown for item in self.items)
+
+    @property
+    def in_vocabulary_accuracy(self) -> float | None:
         """The accuracy over items with no unknown critical word; None when there are none."""
         known = [item.correct for item in self.items if not item.unknown]
         return _mean(known) if known else None
@@ -319,9 +372,17 @@ class SuiteResult:
         """The share of items with an unknown word in a critical region."""
         return _mean([item.unknown for item in self.items])
 
+    @property
+    def empty_region_items(self) -> int:
+        """How many items read a critical region as nothing (``ItemResult.empty_regions``)."""
+        return sum(bool(item.empty_regions) for item in self.items)
+
     def summary(self) -> dict[str, Any]:
         return {"suite": self.suite, "items": len(self.items), "accuracy": self.accuracy,
-                "in_vocab_accuracy": self.in_vocab_accuracy, "unknown_share": self.unknown_share}
+                "in_vocabulary_accuracy": self.in_vocabulary_accuracy,
+                "in_vocabulary_items": self.in_vocabulary_items,
+                "unknown_share": self.unknown_share,
+                "empty_region_items": self.empty_region_items}
 
     def records(self) -> list[dict[str, Any]]:
         """One JSON-ready dict an item."""
@@ -329,50 +390,60 @@ class SuiteResult:
                  "surprisals": {condition: {str(r): value for r, value in regions.items()}
                                 for condition, regions in item.surprisals.items()},
                  "predictions": list(item.predictions), "correct": item.correct,
-                 "unknown": item.unknown, "unknown_words": list(item.unknown_words)}
+                 "unknown": item.unknown, "unknown_words": list(item.unknown_words),
+                 "empty_regions": {c: list(r) for c, r in item.empty_regions.items()}}
                 for item in self.items]
 
 
-def _split(scored: ScoredSentence, words: tuple[tuple[str, ...], ...],
-           where: str) -> list[tuple[float, tuple[str, ...]]]:
-    """Each region's surprisal (minus its words' log-probabilities, 0 for no words; the end
-    of the sentence in none) and its words read as unknown."""
-    total = sum(len(region) for region in words)
-    if len(scored.word_log_probs) != total or len(scored.unknown) != total:
-        raise ValueError(f"{where}: the scorer returned {len(scored.word_log_probs)} words for "
-                         f"a sentence of {total}")
-    out, start = [], 0
-    for region in words:
-        stop = start + len(region)
-        unknown = tuple(w for w, unk in zip(region, scored.unknown[start:stop]) if unk)
-        out.append((-sum(scored.word_log_probs[start:stop]), unknown))
-        start = stop
-    return out
-
-
 def _item_result(suite: Suite, critical: set[int], item: Item,
-                 words: list[tuple[tuple[str, ...], ...]],
-                 scored: list[ScoredSentence]) -> ItemResult:
+                 words: list[tuple[tuple[str, ...], ...]], scored: list[ScoredSentence],
+                 covers_end: Any, eos: bool) -> ItemResult:
     surprisals: dict[str, dict[int, float]] = {}
     unknown: list[str] = []
+    empty: dict[str, tuple[int, ...]] = {}
     for condition, condition_words, sentence in zip(item.conditions, words, scored):
         where = f"{suite.name} item {item.number} {condition.name}"
-        regions = _split(sentence, condition_words, where)
-        surprisals[condition.name] = {n: s for n, (s, _) in zip(condition.region_numbers, regions)}
-        unknown += [w for n, (_, unk) in zip(condition.region_numbers, regions)
-                    if n in critical for w in unk]
+        eos_in = eos_region(condition_words, [covers_end(c) for c in condition.contents])
+        values = region_surprisals(sentence, condition_words, eos_in if eos else None, where)
+        surprisals[condition.name] = dict(zip(condition.region_numbers, values))
+        start = 0
+        for number, region in zip(condition.region_numbers, condition_words):
+            stop = start + len(region)
+            if number in critical:
+                unknown += [w for w, unk in zip(region, sentence.unknown[start:stop]) if unk]
+            start = stop
+        nothing = tuple(number for index, (number, content, region) in enumerate(
+            zip(condition.region_numbers, condition.contents, condition_words))
+            if number in critical and content.strip() and not region
+            and not (eos and index == eos_in))
+        if nothing:
+            empty[condition.name] = nothing
 
     def surprisal(region: Region, condition: str) -> float:
         values = surprisals[condition]
         return sum(values.values()) if region == "*" else values[region]
 
     truths = tuple(bool(evaluate(p, surprisal)) for p in suite.predictions)
-    return ItemResult(item.number, surprisals, truths, tuple(dict.fromkeys(unknown)))
+    return ItemResult(item.number, surprisals, truths, tuple(dict.fromkeys(unknown)), empty)
 
 
-def evaluate_suites(suites: Sequence[Suite], scorer: Scorer) -> list[SuiteResult]:
+def _always(text: str) -> bool:
+    return True
+
+
+def evaluate_suites(suites: Sequence[Suite], scorer: Scorer,
+                    eos: bool | None = None) -> list[SuiteResult]:
     """Evaluate suites with one ``scorer.score`` call over every condition's sentence (the
-    scorer batches); a sentence is its regions' words in order, scored once."""
+    scorer batches); a sentence is its regions' words in order, scored once.
+
+    A region's surprisal is its words' summed surprisal, and the end-of-sentence token's
+    where syntaxgym-core's mapping puts it (``eos_region``). ``eos``: None follows the
+    reference runner for the kind of model (``scorer.syntaxgym_eos``, default True: lm-zoo's
+    word-level models end each sentence with a token; its Hugging Face path adds none);
+    True or False forces it in or out.
+    """
+    eos = getattr(scorer, "syntaxgym_eos", True) if eos is None else eos
+    covers_end = getattr(scorer, "covers_end", _always)
     words = [[[region_words(scorer, c) for c in item.conditions] for item in suite.items]
              for suite in suites]
     sentences = [[w for region in condition for w in region]
@@ -383,15 +454,15 @@ def evaluate_suites(suites: Sequence[Suite], scorer: Scorer) -> list[SuiteResult
     for suite, suite_words in zip(suites, words):
         critical = set(suite.critical_regions)
         items = tuple(_item_result(suite, critical, item, item_words,
-                                   [next(scored) for _ in item_words])
+                                   [next(scored) for _ in item_words], covers_end, eos)
                       for item, item_words in zip(suite.items, suite_words))
         results.append(SuiteResult(suite.name, items))
     return results
 
 
-def evaluate_suite(suite: Suite, scorer: Scorer) -> SuiteResult:
+def evaluate_suite(suite: Suite, scorer: Scorer, eos: bool | None = None) -> SuiteResult:
     """Evaluate one suite (``evaluate_suites`` of one)."""
-    return evaluate_suites([suite], scorer)[0]
+    return evaluate_suites([suite], scorer, eos)[0]
 
 
 # ---------------------------------------------------------------------------- aggregation
@@ -465,88 +536,3 @@ def read_results_csv(path: str | Path) -> dict[str, dict[str, tuple[float, ...]]
     return {model: {suite: tuple(_mean(seeds[s]) for s in sorted(seeds))
                     for suite, seeds in suites.items()}
             for model, suites in rows.items()}
-
-
-# ---------------------------------------------------------------------- token alignment
-
-
-def _characters(region_contents: Sequence[str]) -> tuple[str, list[int]]:
-    """The regions' text with whitespace removed, and the region of each character."""
-    chars, owners = [], []
-    for index, content in enumerate(region_contents):
-        text = "".join(content.split())
-        chars.append(text)
-        owners += [index] * len(text)
-    return "".join(chars), owners
-
-
-def align_tokens(region_contents: Sequence[str], tokens: Sequence[str], unk: str = "<unk>",
-                 eos: str = "<eos>") -> list[int]:
-    """The region (an index into ``region_contents``) of each of an external model's tokens,
-    as the reference implementation (``syntaxgym-core``, ``Sentence.tokenize_regions``)
-    assigns them: a token matches the next characters of the regions' text (whitespace
-    ignored) and goes to the region of its first character; a run of ``unk`` consumes the
-    text up to where the next known token matches (to the end if none follows) and goes to
-    the region where the run starts; ``eos`` goes to the last region."""
-    stream, owners = _characters(region_contents)
-    out: list[int] = []
-    pos = i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if token == eos:
-            out.append(len(region_contents) - 1)
-            i += 1
-            continue
-        if pos >= len(stream):
-            raise ValueError(f"token {i} {token!r} is past the end of the regions' text")
-        if token == unk:
-            run = i
-            while run < len(tokens) and tokens[run] == unk:
-                run += 1
-            out += [owners[pos]] * (run - i)
-            pos, i = _after_unknown(stream, pos, tokens, run, eos), run
-            continue
-        text = "".join(token.split())
-        if not text or not stream.startswith(text, pos):
-            raise ValueError(f"token {i} {token!r} does not match the regions' text at "
-                             f"{stream[pos:pos + len(text) + 8]!r}")
-        out.append(owners[pos])
-        pos += len(text)
-        i += 1
-    if pos != len(stream):
-        raise ValueError(f"the tokens end before the regions' text does: {stream[pos:]!r} left")
-    return out
-
-
-def _after_unknown(stream: str, pos: int, tokens: Sequence[str], next_index: int,
-                   eos: str) -> int:
-    """Where the text an unknown run covers ends: where ``tokens[next_index]`` next matches
-    (at least one character on), or the end when no known token follows."""
-    if next_index == len(tokens) or tokens[next_index] == eos:
-        return len(stream)
-    following = "".join(tokens[next_index].split())
-    found = stream.find(following, pos + 1) if following else -1
-    if found < 0:
-        raise ValueError(f"token {next_index} {tokens[next_index]!r} after an unknown run is "
-                         f"not in the rest of the regions' text {stream[pos:]!r}")
-    return found
-
-
-def region_sums(region_of_token: Sequence[int], surprisals: Sequence[float],
-                n_regions: int) -> list[float]:
-    """Each region's summed token surprisal (0 for a region with no tokens)."""
-    sums = [0.0] * n_regions
-    for region, value in zip(region_of_token, surprisals, strict=True):
-        sums[region] += value
-    return sums
-
-
-def region_means(region_of_token: Sequence[int], surprisals: Sequence[float],
-                 n_regions: int) -> list[float]:
-    """Each region's mean token surprisal, over its tokens (``<eos>`` included, as the
-    reference's ``mean`` counts it); NaN for a region with no tokens."""
-    counts = [0] * n_regions
-    for region in region_of_token:
-        counts[region] += 1
-    sums = region_sums(region_of_token, surprisals, n_regions)
-    return [total / count if count else math.nan for total, count in zip(sums, counts)]
