@@ -1,6 +1,6 @@
 """The ``synlm`` command: ``fit``, ``validate``, ``test`` and ``predict`` (LightningCLI,
 ``synlm.lightning_cli``) plus ``parse``, ``plot``, ``annotate``, ``generate``,
-``evaluate-generation``, ``evaluate-syntax`` and ``ls``.
+``evaluate-generation``, ``evaluate-syntax``, ``export-hf``, ``lm-eval`` and ``ls``.
 
 This module imports only what answering at once needs (``--help``, ``--version``, ``ls``,
 an unknown command, a missing config file, a bad ``SYNLM_THREADS``); each command's module
@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from synlm import usage
 from synlm.catalog import component_summaries
@@ -23,6 +24,9 @@ from synlm.errors import SynLMError, report
 from synlm.threads import configure_threads
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+#: Commands that parse their arguments, and answer ``--help`` or a wrong flag, before torch
+#: loads: they set the thread count themselves (``configure_threads``) once the flags are good.
+THREADS_AFTER_PARSING = ("evaluate-syntax",)
 
 
 def _ls() -> int:
@@ -41,6 +45,23 @@ def _ls() -> int:
 
 def _command(name: str) -> Callable[[list[str]], int]:
     """The function that runs command ``name`` on its arguments, its module imported now."""
+    if name == "evaluate-syntax":
+        from synlm.evaluate_syntax import main as evaluate_syntax_main
+
+        return lambda args: evaluate_syntax_main(args, build_model=_build_model)
+    if name == "export-hf":
+        from synlm.export_hf import main as export_hf_main
+
+        return export_hf_main
+    if name == "lm-eval":
+        try:
+            from synlm.lm_eval_model import main as lm_eval_main
+        except ImportError as err:  # the lm-eval extra is not installed
+            if err.name != "lm_eval":
+                raise
+            missing = err
+            return lambda args: report(missing, "synlm lm-eval")
+        return lm_eval_main
     from synlm import lightning_cli
 
     if name == "annotate":
@@ -62,7 +83,15 @@ def _command(name: str) -> Callable[[list[str]], int]:
         return lambda args: parse_main(args, build_model=lightning_cli.build_model)
     from synlm.evaluate_syntax import main as evaluate_syntax_main
 
-    return lambda args: evaluate_syntax_main(args, build_model=lightning_cli.build_model)
+    return lambda args: evaluate_syntax_main(args, build_model=_build_model)
+
+
+def _build_model(*args: Any, **kwargs: Any) -> Any:
+    """``synlm.lightning_cli.build_model``, imported when a command first builds a model (so
+    that ``evaluate-syntax --help`` and its argument errors answer before torch loads)."""
+    from synlm.lightning_cli import build_model
+
+    return build_model(*args, **kwargs)
 
 
 def _find_local_components() -> None:
@@ -91,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problem:
             print(f"synlm {args[0]}: error: {problem}", file=sys.stderr)
             return 2
+    if args[0] in THREADS_AFTER_PARSING:
+        _find_local_components()
+        return _command(args[0])(args[1:])
     try:
         threads = configure_threads()
     except SynLMError as err:

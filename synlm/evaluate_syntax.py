@@ -1,16 +1,22 @@
-"""``synlm evaluate-syntax``: targeted syntactic evaluation of a checkpoint on BLiMP,
-SyntaxGym and Marvin & Linzen (docs/syntactic-evaluation.md).
+"""``synlm evaluate-syntax``: targeted syntactic evaluation of synlm checkpoints and Hugging
+Face causal LMs on BLiMP, SyntaxGym and Marvin & Linzen (docs/syntactic-evaluation.md).
 
-    synlm evaluate-syntax --ckpt_path RUN [--benchmark blimp syntaxgym marvin_linzen]
+    synlm evaluate-syntax --ckpt_path RUN [--benchmark blimp syntaxgym marvin-linzen]
     synlm evaluate-syntax --ckpt_path RUN --subset 20 --output pairs.jsonl   (a quick look)
-    synlm evaluate-syntax --ckpt_path RUN --benchmark syntaxgym --suites npi_orc_any
+    synlm evaluate-syntax --ckpt_path RUN_A RUN_B --untrained 3 --report DIR (side by side)
+    synlm evaluate-syntax --hf gpt2 --benchmark syntaxgym --suites my_suite.json
     synlm evaluate-syntax --config awd_lstm.yaml --seeds 3   (untrained models: mean and std)
+    synlm evaluate-syntax --ckpt_path RUN --sentences text.txt --surprisals tokens.tsv
 
-Each sentence is scored from a fresh state after ``<eos>``, its words normalised as the
-training corpus was (saved in the checkpoint). Prints one JSON object on stdout: the headline
-numbers (``headline``) and each benchmark's full summary; a table of the headline on stderr.
-``--output`` writes one JSON record per pair or item. The benchmark files are looked for under
+Each sentence is scored from a fresh state, its words normalised as the training corpus was
+(saved in the checkpoint), under each benchmark's reference convention for the end of the
+sentence unless ``--eos``/``--no-eos`` says otherwise. Prints one JSON object on stdout: the
+headline numbers (``headline``), each benchmark's full summary and the conventions used; a
+table of the headline on stderr. The benchmark files are looked for under
 ``$SYNLM_DATA_DIR`` (or ``--data-dir``); ``--download`` fetches missing ones.
+
+This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
+flag answer before torch is imported.
 """
 
 from __future__ import annotations
@@ -19,21 +25,17 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-
 from synlm.arguments import CommandParser
 from synlm.errors import InputError, SynLMError, report
-from synlm.parse import load_model, mean_and_std, untrained_model
+from synlm.threads import configure_threads
 from synlm.tse.benchmarks import BENCHMARKS, BenchmarkResult, load_benchmarks, score_benchmarks
 from synlm.tse.scores import ScoredSentence
-from synlm.tse.scoring import ModelScorer
 
 PROG = "synlm evaluate-syntax"
 
@@ -64,18 +66,32 @@ def benchmark_names(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(PROG, __doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--ckpt_path", help="a SyntaxLM checkpoint or run folder")
+    src.add_argument("--ckpt_path", nargs="+", metavar="RUN", help="synlm checkpoints or run "
+                     "folders (several: one side-by-side table)")
+    src.add_argument("--hf", nargs="+", metavar="MODEL", help="Hugging Face causal LMs: "
+                     "local folders written by save_pretrained, or hub names where the "
+                     "network allows; each is scored with its own tokenizer")
     src.add_argument("--config", help="a training config: evaluate the untrained models it "
                      "builds (--seeds of them), the chance row of a results table")
     p.add_argument("--seeds", type=_at_least_one, default=1,
                    help="--config: this many untrained models (seeds 0..N-1)")
+    p.add_argument("--untrained", type=int, default=0, metavar="N",
+                   help="--ckpt_path: also score N untrained copies of each checkpoint's model "
+                   "(its config, fresh weights, seeds 0..N-1): its chance row, per paradigm "
+                   "and suite")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="--config: overrides, e.g. model.backbone.init_args.hidden_size=400")
-    p.add_argument("--benchmark", nargs="+", type=benchmark_names, default=list(BENCHMARKS),
+    p.add_argument("--benchmark", nargs="+", type=benchmark_names, default=None,
                    metavar="{blimp,syntaxgym,marvin-linzen,all}",
-                   help="which benchmarks (default all: blimp syntaxgym marvin-linzen)")
+                   help="which benchmarks (default all: blimp syntaxgym marvin-linzen; none "
+                   "when --pairs alone is given)")
     p.add_argument("--suites", nargs="+", metavar="SUITE",
-                   help="SyntaxGym: these suites only (default the paper's 34)")
+                   help="SyntaxGym: these suites only (default the paper's 34), by name or as "
+                   "paths to suite .json files of your own")
+    p.add_argument("--pairs", nargs="+", default=[], metavar="FILE",
+                   help="your own minimal pairs, BLiMP-style JSON lines (sentence_good, "
+                   "sentence_bad; UID, linguistics_term optional), scored as the benchmark "
+                   "'pairs'")
     p.add_argument("--subset", type=_at_least_one, metavar="N", help="the first N pairs of each "
                    "BLiMP paradigm and Marvin & Linzen case, items of each SyntaxGym suite")
     p.add_argument("--batch-size", type=_at_least_one, default=64,
@@ -85,9 +101,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="the data folder (default $SYNLM_DATA_DIR)")
     p.add_argument("--download", action="store_true",
                    help="fetch missing benchmark files (checked against their checksums)")
-    p.add_argument("--no-eos", action="store_true", help="BLiMP, Marvin & Linzen: leave the end "
-                   "of the sentence out of its log-probability")
+    eos = p.add_mutually_exclusive_group()
+    eos.add_argument("--eos", dest="eos", action="store_const", const=True, default=None,
+                     help="count the end of the sentence in every benchmark (synlm's "
+                     "alternative; default: each benchmark's reference convention)")
+    eos.add_argument("--no-eos", dest="eos", action="store_const", const=False,
+                     help="count the end of the sentence in no benchmark (SyntaxGym included)")
     p.add_argument("--output", help="write one JSON record per pair or item here (JSONL)")
+    p.add_argument("--report", metavar="DIR", help="write the side-by-side tables (Markdown, "
+                   "CSV, LaTeX, with item-bootstrap intervals) and plots here")
+    p.add_argument("--regions", metavar="FILE", help="write SyntaxGym's region surprisals here "
+                   "(one row a region: suite, item, condition, region, sum in bits)")
+    p.add_argument("--sentences", metavar="FILE", help="score these sentences (one a line) "
+                   "instead of the benchmarks; with --surprisals")
+    p.add_argument("--surprisals", metavar="FILE", help="--sentences: write the per-token "
+                   "surprisal table there (lm-zoo's get-surprisals format, bits)")
     p.add_argument("--warn-unknown", type=_fraction, default=0.1, metavar="SHARE",
                    help="warn when more than this share of a benchmark's pairs or items has "
                    "an unknown word where it matters")
@@ -95,49 +123,97 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def device_of(name: str) -> str:
+    import torch
+
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return name
 
 
 class ProgressScorer:
-    """A ``ModelScorer`` that shows a progress bar of its sentences (on stderr)."""
+    """A scorer that shows its progress on stderr: a bar on a terminal, else a plain line at
+    every tenth of the sentences (a log file shows how far a long run is)."""
 
-    def __init__(self, scorer: ModelScorer, progress: Progress) -> None:
-        self.scorer, self.bar, self.label = scorer, progress, ""
+    def __init__(self, scorer: Any, label: str = "") -> None:
+        from rich.console import Console
+
+        self.scorer, self.label = scorer, label
+        self.console = Console(stderr=True)
+
+    def __getattr__(self, name: str) -> Any:  # syntaxgym_mapping, covers_end, vocab_size ...
+        return getattr(self.scorer, name)
 
     def words(self, text: str) -> list[str]:
         return self.scorer.words(text)
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
-        task = self.bar.add_task(self.label, total=len(sentences))
-        self.scorer.progress = lambda n: self.bar.advance(task, n)
+        if self.console.is_terminal:
+            return self._with_bar(sentences)
+        total, done, shown, start = len(sentences), 0, 0, time.monotonic()
+
+        def log(n: int) -> None:
+            nonlocal done, shown
+            done += n
+            if done * 10 // max(total, 1) > shown or done == total:
+                shown = done * 10 // max(total, 1)
+                print(f"{PROG}: {self.label}: {done:,}/{total:,} sentences, "
+                      f"{time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+
+        return self._scored(sentences, log)
+
+    def _with_bar(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("sentences"), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as bar:
+            task = bar.add_task(self.label, total=len(sentences))
+            return self._scored(sentences, lambda n: bar.advance(task, n))
+
+    def _scored(self, sentences: Sequence[Sequence[str]],
+                progress: Callable[[int], None]) -> list[ScoredSentence]:
+        self.scorer.progress = progress
         try:
             return self.scorer.score(sentences)
         finally:
             self.scorer.progress = None
 
 
-def evaluate_model(model: Any, loaded: dict[str, list[Any]],
-                   args: argparse.Namespace) -> dict[str, BenchmarkResult]:
-    """The benchmarks ``load_benchmarks`` read, scored with ``model`` as ``args`` say, with a
-    progress bar a benchmark."""
-    scorer = ModelScorer(model, args.batch_size, device_of(args.device))
-    console = Console(stderr=True)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("sentences"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True,
-                  disable=not console.is_terminal) as bar:
-        shown = ProgressScorer(scorer, bar)
-        results = {}
-        for name, data in loaded.items():
-            shown.label = name
-            results.update(score_benchmarks({name: data}, shown, eos=not args.no_eos))
+@dataclass
+class Evaluated:
+    """One model's results and its untrained copies' (the chance row), under its name."""
+
+    name: str
+    results: dict[str, BenchmarkResult]
+    untrained: list[dict[str, BenchmarkResult]]
+    vocab_size: int
+
+
+def evaluate_scorer(scorer: Any, loaded: dict[str, list[Any]],
+                    eos: bool | None) -> dict[str, BenchmarkResult]:
+    """The benchmarks ``load_benchmarks`` read, scored with ``scorer`` under ``eos`` (None:
+    each benchmark's reference convention), with progress shown a benchmark."""
+    shown = ProgressScorer(scorer)
+    results = {}
+    for name, data in loaded.items():
+        shown.label = name
+        results.update(score_benchmarks({name: data}, shown, eos))
     return results
 
 
 def headline(results: dict[str, BenchmarkResult]) -> dict[str, float | None]:
     return {k: v for result in results.values() for k, v in result.headline.items()}
+
+
+def conventions(results: dict[str, BenchmarkResult]) -> dict[str, dict[str, Any]]:
+    """How each benchmark treated the end of the sentence (``BenchmarkResult.convention``)."""
+    return {name: result.convention for name, result in results.items()}
 
 
 def unknown_warnings(results: dict[str, BenchmarkResult], threshold: float,
@@ -150,16 +226,17 @@ def unknown_warnings(results: dict[str, BenchmarkResult], threshold: float,
             if result.unknown_share is not None and result.unknown_share > threshold]
 
 
-def write_records(path: str, results: Sequence[dict[str, BenchmarkResult]]) -> int:
-    """Every record of ``results`` as JSON lines, written whole or not at all; how many."""
+def write_records(path: str, runs: Sequence[Evaluated]) -> int:
+    """Every record of ``runs`` as JSON lines (with ``model`` when there are several), written
+    whole or not at all; how many."""
     target = Path(path)
     partial = target.with_name(f".{target.name}.partial")
     count = 0
     with partial.open("w", encoding="utf-8") as out:
-        for seed, by_name in enumerate(results):
-            for result in by_name.values():
+        for run in runs:
+            for result in run.results.values():
                 for record in result.records:
-                    extra = {"seed": seed} if len(results) > 1 else {}
+                    extra = {"model": run.name} if len(runs) > 1 else {}
                     out.write(json.dumps({**extra, **record}) + "\n")
                     count += 1
     os.replace(partial, target)
@@ -167,6 +244,9 @@ def write_records(path: str, results: Sequence[dict[str, BenchmarkResult]]) -> i
 
 
 def print_table(title: str, numbers: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     table.add_column("benchmark/measure")
     table.add_column("value", justify="right")
@@ -178,14 +258,164 @@ def print_table(title: str, numbers: dict[str, Any]) -> None:
     Console(stderr=True).print(table)
 
 
-def output_problem(args: argparse.Namespace) -> str | None:
-    if args.output and not Path(args.output).parent.resolve().is_dir():
-        return f"--output: no folder {Path(args.output).parent} for {args.output}"
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """The first inconsistency among the flags, as the message of a one-line error."""
+    for flag in ("output", "regions", "surprisals"):
+        path = getattr(args, flag)
+        if path and not Path(path).parent.resolve().is_dir():
+            return f"--{flag}: no folder {Path(path).parent} for {path}"
     if args.suites and "syntaxgym" not in args.benchmark:
         return "--suites selects SyntaxGym suites: add syntaxgym to --benchmark"
     if args.seeds > 1 and not args.config:
-        return "--seeds needs --config (untrained models)"
+        return "--seeds needs --config (untrained models); for checkpoints use --untrained N"
+    if args.untrained and not args.ckpt_path:
+        return "--untrained needs --ckpt_path (the untrained copies of its models)"
+    if args.untrained < 0:
+        return f"--untrained: must be at least 0, got {args.untrained}"
+    if bool(args.sentences) != bool(args.surprisals):
+        return "--sentences and --surprisals go together: the sentences to score, the table"
+    missing = [p for p in [*args.pairs, *(s for s in args.suites or () if s.endswith(".json"))]
+               if not Path(p).is_file()]
+    if missing:
+        return f"no file {missing[0]} (--pairs or --suites)"
     return None
+
+
+def load_model(path: str) -> Any:
+    """The synlm model of a checkpoint or run folder (``synlm.parse.load_model``)."""
+    from synlm.parse import load_model as load
+
+    return load(path)
+
+
+def untrained_copy(model: Any, seed: int) -> Any:
+    """``model``'s architecture with fresh weights (``torch.manual_seed(seed)``), its
+    vocabulary and normalisation, in eval mode: the chance row of a trained checkpoint."""
+    import torch
+
+    torch.manual_seed(seed)
+    fresh = type(model)(**model.hparams)
+    fresh.vocab, fresh.normalization = model.vocab, model.normalization
+    return fresh.eval()
+
+
+def _scorers(args: argparse.Namespace,
+             build_model: Callable[..., Any] | None) -> list[tuple[str, Any, list[Any]]]:
+    """(name, scorer, untrained scorers) of each model the flags name; loaded here, after the
+    arguments are checked (torch is imported only now)."""
+    from synlm.parse import untrained_model
+    from synlm.tse.scoring import ModelScorer
+
+    device = device_of(args.device)
+    if args.hf:
+        from synlm.tse.hf_scoring import HFScorer
+
+        return [(name, HFScorer(name, batch_size=args.batch_size, device=device), [])
+                for name in args.hf]
+    if args.ckpt_path:
+        out = []
+        for path in args.ckpt_path:
+            model = load_model(path)
+            chance = [ModelScorer(untrained_copy(model, seed), args.batch_size, device)
+                      for seed in range(args.untrained)]
+            out.append((path, ModelScorer(model, args.batch_size, device), chance))
+        return out
+    if build_model is None:
+        raise InputError("--config needs the CLI's model builder; run `synlm evaluate-syntax`")
+    name = f"{args.config} untrained, seeds 0-{args.seeds - 1}"
+    return [(name, None, [ModelScorer(untrained_model(build_model, args.config, seed, args.set),
+                                      args.batch_size, device)
+                          for seed in range(args.seeds)])]
+
+
+def _vocab_size(scorer: Any) -> int:
+    return getattr(scorer, "vocab_size", None) or len(scorer.vocab)
+
+
+def score_sentences(scorer: Any, path: str, out: str) -> int:
+    """lm-zoo's ``get-surprisals`` table of the sentences in ``path`` (one a line), in bits,
+    written to ``out``; how many sentences."""
+    from synlm.tse.surprisal_tables import token_table, write_text_atomic
+
+    try:
+        lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"--sentences: cannot read {path} ({err})") from None
+    sentences = [scorer.words(line) for line in lines if line]
+    if not sentences:
+        raise InputError(f"--sentences: {path} holds no sentence")
+    write_text_atomic(Path(out), token_table(ProgressScorer(scorer, "sentences")
+                                             .score(sentences)))
+    return len(sentences)
+
+
+def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str, Any]:
+    """The JSON object the command prints: one model's summaries, or several side by side."""
+    from synlm.parse import mean_and_std
+
+    summary: dict[str, Any] = {"benchmarks": args.benchmark + (["pairs"] if args.pairs else []),
+                               "subset": args.subset, "eos": args.eos}
+    if args.config:
+        chance = runs[0].untrained
+        summary["model"] = runs[0].name
+        summary["headline"] = mean_and_std([headline(r) for r in chance], digits=4)
+        summary["per_seed"] = [headline(r) for r in chance]
+        summary["conventions"] = conventions(chance[0])
+        return summary
+    first = runs[0]
+    summary["conventions"] = conventions(first.results)
+    if len(runs) == 1:
+        summary["model"] = first.name
+        summary["headline"] = headline(first.results)
+        summary.update({name: result.summary for name, result in first.results.items()})
+        if first.untrained:
+            summary["untrained"] = mean_and_std([headline(r) for r in first.untrained],
+                                                digits=4)
+        return summary
+    summary["models"] = {run.name: {
+        "headline": headline(run.results),
+        **({"untrained": mean_and_std([headline(r) for r in run.untrained], digits=4)}
+           if run.untrained else {})} for run in runs}
+    return summary
+
+
+def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
+                  summary: dict[str, Any]) -> None:
+    """``--output``, ``--regions`` and ``--report`` (tables and plots), each written whole."""
+    if args.output:
+        summary["output"] = args.output
+        summary["records"] = write_records(args.output, runs)
+    if args.regions:
+        from synlm.tse.surprisal_tables import region_table, write_text_atomic
+
+        records = [{"model": run.name, **r} if len(runs) > 1 else r for run in runs
+                   if "syntaxgym" in run.results for r in run.results["syntaxgym"].records]
+        write_text_atomic(Path(args.regions), region_table(records))
+        summary["regions"] = args.regions
+    if args.report:
+        summary["report"] = write_report(Path(args.report), runs)
+
+
+def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
+    """The side-by-side tables (headline and per unit, with item-bootstrap intervals and each
+    model's untrained column), a paired test for two models, and the plots."""
+    from synlm.tse import compare
+
+    folder.mkdir(parents=True, exist_ok=True)
+    models = {run.name: run.results for run in runs}
+    baselines = {run.name: run.untrained for run in runs if run.untrained} or None
+    written: list[Path] = []
+    for level in ("headline", "unit"):
+        table = compare.comparison_table(models, baselines, level=level)
+        written += compare.write_tables(table, folder / level)
+    for benchmark, kind in (("syntaxgym", "circuits"), ("blimp", "phenomena")):
+        if all(benchmark in results for results in models.values()):
+            written += compare.plot_units(models, benchmark, folder / kind, kind=kind,
+                                          baselines=baselines)
+    report: dict[str, Any] = {"files": [str(path) for path in written]}
+    if len(runs) == 2:
+        report["paired"] = compare.paired_tests(runs[0].results, runs[1].results)
+    return report
 
 
 def main(argv: list[str] | None = None,
@@ -193,45 +423,40 @@ def main(argv: list[str] | None = None,
     """Entry point of ``synlm evaluate-syntax``; returns the exit code. ``build_model``
     builds a model from a config (``--config``; ``synlm.cli`` passes its own)."""
     args = build_parser().parse_args(argv)
+    if args.benchmark is None:
+        args.benchmark = [] if args.pairs else list(BENCHMARKS)
     if "all" in args.benchmark:
         args.benchmark = list(BENCHMARKS)
     args.benchmark = list(dict.fromkeys(args.benchmark))
-    problem = output_problem(args)
+    problem = argument_problem(args)
     if problem:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     try:
-        checkpoint = load_model(args.ckpt_path) if args.ckpt_path else None
-        loaded = load_benchmarks(args.benchmark, args.data_dir, args.subset, args.download,
-                                 args.suites)
-        if checkpoint is not None:
-            models: Iterable[Any] = [checkpoint]
-        elif build_model is None:
-            raise InputError("--config needs the CLI's model builder; run `synlm "
-                             "evaluate-syntax`")
-        else:
-            models = (untrained_model(build_model, args.config, seed, args.set)
-                      for seed in range(args.seeds))
+        configure_threads()
+        loaded = {} if args.sentences else load_benchmarks(
+            args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)
         runs = []
-        for model in models:
-            runs.append(evaluate_model(model, loaded, args))
-            for line in unknown_warnings(runs[-1], args.warn_unknown, len(model.vocab)):
+        for name, scorer, chance in _scorers(args, build_model):
+            if args.sentences:
+                count = score_sentences(scorer, args.sentences, args.surprisals)
+                print(json.dumps({"model": name, "sentences": count,
+                                  "surprisals": args.surprisals}))
+                return 0
+            results = evaluate_scorer(scorer, loaded, args.eos) if scorer is not None else {}
+            untrained = [evaluate_scorer(c, loaded, args.eos) for c in chance]
+            runs.append(Evaluated(name, results, untrained, _vocab_size(scorer or chance[0])))
+            for line in unknown_warnings(results or untrained[0], args.warn_unknown,
+                                         runs[-1].vocab_size):
                 print(line, file=sys.stderr)
+        summary = summarize_runs(args, runs)
+        write_outputs(args, runs if not args.config else [
+            Evaluated(f"seed {seed}", r, [], runs[0].vocab_size)
+            for seed, r in enumerate(runs[0].untrained)], summary)
     except SynLMError as err:
         return report(err, PROG)
-    summary: dict[str, Any] = {"model": args.ckpt_path, "benchmarks": args.benchmark,
-                               "subset": args.subset, "eos": not args.no_eos}
-    if args.config:
-        summary["model"] = f"{args.config} untrained, seeds 0-{args.seeds - 1}"
-        summary["headline"] = mean_and_std([headline(r) for r in runs], digits=4)
-        summary["per_seed"] = [headline(r) for r in runs]
-    else:
-        summary["headline"] = headline(runs[0])
-        summary.update({name: result.summary for name, result in runs[0].items()})
-    if args.output:
-        summary["output"] = args.output
-        summary["records"] = write_records(args.output, runs)
-    print_table(summary["model"], summary["headline"])
+    for model_name, numbers in (summary.get("models") or {summary["model"]: summary}).items():
+        print_table(model_name, numbers["headline"])
     print(json.dumps(summary))
     return 0
 

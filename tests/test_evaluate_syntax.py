@@ -19,6 +19,8 @@ from conftest import run_cli, tiny_palm_config
 from synlm import evaluate_syntax
 from synlm.data.vocab import Vocab
 from synlm.lm import SyntaxLM
+from synlm.tse.benchmarks import CONVENTIONS
+from synlm.tse.scores import ScoredSentence
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -113,7 +115,14 @@ def test_a_unigram_model_gets_the_accuracies_computed_by_hand(capsys, monkeypatc
     assert out["headline"]["blimp/unknown_share"] == 0.125
     assert set(blimp["phenomena"]) == {"subject_verb_agreement", "argument_structure"}
     assert out["marvin_linzen"]["table1"]["Subject-verb agreement"]["Simple"]["accuracy"] == 0.5
-    assert out["headline"]["marvin_linzen/npi/accuracy"] == 1.0
+    # the NPI item: grammatical beats intrusive (an extra "cat") and ungrammatical ("cats"),
+    # and the intrusive one loses to the ungrammatical one
+    assert out["headline"]["marvin_linzen/npi/grammatical_gt_intrusive"] == 1.0
+    assert out["headline"]["marvin_linzen/npi/grammatical_gt_ungrammatical"] == 1.0
+    assert out["headline"]["marvin_linzen/npi/intrusive_gt_ungrammatical"] == 0.0
+    assert out["conventions"]["blimp"] == {"eos": False, "reference": True,
+                                           "text": CONVENTIONS["blimp"]}
+    assert out["conventions"]["syntaxgym"]["eos"] is True
     assert out["headline"]["marvin_linzen/reflexives/accuracy"] is None
     assert out["headline"]["syntaxgym/sg_score"] == 0.5
     assert out["syntaxgym"]["circuits"] == {"Agreement": 0.5}
@@ -123,17 +132,77 @@ def test_a_unigram_model_gets_the_accuracies_computed_by_hand(capsys, monkeypatc
     first = records[0]
     assert (first["benchmark"], first["UID"], first["correct"]) == ("blimp", "toy_agreement",
                                                                     False)
-    assert first["good_log_prob"] == pytest.approx(log_p("the", "cat", "sleeps", "<eos>"),
-                                                   abs=1e-5)
-    assert first["bad_log_probs"] == pytest.approx([log_p("the", "cat", "sleep", "<eos>")],
-                                                   abs=1e-5)
+    assert first["good_log_prob"] == pytest.approx(log_p("the", "cat", "sleeps"), abs=1e-5)
+    assert first["bad_log_probs"] == pytest.approx([log_p("the", "cat", "sleep")], abs=1e-5)
     assert [r["unknown"] for r in records[:4]] == [False, False, False, True]
     gym = [r for r in records if r["benchmark"] == "syntaxgym"]
     assert gym[1]["surprisals"]["mismatch"]["2"] == pytest.approx(-math.log(0.1), abs=1e-5)
-    assert gym[1]["surprisals"]["match"]["3"] == 0.0  # "." is dropped, as in PTB
-    without_eos, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--data-dir", str(data),
-                              "--benchmark", "blimp", "--no-eos")
-    assert without_eos["headline"]["blimp/accuracy"] == 0.625  # <eos> is common to a pair
+    # "." is dropped, as in PTB, and the end of the sentence lands in its region
+    assert gym[1]["surprisals"]["match"]["3"] == pytest.approx(-math.log(0.1), abs=1e-5)
+    assert gym[1]["empty_regions"] == {}
+    with_eos, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--data-dir", str(data),
+                           "--benchmark", "blimp", "--eos")
+    assert with_eos["headline"]["blimp/accuracy"] == 0.625  # <eos> is common to a pair
+    assert with_eos["conventions"]["blimp"]["reference"] is False
+
+
+class EndsAfterAVerb:
+    """A scorer whose words are equally likely (-1 each) and whose end of the sentence is
+    likely after a verb (-0.1) and unlikely elsewhere (-5): the end-of-sentence term decides
+    a pair that the words alone tie, and flips one they decide."""
+
+    VERBS = frozenset({"sleeps", "sleep"})
+
+    def __init__(self) -> None:
+        self.vocab_size, self.progress = 9, None
+
+    def words(self, text: str) -> list[str]:
+        return text.lower().replace(".", "").split()
+
+    def score(self, sentences):
+        out = []
+        for words in sentences:
+            log_probs = tuple(-1.0 for _ in words)
+            eos = -0.1 if words and words[-1] in self.VERBS else -5.0
+            out.append(ScoredSentence(tuple(words), log_probs, tuple(False for _ in words), eos,
+                                      tuple(words), log_probs))
+        return out
+
+
+def test_eos_flags_flip_a_pair(capsys, monkeypatch, tmp_path):
+    """A good sentence one word longer than its bad twin and ending in a verb: by its words
+    alone it loses (-6 < -5, the reference convention and ``--no-eos``), with the end of the
+    sentence it wins (-6.1 > -10, ``--eos``); the output names the convention."""
+    pairs = tmp_path / "mine.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": "The cat sleeps now also sleeps",
+                                 "sentence_bad": "The cat sleeps now also", "UID": "ends"})
+                     + "\n")
+    monkeypatch.setattr(evaluate_syntax, "_scorers",
+                        lambda args, build: [("stub", EndsAfterAVerb(), [])])
+    reference, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs))
+    assert reference["benchmarks"] == ["pairs"]
+    assert reference["headline"]["pairs/accuracy"] == 0.0  # -6 < -5: the words alone
+    assert reference["conventions"]["pairs"]["eos"] is False
+    with_eos, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs), "--eos")
+    assert with_eos["headline"]["pairs/accuracy"] == 1.0  # -6.1 > -10
+    assert with_eos["conventions"]["pairs"] == {
+        "eos": True, "reference": False, "text": "synlm's: with the end-of-sentence term"}
+    no_eos, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs), "--no-eos")
+    assert no_eos["headline"]["pairs/accuracy"] == 0.0
+
+
+def test_a_suite_file_of_ones_own_and_the_region_table(capsys, monkeypatch, tmp_path):
+    """``--suites PATH`` reads a suite from any path; ``--regions`` writes its region
+    surprisals in bits; the end of the sentence lands in the ``"."`` region."""
+    suite = toy_data(tmp_path / "data") / "syntaxgym" / "test_suites" / "number_src.json"
+    mine = tmp_path / "my_suite.json"
+    mine.write_text(suite.read_text().replace('"number_src"', '"my_suite"'))
+    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    out, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--benchmark", "syntaxgym",
+                      "--suites", str(mine), "--regions", str(tmp_path / "regions.tsv"))
+    assert set(out["syntaxgym"]["suites"]) == {"my_suite"}
+    table = (tmp_path / "regions.tsv").read_text()
+    assert "my_suite" in table and len(table.splitlines()) > 1
 
 
 #: The checkpoint kinds of the shipped configs: a word vocabulary, subwords (a byte-level
@@ -238,3 +307,79 @@ def test_the_callback_logs_what_the_command_computes(monkeypatch, tmp_path):
     assert float(rows[0]["val/blimp/accuracy"]) == pytest.approx(
         blimp.headline["blimp/accuracy"], abs=1e-4)
     assert "val/blimp/in_vocabulary_accuracy" in rows[0]
+
+
+def test_several_models_side_by_side_with_their_untrained_rows(capsys, monkeypatch, tmp_path):
+    """Two checkpoints in one command: a headline each, each with its untrained copies' row
+    (two seeds), a side-by-side report (tables in three formats, plots) and a paired test;
+    the same model twice differs by nothing."""
+    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    data = toy_data(tmp_path / "data")
+    report = tmp_path / "report"
+    out, err = evaluate(capsys, "--ckpt_path", "a.ckpt", "b.ckpt", "--untrained", "2",
+                        "--data-dir", str(data), "--benchmark", "blimp", "syntaxgym",
+                        "--suites", "number_src", "--report", str(report),
+                        "--output", str(tmp_path / "r.jsonl"))
+    assert list(out["models"]) == ["a.ckpt", "b.ckpt"]
+    for model in out["models"].values():
+        assert model["headline"]["blimp/accuracy"] == 0.625
+        assert model["untrained"]["n_models"] == 2
+        assert 0 <= model["untrained"]["blimp/accuracy"] <= 1
+    names = {Path(path).name for path in out["report"]["files"]}
+    assert {"headline.md", "headline.csv", "headline.tex", "unit.md", "unit.csv",
+            "unit.tex"} <= names
+    assert any(name.endswith(".png") for name in names)
+    paired = out["report"]["paired"]["blimp/accuracy"]
+    assert paired["difference"] == 0.0 and paired["p_value"] == 1.0
+    assert "a.ckpt untrained" in (report / "headline.md").read_text()
+    records = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert {json.loads(line)["model"] for line in records} == {"a.ckpt", "b.ckpt"}
+    assert "a.ckpt" in err and "b.ckpt" in err  # a table each
+
+
+def test_token_surprisals_of_ones_own_sentences(capsys, monkeypatch, tmp_path):
+    """``--sentences`` with ``--surprisals``: lm-zoo's table, in bits, with the end of the
+    sentence as the last row of each sentence."""
+    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    (tmp_path / "s.txt").write_text("The cat sleeps.\n\nThe dogs bark\n")
+    out, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--sentences", str(tmp_path / "s.txt"),
+                      "--surprisals", str(tmp_path / "s.tsv"))
+    assert out["sentences"] == 2
+    lines = (tmp_path / "s.tsv").read_text().splitlines()
+    assert lines[0] == "sentence_id\ttoken_id\ttoken\tsurprisal"
+    assert lines[1].split("\t")[:3] == ["1", "1", "the"]
+    assert float(lines[1].split("\t")[3]) == pytest.approx(-math.log2(UNIGRAM["the"]), abs=1e-5)
+    assert lines[4].split("\t")[2] == "<eos>"
+    assert lines[5].split("\t")[:3] == ["2", "1", "the"]
+    assert lines[6].split("\t")[2] == "<unk>"  # "dogs" is not in the vocabulary
+
+
+def test_help_and_argument_errors_answer_before_torch_loads(tmp_path):
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom synlm.cli import main\n"
+             "code = main(['evaluate-syntax', *sys.argv[1:]])\n"
+             "print('torch' in sys.modules, code)\n")
+    for args in (["--ckpt_path", "x", "--seeds", "2"], ["--ckpt_path", "x", "--bogus"]):
+        done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True,
+                              text=True, cwd=tmp_path)
+        assert "True" not in done.stdout
+        assert len(done.stderr.strip().splitlines()) == 1
+    done = subprocess.run([sys.executable, "-c", "import sys\nfrom synlm.cli import main\n"
+                           "try:\n    main(['evaluate-syntax', '--help'])\nexcept SystemExit:\n"
+                           "    print('torch' in sys.modules)\n"], capture_output=True,
+                          text=True, cwd=tmp_path)
+    assert done.stdout.strip().endswith("False") and "--hf" in done.stdout
+
+
+def test_a_truncated_download_is_one_line_naming_the_flag(capsys, monkeypatch, tmp_path):
+    data = toy_data(tmp_path / "data")
+    path = data / "marvin_linzen" / "marvin_linzen.jsonl.gz"
+    path.write_bytes(path.read_bytes()[:40])
+    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    assert run_cli(["evaluate-syntax", "--ckpt_path", "x.ckpt", "--data-dir", str(data),
+                    "--benchmark", "marvin-linzen"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert str(path) in err and "truncated" in err and "--download" in err

@@ -52,7 +52,7 @@ ALLOWED = {
     "tse": {"data"},
     "arguments": set(),
     "threads": set(),
-    "evaluate_syntax": {"arguments", "tse", "parse", "data", "runs"},
+    "evaluate_syntax": {"arguments", "tse", "parse", "data", "runs", "threads"},
 }
 
 

@@ -5,6 +5,7 @@ batching, transformers' own loss, unknown words, the benchmarks end to end, and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -195,7 +196,7 @@ def test_unknown_words_eos_and_the_scorer_attributes(scorers: dict[str, HFScorer
     for scored in (llama, gpt2):
         assert scored.eos_log_prob is not None and scored.eos_log_prob < 0
     for kind, scorer in scorers.items():
-        assert scorer.syntaxgym_eos is False
+        assert scorer.syntaxgym_mapping == "offsets"
         assert scorer.covers_end("the store.") and scorer.covers_end("")
         assert scorer.words("the  store. ") == ["the", "store."] and scorer.words(" ") == []
         assert scorer.vocab_size == len(scorer.tokenizer)
@@ -288,3 +289,30 @@ def test_errors_are_one_line_input_errors(tmp_path: Path, folders: dict[str, Pat
                                          rf"at most {POSITIONS - 1} tokens") as err:
         scorer.score([["a", "cat"], long])
     assert "\n" not in str(err.value)
+
+
+def test_evaluate_syntax_scores_a_local_hf_model(folders: dict[str, Path], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    """``synlm evaluate-syntax --hf FOLDER`` on one's own pairs and suite: the numbers are the
+    scorer's, SyntaxGym's regions count no end of sentence (the reference's Hugging Face
+    path), and the output names the conventions."""
+    from synlm.cli import main
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": "The keys to the cabinet are here.",
+                                 "sentence_bad": "The keys to the cabinet is here."}) + "\n")
+    suite = tmp_path / "agreement.json"
+    suite.write_text(json.dumps(_suite()))
+    assert main(["evaluate-syntax", "--hf", str(folders["gpt2"]), "--pairs", str(pairs),
+                 "--benchmark", "syntaxgym", "--suites", str(suite), "--batch-size", "2"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["model"] == str(folders["gpt2"])
+    assert out["conventions"]["syntaxgym"]["eos"] is False
+    assert out["conventions"]["pairs"]["eos"] is False
+    scorer = HFScorer(folders["gpt2"])
+    good, bad = scorer.score([scorer.words(t) for t in ("The keys to the cabinet are here.",
+                                                         "The keys to the cabinet is here.")])
+    assert out["headline"]["pairs/accuracy"] == float(good.total() > bad.total())
+    expected = evaluate_suite(parse_suite(_suite(), str(suite)), scorer)
+    assert out["syntaxgym"]["suites"]["agreement"]["accuracy"] == pytest.approx(
+        expected.accuracy)

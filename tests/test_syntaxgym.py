@@ -37,11 +37,11 @@ from synlm.tse.syntaxgym import (
     SUITES,
     Suite,
     SuiteError,
-    eos_region,
     evaluate_suite,
     evaluate_suites,
     is_excluded,
     load_suites,
+    map_regions,
     parse_suite,
     read_results_csv,
     read_suite,
@@ -286,9 +286,25 @@ def test_an_unknown_token_takes_the_stretch_up_to_the_next_match() -> None:
     ([("a", "b"), ()], [False, True], 0),                          # a "." trails "b": stays
     ([(), ()], [True, True], 0),                                    # no words: the first region
 ])
-def test_eos_region_follows_the_reference_walk(words: list[tuple[str, ...]],
-                                               covers_end: list[bool], expected: int) -> None:
-    assert eos_region(words, covers_end) == expected
+def test_the_end_of_the_sentence_goes_where_the_reference_walk_is(
+        words: list[tuple[str, ...]], covers_end: list[bool], expected: int) -> None:
+    known = [False] * sum(map(len, words))
+    regions = map_regions(words, known, covers_end)
+    assert regions.eos == expected
+    assert regions.owners == tuple(i for i, region in enumerate(words) for _ in region)
+
+
+def test_a_run_of_unknown_words_counts_where_it_starts() -> None:
+    """The reference resolves a run of unknown tokens against the next known one and puts
+    it, whole, in the region where it starts; a run that ends the sentence takes the end of
+    the sentence too. Its Hugging Face path (offsets) keeps every word in its region."""
+    words = [("the", "zorb"), ("quux",), ("ran",), ("glorp",), ()]
+    unknown = [False, True, True, False, True]
+    covers = [True] * 5
+    heuristic = map_regions(words, unknown, covers)
+    assert heuristic.owners == (0, 0, 0, 2, 3) and heuristic.eos == 3
+    offsets = map_regions(words, unknown, covers, heuristic=False)
+    assert offsets.owners == (0, 0, 1, 2, 3) and offsets.eos == 4
 
 
 class EndingScorer:

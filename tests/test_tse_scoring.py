@@ -4,6 +4,7 @@ a distribution-replacing head and subword vocabularies alike."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 from backbone_cases import CASES
 from synlm.backbones import AWDLSTM
+from synlm.data.normalization import ptb_text_words
 from synlm.data.subwords import TrainedBPE
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import Vocab
@@ -18,6 +20,7 @@ from synlm.heads import DependencyMixtureHead
 from synlm.lm import SyntaxLM
 from synlm.outputs import Batch
 from synlm.tse.scoring import ModelScorer
+from synlm.tse.syntaxgym import evaluate_suite, read_suite
 
 WORDS = ["<eos>", "<unk>", "the", "cat", "sat", "is", "n't", "here", "N", "dogs", "bark"]
 SENTENCES = [["the", "cat", "sat"], ["dogs", "bark", "here", "the", "cat", "is", "n't", "N"],
@@ -129,3 +132,42 @@ def test_a_model_without_vocabulary_or_a_bad_batch_size_is_one_line() -> None:
     model.vocab = Vocab(WORDS[:5])
     with pytest.raises(ValueError, match="batch_size must be at least 1"):
         ModelScorer(model, batch_size=0)
+
+
+@pytest.mark.parametrize("kind", ["word", "subword"])
+def test_subordination_regions_through_a_real_model(kind: str, tmp_path: Path) -> None:
+    """The staged ``subordination`` suite through ``ModelScorer`` and ``evaluate_suite``: a
+    PTB word model drops the ``"."`` region's text and the end of the sentence lands there
+    (after ``book`` ends region 2); a subword model keeps ``"."`` as a word, and the end
+    joins it in the last region. Every region equals the words' and the end's log-probs by
+    hand."""
+    suite = read_suite(Path(__file__).parent / "fixtures" / "syntaxgym" / "subordination.json")
+    suite = replace(suite, items=suite.items[:2])
+    if kind == "word":
+        words = sorted({w for item in suite.items for c in item.conditions
+                        for w in ptb_text_words(" ".join(c.contents))})
+        model = SyntaxLM(CASES["AWDLSTM"](), vocab_size=len(words) + 2).eval()
+        model.vocab, model.normalization = Vocab(["<eos>", "<unk>", *words]), "ptb"
+    else:
+        train = [s.words for s in SyntheticTreebank(n_train=200).sentences("train")]
+        vocab = TrainedBPE(vocab_size=300).vocab(train, tmp_path)
+        torch.manual_seed(0)
+        model = SyntaxLM(CASES["GPT2"](), vocab_size=len(vocab)).eval()
+        model.vocab, model.normalization = vocab, "none"
+    scorer = ModelScorer(model, batch_size=4)
+    result = evaluate_suite(suite, scorer)
+    for item, record in zip(suite.items, result.items):
+        for condition in item.conditions:
+            regions = [scorer.words(content) for content in condition.contents]
+            (scored,) = scorer.score([[w for region in regions for w in region]])
+            sums, start = [], 0
+            for region in regions:
+                sums.append(-sum(scored.word_log_probs[start:start + len(region)]))
+                start += len(region)
+            sums[2] -= scored.eos_log_prob  # region 3: "." or the matrix clause, then the end
+            assert [record.surprisals[condition.name][n] for n in (1, 2, 3)] == pytest.approx(
+                sums, abs=1e-6)
+            if kind == "word" and condition.name.endswith("no-matrix"):
+                assert regions[2] == [] and sums[2] == pytest.approx(-scored.eos_log_prob)
+            if kind == "subword":
+                assert regions[2][-1] == "."

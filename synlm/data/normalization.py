@@ -7,10 +7,10 @@ A corpus names its normalisation (``Corpus.normalization``); checkpoints save th
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
-
-from nltk.tokenize import TreebankWordTokenizer
+from typing import Any
 
 from synlm.errors import InputError
 
@@ -37,13 +37,19 @@ MIKOLOV_DELETED = frozenset(
      "~", "-lrb-", "-rrb-", "-lcb-", "-rcb-", "(", ")", "[", "]", "{", "}", "<", ">", '"'}
 )
 
-_TREEBANK = TreebankWordTokenizer()
+@functools.cache
+def _treebank() -> Any:
+    """nltk's Treebank tokenizer, built on first use (importing nltk takes seconds, and the
+    commands' ``--help`` imports this module)."""
+    from nltk.tokenize import TreebankWordTokenizer
+
+    return TreebankWordTokenizer()
 
 
 def treebank_words(text: str) -> list[str]:
     """``text`` split as the Penn Treebank splits words (nltk's Treebank tokenizer): clitics
     apart (``is n't``, ``ca n't``, ``John 's``), punctuation and quotes as tokens."""
-    return _TREEBANK.tokenize(text)
+    return _treebank().tokenize(text)
 
 
 def ptb_text_words(text: str) -> list[str]:

@@ -127,7 +127,7 @@ def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> Ben
     """Region surprisals as syntaxgym-core's runner gives them (``evaluate_suites``). The
     in-vocabulary SG score averages each suite's accuracy over its items without an unknown
     word in a critical region (suites with none left out)."""
-    reference = bool(getattr(scorer, "syntaxgym_eos", True))
+    reference = getattr(scorer, "syntaxgym_mapping", "heuristic") == "heuristic"
     used = reference if eos is None else eos
     results = evaluate_suites(suites, scorer, used)
     score = sg_score({r.suite: r.accuracy for r in results})

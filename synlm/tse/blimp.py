@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from synlm.data.corpora import CorpusError, RemoteFile, default_data_dir
+from synlm.data.files import CorpusError, RemoteFile, default_data_dir, truncated
 from synlm.errors import InputError
 from synlm.tse.minimal_pairs import (
     DIGITS,
@@ -143,7 +144,9 @@ def _paradigm_texts(path: Path) -> list[tuple[str, str, str]]:
                     if match and not name.startswith("__MACOSX/"):
                         text = archive.read(name).decode("utf-8")
                         found.append((f"{path}:{name}", match.group(1), text))
-        except (zipfile.BadZipFile, UnicodeDecodeError) as err:
+        except (zipfile.BadZipFile, EOFError, zlib.error):
+            raise truncated(path) from None
+        except UnicodeDecodeError as err:
             raise CorpusError(f"BLiMP: {path}: {err}") from None
     if not found:
         raise CorpusError(f"BLiMP: {path} holds no <UID>.jsonl paradigm files")

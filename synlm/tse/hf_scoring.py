@@ -11,9 +11,9 @@ tokens whose characters start in it (a token that also covers the space before a
 GPT-2's ``Ġword`` does, belongs to that word), and the end of the sentence is
 log p(EOS | the sentence) when the tokenizer has an EOS token.
 
-SyntaxGym's reference runner (``syntaxgym-core``, ``prepare_sentences_huggingface``) adds no
-end-of-sentence token for a Hugging Face model, so its regions never count one
-(``HFScorer.syntaxgym_eos``).
+SyntaxGym's reference runner (``syntaxgym-core``, ``prepare_sentences_huggingface``) maps a
+Hugging Face model's tokens onto regions by character offsets and adds no end-of-sentence
+token, so its regions never count one (``HFScorer.syntaxgym_mapping``).
 """
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ class HFScorer:
             what it has (a loaded model: the type its checkpoint was saved in).
     """
 
-    #: SyntaxGym's reference runner adds no end-of-sentence token for a Hugging Face model
-    #: (``prepare_sentences_huggingface``), so no region counts one (``synlm.tse.syntaxgym``).
-    syntaxgym_eos = False
+    #: SyntaxGym's reference runner maps a Hugging Face model's tokens by their offsets and
+    #: adds no end-of-sentence token (``prepare_sentences_huggingface``; ``synlm.tse.syntaxgym``).
+    syntaxgym_mapping = "offsets"
 
     def __init__(self, model: str | os.PathLike[str] | PreTrainedModel,
                  tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,

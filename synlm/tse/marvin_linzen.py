@@ -35,11 +35,12 @@ import gzip
 import io
 import json
 import pickle
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from synlm.data.corpora import CorpusError, RemoteFile, default_data_dir
+from synlm.data.files import CorpusError, RemoteFile, default_data_dir, truncated
 from synlm.errors import InputError
 from synlm.tse.minimal_pairs import (
     MinimalPair,
@@ -226,7 +227,9 @@ def _jsonl_records(path: Path) -> list[dict[str, Any]]:
                         records.append(json.loads(line))
                     except json.JSONDecodeError as err:
                         raise CorpusError(f"{path}:{number}: not JSON ({err.msg})") from None
-    except (OSError, UnicodeDecodeError) as err:  # gzip.BadGzipFile is an OSError
+    except (EOFError, gzip.BadGzipFile, zlib.error):
+        raise truncated(path) from None
+    except (OSError, UnicodeDecodeError) as err:
         raise CorpusError(f"{path}: {err}") from None
     return records
 

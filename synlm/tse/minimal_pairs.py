@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synlm.data.corpora import DATA_ENV, CorpusError
+from synlm.data.files import DATA_ENV, CorpusError
 from synlm.errors import InputError
 from synlm.tse.scores import ScoredSentence, Scorer
 

@@ -48,9 +48,10 @@ class Scorer(Protocol):
 
     A scorer may also say, as attributes (read with ``getattr`` and these defaults):
 
-    - ``syntaxgym_eos`` (default True): whether SyntaxGym's reference runner counts this kind
-      of model's end-of-sentence token in a region (lm-zoo's word-level models end every
-      sentence with one; its Hugging Face path adds none);
+    - ``syntaxgym_mapping`` (default ``"heuristic"``): how SyntaxGym's reference runner maps
+      this kind of model's tokens onto regions: its heuristic walk, end-of-sentence token
+      included (lm-zoo's word-level models end every sentence with one), or ``"offsets"``
+      (its Hugging Face path: character offsets, no end-of-sentence token);
     - ``covers_end(text) -> bool`` (default: always True): whether the words ``words(text)``
       reach the end of ``text``, i.e. nothing the model drops (punctuation of Mikolov's PTB)
       trails the last word. SyntaxGym's mapping moves on to the next region only when a

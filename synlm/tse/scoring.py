@@ -58,9 +58,10 @@ class ModelScorer:
         self._text = text_normalizer(model.normalization)
         self._covers_end = TEXT_COVERS_END[model.normalization]
 
-    #: SyntaxGym's reference runner counts a word-level model's end-of-sentence token in a
-    #: region (``synlm.tse.syntaxgym``); synlm's models predict ``<eos>`` after every sentence.
-    syntaxgym_eos = True
+    #: SyntaxGym's reference runner maps a word-level model's tokens, its end-of-sentence token
+    #: included, with its heuristic walk (``synlm.tse.syntaxgym.map_regions``); synlm's models
+    #: predict ``<eos>`` after every sentence.
+    syntaxgym_mapping = "heuristic"
 
     def words(self, text: str) -> list[str]:
         return self._text(text)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synlm.data.corpora import DATA_ENV, CorpusError, RemoteFile, default_data_dir
+from synlm.data.files import DATA_ENV, CorpusError, RemoteFile, default_data_dir
 from synlm.errors import InputError
 from synlm.tse.formula import Expr, FormulaError, Region, evaluate, parse_prediction, referenced
 from synlm.tse.formula import to_text as formula_text
@@ -272,49 +272,76 @@ def region_words(scorer: Scorer, condition: Condition) -> tuple[tuple[str, ...],
     return tuple(tuple(scorer.words(content)) for content in condition.contents)
 
 
-def eos_region(words: Sequence[Sequence[str]], covers_end: Sequence[bool]) -> int:
-    """The index of the region syntaxgym-core's mapping (``compute_mapping_heuristic`` in
-    ``agg_surprisals.py``) puts the end-of-sentence token in.
+@dataclass(frozen=True)
+class RegionMap:
+    """Where a condition's words and its end of the sentence go: ``owners[i]``, the index of
+    the region word i counts in; ``eos``, the region of the end of the sentence."""
 
-    The reference walks the model's tokens along the regions' text and moves to the next
-    region when a token uses up the current one's text; the end-of-sentence token goes to the
-    region it has reached. So it lands in the region after the last word's when that word
-    ends its region's text and a region follows (for a model that drops punctuation, the
-    ``"."`` region), else in the last word's own region (region 0 when no region has a word).
+    owners: tuple[int, ...]
+    eos: int
+
+
+def map_regions(words: Sequence[Sequence[str]], unknown: Sequence[bool],
+                covers_end: Sequence[bool], heuristic: bool = True) -> RegionMap:
+    """Words and the end of the sentence onto regions, as syntaxgym-core's runner maps a
+    model's tokens (``agg_surprisals.py``).
+
+    Its heuristic (``compute_mapping_heuristic``, the runner for every model but a Hugging
+    Face one) walks the tokens along the regions' text, moving to the next region when a token
+    uses up the current one's text:
+
+    - a known word counts in its own region;
+    - a run of unknown tokens swallows the text up to where the next known token matches and
+      counts, whole, in the region where it starts; a run that ends the sentence takes the
+      end-of-sentence token with it;
+    - otherwise the end-of-sentence token goes to the region the walk has reached: the one
+      after the last word's when that word ends its region's text and a region follows (for
+      a model that drops punctuation, the ``"."`` region), else the last word's own region
+      (region 0 when no region has a word).
+
+    Its Hugging Face path (``heuristic=False``) assigns tokens by character offsets: each word
+    counts in its own region, and no end-of-sentence token is added (``eos`` is then where
+    the heuristic would put it, for a caller that asks for one).
 
     Args:
         words: each region's words, as ``region_words`` gives them.
+        unknown: for each word of the sentence, whether the model read it as unknown.
         covers_end: for each region, whether its words reach the end of its text
             (``Scorer.covers_end``: no deleted punctuation trails the last word).
+        heuristic: the heuristic walk (True) or the offsets (False).
     """
-    filled = [index for index, region in enumerate(words) if region]
-    if not filled:
-        return 0
-    last = filled[-1]
-    return last + 1 if last + 1 < len(words) and covers_end[last] else last
+    owners = [index for index, region in enumerate(words) for _ in region]
+    if not owners:
+        return RegionMap((), 0)
+    if heuristic:
+        for i in range(1, len(owners)):
+            if unknown[i] and unknown[i - 1]:
+                owners[i] = owners[i - 1]
+    last = owners[-1]
+    if heuristic and unknown[-1]:
+        eos = last
+    else:
+        eos = last + 1 if last + 1 < len(words) and covers_end[last] else last
+    return RegionMap(tuple(owners), eos)
 
 
-def region_surprisals(scored: ScoredSentence, words: Sequence[Sequence[str]],
-                      eos_in: int | None, where: str) -> list[float]:
-    """Each region's surprisal in nats: minus the summed log-probabilities of its words, and
-    of the end of the sentence in region ``eos_in`` (None: in no region). A region without
-    words or the end sums nothing: 0, as the reference's sum over no tokens."""
-    total = sum(len(region) for region in words)
-    if len(scored.word_log_probs) != total or len(scored.unknown) != total:
+def region_surprisals(scored: ScoredSentence, regions: RegionMap, n_regions: int,
+                      eos: bool, where: str) -> list[float]:
+    """Each region's surprisal in nats: minus the summed log-probabilities of the words that
+    count in it (``RegionMap.owners``) and, with ``eos``, of the end of the sentence in its
+    region. A region with neither sums nothing: 0, as the reference's sum over no tokens."""
+    if len(scored.word_log_probs) != len(regions.owners):
         raise ValueError(f"{where}: the scorer returned {len(scored.word_log_probs)} words for "
-                         f"a sentence of {total}")
-    if eos_in is not None and scored.eos_log_prob is None:
+                         f"a sentence of {len(regions.owners)}")
+    if eos and scored.eos_log_prob is None:
         raise InputError(f"{where}: the scorer gives no end-of-sentence probability; score "
                          "SyntaxGym without it (eos=False, --no-eos)")
-    sums, start = [], 0
-    for index, region in enumerate(words):
-        stop = start + len(region)
-        log_prob = float(sum(scored.word_log_probs[start:stop]))
-        if index == eos_in:
-            log_prob += scored.eos_log_prob  # type: ignore[operator]
-        sums.append(-log_prob)
-        start = stop
-    return sums
+    log_probs = [0.0] * n_regions
+    for owner, log_prob in zip(regions.owners, scored.word_log_probs):
+        log_probs[owner] += log_prob
+    if eos:
+        log_probs[regions.eos] += scored.eos_log_prob  # type: ignore[operator]
+    return [0.0 - value for value in log_probs]
 
 
 @dataclass(frozen=True)
@@ -397,25 +424,29 @@ class SuiteResult:
 
 def _item_result(suite: Suite, critical: set[int], item: Item,
                  words: list[tuple[tuple[str, ...], ...]], scored: list[ScoredSentence],
-                 covers_end: Any, eos: bool) -> ItemResult:
+                 covers_end: Any, eos: bool, heuristic: bool) -> ItemResult:
     surprisals: dict[str, dict[int, float]] = {}
     unknown: list[str] = []
     empty: dict[str, tuple[int, ...]] = {}
     for condition, condition_words, sentence in zip(item.conditions, words, scored):
         where = f"{suite.name} item {item.number} {condition.name}"
-        eos_in = eos_region(condition_words, [covers_end(c) for c in condition.contents])
-        values = region_surprisals(sentence, condition_words, eos_in if eos else None, where)
+        if len(sentence.unknown) != sum(len(region) for region in condition_words):
+            raise ValueError(f"{where}: the scorer returned {len(sentence.unknown)} words "
+                             f"for a sentence of {sum(map(len, condition_words))}")
+        regions = map_regions(condition_words, sentence.unknown,
+                              [covers_end(c) for c in condition.contents], heuristic)
+        values = region_surprisals(sentence, regions, len(condition_words), eos, where)
         surprisals[condition.name] = dict(zip(condition.region_numbers, values))
-        start = 0
-        for number, region in zip(condition.region_numbers, condition_words):
-            stop = start + len(region)
-            if number in critical:
-                unknown += [w for w, unk in zip(region, sentence.unknown[start:stop]) if unk]
-            start = stop
-        nothing = tuple(number for index, (number, content, region) in enumerate(
-            zip(condition.region_numbers, condition.contents, condition_words))
-            if number in critical and content.strip() and not region
-            and not (eos and index == eos_in))
+        # an unknown word in a critical region of the text, wherever its surprisal counts
+        numbers = condition.region_numbers
+        own = [(w, numbers[index]) for index, region in enumerate(condition_words)
+               for w in region]
+        unknown += [w for (w, number), unk in zip(own, sentence.unknown)
+                    if unk and number in critical]
+        counted = set(regions.owners) | ({regions.eos} if eos else set())
+        nothing = tuple(number for index, (number, content) in enumerate(
+            zip(numbers, condition.contents))
+            if number in critical and content.strip() and index not in counted)
         if nothing:
             empty[condition.name] = nothing
 
@@ -436,13 +467,15 @@ def evaluate_suites(suites: Sequence[Suite], scorer: Scorer,
     """Evaluate suites with one ``scorer.score`` call over every condition's sentence (the
     scorer batches); a sentence is its regions' words in order, scored once.
 
-    A region's surprisal is its words' summed surprisal, and the end-of-sentence token's
-    where syntaxgym-core's mapping puts it (``eos_region``). ``eos``: None follows the
-    reference runner for the kind of model (``scorer.syntaxgym_eos``, default True: lm-zoo's
-    word-level models end each sentence with a token; its Hugging Face path adds none);
-    True or False forces it in or out.
+    A region's surprisal sums the words syntaxgym-core's runner counts in it, and the
+    end-of-sentence token where it puts it (``map_regions``): its heuristic for a scorer
+    whose ``syntaxgym_mapping`` is ``"heuristic"`` (the default; lm-zoo's word-level models,
+    which end each sentence with a token), its offsets for ``"offsets"`` (a Hugging Face
+    model, no end-of-sentence token). ``eos``: None follows the reference; True or False
+    forces the end of the sentence in or out.
     """
-    eos = getattr(scorer, "syntaxgym_eos", True) if eos is None else eos
+    heuristic = getattr(scorer, "syntaxgym_mapping", "heuristic") == "heuristic"
+    eos = heuristic if eos is None else eos
     covers_end = getattr(scorer, "covers_end", _always)
     words = [[[region_words(scorer, c) for c in item.conditions] for item in suite.items]
              for suite in suites]
@@ -454,7 +487,8 @@ def evaluate_suites(suites: Sequence[Suite], scorer: Scorer,
     for suite, suite_words in zip(suites, words):
         critical = set(suite.critical_regions)
         items = tuple(_item_result(suite, critical, item, item_words,
-                                   [next(scored) for _ in item_words], covers_end, eos)
+                                   [next(scored) for _ in item_words], covers_end, eos,
+                                   heuristic)
                       for item, item_words in zip(suite.items, suite_words))
         results.append(SuiteResult(suite.name, items))
     return results
