@@ -16,13 +16,20 @@ import torch
 
 from backbone_cases import CASES
 from conftest import run_cli, tiny_palm_config
+from staged import staged
 from synlm import evaluate_syntax
 from synlm.data.vocab import Vocab
 from synlm.lm import SyntaxLM
 from synlm.tse.benchmarks import CONVENTIONS
 from synlm.tse.scores import ScoredSentence
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+def staged_data() -> Path:
+    """The staged data folder with the three benchmarks (``$SYNLM_DATA_DIR``); skips when
+    they are absent."""
+    for benchmark in ("blimp", "syntaxgym", "marvin_linzen"):
+        folder = staged(benchmark)
+    return folder.parent
 
 #: p(word) of the unigram model; it sums to 1.
 UNIGRAM = {"<eos>": 0.1, "<unk>": 0.1, "the": 0.2, "cat": 0.1, "cats": 0.05, "sleeps": 0.1,
@@ -231,7 +238,7 @@ def test_every_checkpoint_kind_over_slices_of_the_staged_benchmarks(capsys, monk
     """A trained checkpoint through the whole command: the headline is the summaries', one
     record per pair or item comes back; a synthetic word vocabulary reads most benchmark words
     as <unk> (and the command warns), subwords read none."""
-    monkeypatch.setenv("SYNLM_DATA_DIR", str(DATA))
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(staged_data()))
     run = run_dir(tmp_path, kind)
     out, err = evaluate(capsys, "--ckpt_path", str(run), "--subset", "1", "--batch-size", "7",
                         "--output", str(tmp_path / "r.jsonl"), "--benchmark", "all",
@@ -253,7 +260,7 @@ def test_every_checkpoint_kind_over_slices_of_the_staged_benchmarks(capsys, monk
 
 
 def test_untrained_seeds_give_mean_and_std(capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv("SYNLM_DATA_DIR", str(DATA))
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(staged_data()))
     config = tiny_palm_config(tmp_path)
     out, _ = evaluate(capsys, "--config", str(config), "--seeds", "2", "--benchmark", "blimp",
                       "--subset", "2")
@@ -291,7 +298,7 @@ def test_the_callback_logs_what_the_command_computes(monkeypatch, tmp_path):
     from synlm.parse import load_model
     from synlm.tse import ModelScorer, evaluate_benchmarks
 
-    monkeypatch.setenv("SYNLM_DATA_DIR", str(DATA))
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(staged_data()))
     callback = json.dumps({"class_path": "SyntacticEvaluation",
                            "init_args": {"benchmarks": ["blimp"], "subset": 2}})
     assert run_cli(["fit", "--config", str(tiny_palm_config(tmp_path)),

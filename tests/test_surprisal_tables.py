@@ -14,9 +14,10 @@ from synlm.tse.scores import ScoredSentence
 from synlm.tse.surprisal_tables import region_table, token_table, unit_name, write_text_atomic
 
 LN2 = math.log(2)
-#: The reference runner's fixture: lm-zoo's get-surprisals output for a real model.
-LM_ZOO = (Path(__file__).resolve().parents[2] / "shared" / "data" / "syntaxgym"
-          / "core-fixtures" / "test" / "test_surp_grnn.txt")
+#: The reference runner's fixture: lm-zoo's get-surprisals output for a real model (carried
+#: in tests/fixtures/syntaxgym).
+LM_ZOO = (Path(__file__).parent / "fixtures" / "syntaxgym" / "core-fixtures" / "test"
+          / "test_surp_grnn.txt")
 
 
 def sentence(tokens: tuple[str, ...], nats: tuple[float, ...],
@@ -54,7 +55,6 @@ def test_the_token_table_in_nats_without_an_end_and_with_the_scorers_own() -> No
         "1\t2\t<|endoftext|>\t1.000000"
 
 
-@pytest.mark.skipif(not LM_ZOO.exists(), reason="the shared SyntaxGym fixtures are not here")
 def test_the_token_table_has_lm_zoos_layout() -> None:
     """The header and every row read as the reference runner's fixture does."""
     row = re.compile(r"\d+\t\d+\t[^\t]+\t-?\d+\.\d{6}")
