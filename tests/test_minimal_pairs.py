@@ -161,7 +161,8 @@ def test_blimp_folder_reader_subset_and_end_to_end(tmp_path: Path) -> None:
                                                                 ("p2", "0")]
     assert {p.ids["phenomenon"] for p in pairs} == {"argument_structure"}
     assert len(blimp.read_blimp(tmp_path, subset=1)) == 2
-    records, summary = blimp.evaluate_blimp(UnigramScorer(), tmp_path)
+    records = evaluate_pairs(blimp.read_blimp(tmp_path), UnigramScorer())
+    summary = blimp.summarize_blimp(records)
     assert [r["correct"] for r in records] == [True, False, True]
     assert summary["paradigms"]["p1"]["accuracy"] == 0.5
     assert summary["overall"]["accuracy"] == 0.75  # mean of 0.5 and 1

@@ -32,12 +32,10 @@ from synlm.errors import InputError
 from synlm.tse.minimal_pairs import (
     DIGITS,
     MinimalPair,
-    evaluate_pairs,
     group_by,
     missing_file,
     summarize,
 )
-from synlm.tse.scores import Scorer
 
 FOLDER = "blimp"
 _URL = ("https://raw.githubusercontent.com/alexwarstadt/blimp/"
@@ -238,17 +236,6 @@ def _averaged(values: Mapping[str, float | None],
 
 def _uid(record: Mapping[str, Any]) -> str:
     return record["UID"]
-
-
-def evaluate_blimp(scorer: Scorer, path: str | Path | None = None,
-                   data_dir: str | Path | None = None, subset: int | None = None,
-                   download: bool = False, eos: bool = False
-                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read BLiMP (``read_blimp``), score it (``evaluate_pairs``; ``eos``: add the end of the
-    sentence, which the paper's scoring leaves out): per-pair records and
-    ``summarize_blimp``."""
-    records = evaluate_pairs(read_blimp(path, data_dir, subset, download), scorer, eos)
-    return records, summarize_blimp(records)
 
 
 @dataclass(frozen=True)

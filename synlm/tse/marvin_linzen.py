@@ -44,14 +44,12 @@ from synlm.data.files import CorpusError, RemoteFile, default_data_dir, truncate
 from synlm.errors import InputError
 from synlm.tse.minimal_pairs import (
     MinimalPair,
-    evaluate_pairs,
     fraction,
     group_by,
     missing_file,
     summarize,
     summarize_by,
 )
-from synlm.tse.scores import Scorer
 
 FOLDER = "marvin_linzen"
 JSONL = "marvin_linzen.jsonl.gz"
@@ -322,15 +320,3 @@ def _template(record: Mapping[str, Any]) -> str:
 
 def _case(record: Mapping[str, Any]) -> str:
     return record["case"]
-
-
-def evaluate_marvin_linzen(scorer: Scorer, path: str | Path | None = None,
-                           data_dir: str | Path | None = None, subset: int | None = None,
-                           download: bool = False, eos: bool = False
-                           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read the benchmark (``read_marvin_linzen``), score it (``evaluate_pairs``; ``eos``: add
-    the end of the sentence, which the released scorer leaves out): per-pair records (NPI
-    items with ``with_npi_comparisons``) and ``summarize_marvin_linzen``."""
-    records = with_npi_comparisons(
-        evaluate_pairs(read_marvin_linzen(path, data_dir, subset, download), scorer, eos))
-    return records, summarize_marvin_linzen(records)
