@@ -242,7 +242,9 @@ def test_every_checkpoint_kind_over_slices_of_the_staged_benchmarks(capsys, monk
     run = run_dir(tmp_path, kind)
     out, err = evaluate(capsys, "--ckpt_path", str(run), "--subset", "1", "--batch-size", "7",
                         "--output", str(tmp_path / "r.jsonl"), "--benchmark", "all",
-                        "--suites", "number_src", "npi_orc_any")
+                        "--suites", "number_src", "npi_orc_any", "--untrained", "1")
+    assert out["untrained"]["n_models"] == 1  # the checkpoint's own model, fresh weights
+    assert set(out["untrained"]) >= set(out["headline"])
     assert out["benchmarks"] == ["blimp", "syntaxgym", "marvin_linzen"]
     assert out["blimp"]["overall"]["paradigms"] == out["blimp"]["overall"]["pairs"] == 67
     assert out["headline"]["blimp/accuracy"] == out["blimp"]["overall"]["accuracy"]
