@@ -26,7 +26,7 @@ from synlm.threads import configure_threads
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 #: Commands that parse their arguments, and answer ``--help`` or a wrong flag, before torch
 #: loads: they set the thread count themselves (``configure_threads``) once the flags are good.
-THREADS_AFTER_PARSING = ("evaluate-syntax",)
+THREADS_AFTER_PARSING = ("evaluate-syntax", "export-hf")
 
 
 def _ls() -> int:
@@ -124,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _find_local_components()
         return _command(args[0])(args[1:])
     try:
-        threads = configure_threads()
+        # fit, validate, test: the warnings once the run's count is known (a resume's)
+        threads = configure_threads(warn=args[0] not in LIGHTNING_COMMANDS)
     except SynLMError as err:
         return report(err, "synlm: error")
     _find_local_components()

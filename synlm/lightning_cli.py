@@ -13,7 +13,7 @@ import traceback
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 from weakref import proxy
 
 import jsonargparse
@@ -36,7 +36,7 @@ from lightning.pytorch.cli import (
 )
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.trainer.states import TrainerFn
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from lightning.pytorch.utilities.exceptions import (
     MisconfigurationException,
     SIGTERMException,
@@ -81,6 +81,25 @@ warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 #: ``--ckpt_path`` values Lightning resolves itself (synlm resolves ``best`` and ``last``
 #: among the run folders: ``parse_arguments``).
 LIGHTNING_CKPT_NAMES = ("hpc", "registry")
+#: The checkpoint's key for the number of threads torch ran the fit with (``RunCheckpoint``):
+#: ``fit --ckpt_path`` goes on with it (``ThreadChoice.resume``).
+THREADS_KEY = "synlm_threads"
+
+
+class ThreadChoice(Protocol):
+    """The thread count a command runs with (``synlm.threads.Threads``, handed in by
+    ``synlm.cli``): how many, why, the count a continued fit goes on with, and the lines
+    the choice is worth on stderr."""
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def why(self) -> str: ...
+
+    def resume(self, recorded: int | None) -> ThreadChoice: ...
+
+    def report(self) -> None: ...
 
 
 class RunCheckpoint(ModelCheckpoint):
@@ -122,6 +141,7 @@ class RunCheckpoint(ModelCheckpoint):
                            checkpoint: dict[str, Any]) -> None:
         if self.validation:
             checkpoint[runs.VALIDATION_KEY] = self.validation
+        checkpoint[THREADS_KEY] = torch.get_num_threads()  # a resume goes on with it
 
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            checkpoint: dict[str, Any]) -> None:
@@ -261,9 +281,9 @@ class SynLMArgumentParser(LightningArgumentParser):
 class SynLMCLI(LightningCLI):
     """LightningCLI in ``omegaconf+`` mode: ``${...}`` interpolations see dotted overrides."""
 
-    def __init__(self, *args: Any, threads: tuple[int, str] | None = None,
+    def __init__(self, *args: Any, threads: ThreadChoice | None = None,
                  **kwargs: Any) -> None:
-        self._threads = threads  # (count, why) as synlm.threads chose them, for the log
+        self._threads = threads  # as synlm.threads chose them: resume, the log, the summary
         self._args = list(kwargs.get("args") or [])  # to say where a bad value was set
         self._raises = kwargs.get("run", True) is False  # built for Python: errors raise
         kwargs.setdefault("parser_kwargs", {"parser_mode": "omegaconf+"})
@@ -378,10 +398,13 @@ class SynLMCLI(LightningCLI):
             config.ckpt_path = str(runs.resolve_checkpoint(
                 ckpt_path, folder="last" if fit else "best"))
         ckpt_path = config.get("ckpt_path")
+        recorded = None  # the thread count of the run a fit continues
         if ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
-            step = runs.read_checkpoint(ckpt_path)["global_step"]  # readable?
+            saved = runs.read_checkpoint(ckpt_path)  # readable?
             if fit and version is not None:
-                self._continued = (version, step)
+                self._continued = (version, saved["global_step"])
+            if fit and isinstance(saved.get(THREADS_KEY), int):
+                recorded = saved[THREADS_KEY]
         init_from = config.model.get("init_from") if "model" in config else None
         if fit and init_from and ckpt_path is None:
             runs.read_checkpoint(init_from, "model.init_from")  # before the run's folder
@@ -393,6 +416,14 @@ class SynLMCLI(LightningCLI):
                 checks.check_optimizer(optimizer.class_path, optimizer.init_args.as_dict())
         except SettingError as err:
             raise self._located(err) from err
+        if self._threads is not None:  # the count (a continued fit's: its checkpoint's), warnings
+            self._threads = self._threads.resume(recorded)
+            if rank_zero_only.rank == 0:
+                self._threads.report()
+
+    def _threads_line(self) -> tuple[int, str] | None:
+        """(count, why) for the run's summary, as synlm.threads chose them."""
+        return (self._threads.count, self._threads.why) if self._threads else None
 
     def after_fit(self) -> None:
         """The run's summary: its folder, best and last checkpoints, the next commands."""
@@ -403,7 +434,8 @@ class SynLMCLI(LightningCLI):
         unchanged = self._continued is not None and \
             self._continued[1] == self.trainer.global_step
         self._summary(fit_summary(Path(self.trainer.log_dir or "."), best, last,
-                                  finished_before=self._continued[1] if unchanged else None))
+                                  finished_before=self._continued[1] if unchanged else None,
+                                  threads=self._threads_line()))
 
     def after_validate(self) -> None:
         self._evaluation_summary("validate")
@@ -417,7 +449,8 @@ class SynLMCLI(LightningCLI):
         if path:
             checkpoint = runs.read_checkpoint(path)
             saved = Saved(Path(path), checkpoint["global_step"], runs.validation(checkpoint))
-        self._summary(evaluation_summary(subcommand, saved, Path(self.trainer.log_dir or ".")))
+        self._summary(evaluation_summary(subcommand, saved, Path(self.trainer.log_dir or "."),
+                                         threads=self._threads_line()))
 
     def _summary(self, lines: list[str]) -> None:
         if self.trainer.is_global_zero:
@@ -467,7 +500,7 @@ class SynLMCLI(LightningCLI):
             if type(callback) in (ModelSummary, RichModelSummary):  # Lightning's default too
                 trainer.callbacks[i] = ParameterSummary()
         if isinstance(trainer.accelerator, CPUAccelerator):
-            why = f" ({self._threads[1]})" if self._threads else ""
+            why = f" ({self._threads.why})" if self._threads else ""
             threads = torch.get_num_threads()
             rank_zero_info(f"torch uses {threads} thread{'s' * (threads != 1)}{why} on "
                            f"{os.cpu_count()} CPUs; SYNLM_THREADS=N chooses")
@@ -537,9 +570,10 @@ def _input_cause(err: BaseException) -> SynLMError | None:
     return None
 
 
-def run(args: list[str], threads: tuple[int, str] | None = None) -> int:
+def run(args: list[str], threads: ThreadChoice | None = None) -> int:
     """Run ``fit|validate|test|predict`` with ``args`` (the subcommand first); ``threads``
-    is the thread count ``synlm.threads.configure_threads`` chose and why, for the log; the
+    is the thread count ``synlm.threads.configure_threads`` chose and why (a continued fit
+    goes on with its checkpoint's), for the log and the summary; the
 config files are checked already (``usage.config_error``)."""
     try:
         try:

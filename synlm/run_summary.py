@@ -1,5 +1,6 @@
 """The lines ``synlm fit|validate|test`` end with: where the run is, its best and last
-checkpoints with their validation metrics, where the metrics went, and what to run next."""
+checkpoints with their validation metrics, the threads torch ran with, where the metrics
+went, and what to run next."""
 
 from __future__ import annotations
 
@@ -40,10 +41,17 @@ def _checkpoint_line(label: str, saved: Saved | None) -> str:
     return line + ")"
 
 
+def threads_line(threads: tuple[int, str]) -> str:
+    """``threads   2 (why)``: the thread count torch ran with and why (``synlm.threads``)."""
+    return f"{'threads':<9} {threads[0]} ({threads[1]})"
+
+
 def fit_summary(run: Path, best: Saved | None, last: Saved | None,
-                finished_before: int | None = None) -> list[str]:
+                finished_before: int | None = None,
+                threads: tuple[int, str] | None = None) -> list[str]:
     """What ``synlm fit`` ends with; ``finished_before``: the step of the checkpoint a
-    ``--ckpt_path last`` continued, when training added no step to it."""
+    ``--ckpt_path last`` continued, when training added no step to it; ``threads``: the
+    thread count the run used and why."""
     lines = []
     if finished_before is not None:
         lines.append(f"nothing to train: the run in {run} had already reached its end at step "
@@ -52,6 +60,8 @@ def fit_summary(run: Path, best: Saved | None, last: Saved | None,
     files = [name for name in ("config.yaml", "metrics.csv") if (run / name).is_file()]
     lines.append(f"{'run':<9} {run}" + (f"  ({', '.join(files)})" if files else ""))
     lines += [_checkpoint_line("best", best), _checkpoint_line("last", last)]
+    if threads is not None:
+        lines.append(threads_line(threads))
     chosen = "best" if best is not None else ("last" if last is not None else None)
     if chosen:
         lines += [f"{'next':<9} synlm test --ckpt_path {run}/{chosen}",
@@ -60,9 +70,11 @@ def fit_summary(run: Path, best: Saved | None, last: Saved | None,
     return lines
 
 
-def evaluation_summary(subcommand: str, checkpoint: Saved | None, run: Path) -> list[str]:
+def evaluation_summary(subcommand: str, checkpoint: Saved | None, run: Path,
+                       threads: tuple[int, str] | None = None) -> list[str]:
     """What ``synlm validate|test`` ends with: the checkpoint evaluated (which one, and its
-    validation metrics when it was saved) and where the metrics went."""
+    validation metrics when it was saved), the thread count (``threads``, and why) and
+    where the metrics went."""
     if checkpoint is None:
         evaluated = "the untrained model (no --ckpt_path)"
     else:
@@ -70,4 +82,6 @@ def evaluation_summary(subcommand: str, checkpoint: Saved | None, run: Path) -> 
             f"; when saved: {metrics_text(checkpoint.metrics)})" if checkpoint.metrics else ")")
     metrics = run / "metrics.csv"
     where = str(metrics) if metrics.is_file() else f"{run} (logger: false writes no metrics.csv)"
-    return [f"{PAST[subcommand]:<9} {evaluated}", f"{'metrics':<9} {where}"]
+    return [f"{PAST[subcommand]:<9} {evaluated}",
+            *([threads_line(threads)] if threads is not None else []),
+            f"{'metrics':<9} {where}"]

@@ -1,32 +1,133 @@
-"""How many threads torch uses in a ``synlm`` command: one per idle core (docs/training.md,
-"Threads on a shared or small machine").
+"""How many threads torch uses in a ``synlm`` command (docs/training.md, "Threads").
 
-torch starts as many threads as the machine has cores. On a machine where other processes
-already keep cores busy, those threads wait on each other and a run becomes many times
-slower than with one thread (measured: 770 s against 20.6 s for two quickstarts side by
-side). So unless the user chose (``SYNLM_THREADS``, or ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``,
-which torch reads itself), each command takes the cores it may run on minus those busy
-right now: the larger of the one-minute load average and the busy share of the CPU time
-over a tenth of a second (``/proc/stat``, where there is one), rounded; at least one.
+torch starts as many threads as the machine has cores; a count that follows the load at
+the start would make a run's numbers depend on that load (the thread count changes the
+order of floating-point reductions) and a resume on a busy machine differ from the run it
+continues. So unless the user chose (``SYNLM_THREADS``, or ``OMP_NUM_THREADS`` /
+``MKL_NUM_THREADS``, which torch reads itself), each command takes one thread per core
+this process may use: its CPU affinity, capped by its cgroup's CPU quota (rounded up), at
+least one. A fit that continues a checkpoint (``fit --ckpt_path``) goes on with the count
+the checkpoint recorded (``Threads.resume``).
+
+The load is still measured, for a warning only: the larger of the one-minute load average
+and the busy share of the CPU time over a tenth of a second (``/proc/stat``, where there is
+one). Threads on cores other work keeps busy wait on each other (measured: 770 s against
+20.6 s for two quickstarts side by side), and the warning says how to choose fewer.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 import time
+from pathlib import Path
+from typing import NamedTuple, TextIO
 
 from synlm.errors import InputError
 
 THREADS_ENV = "SYNLM_THREADS"
 #: Variables that say the user chose a thread count; synlm then leaves torch alone.
 CHOSEN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: Where the cgroup file systems are mounted (v2: one tree; v1: one per controller).
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: This process's cgroup in each hierarchy (``ID:CONTROLLERS:/PATH`` lines).
+OWN_CGROUP = Path("/proc/self/cgroup")
+#: The folders of cgroup v1's ``cpu`` controller, as distributions mount it.
+V1_CPU = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
+RECORDED_WHY = "recorded in the checkpoint"
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity), else the machine's."""
+def _plural(count: int | float, noun: str) -> str:
+    return f"{count:g} {noun}{'' if count == 1 else 's'}"
+
+
+def affinity_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else the machine's."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def _own_paths(membership: Path) -> dict[str, str]:
+    """This process's cgroup path per hierarchy, from ``membership`` (``/proc/self/cgroup``):
+    ``"v2"`` for the unified one, ``"cpu"`` for v1's cpu controller; none where unreadable."""
+    paths = {}
+    try:
+        lines = membership.read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return paths
+    for line in lines:
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        if fields[0] == "0" and fields[1] == "":
+            paths["v2"] = fields[2]
+        elif "cpu" in fields[1].split(","):
+            paths["cpu"] = fields[2]
+    return paths
+
+
+def _upwards(base: Path, own: str) -> list[Path]:
+    """``base/own`` and each folder above it up to ``base``: a quota on any of them holds."""
+    folders = [base]
+    for part in (p for p in own.split("/") if p and p not in (".", "..")):
+        folders.append(folders[-1] / part)
+    return folders[::-1]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _quota(folder: Path) -> tuple[int, int] | None:
+    """The CPU quota set on one cgroup folder as (quota, period) microseconds: v2's
+    ``cpu.max`` (``"150000 100000"``; ``"max 100000"`` is none) or v1's
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (a quota of -1 is none)."""
+    v2 = _read(folder / "cpu.max")
+    if v2 is not None:
+        fields = v2.split()
+        if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
+            return int(fields[0]), int(fields[1])
+        return None
+    quota, period = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+    if quota is not None and period is not None and quota.isdigit() and period.isdigit():
+        return int(quota), int(period)
+    return None
+
+
+def cgroup_quota(root: Path = CGROUP_ROOT, membership: Path = OWN_CGROUP
+                 ) -> tuple[int, int] | None:
+    """The tightest CPU quota on this process's cgroup and those above it, as (quota,
+    period) microseconds, in cgroup v2 (``root/cpu.max``) or v1 (``root/cpu/cpu.cfs_*_us``,
+    or ``cpu,cpuacct``); None where there is none (``max``, -1, no cgroup files). ``root``
+    and ``membership`` (this process's ``/proc/self/cgroup``) are arguments for tests."""
+    own = _own_paths(membership)
+    bases = [(root, own.get("v2", "/"))]
+    bases += [(root / name, own.get("cpu", "/")) for name in V1_CPU if (root / name).is_dir()]
+    quotas = [q for base, path in bases for folder in _upwards(base, path)
+              if (q := _quota(folder)) is not None and q[0] > 0 and q[1] > 0]
+    return min(quotas, key=lambda q: q[0] / q[1], default=None)
+
+
+def default_threads() -> tuple[int, str]:
+    """One thread per core this process may use: min(CPU affinity, ceil(quota / period)),
+    at least one; and why, for the log and the run's summary."""
+    affinity = affinity_cores()
+    quota = cgroup_quota()
+    if quota is None:
+        return max(1, affinity), f"default: {_plural(affinity, 'core')} in the CPU affinity, " \
+            "no cgroup CPU quota"
+    limit = max(1, math.ceil(quota[0] / quota[1]))
+    cpus = _plural(quota[0] / quota[1], "CPU")
+    if limit < affinity:
+        return limit, f"default: cgroup CPU quota {quota[0]}/{quota[1]} = {cpus}, " \
+            f"{_plural(affinity, 'core')} in the CPU affinity"
+    return max(1, affinity), f"default: {_plural(affinity, 'core')} in the CPU affinity, " \
+        f"cgroup CPU quota {cpus}"
 
 
 def _cpu_times() -> tuple[int, int] | None:
@@ -54,17 +155,82 @@ def busy_cores(cores: int, interval: float = 0.1) -> float:
     return max(load, (after[0] - before[0]) / (after[1] - before[1]) * cores)
 
 
-def pick_threads(cores: int, busy: float) -> int:
-    """One thread per idle core: ``cores`` minus the busy ones, rounded, at least one."""
+def idle_cores(cores: int, busy: float) -> int:
+    """``cores`` minus the busy ones, rounded, at least one: the count that waits least on
+    the other work (the one the warning suggests)."""
     return max(1, min(cores, cores - round(busy)))
 
 
-def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ
-                      ) -> tuple[int, str]:
-    """Set torch's thread count for this command; returns it and why (for the run's log).
-    ``SYNLM_THREADS=N`` sets N; ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` leave torch as they
-    made it; otherwise ``pick_threads`` of the usable and busy cores. A bad ``SYNLM_THREADS``
-    is a one-line ``InputError`` (a ``ValueError``)."""
+class Threads(NamedTuple):
+    """The thread count a command runs with, why, and what the warnings need."""
+
+    count: int
+    why: str
+    #: the variable the user chose with (``SYNLM_THREADS``, ``OMP_NUM_THREADS``, ...)
+    chosen: str | None = None
+    #: cores other work kept busy at the start (measured when nobody chose)
+    busy: float | None = None
+    #: the cores ``busy`` is counted over (the CPU affinity)
+    cores: int = 1
+    #: the count nobody's choice and no checkpoint would give (``default_threads``)
+    default: int | None = None
+    #: the count the checkpoint a fit continues recorded
+    recorded: int | None = None
+
+    def resume(self, recorded: int | None) -> Threads:
+        """Continuing a checkpoint that recorded ``recorded`` threads (None: it recorded
+        none, or this is no resume): torch goes on with that count, unless the user chose."""
+        if recorded is None or recorded < 1:
+            return self
+        if self.chosen is not None:
+            return self._replace(recorded=recorded)
+        import torch
+
+        torch.set_num_threads(recorded)
+        return self._replace(count=recorded, why=RECORDED_WHY, recorded=recorded)
+
+    def messages(self) -> list[str]:
+        """The lines the choice is worth on stderr: a busy machine (the count stays), a
+        user's choice that differs from the checkpoint's, a checkpoint's count above the
+        cores this process may use."""
+        lines = []
+        if self.chosen is not None and self.recorded not in (None, self.count):
+            lines.append(f"synlm: {self.why} gives {_plural(self.count, 'thread')}, the "
+                         f"checkpoint's run used {self.recorded}: it may not continue exactly "
+                         f"as it ran (without {self.chosen} it goes on with {self.recorded})")
+        resumed = self.chosen is None and self.recorded is not None
+        if resumed and self.default is not None and self.count > self.default:
+            lines.append(f"synlm: the checkpoint's run used {_plural(self.count, 'thread')}, "
+                         f"more than the {self.default} this process may use here; it goes "
+                         "on with them to continue exactly as it ran (SYNLM_THREADS="
+                         f"{self.default} is faster, its numbers may differ slightly)")
+        if self.busy is not None and idle_cores(self.cores, self.busy) < min(self.count,
+                                                                              self.cores):
+            idle = idle_cores(self.cores, self.busy)
+            reason = "as its checkpoint recorded, to continue exactly" if resumed else \
+                "so that its numbers do not depend on the load"
+            lines.append(f"synlm: warning: {min(self.busy, self.cores):.1f} of {self.cores} "
+                         "cores look busy with other work; this run uses "
+                         f"{_plural(self.count, 'thread')} "
+                         f"anyway, {reason}. SYNLM_THREADS=N chooses N (SYNLM_THREADS={idle}"
+                         ", one per idle core, waits less on the other work)")
+        return lines
+
+    def report(self, file: TextIO | None = None) -> None:
+        """Print ``messages`` (on stderr unless ``file``)."""
+        for line in self.messages():
+            print(line, file=file or sys.stderr, flush=True)
+
+
+def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ,
+                      warn: bool = True) -> Threads:
+    """Set torch's thread count for this command; returns it, why (for the log and the
+    summary) and what its warnings need. ``SYNLM_THREADS=N`` sets N;
+    ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` leave torch as they made it; otherwise
+    ``default_threads``, whatever the load, with a warning on stderr when other work keeps
+    cores busy (``warn``; a command that may continue a checkpoint reports once it knows:
+    ``Threads.resume``, ``Threads.report``). A bad ``SYNLM_THREADS`` is a one-line
+    ``InputError`` (a ``ValueError``)."""
     import torch  # here: a bad SYNLM_THREADS is reported before torch's second of import
 
     if environ.get(THREADS_ENV):
@@ -73,12 +239,15 @@ def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ
             raise InputError(f"{THREADS_ENV}={value!r}: expected a whole number of threads, "
                              "at least 1")
         torch.set_num_threads(int(value))
-        return int(value), f"{THREADS_ENV}={value}"
+        return Threads(int(value), f"{THREADS_ENV}={value}", chosen=THREADS_ENV)
     chosen = [name for name in CHOSEN if environ.get(name)]
     if chosen:
-        return torch.get_num_threads(), f"{chosen[0]}={environ[chosen[0]]}"
-    cores = usable_cores()
-    busy = busy_cores(cores)
-    threads = pick_threads(cores, busy)
-    torch.set_num_threads(threads)
-    return threads, f"{busy:.1f} of {cores} cores busy"
+        return Threads(torch.get_num_threads(), f"{chosen[0]}={environ[chosen[0]]}",
+                       chosen=chosen[0])
+    count, why = default_threads()
+    cores = affinity_cores()
+    threads = Threads(count, why, busy=busy_cores(cores), cores=cores, default=count)
+    torch.set_num_threads(count)
+    if warn:
+        threads.report()
+    return threads

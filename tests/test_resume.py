@@ -259,3 +259,38 @@ def test_shuffled_sentence_batches_resume_and_split_over_ranks() -> None:
     shares = [units(ShuffledLoader(dataset, 3, seed=1, rank=r, world_size=4)) for r in range(4)]
     assert [len(s) for s in shares] == [3] * 4  # 10 padded to 12
     assert {i for s in shares for i in s} == set(range(10))
+
+
+def test_resume_on_a_busy_machine_goes_on_with_the_recorded_threads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """Nobody chose a count: a run saved at step 2 with the one thread its cgroup's quota
+    allowed continues on four cores without a quota, two and a half of them busy (a fresh
+    run would take four threads, the old load-based rule two), with one thread again and
+    the numbers of a run without the stop. (One thread: the tiny model runs many times
+    slower with more on a shared machine; test_threads.py has the warnings.)"""
+    from synlm import threads
+    from synlm.lightning_cli import THREADS_KEY
+
+    for name in (threads.THREADS_ENV, *threads.CHOSEN):
+        monkeypatch.delenv(name, raising=False)
+
+    def machine(affinity: int, quota: tuple[int, int] | None, busy: float) -> None:
+        monkeypatch.setattr(threads, "affinity_cores", lambda: affinity)
+        monkeypatch.setattr(threads, "cgroup_quota", lambda: quota)
+        monkeypatch.setattr(threads, "busy_cores", lambda cores: busy)
+
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    machine(4, (100000, 100000), 0.0)
+    fit(straight, 4)
+    fit(resumed, 2)
+    assert last(resumed)[THREADS_KEY] == 1
+    assert "threads   1 (default: cgroup CPU quota 100000/100000 = 1 CPU, 4 cores in the " \
+        "CPU affinity)" in capfd.readouterr().out.splitlines()
+    machine(4, None, 2.4)
+    fit(resumed, 4, "--ckpt_path=last")
+    out = capfd.readouterr()
+    assert last(resumed)[THREADS_KEY] == 1  # torch's count when step 4 was saved
+    assert "threads   1 (recorded in the checkpoint)" in out.out.splitlines()
+    assert "synlm:" not in out.err  # one thread waits on nobody: nothing to warn of
+    assert_same_runs(straight, resumed, 4)

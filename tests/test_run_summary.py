@@ -49,12 +49,13 @@ def test_fit_ends_with_the_run_its_checkpoints_and_the_next_commands(
     # the best carries the validation that chose it, as metrics.csv logged it
     assert metrics["val/ppl"] == pytest.approx(min(_validation_rows().values()), rel=1e-6)
     assert set(metrics) >= {"val/ppl", "val/uf1", "val/loss"}
-    lines = out.splitlines()[-5:]
+    lines = out.splitlines()[-6:]
     assert lines[0] == f"run       {RUN}  (config.yaml, metrics.csv)"
     assert lines[1].startswith(f"best      {best}  (step {saved['global_step']}: val/ppl ")
     assert lines[2].startswith(f"last      {RUN}/checkpoints/last.ckpt  (step ")
-    assert lines[3] == f"next      synlm test --ckpt_path {RUN}/best"
-    assert lines[4].endswith(f"synlm parse --ckpt_path {RUN}/best --input - --format pretty")
+    assert lines[3] == "threads   1 (SYNLM_THREADS=1)"  # tests/conftest.py chooses one
+    assert lines[4] == f"next      synlm test --ckpt_path {RUN}/best"
+    assert lines[5].endswith(f"synlm parse --ckpt_path {RUN}/best --input - --format pretty")
     # one line for the model's size; no Lightning tip, FLOPs table, seed or TPU line
     assert "parameters: " in logged and "all trainable" in logged
     assert all(noise not in logged + out for noise in ("Tip", "FLOPs", "Seed set", "TPU"))
@@ -66,7 +67,8 @@ def test_test_reads_the_best_and_says_where_its_metrics_went(
     for ckpt in ("runs/quickstart", "runs/quickstart/best", str(RUN / "best")):
         assert run_cli(["test", "--ckpt_path", ckpt, "--trainer.enable_progress_bar=false"]) == 0
         lines = capfd.readouterr().out.splitlines()
-        assert lines[-2].startswith(f"tested    {best} (step ")
+        assert lines[-3].startswith(f"tested    {best} (step ")
+        assert lines[-2] == "threads   1 (SYNLM_THREADS=1)"
         metrics = Path(lines[-1].split()[-1])
         assert lines[-1].startswith("metrics   runs/quickstart/version_") and metrics.is_file()
         assert "test/ppl" in metrics.read_text().splitlines()[0]
@@ -137,6 +139,11 @@ def test_summaries_read_as_documented() -> None:
         "--format pretty"]
     assert fit_summary(Path("r"), None, None)[1:] == ["best      none saved (no validation ran)",
                                                       "last      none saved"]
+    assert fit_summary(Path("r"), None, last, threads=(2, "recorded in the checkpoint"))[3] \
+        == "threads   2 (recorded in the checkpoint)"
     assert evaluation_summary("test", None, Path("r")) == [
         "tested    the untrained model (no --ckpt_path)",
         "metrics   r (logger: false writes no metrics.csv)"]
+    why = "default: 2 cores in the CPU affinity, no cgroup CPU quota"
+    assert evaluation_summary("validate", None, Path("r"), threads=(2, why))[1] == \
+        f"threads   2 ({why})"
