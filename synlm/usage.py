@@ -26,6 +26,8 @@ COMMANDS = {
     "predict": "run a checkpoint's predict step over the data",
     "parse": "induced trees (and parsing F1 or UAS against a treebank) of a checkpoint",
     "evaluate-syntax": "BLiMP, SyntaxGym and Marvin & Linzen accuracies of a checkpoint",
+    "export-hf": "a checkpoint as a Hugging Face folder (transformers, minicons, lm-eval)",
+    "lm-eval": "lm-evaluation-harness's command line with the synlm model (lm-eval extra)",
     "plot": "learning curves of runs from their metrics.csv",
     "generate": "sample text from a checkpoint (story endings, contexts, unconditional)",
     "evaluate-generation": "the generation metrics of a JSONL file of samples",
@@ -201,11 +203,17 @@ def _with_bases(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dic
 
 def suggestion(message: str, options: Iterable[str]) -> str:
     """A "did you mean" for a jsonargparse error ``message``: an unknown flag (among
-    ``options``), an unknown argument of a class, or an unknown class name; ``""``
-    when nothing is close."""
+    ``options``), an unknown key of a config file (among the keys beside it), an unknown
+    argument of a class, or an unknown class name; ``""`` when nothing is close."""
     unknown = re.search(r"unrecognized arguments: (\S+)", message)
     if unknown:
         return did_you_mean(unknown.group(1).split("=")[0], options)
+    unknown_key = re.search(r"does not accept option '([^']+)'", message)
+    if unknown_key:
+        block, _, name = unknown_key.group(1).rpartition(".")
+        prefix = f"--{block}." if block else "--"
+        beside = [o[len(prefix):] for o in options if o.startswith(prefix)]
+        return did_you_mean(name, [o for o in beside if "." not in o])
     rejected = re.search(r"class_path '([\w.]+)'.*?Option '(\w+)' is not accepted", message,
                          re.DOTALL)
     if rejected:
@@ -300,6 +308,18 @@ def where_set(key: str, value: Any, args: Sequence[str]) -> str:
     return set_by(key, value, args) or f"--{key.replace('.init_args.', '.')}={value}"
 
 
+def where_key(key: str, args: Sequence[str]) -> str:
+    """Where ``args`` give the dotted ``key``: ``FILE:LINE: key`` for the last config file
+    that sets it, unless a flag does; else the flag, ``--key``."""
+    flag = f"--{key}".replace(".init_args.", ".")
+    if not any(a.split("=")[0] in (f"--{key}", flag) for a in args):
+        for path in reversed(config_files(args)):
+            line = yaml_line(path, key)
+            if line is not None:
+                return f"{path}:{line}: {key}"
+    return flag
+
+
 #: the last part of a config key -> the kind of component it takes (``synlm ls``)
 KIND_OF_KEY = {"backbone": "backbones", "heads": "heads", "corpus": "corpora",
                "subwords": "subwords", "inserts": "inserts"}
@@ -314,6 +334,7 @@ def parser_error(message: str, options: Iterable[str], args: Sequence[str]) -> s
     rejected = re.search(r"class_path '([\w.]+)'.*?Option '(\w+)' is not accepted", message,
                          re.DOTALL)
     unknown = re.search(r"unrecognized arguments: (.+)", message)
+    unknown_key = re.search(r"does not accept option '([^']+)'", message)
     if key and bad_class:
         name, kinds = bad_class.group(1), "synlm ls lists them"
         kind = KIND_OF_KEY.get(key.group(1).split(".")[-1])
@@ -328,9 +349,12 @@ def parser_error(message: str, options: Iterable[str], args: Sequence[str]) -> s
         return f"{where_set(key.group(1), name, args)}: no class of that name{hint} ({kinds})"
     if key and rejected:
         owner = rejected.group(1).rsplit(".", 1)[-1]
-        return f"--{key.group(1)}.{rejected.group(2)}: {owner} takes no such argument{hint}"
+        where = where_key(f"{key.group(1)}.{rejected.group(2)}", args)
+        return f"{where}: {owner} takes no such argument{hint}"
     if unknown:
         return f"{unknown.group(1).strip()}: not an option{hint}"
+    if unknown_key:
+        return f"{where_key(unknown_key.group(1), args)}: not an option{hint}"
     if key:
         given = re.search(r"Got value: (.+)|Given value: (.+)", message)
         value = next(g for g in given.groups() if g).strip() if given else "?"

@@ -40,7 +40,7 @@ ALLOWED = {
     "run_summary": set(),
     "checks": {"errors"},
     "cli": {"lightning_cli", "parse", "annotate", "generate", "plot", "catalog", "usage",
-            "evaluate_syntax", "threads"},
+            "evaluate_syntax", "threads", "export_hf", "lm_eval_model"},
     "viz": {"syntax"},
     "usage": {"catalog"},
     "plot": {"arguments", "runs"},
@@ -53,6 +53,9 @@ ALLOWED = {
     "arguments": set(),
     "threads": set(),
     "evaluate_syntax": {"arguments", "tse", "parse", "data", "runs", "threads"},
+    "hf_export": {"backbones", "data", "model"},
+    "export_hf": {"arguments", "hf_export", "parse", "threads"},
+    "lm_eval_model": {"tse", "parse"},
 }
 
 
