@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--hf", nargs="+", metavar="MODEL", help="Hugging Face causal LMs: "
                      "local folders written by save_pretrained, or hub names where the "
                      "network allows; each is scored with its own tokenizer")
+    p.add_argument("--trust-remote-code", action="store_true", help="--hf: run the model code "
+                   "a folder carries (a synlm export-hf folder does), as transformers asks")
     src.add_argument("--config", help="a training config: evaluate the untrained models it "
                      "builds (--seeds of them), the chance row of a results table")
     p.add_argument("--seeds", type=_at_least_one, default=1,
@@ -310,7 +312,8 @@ def _scorers(args: argparse.Namespace,
     if args.hf:
         from synlm.tse.hf_scoring import HFScorer
 
-        return [(name, HFScorer(name, batch_size=args.batch_size, device=device), [])
+        return [(name, HFScorer(name, batch_size=args.batch_size, device=device,
+                                trust_remote_code=args.trust_remote_code), [])
                 for name in args.hf]
     if args.ckpt_path:
         out = []

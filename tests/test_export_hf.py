@@ -237,6 +237,24 @@ def test_minicons_scores_sentences_as_synlm(tmp_path: Path) -> None:
     assert got == pytest.approx(expected, abs=1e-4)
 
 
+def test_evaluate_syntax_hf_on_an_export_gives_synlm_s_numbers(tmp_path: Path) -> None:
+    """The round trip: ``HFScorer`` (``evaluate-syntax --hf DIR --trust-remote-code``) on a
+    synlm export scores each sentence as ``ModelScorer`` does the checkpoint, the end of the
+    sentence included."""
+    from synlm.tse.hf_scoring import HFScorer
+
+    model = word_model()
+    folder = export_hf(model, tmp_path / "export")
+    texts = [t for t in TEXTS if t]
+    ours = ModelScorer(model)
+    theirs = HFScorer(folder, trust_remote_code=True)
+    expected = ours.score([ours.words(t) for t in texts])
+    got = theirs.score([theirs.words(t) for t in texts])
+    assert [s.total() for s in got] == pytest.approx([s.total() for s in expected], abs=1e-4)
+    assert [s.eos_log_prob for s in got] == pytest.approx(
+        [s.eos_log_prob for s in expected], abs=1e-4)
+
+
 def test_generate_reads_the_whole_sequence(tmp_path: Path) -> None:
     """Greedy ``generate`` on a left-padded batch: each row's argmax continuation, up to its
     ``<eos>``, then padding."""

@@ -64,6 +64,8 @@ class HFScorer:
         progress: called with the number of sentences after each batch (a progress bar).
         dtype: the model's parameter type (``torch.float32``, ``"bfloat16"``); None keeps
             what it has (a loaded model: the type its checkpoint was saved in).
+        trust_remote_code: run the model code a folder carries (``auto_map`` in its
+            ``config.json``; a ``synlm export-hf`` folder is one), as transformers asks.
     """
 
     #: SyntaxGym's reference runner maps a Hugging Face model's tokens by their offsets and
@@ -74,7 +76,8 @@ class HFScorer:
                  tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
                  batch_size: int = 16, device: str | torch.device = "cpu",
                  progress: Callable[[int], None] | None = None,
-                 dtype: torch.dtype | str | None = None) -> None:
+                 dtype: torch.dtype | str | None = None,
+                 trust_remote_code: bool = False) -> None:
         at_least("batch_size", batch_size)
         dtype = _dtype(dtype)
         if isinstance(model, PreTrainedModel):
@@ -85,14 +88,16 @@ class HFScorer:
         elif isinstance(model, (str, os.PathLike)):
             self.name = str(model)
             model = _load(self.name, "model", lambda: AutoModelForCausalLM.from_pretrained(
-                self.name, dtype="auto" if dtype is None else dtype))
+                self.name, dtype="auto" if dtype is None else dtype,
+                trust_remote_code=trust_remote_code))
             tokenizer = self.name if tokenizer is None else tokenizer
         else:
             raise InputError(f"model: expected a folder, a hub name or a transformers "
                              f"PreTrainedModel, got a {type(model).__name__}")
         if isinstance(tokenizer, (str, os.PathLike)):
             name = str(tokenizer)
-            tokenizer = _load(name, "tokenizer", lambda: AutoTokenizer.from_pretrained(name))
+            tokenizer = _load(name, "tokenizer", lambda: AutoTokenizer.from_pretrained(
+                name, trust_remote_code=trust_remote_code))
         if not getattr(tokenizer, "is_fast", False):
             raise InputError(f"{self.name}: its tokenizer ({type(tokenizer).__name__}) gives "
                              f"no character offsets; expected a fast (tokenizers) tokenizer")
