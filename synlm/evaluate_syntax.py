@@ -437,10 +437,11 @@ def main(argv: list[str] | None = None,
         return 2
     try:
         configure_threads()
+        models = _scorers(args, build_model)  # a bad checkpoint stops the run before the data
         loaded = {} if args.sentences else load_benchmarks(
             args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)
         runs = []
-        for name, scorer, chance in _scorers(args, build_model):
+        for name, scorer, chance in models:
             if args.sentences:
                 count = score_sentences(scorer, args.sentences, args.surprisals)
                 print(json.dumps({"model": name, "sentences": count,
