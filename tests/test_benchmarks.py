@@ -21,8 +21,9 @@ def test_the_scoring_benchmark_times_scorer_and_forward_on_the_same_tokens(tmp_p
     """benchmarks/tse_speed.py on a tiny untrained model and one BLiMP pair a paradigm: the
     ratio is the forward passes' time over the scorer's, for the same token count."""
     from conftest import tiny_palm_config
+    from staged import staged
 
-    data = Path(__file__).resolve().parents[2] / "shared" / "data"
+    data = staged("blimp", "BLiMP.zip").parent.parent
     out = subprocess.run(
         [sys.executable, str(SCRIPT.with_name("tse_speed.py")), "--config",
          str(tiny_palm_config(tmp_path)), "--pairs", "1", "--repeats", "1", "--threads", "1"],
@@ -38,15 +39,15 @@ def test_the_scoring_benchmark_times_scorer_and_forward_on_the_same_tokens(tmp_p
 def test_the_gpu_report_runs_every_step_and_writes_one_markdown_file(tmp_path) -> None:
     """benchmarks/gpu_report.py's smoke run on the CPU: a section per step, each with its
     command and exit status 0, both kernel steps and the quickstart inside; and its speed
-    table (the smoke run prints it as JSON rows) times every row, each ratio the row's
-    throughput over the row it names."""
+    tables (throughput.py's and the report's own rows, printed as JSON rows in the smoke
+    run) time every row, each ratio the row's throughput over the row it names."""
     report = tmp_path / "report.md"
     subprocess.run([sys.executable, str(SCRIPT.with_name("gpu_report.py")), "--device", "cpu",
                     "--small", "--out", str(report), "--runs", str(tmp_path / "runs")],
                    capture_output=True, text=True, timeout=900, check=True,
                    env={**os.environ, "OMP_NUM_THREADS": "1"})
     text = report.read_text()
-    assert text.count("## ") == 5 and text.count(": exit 0,") == 5, text
+    assert text.count("## ") == 6 and text.count(": exit 0,") == 6, text
     assert "PyTorch loop:" in text and "passed" in text
     assert "last validation" in text and "val/ppl" in text
     assert not report.with_name("report.md.partial").exists()
@@ -56,7 +57,10 @@ def test_the_gpu_report_runs_every_step_and_writes_one_markdown_file(tmp_path) -
     assert list(rows) == ["plain LSTM LM, B20 T70", "AWD-LSTM", "ON-LSTM", "ONLSTM-SYD",
                           "ONLSTM-SYD, PyTorch loop", "plain LSTM LM, B64 T35", "PRPN",
                           "PRPN, PyTorch loop", "PRPN-SYD", "AWD-LSTM bf16", "ONLSTM-SYD bf16",
-                          "PRPN bf16"]
+                          "PRPN bf16", "plain LSTM LM, PaLM sizes", "PaLM-U", "PaLM-S",
+                          "plain LSTM LM, DM-LSTM sizes", "DM-LSTM phase 2",
+                          "Transformer, bare loop", "Transformer", "Transformer bf16",
+                          "GPT-2, bare loop", "GPT-2", "GPT-2 bf16"]
     for row in rows.values():
         assert row["device"].startswith("cpu, 1 threads") and row["tokens_per_s"] > 0
         if row["against"] is not None:
@@ -64,6 +68,7 @@ def test_the_gpu_report_runs_every_step_and_writes_one_markdown_file(tmp_path) -
             assert row["ratio"] == pytest.approx(row["tokens_per_s"] / against)
     assert {r["precision"] for n, r in rows.items() if n.endswith("bf16")} == {"bf16-mixed"}
     assert rows["PRPN"]["against"] == "plain LSTM LM, B64 T35"
+    assert rows["GPT-2"]["backbone"] == "GPT2" and rows["GPT-2"]["against"] == "GPT-2, bare loop"
 
 
 @pytest.mark.slow

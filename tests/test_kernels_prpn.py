@@ -18,6 +18,11 @@ NAMES = ("ih", "kx", "gates", "memory", "w_key", "w_hh", "b_hh",
 # float32: atol relative to the tensor's largest entry. Both paths round differently, each
 # about 1e-6 of the largest entry away from the float64 result: gradients summed over (T, B)
 # cancel, and those of a closed window scale as 1/1e-8.
+# float64: the sums with the most cancellation on these inputs, the bias gradient's over the
+# T·B = 15 steps and rows (condition number Σ|x|/|Σx| up to 388), bound the rounding at
+# κ·N·2^-53 <= 6.5e-13, well inside rtol 1e-9; rounding every kernel operation otherwise
+# (benchmarks/prpn_float64.py) uses at most 3.3% of the tolerance. An eps off by float32
+# rounding (2.5e-8 relative) moves those sums by up to 4e-9: the tolerance catches it.
 RTOL = {torch.float64: 1e-9, torch.float32: 1e-5}
 ATOL = {torch.float64: 1e-12, torch.float32: 1e-5}
 
@@ -92,6 +97,30 @@ def test_chunks_and_padding(monkeypatch):
     monkeypatch.setattr(kernels, "MAX_TILE", 16)  # BLOCK_N 4 -> chunks of 4 over H = 10
     _compare(4, 2, 10, 3, torch.float64, True)
     _compare(3, 2, 6, 1, torch.float64, False)
+
+
+def test_no_python_float_reaches_a_kernel(monkeypatch):
+    """A Python float argument reaches a compiled kernel as float32 while the interpreter
+    keeps it exact, so only a GPU would show one: the LayerNorm eps passed so moved float64
+    gradients by up to 4e-9 relative (docs/performance.md). Every launch passes tensors,
+    ints and flags."""
+    passed = []
+
+    class Recorded:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                passed.extend((*args, *kwargs.values()))
+                return self.kernel[grid](*args, **kwargs)
+
+            return launch
+
+    for name in ("_attend", "_attend_backward", "_cell", "_cell_backward"):
+        monkeypatch.setattr(kernels, name, Recorded(getattr(kernels, name)))
+    _run(TritonReadingRecurrence, *_inputs(2, 2, 8, 3, torch.float64, True))
+    assert passed and not [a for a in passed if isinstance(a, float)]
 
 
 def test_masks_are_not_modified():

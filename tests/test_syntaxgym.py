@@ -127,7 +127,8 @@ def table_surprisal(region: int | str, condition: str) -> float:
     # "-" chains associate to the left: (10 - 4) - 3 = 3, not 10 - (4 - 3) = 9
     ("(1;%a%) - (2;%a%) - (3;%a%) = 3", True),
     ("(1;%a%) - (2;%a%) - (3;%a%) = 9", False),
-    # "+" and "-" share a level: (10 - 4) + 3 = 9 (the reference's pyparsing reads 10 - 7)
+    # "+" and "-" share one left-associative level, as in the reference's grammar
+    # (oneOf("- +")): (10 - 4) + 3 = 9, not 10 - (4 + 3) = 3
     ("(1;%a%) - (2;%a%) + (3;%a%) = 9", True),
     # arithmetic binds tighter than comparison: 10 < 4 + 7
     ("(1;%a%) < (2;%a%) + 7", True),

@@ -39,8 +39,12 @@ before the attention weights are known. Kernel B and B' hold the row's 4H gates 
 (4, BLOCK_H) block, for the LayerNorms. H is a compile-time constant (a chunk loop needs
 static bounds in Triton's interpreter).
 
-Precision: float scalars reach a compiled kernel as float32, so in float64 on a GPU the two
-LayerNorm eps and the 1e-8 are rounded to float32 (the interpreter keeps them exact).
+Precision: a Python float argument reaches a compiled kernel as float32 (the interpreter
+keeps it exact), so the two LayerNorm eps travel as a tensor [eps, eps_c] of the kernel's dtype:
+in float64 the kernels normalise with exactly the eps of the PyTorch loop. Passed as floats,
+1e-5 became 1e-5·(1 − 2.5e-8) on a GPU, which moved float64 gradients by up to 4e-9 relative
+(docs/performance.md, "Float64 on a GPU"). Literals such as the 1e-8 take the dtype of the
+tensor they meet, so they are exact.
 """
 
 from __future__ import annotations
@@ -204,11 +208,12 @@ def _lstm_gates(z_ptr, ih_ptr, ln_w_ptr, ln_b_ptr, b, rq, quad, mask, H: tl.cons
 @triton.jit
 def _cell(
     z_ptr, ih_ptr, sel_ptr, ln_w_ptr, ln_b_ptr, lnc_w_ptr, lnc_b_ptr, out_ptr, m0_ptr, a_ptr,
-    stride_b, eps, eps_c, H: tl.constexpr, KEY_MASK: tl.constexpr, BLOCK_H: tl.constexpr,
+    eps_ptr, stride_b, H: tl.constexpr, KEY_MASK: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
-    """Kernel B, row b: z (B, 4H), ih (B, 4H), c̃ = sel[:, H:] -> [h_t | c_t] into the tape
-    row at out_ptr (batch stride stride_b), and a = h_t·m0 (B, H) when KEY_MASK."""
+    """Kernel B, row b: z (B, 4H), ih (B, 4H), c̃ = sel[:, H:], [eps, eps_c] (2,) -> [h_t | c_t]
+    into the tape row at out_ptr (batch stride stride_b), and a = h_t·m0 (B, H) when KEY_MASK."""
     b = tl.program_id(0)
+    eps, eps_c = tl.load(eps_ptr), tl.load(eps_ptr + 1)
     rq = tl.arange(0, 4)
     rh = tl.arange(0, BLOCK_H)
     mask_h = rh < H
@@ -232,14 +237,15 @@ def _cell(
 @triton.jit
 def _cell_backward(
     z_ptr, ih_ptr, sel_ptr, ln_w_ptr, ln_b_ptr, lnc_w_ptr, lnc_b_ptr, tape_ptr, d_tape_ptr,
-    d_a_ptr, m0_ptr, d_ih_ptr, d_z_ptr, ln_grad_ptr, dcs_ptr, stride_b, eps, eps_c,
+    d_a_ptr, m0_ptr, d_ih_ptr, d_z_ptr, ln_grad_ptr, dcs_ptr, eps_ptr, stride_b,
     H: tl.constexpr, KEY_MASK: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
     """Kernel B', row b. Reads d h_t = d_tape row + d_a (·m0_{t+1}: the next key's input) and
     d c_t from the d_tape row (complete: later steps are done); writes d ih = d pre (B, 4H),
     d z (B, 4H), d c̃ (B, H) and the row's LayerNorm weight terms (B, 6H) =
-    [d pre·x̂ | d LN_c·ĉ | d LN_c]."""
+    [d pre·x̂ | d LN_c·ĉ | d LN_c]. [eps, eps_c] (2,) at eps_ptr."""
     b = tl.program_id(0)
+    eps, eps_c = tl.load(eps_ptr), tl.load(eps_ptr + 1)
     rq = tl.arange(0, 4)
     rh = tl.arange(0, BLOCK_H)
     mask_h = rh < H
@@ -292,6 +298,14 @@ def _blocks(n: int, H: int) -> tuple[dict[str, int], dict[str, int]]:
     return attend, cell
 
 
+def _eps_tensor(like: Tensor, eps: float, eps_c: float) -> Tensor:
+    """[eps, eps_c] (2,) in ``like``'s dtype and device, filled on the device (no host copy,
+    so no wait for the stream)."""
+    eps_t = like.new_full((2,), eps)
+    eps_t[1] = eps_c
+    return eps_t
+
+
 class TritonReadingRecurrence(torch.autograd.Function):
     """Drop-in for ``TorchReadingRecurrence``: ih (T, B, 4H), kx (T, B, H), gates (T, B, n) in
     window order, memory (B, n, 2H) slot 0 newest, w_key (H, H), w_hh (4H, H), b_hh, ln_w,
@@ -318,6 +332,7 @@ class TritonReadingRecurrence(torch.autograd.Function):
         rm = none if rmask is None else rmask.contiguous()
         flags = {"KEY_MASK": masked, "RMASK": rmask is not None}
         attend, cell = _blocks(n, H)
+        eps_t = _eps_tensor(ih, eps, eps_c)
         a = tape_h[:, n - 1] * m0[0] if masked else tape_h[:, n - 1]  # (B, H) the key's input
         w_key_t, w_hh_t = w_key.t(), w_hh.t()
         for t in range(T):
@@ -327,13 +342,13 @@ class TritonReadingRecurrence(torch.autograd.Function):
             torch.addmm(b_hh, sel[t, :, :H], w_hh_t, out=z[t])
             # at the last step the a it writes (with m0_{T−1}) is never read
             _cell[(B,)](z[t], ih[t], sel[t], ln_w, ln_b, lnc_w, lnc_b, tape[:, n + t],
-                        m0[min(t + 1, T - 1)], a if masked else none, tape.stride(0), eps,
-                        eps_c, KEY_MASK=masked, **cell)
+                        m0[min(t + 1, T - 1)], a if masked else none, eps_t, tape.stride(0),
+                        KEY_MASK=masked, **cell)
             if not masked:
                 a = tape_h[:, n + t]
         ctx.save_for_backward(ih, gates, w_key, w_hh, ln_w, ln_b, lnc_w, lnc_b, key_masks,
                               rmask, tape, keys, z, sel)
-        ctx.eps = eps, eps_c
+        ctx.eps = eps_t
         return tape
 
     @staticmethod
@@ -341,7 +356,6 @@ class TritonReadingRecurrence(torch.autograd.Function):
     def backward(ctx, d_tape: Tensor):  # type: ignore[override]
         (ih, gates, w_key, w_hh, ln_w, ln_b, lnc_w, lnc_b, key_masks, rmask, tape, keys, z,
          sel) = ctx.saved_tensors
-        eps, eps_c = ctx.eps
         T, B, G = z.shape
         H, n = G // 4, gates.size(2)
         d_tape = d_tape.clone(memory_format=torch.contiguous_format)  # accumulates
@@ -359,7 +373,7 @@ class TritonReadingRecurrence(torch.autograd.Function):
         for t in reversed(range(T)):
             _cell_backward[(B,)](z[t], ih[t], sel[t], ln_w, ln_b, lnc_w, lnc_b, tape[:, n + t],
                                  d_tape[:, n + t], d_a, m0[min(t + 1, T - 1)], d_ih[t], d_z[t],
-                                 ln_grads[t], dcs, stride, eps, eps_c, KEY_MASK=masked, **cell)
+                                 ln_grads[t], dcs, ctx.eps, stride, KEY_MASK=masked, **cell)
             torch.mm(d_z[t], w_hh, out=du)
             _attend_backward[(B,)](keys[t], m1[t], tape[:, t:], gates[t], rm, du, dcs,
                                    d_tape[:, t:], d_gates[t], d_kx[t], stride, n, **flags,

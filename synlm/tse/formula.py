@@ -15,9 +15,10 @@ The language is the one of the reference implementation (``cpllab/syntaxgym-core
   ``<`` and ``>`` are strict, so a tie satisfies neither.
 
 The parser is typed: ``+``/``-`` join values, comparisons join values into tests, ``&``/``|``
-join tests, and a formula is a test. (The reference's pyparsing grammar puts ``+`` one level
-above ``-``, so there ``a - b + c`` reads ``a - (b + c)``; here the two share a level and it
-reads ``(a - b) + c``. No staged suite mixes them unbracketed.)
+join tests, and a formula is a test. The levels are the reference's: its pyparsing grammar
+(``infixNotation`` over ``oneOf("- +")``, ``oneOf("< > =")``, ``oneOf("& |")``, each
+``opAssoc.LEFT``) puts ``+`` and ``-`` on one left-associative level, so ``a - b + c`` reads
+``(a - b) + c`` in both.
 
 The older ``relation`` form of a prediction (``{"relation": "greaterthan", "region_number": 3,
 "l_operand": "that", "r_operand": "what"}``, in ``syntaxgym-core``'s test data) converts into
