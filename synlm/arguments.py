@@ -17,6 +17,8 @@ import copy
 import difflib
 from typing import Any, NoReturn
 
+from synlm.lightning_internals import option_strings
+
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
     """Defaults in the help (where there is one to say: not None, an empty list or a flag's
@@ -44,10 +46,11 @@ class CommandParser(argparse.ArgumentParser):
         super().__init__(prog=prog, description=description, **kwargs)
 
     def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:
+        taken = set(option_strings(self))
         other = tuple(
             alias for name in names if name.startswith("--")
             for alias in ("--" + name[2:].replace("-", "_"), "--" + name[2:].replace("_", "-"))
-            if alias not in names and alias not in self._option_string_actions)
+            if alias not in names and alias not in taken)
         action = super().add_argument(*names, *dict.fromkeys(other), **kwargs)
         action.declared = names  # type: ignore[attr-defined]
         return action
@@ -56,7 +59,7 @@ class CommandParser(argparse.ArgumentParser):
         hint = ""
         if message.startswith("unrecognized arguments: "):
             flag = message.split(": ", 1)[1].split()[0].split("=")[0]
-            close = difflib.get_close_matches(flag, list(self._option_string_actions), n=1)
+            close = difflib.get_close_matches(flag, option_strings(self), n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
         self.exit(2, f"{self.prog}: error: {message}{hint} ({self.prog} --help lists the "
                      "options)\n")

@@ -1,5 +1,6 @@
-"""Every private member of Lightning (and of the argument parser under its CLI) that synlm
-uses, one function each, because no public API answers the same question.
+"""Every private member of Lightning (and of the argument parsers: jsonargparse's under its
+CLI, argparse's under synlm's own commands) that synlm uses, one function each, because no
+public API answers the same question.
 
 Each function says what it reads or writes, what synlm relies on, and why no public API
 would do; ``tests/test_lightning_internals.py`` fails if a member is renamed, changes kind
@@ -11,7 +12,9 @@ with ``Trainer.save_checkpoint``, ``RunCSVLogger`` keeps a continued run's rows 
 
 The loop members are read by ``synlm.lightning_cli.RunCheckpoint`` (``last.ckpt`` where the
 loops restart from exactly) and ``synlm.callbacks.nt_asgd`` (the step its events are logged
-at); the parser members by ``synlm.lightning_cli.SynLMArgumentParser`` (one-line errors).
+at); the parser members by ``synlm.lightning_cli.SynLMArgumentParser`` (one-line errors)
+and ``synlm.arguments.CommandParser`` (both spellings of an option, the closest option of a
+mistyped one).
 ``trainer.fit_loop`` and ``trainer.fit_loop.epoch_loop`` are public attributes of the
 trainer, but their classes (``_FitLoop``, ``_TrainingEpochLoop``) are private: their
 public-looking members used here are listed too.
@@ -20,9 +23,10 @@ public-looking members used here are listed too.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lightning.pytorch as pl
+if TYPE_CHECKING:  # not imported to run: synlm's own commands parse before Lightning loads
+    import lightning.pytorch as pl
 
 # --------------------------------------------------------------------- the training loop
 
@@ -114,6 +118,9 @@ def subcommand_parser(error: BaseException | None) -> argparse.ArgumentParser | 
 
 def option_strings(parser: argparse.ArgumentParser) -> list[str]:
     """Every option string of ``parser`` (``--trainer.max_epochs``), from argparse's
-    ``parser._actions`` (read), which jsonargparse's parser keeps as argparse does. argparse
-    has no public list of a parser's actions."""
+    ``parser._actions`` (read), which jsonargparse's parser keeps as argparse does: the
+    options of its argument groups and mutually exclusive groups too, and every spelling of
+    each. argparse has no public list of a parser's actions; ``CommandParser`` reads it for
+    the spellings already taken and the closest option to a mistyped one,
+    ``SynLMArgumentParser`` for the latter."""
     return [option for action in parser._actions for option in action.option_strings]

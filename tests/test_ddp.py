@@ -1,4 +1,7 @@
-"""Two gloo processes on CPU: disjoint columns, and the same result as one process."""
+"""Two gloo processes on CPU: disjoint columns, and the same result as one process; the
+syntactic evaluation's numbers on every rank. Run as a script, this file is the syntactic
+evaluation's probe (``python test_ddp.py FOLDER DEVICES``), which Lightning's DDP launcher
+runs once more for rank 1."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -57,3 +61,95 @@ def test_ddp_token_budget_batches_cover_the_epoch_in_equal_steps(
     assert set(seen0) | set(seen1) == set(seen)
     repeated = len(seen0) + len(seen1) - len(seen)  # rows of the padding batch, if any
     assert (repeated > 0) == (steps % 2 == 1)
+
+
+#: The probe's tiny BLiMP: the first training sentences of the synthetic treebank, each
+#: against its words reversed, in two paradigms of three pairs.
+PAIRS, PARADIGMS = 3, ("toy_forward", "toy_backward")
+
+
+def write_blimp(data: Path, sentences: list[list[str]]) -> None:
+    """``data/blimp/BLiMP.zip`` with ``data/<UID>.jsonl`` files of ``PAIRS`` pairs each, a
+    sentence good and its words reversed bad."""
+    (data / "blimp").mkdir(parents=True)
+    with zipfile.ZipFile(data / "blimp" / "BLiMP.zip", "w") as archive:
+        for k, uid in enumerate(PARADIGMS):
+            rows = sentences[k * PAIRS:(k + 1) * PAIRS]
+            archive.writestr(f"data/{uid}.jsonl", "\n".join(json.dumps(
+                {"sentence_good": " ".join(words), "sentence_bad": " ".join(words[::-1]),
+                 "UID": uid, "linguistics_term": "word_order", "pairID": str(i)})
+                for i, words in enumerate(rows)))
+
+
+@pytest.mark.ddp
+def test_syntactic_evaluation_is_logged_alike_on_every_rank(tmp_path: Path) -> None:
+    """``SyntacticEvaluation`` under two gloo ranks: both log the same BLiMP headline after
+    the validation (and a ``ModelCheckpoint`` monitoring ``val/blimp/accuracy`` runs on
+    both), equal to scoring the same slice with the trained model in one process."""
+    from synlm.data.synthetic import SyntheticTreebank
+
+    corpus = SyntheticTreebank(n_train=120, n_valid=40, n_test=10)
+    write_blimp(tmp_path / "data", [s.words for s in corpus.sentences("train")])
+    env = {**os.environ, "PYTHONPATH": str(PROBE.parent.parent)}
+    done = subprocess.run([sys.executable, __file__, str(tmp_path), "2"], env=env,
+                          cwd=tmp_path, timeout=300, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rank0, rank1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert rank0["world_size"] == 2 and set(rank0["logged"]) == {
+        "val/blimp/accuracy", "val/blimp/in_vocabulary_accuracy", "val/blimp/unknown_share"}
+    assert rank1["logged"] == rank0["logged"]
+    assert rank1["best"] == rank0["best"] == rank0["logged"]["val/blimp/accuracy"]
+    for name, value in rank0["logged"].items():
+        assert value == pytest.approx(rank0["one_process"][name.removeprefix("val/")],
+                                      abs=1e-6), name
+
+
+def syntactic(folder: Path, devices: int) -> None:
+    """Two steps of a small AWD-LSTM on the synthetic treebank with ``SyntacticEvaluation``
+    over ``folder/data``'s BLiMP and a ``ModelCheckpoint`` on ``val/blimp/accuracy``, one
+    validation after the second step; each rank writes ``folder/rank<R>.json``: the values
+    it logged, its checkpoint's best score and, on rank 0, the slice scored by the model in
+    this process."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from synlm.backbones import AWDLSTM
+    from synlm.callbacks.syntactic import SyntacticEvaluation
+    from synlm.data.datamodule import SynLMDataModule
+    from synlm.data.synthetic import SyntheticTreebank
+    from synlm.lm import SyntaxLM
+    from synlm.tse.benchmarks import load_benchmarks, score_benchmarks
+    from synlm.tse.scoring import ModelScorer
+
+    pl.seed_everything(0)
+    dm = SynLMDataModule(SyntheticTreebank(n_train=120, n_valid=40, n_test=10),
+                         batch_size=4 // devices, eval_batch_size=4 // devices, bptt=8,
+                         cache_dir=str(folder / "cache"))
+    backbone = AWDLSTM(16, 32, 2, dropout_input=0, dropout_hidden=0, dropout_output=0,
+                       weight_drop=0)
+    model = SyntaxLM(backbone, vocab_size=dm.vocab_size, bptt=8,
+                     optimizer={"class_path": "torch.optim.SGD", "init_args": {"lr": 1.0}})
+    data = str(folder / "data")
+    checkpoint = ModelCheckpoint(dirpath=folder / "checkpoints", monitor="val/blimp/accuracy",
+                                 mode="max")
+    trainer = pl.Trainer(accelerator="cpu", devices=devices,
+                         strategy="ddp" if devices > 1 else "auto", max_steps=2,
+                         val_check_interval=2, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0,
+                         callbacks=[SyntacticEvaluation(["blimp"], subset=PAIRS, data_dir=data,
+                                                        batch_size=2), checkpoint])
+    trainer.fit(model, dm)
+    result = {"world_size": trainer.world_size, "best": float(checkpoint.best_model_score),
+              "logged": {name: float(value) for name, value in trainer.callback_metrics.items()
+                         if name.startswith("val/blimp/")}}
+    if trainer.is_global_zero:
+        blimp = score_benchmarks(load_benchmarks(["blimp"], data, PAIRS), ModelScorer(model))
+        result["one_process"] = blimp["blimp"].headline
+    (folder / f"rank{trainer.global_rank}.json").write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    import torch
+
+    torch.set_num_threads(1)
+    syntactic(Path(sys.argv[1]), int(sys.argv[2]))

@@ -10,8 +10,9 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
+from synlm import runs
 from synlm.backbones import AWDLSTM, Transformer
-from synlm.data.datamodule import SynLMDataModule
+from synlm.data.datamodule import HELD_OUT, SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.heads import DependencyMixtureHead
 from synlm.lm import SyntaxLM
@@ -190,6 +191,110 @@ def test_phase_one_trains_on_the_dependency_loss_alone(tmp_path: Path) -> None:
     trainer.callbacks.append(Record())
     trainer.fit(model, dm)
     assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5
+
+
+class SentencesSeen(pl.Callback):
+    """The sentences (``Sentence.source``) of every training and validation batch, and the
+    ``val/dm_loss`` of each validation after the sanity check."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, set[str]] = {"train": set(), "valid": set()}
+        self.dm_losses: list[float] = []
+
+    def _record(self, trainer: pl.Trainer, batch: Batch, stage: str, split: str) -> None:
+        sentences = trainer.datamodule.sentences(split)
+        ids = batch.sentence_ids[batch.mask].unique().tolist()
+        self.seen[stage] |= {sentences[i].source for i in ids if i < len(sentences)}
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        self._record(trainer, batch, "train", "train")
+
+    def on_validation_batch_start(self, trainer, module, batch, batch_idx,
+                                  dataloader_idx=0) -> None:
+        self._record(trainer, batch, "valid", HELD_OUT)
+
+    def on_validation_end(self, trainer, module) -> None:
+        if not trainer.sanity_checking:
+            self.dm_losses.append(float(trainer.callback_metrics["val/dm_loss"]))
+
+
+def test_phase_one_validates_and_checkpoints_by_its_loss_on_held_out_sentences(
+        tmp_path: Path) -> None:
+    """``dm_lstm_dep.yaml`` on the synthetic treebank: validation serves the training
+    sentences ``data.dependency_holdout`` held out (5% of those with heads), which no
+    training batch holds, and logs the dependency loss on them, ``val/dm_loss``; NT-ASGD and
+    a checkpoint watch it, the checkpoint keeping the best of the validations."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from conftest import TINY_OVERRIDES
+    from synlm.callbacks.nt_asgd import NTASGD
+    from synlm.catalog import REPO_CONFIGS
+    from synlm.lightning_cli import RunCheckpoint, SynLMCLI
+
+    cli = SynLMCLI(args=["--config", str(REPO_CONFIGS / "dm_lstm_dep.yaml"), *TINY_OVERRIDES,
+                         "--model.backbone.init_args.input_size=16",
+                         "--model.backbone.init_args.hidden_size=24",
+                         "--trainer.max_epochs=2", "--trainer.limit_train_batches=3",
+                         f"--trainer.default_root_dir={tmp_path}"], run=False)
+    seen = SentencesSeen()
+    cli.trainer.callbacks.append(seen)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    dm = cli.datamodule
+    held = {s.source for s in dm.sentences(HELD_OUT)}
+    with_heads = [s for s in dm.corpus_sentences("train") if s.heads is not None]
+    assert len(held) == round(0.05 * len(with_heads)) == 15
+    assert {s.source for s in dm.sentences("train")} == \
+        {s.source for s in dm.corpus_sentences("train")} - held
+    assert seen.seen["train"] and not seen.seen["train"] & held
+    assert seen.seen["valid"] == held  # each validation, all of them
+    assert len(seen.dm_losses) == 2 and all(math.isfinite(x) for x in seen.dm_losses)
+    (nt_asgd,) = [c for c in cli.trainer.callbacks if isinstance(c, NTASGD)]
+    (best,) = [c for c in cli.trainer.callbacks
+               if isinstance(c, ModelCheckpoint) and not isinstance(c, RunCheckpoint)]
+    assert nt_asgd.monitor == best.monitor == "val/dm_loss" and best.mode == "min"
+    assert float(best.best_model_score) == min(seen.dm_losses)
+    assert Path(best.best_model_path).name.startswith("dm_loss-epoch")
+    # written after the validation it carries (what a run's summary and best read)
+    saved = runs.validation(runs.read_checkpoint(best.best_model_path))
+    assert saved["val/dm_loss"] == float(best.best_model_score)
+
+
+def test_the_held_out_sentences_are_drawn_by_the_seed_among_those_with_heads(
+        tmp_path: Path) -> None:
+    """The same seed holds out the same sentences, another seed others, in sentence mode as
+    in stream mode; only sentences with dependency gold are held out (here a corpus whose
+    first sentences have none); a corpus without dependency gold, or a fraction outside
+    [0, 1), is refused in one line."""
+    from synlm.data.corpora import TextFiles
+    from synlm.errors import InputError, SettingError
+    from synlm.syntax import Sentence
+
+    class PartlyHeaded(SyntheticTreebank):
+        """The synthetic treebank with the heads and trees of its first 50 training
+        sentences removed."""
+
+        def sentences(self, split: str) -> list[Sentence]:
+            out = super().sentences(split)
+            if split == "train":
+                out[:50] = [Sentence(s.words, source=s.source) for s in out[:50]]
+            return out
+
+    def held(seed: int, mode: str = "stream") -> list[str | None]:
+        dm = SynLMDataModule(PartlyHeaded(n_train=250, n_valid=10, n_test=10), mode=mode,
+                             seed=seed, dependency_holdout=0.1, cache_dir=str(tmp_path))
+        return [s.source for s in dm.sentences(HELD_OUT)]
+
+    first = held(1)
+    assert len(first) == 20 and held(1, "sentence") == first and held(2) != first
+    assert all(int(source.rsplit(":", 1)[1]) > 50 for source in first)
+    files = {}
+    for split in ("train", "valid", "test"):
+        files[split] = str(tmp_path / f"{split}.txt")
+        Path(files[split]).write_text("a b\n")
+    with pytest.raises(InputError, match="dependency_holdout .* but TextFiles has none"):
+        SynLMDataModule(TextFiles(files), dependency_holdout=0.05)
+    with pytest.raises(SettingError, match=r"dependency_holdout=1.0: expected a probability"):
+        SynLMDataModule(dependency_holdout=1.0)
 
 
 def test_phase_two_starts_from_phase_one_with_fresh_query_and_key(tmp_path: Path) -> None:

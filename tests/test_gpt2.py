@@ -3,11 +3,12 @@ padding, limits, the pretrained embedding and checkpoints."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
+from transformers import Cache, GPT2Config, GPT2LMHeadModel, GPT2Model
 
 from synlm.backbones.gpt2 import GPT2
 from synlm.lm import SyntaxLM
@@ -100,6 +101,34 @@ def test_cached_decoding_equals_the_full_pass_and_states_are_reusable(saved: Pat
     assert first.state.keys[0].size(2) == 4 and rest.state.keys[0].size(2) == x.size(1)
     plain = tuple(tuple(kv) for kv in first.state)  # as SyntaxLM saves it in checkpoints
     torch.testing.assert_close(backbone(x[:, 4:], plain).hidden, again.hidden)
+
+
+def test_incremental_steps_continue_one_cache_object_without_deprecations(saved: Path) -> None:
+    """Each step continues the cache object the previous one returned (transformers'
+    ``DynamicCache``, updated in place), passed by the keyword the installed
+    ``GPT2Model.forward`` takes (no FutureWarning); a state used twice is continued from
+    a cache rebuilt from its tensors, and still gives the same continuation."""
+    backbone = GPT2(pretrained=str(saved)).eval()
+    x = _embeddings().float()
+    full = backbone(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        first = backbone(x[:, :3])
+        second = backbone(x[:, 3:4], first.state)
+        third = backbone(x[:, 4:5], second.state)
+        again = backbone(x[:, 3:4], first.state)  # the cache first carries has moved on
+        on = backbone(x[:, 4:5], second.state)
+    # a Cache object from transformers 4.52 on (from 4.57 on also after a first step
+    # without one); legacy tuples, rebuilt at every step, before
+    carried = second.state.cache
+    if isinstance(first.state.cache, Cache):
+        assert carried is first.state.cache
+    if isinstance(carried, Cache):
+        assert third.state.cache is carried
+        assert again.state.cache is not carried and on.state.cache is not carried
+    for step, t in ((second, 3), (third, 4), (again, 3), (on, 4)):
+        torch.testing.assert_close(step.hidden[:, 0], full.hidden[:, t])
+    assert again.state.length == 4 and third.state.length == on.state.length == 5
 
 
 def test_right_padding_leaves_each_sentence_unchanged(saved: Path) -> None:

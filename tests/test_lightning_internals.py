@@ -22,6 +22,7 @@ from lightning.pytorch.loops.fetchers import _DataFetcher
 from torch.utils.data import DataLoader, TensorDataset
 
 from synlm import lightning_internals as internals
+from synlm.arguments import CommandParser
 from synlm.callbacks import ParameterSummary, SynLMProgressBar, TokensPerSecond
 from synlm.callbacks.nt_asgd import NTASGD
 from synlm.callbacks.syntactic import SyntacticEvaluation
@@ -218,6 +219,22 @@ def test_option_strings_lists_every_option() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", "--number")
     assert internals.option_strings(parser) == ["-h", "--help", "-n", "--number"]
+
+
+def test_option_strings_lists_the_options_of_groups_as_command_parser_relies_on() -> None:
+    """The options of argument groups and mutually exclusive groups are the parser's too:
+    ``CommandParser`` adds no spelling one of them already took, and proposes them for a
+    mistyped flag."""
+    parser = argparse.ArgumentParser()
+    parser.add_mutually_exclusive_group().add_argument("--ckpt_path", "--ckpt-path")
+    parser.add_argument_group("output").add_argument("--out")
+    assert internals.option_strings(parser) == ["-h", "--help", "--ckpt_path", "--ckpt-path",
+                                                "--out"]
+    command = CommandParser("synlm t")
+    command.add_mutually_exclusive_group().add_argument("--top-k")
+    assert command.add_argument("--top_k", dest="k").option_strings == ["--top_k"]
+    assert command.parse_args(["--top-k", "1", "--top_k", "2"]) == argparse.Namespace(
+        top_k="1", k="2")
 
 
 # ------------------------------------------------------------------ for the LightningModule

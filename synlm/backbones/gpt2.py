@@ -13,11 +13,16 @@ attention. This wrapper adds what the backbone contract asks of it:
 - ``attention``: one layer's attention probabilities averaged over heads, computed
   explicitly from that layer's queries and keys (every layer keeps the fused kernel);
 - its state is an immutable key/value cache (``KVCache``) for incremental decoding;
-  training never carries it across windows.
+  training never carries it across windows. The state also holds the ``transformers``
+  cache object its tensors live in, which the next step continues in place rather than
+  rebuilding it (``_continued_cache``).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -37,13 +42,70 @@ from synlm.outputs import BackboneOutput
 def _layer_cache(cache: Any, layer: int) -> tuple[Tensor, Tensor]:
     """Layer ``layer``'s keys and values (B, heads, S, head_dim) in the cache ``GPT2Model``
     returned: a ``DynamicCache`` (read by ``layers`` in transformers 4.57 and 5, by
-    ``key_cache`` in 4.5x) or a legacy tuple of (key, value) pairs (4.45; 4.5x when no cache
-    was passed in)."""
+    ``key_cache`` in 4.5x) or a legacy tuple of (key, value) pairs (4.45 to 4.51; 4.52 to
+    4.56 when no cache was passed in)."""
     if hasattr(cache, "layers"):
         return cache.layers[layer].keys, cache.layers[layer].values
     if hasattr(cache, "key_cache"):
         return cache.key_cache[layer], cache.value_cache[layer]
     return cache[layer]
+
+
+@functools.cache
+def _cache_keyword() -> str:
+    """The keyword ``GPT2Model.forward`` takes the key/value cache by in the installed
+    transformers, read once from its signature: ``cache`` where it has one (5.x releases
+    that deprecate ``past_key_values``, to be removed in 5.40), else ``past_key_values``."""
+    from transformers import GPT2Model
+
+    return "cache" if "cache" in inspect.signature(GPT2Model.forward).parameters \
+        else "past_key_values"
+
+
+class _CarriedKVCache(KVCache):
+    """A ``KVCache`` that also holds ``cache``, the ``transformers`` cache object whose
+    layers held exactly these tensors when ``GPT2Model`` returned it. A plain ``KVCache``
+    of the same tensors (a checkpoint's tuples, a detached copy) continues the same way,
+    from a cache rebuilt from its tensors."""
+
+    cache: Any = None
+
+
+def _carried(keys: Sequence[Tensor], values: Sequence[Tensor], cache: Any) -> KVCache:
+    """The backbone's state: ``keys`` and ``values`` per layer, and the cache holding them."""
+    state = _CarriedKVCache(tuple(keys), tuple(values))
+    state.cache = cache
+    return state
+
+
+def _holds(cache: Any, past: KVCache) -> bool:
+    """Whether every layer of ``cache`` holds ``past``'s keys and values themselves (the same
+    tensor objects)."""
+    for layer, (k, v) in enumerate(zip(past.keys, past.values)):
+        held_k, held_v = _layer_cache(cache, layer)
+        if held_k is not k or held_v is not v:
+            return False
+    return True
+
+
+def _continued_cache(past: KVCache) -> Any:
+    """The cache object ``GPT2Model`` continues ``past`` from: the one ``past`` carries, when
+    it is a ``Cache`` that still holds ``past``'s tensors (no step went on from it since;
+    ``DynamicCache`` grows its object in place, into new tensors, so ``past``'s own tensors
+    never change); otherwise a ``DynamicCache`` filled with ``past``'s tensors, layer by
+    layer. Rebuilt are: a state used a second time (its first use moved the cache on), a
+    plain ``KVCache`` or tuple, and the legacy tuples of transformers before 4.57 (4.45 to
+    4.51 read a ``DynamicCache`` as such a tuple; 4.52 to 4.56 keep it as the cache
+    object)."""
+    from transformers import Cache, DynamicCache
+
+    carried = getattr(past, "cache", None)
+    if isinstance(carried, Cache) and _holds(carried, past):
+        return carried
+    cache = DynamicCache()
+    for layer, (k, v) in enumerate(zip(past.keys, past.values)):
+        cache.update(k, v, layer)
+    return cache
 
 
 class GPT2(Backbone):
@@ -121,34 +183,29 @@ class GPT2(Backbone):
     def forward(self, x: Tensor, state: KVCache | tuple | None = None) -> BackboneOutput:
         # x: (B, T, E)
         config = self.model.config
-        past = None if state is None else KVCache(*state)
+        past = state if state is None or isinstance(state, KVCache) else KVCache(*state)
         offset = 0 if past is None else past.length
         T = x.size(1)
         if offset + T > config.n_positions:
             raise InputError(f"GPT2 got {offset + T} positions ({offset} cached + {T} new), "
                              f"more than its n_positions={config.n_positions}")
-        cache = None
-        if past is not None:
-            from transformers import DynamicCache
-
-            cache = DynamicCache()
-            for layer, (k, v) in enumerate(zip(*past)):
-                cache.update(k, v, layer)
+        cache = None if past is None else _continued_cache(past)
         captured: list[Tensor] = []  # the attention layer's fused q|k|v (B, T, 3E)
         hook = None if self.attention_layer is None else \
             self.model.h[self.attention_layer].attn.c_attn.register_forward_hook(
                 lambda module, args, qkv: captured.append(qkv))
         try:
-            out = self.model(inputs_embeds=x, past_key_values=cache, use_cache=True,
+            out = self.model(inputs_embeds=x, use_cache=True, output_hidden_states=True,
                              position_ids=torch.arange(offset, offset + T, device=x.device)[None],
-                             output_hidden_states=True)
+                             **{_cache_keyword(): cache})
         finally:
             if hook is not None:
                 hook.remove()
-        keys, values = zip(*(_layer_cache(out.past_key_values, layer)
-                             for layer in range(config.n_layer)))
+        # the output's field is ``cache`` where forward takes it so, else past_key_values
+        returned = out["cache"] if "cache" in out else out["past_key_values"]
+        keys, values = zip(*(_layer_cache(returned, layer) for layer in range(config.n_layer)))
         result = BackboneOutput(hidden=out.last_hidden_state,  # (B, T, E)
-                                state=KVCache(keys, values),
+                                state=_carried(keys, values, returned),
                                 layers=list(out.hidden_states[1:]))  # L x (B, T, E)
         if captured:
             result.attention = self._attention(captured[0], keys[self.attention_layer])

@@ -21,10 +21,15 @@ class SyntacticEvaluation(pl.Callback):
     a fit, from the first ``subset`` pairs of each BLiMP paradigm (items of each SyntaxGym
     suite, pairs of each Marvin & Linzen case), read once when the fit starts.
 
-    Scoring runs on global rank 0 only (the numbers are the same on every rank) and is logged
-    from there; the sanity check is skipped. Its cost is one scoring pass over the slice:
-    1,340 sentences for BLiMP at ``subset=10``, a few seconds for a PTB-size AWD-LSTM on a
-    CPU core (``benchmarks/tse_speed.py`` measures the rate).
+    Under DDP the slice is scored once, on global rank 0, while the other ranks wait; its
+    headline numbers are then broadcast (``trainer.strategy.broadcast``) and every rank logs
+    the same values, so that callbacks on any rank can monitor them (a ``ModelCheckpoint`` or
+    ``EarlyStopping`` on ``val/blimp/accuracy``). They are logged with ``sync_dist`` and the
+    ``max`` reduction, which keeps equal values exactly as they are. The slice is read on
+    every rank when the fit starts, so a missing file stops every rank alike. The sanity
+    check is skipped. The cost is one scoring pass over the slice: 1,340 sentences for BLiMP
+    at ``subset=10``, a few seconds for a PTB-size AWD-LSTM on a CPU core
+    (``benchmarks/tse_speed.py`` measures the rate).
 
     Args:
         benchmarks: names of ``synlm.tse.BENCHMARKS``.
@@ -49,16 +54,24 @@ class SyntacticEvaluation(pl.Callback):
         self._loaded: dict[str, list[Any]] | None = None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if trainer.state.fn == TrainerFn.FITTING and trainer.is_global_zero:
+        if trainer.state.fn == TrainerFn.FITTING:
             self._loaded = load_benchmarks(self.benchmarks, self.data_dir, self.subset,
                                            suites=self.suites)
 
     def on_validation_epoch_end(self, trainer: pl.Trainer,
                                 pl_module: pl.LightningModule) -> None:
-        if trainer.sanity_checking or self._loaded is None:
+        if trainer.sanity_checking or trainer.state.fn != TrainerFn.FITTING \
+                or self._loaded is None:
             return
+        headline = self._headline(pl_module, self._loaded) if trainer.is_global_zero else None
+        for name, value in trainer.strategy.broadcast(headline, src=0).items():
+            pl_module.log(name, value, sync_dist=True, reduce_fx="max")
+
+    def _headline(self, pl_module: pl.LightningModule,
+                  loaded: dict[str, list[Any]]) -> dict[str, float]:
+        """``{"val/<benchmark>/<measure>": value}``: the headline numbers of the ``loaded``
+        slice scored with the model, those that are defined."""
         scorer = ModelScorer(pl_module, self.batch_size, pl_module.device)
-        for result in score_benchmarks(self._loaded, scorer).values():
-            for name, value in result.headline.items():
-                if value is not None:
-                    pl_module.log(f"val/{name}", value, rank_zero_only=True)
+        return {f"val/{name}": value
+                for result in score_benchmarks(loaded, scorer).values()
+                for name, value in result.headline.items() if value is not None}

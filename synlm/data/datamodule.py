@@ -47,6 +47,10 @@ _EXAMPLES = {"constituency": "a corpus with trees, e.g. PTBConcatSyn or Syntheti
 #: classes (Dyer et al. 2016, as ``PTBSepsent``).
 DEFAULT_MIN_COUNT = 2
 
+#: The part of the training split ``dependency_holdout`` holds out, as ``sentences`` and
+#: ``stream`` name it; validation serves it.
+HELD_OUT = "train-held-out"
+
 
 class SynLMDataModule(pl.LightningDataModule):
     """Batches a ``Corpus`` for language modelling with optional gold syntax.
@@ -77,7 +81,15 @@ class SynLMDataModule(pl.LightningDataModule):
         tree_source: ``random`` replaces every gold tree by a seeded random binary tree
             over the same words before targets are built (Du et al. 2020 Table 4,
             "random trees"); evaluation trees stay gold.
-        seed: seeds the window lengths of each epoch (with the epoch number).
+        seed: seeds the window lengths of each epoch (with the epoch number), and which
+            sentences ``dependency_holdout`` holds out.
+        dependency_holdout: the fraction of the training sentences with dependency gold
+            (heads, or a tree to take them from by head rules) held out, drawn by ``seed``:
+            training never sees them, and validation serves them instead of the corpus's
+            validation split, so that a dependency-modelling phase validates (and is
+            checkpointed) by its own loss, ``val/dm_loss``, where the validation split has no
+            dependency gold (PTB-Concat-Syn with NLTK's sample). At least one sentence is held
+            out and one kept; the vocabulary is the whole corpus's either way. 0: none.
         vocab_file: a word vocabulary to use instead of building one from the corpus (a
             JSON list of words holding ``<eos>`` and ``<unk>``, as cached); words outside it
             read as ``<unk>``.
@@ -113,6 +125,7 @@ class SynLMDataModule(pl.LightningDataModule):
         subwords: Subwords | None = None,
         tree_source: Literal["gold", "random"] = "gold",
         seed: int = 141,
+        dependency_holdout: float = 0.0,
         num_workers: int = 0,
         vocab_file: str | None = None,
         unknown_words: UnknownWords = "unk",
@@ -126,7 +139,12 @@ class SynLMDataModule(pl.LightningDataModule):
                             ("span_window", span_window)):
             errors.at_least(name, value)
         errors.at_least("num_workers", num_workers, 0)
+        errors.probability("dependency_holdout", dependency_holdout)
         self.corpus = corpus if corpus is not None else SyntheticTreebank()
+        if dependency_holdout and "dependency" not in self.corpus.gold:
+            raise InputError(f"data.dependency_holdout holds out training sentences with "
+                             f"dependency gold, but {type(self.corpus).__name__} has none; use "
+                             f"{_EXAMPLES['dependency']}, or set it to 0")
         self.mode = mode
         self.eval_mode = eval_mode or mode
         self.batch_size = batch_size
@@ -140,6 +158,7 @@ class SynLMDataModule(pl.LightningDataModule):
         self.subwords = subwords
         self.tree_source = tree_source
         self.seed = seed
+        self.dependency_holdout = dependency_holdout
         self.num_workers = num_workers
         self.vocab_file = vocab_file
         self.unknown_words = unknown_words
@@ -160,15 +179,40 @@ class SynLMDataModule(pl.LightningDataModule):
 
     def sentences(self, split: str) -> list[Sentence]:
         """The split as the model sees it: the corpus's sentences, or with ``subwords``
-        their subword sentences (gold projected, ``Sentence.word_index`` set)."""
+        their subword sentences (gold projected, ``Sentence.word_index`` set). With
+        ``dependency_holdout``, ``train`` lacks the held-out sentences, which ``HELD_OUT``
+        holds (in the training split's order)."""
         if split not in self._sentences:
-            sentences = self.corpus_sentences(split)
-            if isinstance(self.vocab, SubwordVocab):
-                pieces = self.vocab.split([s.words for s in sentences])
-                sentences = [project_sentence(s, tokens, word_index)
-                             for s, (tokens, word_index) in zip(sentences, pieces)]
-            self._sentences[split] = sentences
+            if self.dependency_holdout and split in ("train", HELD_OUT):
+                whole = self._model_sentences("train")
+                held = self._held_out(whole)
+                self._sentences["train"] = [s for i, s in enumerate(whole) if i not in held]
+                self._sentences[HELD_OUT] = [whole[i] for i in sorted(held)]
+            else:
+                self._sentences[split] = self._model_sentences(split)
         return self._sentences[split]
+
+    def _model_sentences(self, split: str) -> list[Sentence]:
+        """The corpus's split, as subword sentences with ``subwords``."""
+        sentences = self.corpus_sentences(split)
+        if isinstance(self.vocab, SubwordVocab):
+            pieces = self.vocab.split([s.words for s in sentences])
+            sentences = [project_sentence(s, tokens, word_index)
+                         for s, (tokens, word_index) in zip(sentences, pieces)]
+        return sentences
+
+    def _held_out(self, train: list[Sentence]) -> set[int]:
+        """The indices of the training sentences ``dependency_holdout`` holds out:
+        ``round(fraction × n)`` of the n with dependency gold (at least 1, at most n − 1),
+        drawn without replacement by ``seed``."""
+        with_gold = [i for i, s in enumerate(train) if s.heads is not None or s.tree is not None]
+        if len(with_gold) < 2:
+            raise InputError(f"data.dependency_holdout needs two training sentences with "
+                             f"dependency gold (one held out, one kept); "
+                             f"{type(self.corpus).__name__} has {len(with_gold)}")
+        count = min(max(round(self.dependency_holdout * len(with_gold)), 1), len(with_gold) - 1)
+        rng = np.random.default_rng(self.seed)
+        return {with_gold[i] for i in rng.choice(len(with_gold), count, replace=False)}
 
     @cached_property
     def vocab(self) -> Vocab:
@@ -319,13 +363,17 @@ class SynLMDataModule(pl.LightningDataModule):
         the NLTK sample has trees in its training split only)."""
         stream = mode == "stream"
         sentences = self.sentences(split)
+        part = split
+        if self.dependency_holdout and split in ("train", HELD_OUT):
+            part = f"{split}{self.dependency_holdout:g}"  # the sentences differ by it
         if self.tree_source == "random":
-            rng = np.random.default_rng([self.seed, self.corpus.splits.index(split)])
+            origin = "train" if split == HELD_OUT else split
+            rng = np.random.default_rng([self.seed, self.corpus.splits.index(origin)])
             sentences = [replace(s, tree=baseline_tree(s.words, "random", rng))
                          if s.tree is not None else s for s in sentences]
         targets = cached_targets(
             sentences, self.cache_dir / self.corpus.cache_key(),
-            key=f"{self.cache_key}-{split}-{self.tree_source}-{self.seed}", mode=mode,
+            key=f"{self.cache_key}-{part}-{self.tree_source}-{self.seed}", mode=mode,
             span_window=self.span_window or 10, boundary=self.boundary, closing_eos=stream)
         present = {"constituency": targets.distance_mask.any(),
                    "dependency": targets.dep_row_mask.any()}
@@ -405,7 +453,10 @@ class SynLMDataModule(pl.LightningDataModule):
         return self._loader("train", self.batch_size, train=True)
 
     def val_dataloader(self):
-        return self._loader("valid", self.eval_batch_size)
+        """The validation split, or with ``dependency_holdout`` the held-out training
+        sentences."""
+        return self._loader(HELD_OUT if self.dependency_holdout else "valid",
+                            self.eval_batch_size)
 
     def test_dataloader(self):
         return self._loader("test", self.test_batch_size)
