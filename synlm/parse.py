@@ -38,6 +38,7 @@ from synlm.metrics.structures import AttachmentScore, decode_heads, decode_trees
 from synlm.runs import read_checkpoint, resolve_checkpoint
 from synlm.syntax import BASELINES, ReaderError, Sentence, baseline_tree, read_conllu, read_trees
 from synlm.syntax.trees import to_bracket
+from synlm.tse.scoring import ModelScorer, sentence_rows
 
 #: How ``--format`` writes trees: one bracketed tree per line, nltk's text drawing (a blank
 #: line after each), one SVG picture per sentence (a folder), one JSON object per line.
@@ -107,16 +108,18 @@ UNKNOWN_WARNING = 0.1
 
 def unknown_words(model: Any, sentences: Sequence[Sequence[str]], what: str,
                   prog: str = "synlm parse") -> float:
-    """The share of the words of ``sentences`` that ``model`` reads as unknown (normalised as
-    its training corpus; 0 for a subword vocabulary, which has no unknown token), with one
-    warning line on stderr above ``UNKNOWN_WARNING``."""
-    vocab = model.vocab
-    if vocab.unk_id is None:
+    """The share of the words of ``sentences`` (treebank or generated words, each normalised
+    as the training corpus normalised its words) that ``model`` reads as unknown, as synlm's
+    one sentence scorer counts them (``ModelScorer.encode``: ``<unk>`` or an unknown-word
+    class; none for a subword vocabulary), with one warning line on stderr above
+    ``UNKNOWN_WARNING``. (Running text, as the benchmarks have it, is normalised as text
+    instead: ``ModelScorer.words``.)"""
+    if model.vocab.unk_id is None:
         return 0.0
-    normalize = normalizer(model.normalization)
-    ids = vocab.encode([normalize(w) for words in sentences for w in words])
-    unknown = set(getattr(vocab, "unknown_ids", {vocab.unk_id}))
-    share = sum(i in unknown for i in ids) / len(ids) if ids else 0.0
+    scorer, normalize = ModelScorer(model), normalizer(model.normalization)
+    flags = [unknown for words in sentences
+             for unknown in scorer.encode([normalize(w) for w in words])[2]]
+    share = sum(flags) / len(flags) if flags else 0.0
     if share > UNKNOWN_WARNING:
         print(f"{prog}: warning: {share:.0%} of {what} are outside the model's vocabulary "
               "(read as <unk>): it was trained on other text", file=sys.stderr)
@@ -148,16 +151,11 @@ def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
                          "model's vocabulary is subwords (data.subwords)")
     normalize = normalizer(model.normalization)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    eos = model.vocab.eos_id
     out = []
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
-        T = max(len(sentences[i]) for i in chunk) + 2
-        tokens = torch.full((len(chunk), T), eos, dtype=torch.long)
-        for b, i in enumerate(chunk):
-            ids = [eos, *model.vocab.encode([normalize(w) for w in sentences[i]])]
-            tokens[b, :len(ids)] = torch.tensor(ids)
-        out.append((chunk, tokens))
+        rows = [model.vocab.encode([normalize(w) for w in sentences[i]]) for i in chunk]
+        out.append((chunk, sentence_rows(rows, model.vocab.eos_id)))
     return out
 
 
@@ -224,14 +222,16 @@ def untrained_model(build_model: Callable[..., Any], config: str, seed: int,
 
 
 def mean_and_std(results: Sequence[dict[str, Any]], digits: int = 2) -> dict[str, Any]:
-    """Each numeric figure's mean over ``results`` and its ``_std`` (population), rounded to
-    ``digits`` places; other values as the first result has them."""
+    """Each numeric figure's mean over ``results`` and its ``_std``, the sample standard
+    deviation (n - 1 in the denominator: the seeds are a sample of the seeds one could draw;
+    None for a single result), rounded to ``digits`` places; other values as the first
+    result has them."""
     out: dict[str, Any] = {"n_models": len(results)}
     for key, value in results[0].items():
         values = [r[key] for r in results]
         if isinstance(value, float) and None not in values:
-            out[key], out[f"{key}_std"] = round(float(np.mean(values)), digits), \
-                round(float(np.std(values)), digits)
+            std = round(float(np.std(values, ddof=1)), digits) if len(values) > 1 else None
+            out[key], out[f"{key}_std"] = round(float(np.mean(values)), digits), std
         else:
             out[key] = value
     return out

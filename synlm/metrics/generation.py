@@ -37,13 +37,20 @@ NGram = tuple[str, ...]
 
 
 class ScoringLM(Protocol):
-    """What ``lm_score`` reads of a ``synlm.SyntaxLM`` (which sits above this floor)."""
+    """What ``lm_score`` reads of a ``synlm.SyntaxLM`` (which sits above this floor), through
+    ``synlm.tse.scoring.ModelScorer``."""
 
     vocab: Any  # a synlm.data.vocab.Vocab; a SubwordVocab also has ``split``
+    normalization: str
+    training: bool
 
-    def log_probs(self, tokens: Tensor) -> Tensor: ...
+    def target_log_probs(self, tokens: Tensor, targets: Tensor) -> Tensor: ...
 
     def parameters(self) -> Iterator[nn.Parameter]: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def eval(self) -> Any: ...
 
 
 def _check_pairs(hypotheses: Sequence[Tokens], references: Sequence[Tokens], what: str) -> None:
@@ -216,36 +223,25 @@ def lm_score(model: ScoringLM, samples: Sequence[Tokens], batch_size: int = 32) 
     """The LM score (Semeniuta et al. 2018; Caccia et al. 2020): the mean negative
     log-likelihood, in nats per token, of the samples under an "oracle" ``SyntaxLM``.
 
-    Each sample is a row ``[<eos>, w1..wn]`` predicting ``w1..wn <eos>``, scored with
-    ``model.log_probs`` (the distribution the model uses, eval mode); the mean is over all
-    predicted tokens, the closing ``<eos>`` included: Σ −log p / Σ (n_i + 1). Words are
-    encoded with ``model.vocab`` (unknown words as ``<unk>``; a vocabulary without one raises).
-    With a subword vocabulary the words are first split into subwords and the mean is per
-    subword token. Rows are right-padded and masked, which leaves every number as scoring the
-    sample alone (the models are causal). Not in the released code. An empty sample is scored
-    as its one ``<eos>`` (the model ending it at once); no sample at all gives NaN.
+    Each sample is scored by synlm's one sentence scorer (``synlm.tse.scoring.ModelScorer``)
+    as the row ``[<eos>, w1..wn]`` predicting ``w1..wn <eos>`` from a fresh state, with the
+    distribution the model uses, in eval mode; the mean is over all predicted tokens, the
+    closing ``<eos>`` included: Σ −log p / Σ (n_i + 1). Words are encoded with
+    ``model.vocab`` (unknown words as ``<unk>``; a vocabulary without one raises). With a
+    subword vocabulary the words are first split into subwords and the mean is per subword
+    token. Not in the released code. An empty sample is scored as its one ``<eos>`` (the model
+    ending it at once); no sample at all gives NaN.
     """
-    vocab = model.vocab
-    if vocab is None:
+    from synlm.tse.scoring import ModelScorer
+
+    if model.vocab is None:
         raise InputError("lm_score: expected a model with a vocabulary (model.vocab), as a "
                          "synlm checkpoint stores it; this one has none")
-    pieces = ([tokens for tokens, _ in vocab.split(samples)]
-              if hasattr(vocab, "split") else samples)  # subwords: split the words first
-    rows = [[vocab.eos_id, *vocab.encode(list(p)), vocab.eos_id] for p in pieces]
-    device = next(model.parameters()).device
-    total, count = 0.0, 0
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start:start + batch_size]
-        padded = torch.full((len(batch), max(map(len, batch))), vocab.eos_id, dtype=torch.long)
-        for i, row in enumerate(batch):
-            padded[i, :len(row)] = torch.tensor(row)
-        predicted = torch.tensor([len(row) - 1 for row in batch])
-        mask = (torch.arange(padded.size(1) - 1) < predicted[:, None]).to(device)
-        padded = padded.to(device)
-        log_probs = model.log_probs(padded[:, :-1]).gather(-1, padded[:, 1:, None])
-        total -= log_probs.squeeze(-1)[mask].double().sum().item()
-        count += int(predicted.sum())
-    return total / count if count else math.nan
+    if not samples:
+        return math.nan
+    scored = ModelScorer(model, batch_size).score([list(sample) for sample in samples])
+    total = -math.fsum(p for s in scored for p in (*s.token_log_probs, s.eos_log_prob))
+    return total / sum(len(s.tokens) + 1 for s in scored)
 
 
 @torch.no_grad()

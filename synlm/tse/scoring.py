@@ -11,7 +11,8 @@ the common choice of the field's evaluations (no context leaks from one item to 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,34 @@ from synlm.data.normalization import TEXT_COVERS_END, text_normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
 from synlm.tse.scores import ScoredSentence, by_length
+
+
+@contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """``model`` in eval mode for the block, then back in the mode it was in."""
+    training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(training)
+
+
+def _device_of(model: Any) -> torch.device:
+    """Where ``model``'s parameters are (the CPU for a model without any)."""
+    parameters = getattr(model, "parameters", None)
+    first = next(iter(parameters()), None) if parameters is not None else None
+    return first.device if first is not None else torch.device("cpu")
+
+
+def sentence_rows(rows: Sequence[Sequence[int]], eos: int) -> torch.Tensor:
+    """Token rows ``[<eos>, t1..tn, <eos>]``, right-padded with ``<eos>`` to the longest,
+    (B, max n + 2): a model reads ``[:, :-1]`` and predicts ``[:, 1:]``; a row's padding
+    follows it, so a causal model scores each row as on its own."""
+    tokens = torch.full((len(rows), max(len(r) for r in rows) + 2), eos, dtype=torch.long)
+    for b, ids in enumerate(rows):
+        tokens[b, 1:len(ids) + 1] = torch.tensor(list(ids), dtype=torch.long)
+    return tokens
 
 
 class ModelScorer:
@@ -35,25 +64,32 @@ class ModelScorer:
     given order; a row's numbers do not depend on its batch (every backbone is causal and
     right padding follows the row).
 
+    The one sentence scorer of synlm: the syntactic benchmarks, the generation metrics' LM
+    score (``synlm.metrics.generation.lm_score``) and the unknown-word count of ``synlm
+    parse`` read the model through it. Scoring runs in eval mode without gradients and puts
+    the model back in the mode it found it in; the model stays where it is unless ``device``
+    names another place, where it is moved once, here.
+
     Args:
         model: the language model (its ``vocab`` and ``normalization`` set, as a checkpoint
             or ``setup`` sets them).
         batch_size: sentences per forward pass.
-        device: where to run (``cpu``, ``cuda``); the model is moved there.
+        device: where to run (``cpu``, ``cuda``): the model is moved there; None (the
+            default) leaves it where it is.
         progress: called with the number of sentences after each batch (a progress bar).
     """
 
-    def __init__(self, model: Any, batch_size: int = 64, device: str | torch.device = "cpu",
+    def __init__(self, model: Any, batch_size: int = 64, device: str | torch.device | None = None,
                  progress: Callable[[int], None] | None = None) -> None:
         if model.vocab is None:
             raise InputError("the model has no vocabulary: load it from a checkpoint or call "
                              "model.setup('predict') with its DataModule")
         if batch_size < 1:
             raise InputError(f"batch_size must be at least 1, got {batch_size}")
-        self.model = model.to(device).eval()
+        self.model = model if device is None else model.to(device)
         self.vocab = model.vocab
         self.batch_size = batch_size
-        self.device = torch.device(device)
+        self.device = _device_of(model) if device is None else torch.device(device)
         self.progress = progress
         self._text = text_normalizer(model.normalization)
         self._covers_end = TEXT_COVERS_END[model.normalization]
@@ -92,17 +128,14 @@ class ModelScorer:
             rows = self._log_probs([encoded[i][0] for i in chunk])
             return [self._scored(sentences[i], *encoded[i], row) for i, row in zip(chunk, rows)]
 
-        return by_length([len(ids) for ids, _, _ in encoded], self.batch_size, batch,
-                         self.progress)
+        with evaluating(self.model), torch.no_grad():
+            return by_length([len(ids) for ids, _, _ in encoded], self.batch_size, batch,
+                             self.progress)
 
     def _log_probs(self, rows: list[list[int]]) -> list[np.ndarray]:
         """Each row's target log-probabilities: its tokens, then ``<eos>``, (n + 1,)."""
         eos = self.vocab.eos_id
-        width = max(len(r) for r in rows) + 1
-        tokens = torch.full((len(rows), width + 1), eos, dtype=torch.long)
-        for b, ids in enumerate(rows):
-            tokens[b, 1:len(ids) + 1] = torch.tensor(ids, dtype=torch.long)
-        tokens = tokens.to(self.device)
+        tokens = sentence_rows(rows, eos).to(self.device)
         log_probs = self.model.target_log_probs(tokens[:, :-1], tokens[:, 1:])
         log_probs = log_probs.double().cpu().numpy()
         return [log_probs[b, :len(ids) + 1] for b, ids in enumerate(rows)]
