@@ -5,7 +5,7 @@
 # STEPS training windows (bptt 70, batch 20), then one validation on the whole valid split;
 # AWD-LSTM is PaLM-U without the span attention. Then synlm parse scores each
 # checkpoint's trees on the NLTK WSJ sample (WSJ10, WSJ40, PaLM protocol).
-#   SYNLM_DATA_DIR=../shared/data bash benchmarks/palm_budget.sh OUT_DIR [STEPS]
+#   SYNLM_DATA_DIR=/path/to/data bash benchmarks/palm_budget.sh OUT_DIR [STEPS]
 set -euo pipefail
 out=${1:?output folder}
 steps=${2:-300}

@@ -1,6 +1,6 @@
 """Time building all syntax targets (distances, PaLM spans, dependency sets) on one core.
 
-    python benchmarks/targets.py [--sentences 50000] [--data-dir ../shared/data]
+    python benchmarks/targets.py [--sentences 50000] [--data-dir DIR]   # DIR: $SYNLM_DATA_DIR
 
 Reports the seconds spent in ``build_targets`` (the corpus is read first, not timed) for
 the seeded synthetic treebank and, when the staged PTB text and NLTK treebank are present,
@@ -19,6 +19,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from synlm.data.files import default_data_dir
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.treebanks import PTBConcatSyn
 from synlm.syntax import Sentence, build_targets
@@ -39,8 +40,7 @@ def timed(name: str, sentences: list[Sentence], repeat: int = 3) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sentences", type=int, default=50_000)
-    p.add_argument("--data-dir", default=os.environ.get("SYNLM_DATA_DIR", str(
-        Path(__file__).resolve().parents[2] / "shared" / "data")))
+    p.add_argument("--data-dir", default=str(default_data_dir()))
     args = p.parse_args()
 
     synthetic = SyntheticTreebank(n_train=args.sentences).sentences("train")

@@ -8,7 +8,7 @@ on one device.
         --baseline-override=--model.backbone.init_args.kernel=reference
     python benchmarks/throughput.py --config configs/transformer.yaml \
         --override=--data.max_tokens=2048
-    python benchmarks/throughput.py --table [--device cuda] [--steps 50]   # issue 12's table
+    python benchmarks/throughput.py --table [--device cuda] [--steps 50]   # the GPU-speed table
 
 The config is trained by the real Lightning loop (``trainer.fit``) for ``warmup + steps``
 windows; only the last ``steps`` are timed. For an AWDLSTM config the default baseline is

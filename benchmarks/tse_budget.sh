@@ -8,7 +8,7 @@
 # whole valid split. Then `synlm evaluate-syntax` scores each on BLiMP, SyntaxGym and
 # Marvin & Linzen, and three untrained AWD-LSTMs of the same size (the chance row); each
 # writes OUT_DIR/NAME.tse.json (the summary) and NAME.tse.jsonl (one record per pair or item).
-#   SYNLM_DATA_DIR=../shared/data bash benchmarks/tse_budget.sh OUT_DIR [STEPS]
+#   SYNLM_DATA_DIR=/path/to/data bash benchmarks/tse_budget.sh OUT_DIR [STEPS]
 set -euo pipefail
 out=${1:?output folder}
 steps=${2:-600}

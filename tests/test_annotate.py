@@ -8,14 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from staged import staged
 from synlm.catalog import REPO_CONFIGS
 from synlm.cli import main
 from synlm.data.annotation import annotate, read_input
 from synlm.data.generation_corpora import ROCStories
 from synlm.syntax import read_conllu
 
-EWT = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud_english_ewt"
-pytestmark = pytest.mark.skipif(not EWT.exists(), reason="UD English EWT not staged here")
+#: the first five sentences of EWT's dev split (fixtures/ud_english_ewt/SOURCE.md)
+EWT_DEV_HEAD = Path(__file__).parent / "fixtures" / "ud_english_ewt" / "en_ewt-ud-dev.head.conllu"
+
+
+def ewt(split: str) -> Path:
+    """A split of the staged UD English EWT; skips the test when it is absent."""
+    return staged("ud_english_ewt", f"en_ewt-ud-{split}.conllu")
 
 
 def first_sentences(path: Path, n: int) -> str:
@@ -31,7 +37,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("spacy")
     for split, n in (("train", 300), ("dev", 50)):
-        text = first_sentences(EWT / f"en_ewt-ud-{split}.conllu", n)
+        text = first_sentences(ewt(split), n)
         DocBin(docs=list(conllu_to_docs(text, n_sents=10, no_print=True))).to_disk(
             root / f"{split}.spacy")
     train(REPO_CONFIGS / "spacy" / "parser_ewt.cfg", root / "out", overrides={
@@ -48,8 +54,7 @@ def uas(gold: list, predicted: list) -> float:
 
 
 def test_annotate_lines_keeps_tokens_and_parses(pipeline: Path, tmp_path: Path) -> None:
-    gold = read_conllu(EWT / "en_ewt-ud-train.conllu", first_sentences(
-        EWT / "en_ewt-ud-train.conllu", 40))
+    gold = read_conllu(ewt("train"), first_sentences(ewt("train"), 40))
     text = tmp_path / "text.txt"
     text.write_text("".join(" ".join(s.words) + "\n" for s in gold), encoding="utf-8")
     out = annotate(text, parser="spacy", model=str(pipeline))
@@ -85,8 +90,8 @@ def test_rocstories_story_heads_join_its_sentences_parses(pipeline: Path, tmp_pa
     five roots attached to the story's ROOT (0); the corpus then declares dependency gold."""
     stories = tmp_path / "rocstories" / "ROCStories_test.csv"
     stories.parent.mkdir()
-    shared = EWT.parent / "rocstories" / "ROCStories_test.csv"
-    stories.write_text("".join(shared.read_text(encoding="utf-8").splitlines(True)[:4]),
+    staged_stories = staged("rocstories", "ROCStories_test.csv")
+    stories.write_text("".join(staged_stories.read_text(encoding="utf-8").splitlines(True)[:4]),
                        encoding="utf-8")
     corpus = ROCStories(str(tmp_path), staged=True, parser=str(pipeline))
     assert corpus.gold == frozenset({"dependency"})
@@ -101,7 +106,7 @@ def test_rocstories_story_heads_join_its_sentences_parses(pipeline: Path, tmp_pa
 
 
 def test_heads_from_an_existing_conllu_parse(tmp_path: Path) -> None:
-    gold_text = first_sentences(EWT / "en_ewt-ud-dev.conllu", 5)
+    gold_text = EWT_DEV_HEAD.read_text(encoding="utf-8")
     parse = tmp_path / "parse.conllu"
     parse.write_text(gold_text, encoding="utf-8")
     gold = read_conllu(parse)

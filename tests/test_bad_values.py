@@ -1,6 +1,6 @@
 """Every value a user can set is checked before anything is built or written: one line on
 stderr that names the flag (or the config file and line) and what is expected, exit code 2,
-and no run folder left behind (issue 24's table of bad values)."""
+and no run folder left behind."""
 
 from __future__ import annotations
 
@@ -120,3 +120,30 @@ def test_a_failed_start_keeps_the_run_folders_already_there(
     (earlier / "metrics.csv").write_text("step\n")
     assert run_cli([*QUICK, "--trainer.max_epochs=1", "--optimizer.lr=-1"]) == 2
     assert sorted(p.name for p in (tmp_path / "runs" / "quickstart").iterdir()) == ["version_0"]
+
+
+#: (a YAML file with a misspelled key, stacked on the quickstart; the line the error must
+#: begin with): a nested key, a top-level key and a class's argument, each as a misspelled
+#: flag is told, with the file and line instead of the flag
+MISSPELLED_KEYS = [
+    ("trainer:\n  max_epocs: 3\n",
+     "bad.yaml:2: trainer.max_epocs: not an option; did you mean max_epochs?"),
+    ("trainer.max_epochs: 1\nseed_everythin: 3\n",
+     "bad.yaml:2: seed_everythin: not an option; did you mean seed_everything?"),
+    ("model:\n  backbone:\n    init_args:\n      hiden_size: 8\n",
+     "bad.yaml:4: model.backbone.hiden_size: ONLSTM takes no such argument; did you mean "
+     "hidden_size?"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MISSPELLED_KEYS,
+                         ids=["nested", "top-level", "class-argument"])
+def test_a_misspelled_key_in_a_config_file_names_its_line_and_the_key_meant(
+        text: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.yaml").write_text(text)
+    assert run_cli([*QUICK, "--config", "bad.yaml"]) == 2
+    line = _one_error_line(capfd)
+    assert line.startswith(f"synlm fit: error: {expected} "), line
+    assert not (tmp_path / "runs").exists()

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from staged import staged
 from synlm.data.batching import Columns, awd_window_lengths, fixed_window_lengths
 from synlm.data.corpora import PTB, CorpusError
 from synlm.data.datamodule import SynLMDataModule
@@ -140,17 +141,14 @@ def test_request_fails_naming_the_head_and_corpus() -> None:
         dm.request(frozenset({"distances"}), who="DistanceRankingHead")
 
 
-REAL = Path(__import__("os").environ.get("SYNLM_REAL_DATA", "../shared/data"))
-
-
-@pytest.mark.skipif(not (REAL / "ptb").exists(), reason="real corpora not staged here")
 def test_staged_corpora_match_their_checksums() -> None:
     from synlm.data.corpora import WikiText2, sha256_of
 
-    for corpus in (PTB(str(REAL)), WikiText2(str(REAL))):
+    for name, kind in (("ptb", PTB), ("wikitext-2", WikiText2)):
+        corpus = kind(str(staged(name).parent))
         for split, remote in corpus.files.items():
             assert sha256_of(corpus.path(split)) == remote.sha256
-    assert len(PTB(str(REAL)).sentences("valid")) == 3370
+    assert len(PTB(str(staged("ptb").parent)).sentences("valid")) == 3370
 
 
 def test_random_tree_ablation_changes_targets_not_masks() -> None:

@@ -16,6 +16,7 @@ from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
 from backbone_cases import build
 from conftest import local_gpt2
+from staged import staged
 from synlm.data.subwords import PretrainedTokenizer
 from synlm.data.vocab import Vocab
 from synlm.lm import SyntaxLM
@@ -146,7 +147,7 @@ RELEASED_NEWS = {"bleu_5": 7.65974318912254, "self_bleu_5": 8.765436513785238,
 
 
 def test_news_metrics_equal_the_released_script() -> None:
-    news = Path(__file__).resolve().parents[2] / "shared" / "data" / "emnlp2017_news"
+    news = staged("emnlp2017_news")
     samples = [line.split() for line in (news / "valid.txt").read_text().splitlines()[:300]]
     references = [line.split() for line in (news / "test.txt").read_text().splitlines()[:400]]
     got = news_metrics(samples, references)

@@ -3,11 +3,11 @@ errors name the paths."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from staged import staged
 from synlm.data.corpora import CorpusError
 from synlm.data.treebanks import (
     CTBSepsent,
@@ -21,8 +21,6 @@ from synlm.data.treebanks import (
 from synlm.syntax import build_targets, read_trees
 
 FIXTURES = Path(__file__).parent / "fixtures" / "syntax"
-REPO = Path(__file__).parent.parent
-SHARED = Path(os.environ.get("SYNLM_DATA_DIR", REPO.parent / "shared" / "data"))
 
 
 def test_mikolov_normalisation():
@@ -118,10 +116,9 @@ def test_ud_treebank(tmp_path):
         UDTreebank(files={"train": str(bad)}).sentences("train")
 
 
-@pytest.mark.skipif(not (SHARED / "nltk_treebank" / "treebank.zip").exists(),
-                    reason="staged data not present")
 def test_real_nltk_sample_aligns():
-    corpus = PTBConcatSyn(data_dir=str(SHARED))
+    staged("ptb", "ptb.train.txt")
+    corpus = PTBConcatSyn(data_dir=str(staged("nltk_treebank", "treebank.zip").parent.parent))
     train = corpus.sentences("train")
     report = corpus.alignment_report("train")
     assert report.n_trees == 3914 and report.aligned >= 3900

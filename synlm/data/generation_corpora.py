@@ -3,7 +3,7 @@ ROCStories story endings and EMNLP2017 WMT News sentences.
 
 Both come as their public preprocessed releases (the ones the paper used), fetched with
 ``download=True`` and checked against their checksums. Where the training file is not at
-hand (``../shared/data`` stages only the evaluation splits), ``staged=True`` trains on the
+hand (a data folder with only the evaluation splits), ``staged=True`` trains on the
 validation split less its last ``held_out`` units and validates on those; the test split is
 never touched, so samples are still drawn for, and scored against, the real test set.
 
