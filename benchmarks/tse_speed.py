@@ -8,7 +8,7 @@ encoding, batching, per-word sums, the result objects). Interleaved, median of t
 the target is a ratio (scorer tokens/s over baseline tokens/s) of at least 0.8.
 ``--full`` then times all of BLiMP (67,000 pairs) through ``evaluate_benchmarks``.
 
-    OMP_NUM_THREADS=2 SYNLM_DATA_DIR=../shared/data python benchmarks/tse_speed.py \\
+    OMP_NUM_THREADS=2 SYNLM_DATA_DIR=/path/to/data python benchmarks/tse_speed.py \\
         --config awd_lstm.yaml --threads 2 --full
 """
 
@@ -22,7 +22,7 @@ import time
 import torch
 
 from synlm.lightning_cli import build_model
-from synlm.parse import load_model, untrained_model
+from synlm.loading import load_model, untrained_model
 from synlm.tse.benchmarks import evaluate_benchmarks
 from synlm.tse.blimp import read_blimp
 from synlm.tse.scoring import ModelScorer

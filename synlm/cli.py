@@ -18,10 +18,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from synlm import usage
 from synlm.catalog import component_summaries
 from synlm.errors import SynLMError, report
-from synlm.threads import configure_threads
+from synlm.runtime import usage
+from synlm.runtime.threads import configure_threads
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 #: Commands that parse their arguments, and answer ``--help`` or a wrong flag, before torch
@@ -46,11 +46,11 @@ def _ls() -> int:
 def _command(name: str) -> Callable[[list[str]], int]:
     """The function that runs command ``name`` on its arguments, its module imported now."""
     if name == "evaluate-syntax":
-        from synlm.evaluate_syntax import main as evaluate_syntax_main
+        from synlm.commands.evaluate_syntax import main as evaluate_syntax_main
 
         return lambda args: evaluate_syntax_main(args, build_model=_build_model)
     if name == "export-hf":
-        from synlm.export_hf import main as export_hf_main
+        from synlm.commands.export_hf import main as export_hf_main
 
         return export_hf_main
     if name == "lm-eval":
@@ -65,23 +65,23 @@ def _command(name: str) -> Callable[[list[str]], int]:
     from synlm import lightning_cli
 
     if name == "annotate":
-        from synlm.annotate import main as annotate_main
+        from synlm.commands.annotate import main as annotate_main
 
         return annotate_main
     if name == "plot":
-        from synlm.plot import main as plot_main
+        from synlm.commands.plot import main as plot_main
 
         return plot_main
     if name in ("generate", "evaluate-generation"):
-        from synlm import generate
+        from synlm.commands import generate
 
         run = generate.main if name == "generate" else generate.evaluate_main
         return lambda args: run(args, build_run=lightning_cli.build_run)
     if name == "parse":
-        from synlm.parse import main as parse_main
+        from synlm.commands.parse import main as parse_main
 
         return lambda args: parse_main(args, build_model=lightning_cli.build_model)
-    from synlm.evaluate_syntax import main as evaluate_syntax_main
+    from synlm.commands.evaluate_syntax import main as evaluate_syntax_main
 
     return lambda args: evaluate_syntax_main(args, build_model=_build_model)
 

@@ -7,14 +7,14 @@ Every exception synlm raises on purpose derives from ``SynLMError``::
     │   ├── SettingError            a parameter's value: its name, the value, what would do
     │   ├── MissingFileError        a file or folder a user named is not there
     │   │                           (also a FileNotFoundError: errors.reading)
-    │   ├── CheckpointError         synlm.runs: a checkpoint missing or unreadable
+    │   ├── CheckpointError         synlm.runtime.runs: a checkpoint missing or unreadable
     │   ├── CorpusError             synlm.data.corpora: a corpus file missing or malformed
     │   │   └── SuiteError          synlm.tse.syntaxgym: a test suite file
     │   ├── ReaderError             synlm.syntax.readers: a malformed treebank file
     │   ├── TreeFormatError         synlm.syntax.trees: a malformed bracketed tree
     │   ├── FormulaError            synlm.tse.formula: a malformed SyntaxGym prediction
     │   ├── AnnotateError           synlm.data.annotation: text that cannot be annotated
-    │   └── PlotError               synlm.plot: a run or metric that cannot be plotted
+    │   └── PlotError               synlm.commands.plot: a run or metric that cannot be plotted
     └── RunError (RuntimeError)     a run that cannot go on, for a reason synlm names
 
 Library functions raise these (a notebook catches them as ``SynLMError``, or as the

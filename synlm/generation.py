@@ -11,13 +11,26 @@ A head with ``sampling == "released"`` (DM's released DM-LSTM sampler) also gets
 sampler's histories: a prompt enters the mixture's history by its last position only, and
 ``generate_stream`` samples unconditional sentences one after another in each row, the
 backbone's state carried across them and the mixture's history emptied at each ``<eos>``.
+
+``sample`` is what ``synlm generate`` runs: words in, words out, for a list of ``Prompt``
+(story endings, contexts, or none), batched by context length.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
 import torch
 from torch import Tensor
 
+from synlm.data.files import read_lines
+from synlm.data.generation_corpora import Story
+from synlm.data.normalization import normalizer
+from synlm.data.subwords import SubwordVocab
+from synlm.data.vocab import Vocab
 from synlm.errors import InputError
 from synlm.lm import SyntaxLM
 from synlm.outputs import StepState
@@ -131,3 +144,90 @@ def generate_stream(model: SyntaxLM, count: int, max_new_tokens: int,
                  if name in state.heads and hasattr(head, "reset_rows")}
         log_probs, state = model.step(token, StepState(state.backbone, {**state.heads, **heads}))
     return done[:count]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One generation request: the context words (None: unconditional) and the reference
+    continuation to score against, if any."""
+
+    context: list[str] | None = None
+    reference: list[str] | None = None
+
+
+def stories_prompts(path: Path) -> list[Prompt]:
+    """ROCStories story-ending prompts: sentences 1-4 as context, sentence 5 as reference."""
+    return [Prompt(story.context, story.ending) for story in Story.read(path)]
+
+
+def lines_prompts(contexts: Path, references: Path | None) -> list[Prompt]:
+    """One context per line, with the reference on the same line of ``references``."""
+    lines = [line.split() for line in read_lines(contexts)]
+    refs = [line.split() for line in read_lines(references)] if references else None
+    if refs is not None and len(refs) != len(lines):
+        raise InputError(f"{references}: {len(refs)} lines, {contexts} has {len(lines)}")
+    return [Prompt(words, refs[i] if refs else None) for i, words in enumerate(lines)]
+
+
+def encode(vocab: Vocab, words: list[str], normalization: str) -> list[int]:
+    """``[<eos>]`` plus the ids of ``words`` (normalised as the training corpus was; split
+    into subwords for a subword vocabulary)."""
+    if isinstance(vocab, SubwordVocab):
+        return [vocab.eos_id, *vocab.encode(vocab.split([words])[0][0])]
+    norm = normalizer(normalization)
+    return [vocab.eos_id, *vocab.encode([norm(w) for w in words])]
+
+
+def decode(vocab: Vocab, ids: Sequence[int]) -> list[str]:
+    """The words of a sample, up to its first ``<eos>``."""
+    ids = list(ids)
+    if vocab.eos_id in ids:
+        ids = ids[:ids.index(vocab.eos_id)]
+    if isinstance(vocab, SubwordVocab):
+        return vocab.text(ids).split()
+    return vocab.decode(ids)
+
+
+def sample(model: SyntaxLM, prompts: Sequence[Prompt], max_new_tokens: int = 100,
+           temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+           seed: int = 0, batch_size: int = 64) -> list[list[str]]:
+    """One sample (words) per prompt, batched by context length, seeded; unconditional
+    prompts of a model with the released DM-LSTM sampler come from ``generate_stream``
+    (sentences one after another in each of ``batch_size`` streams)."""
+    if model.vocab is None:
+        raise InputError("the checkpoint stores no vocabulary; train it with synlm fit")
+    device = next(model.parameters()).device
+    if released_sampler(model) and all(p.context is None for p in prompts):
+        generator = torch.Generator(device=device).manual_seed(seed)
+        sentences = generate_stream(model, len(prompts), max_new_tokens, temperature, top_k,
+                                    top_p, generator, batch_size)
+        return [decode(model.vocab, ids) for ids in sentences]
+    rows = [encode(model.vocab, p.context or [], model.normalization) for p in prompts]
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        by_length[len(row)].append(i)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    out: list[list[str]] = [[] for _ in rows]
+    for length in sorted(by_length):
+        members = by_length[length]
+        for start in range(0, len(members), batch_size):
+            chunk = members[start:start + batch_size]
+            tokens = torch.tensor([rows[i] for i in chunk], device=device)  # (B, P)
+            new = generate(model, tokens, max_new_tokens, temperature, top_k, top_p,
+                           generator=generator)  # (B, N)
+            for i, ids in zip(chunk, new.tolist()):
+                out[i] = decode(model.vocab, ids)
+    return out
+
+
+def records(prompts: Sequence[Prompt], samples: Sequence[list[str]]) -> list[dict[str, str]]:
+    """JSONL records: ``sample``, and ``context``/``reference`` where present."""
+    out = []
+    for prompt, words in zip(prompts, samples):
+        record = {"sample": " ".join(words)}
+        if prompt.context is not None:
+            record["context"] = " ".join(prompt.context)
+        if prompt.reference is not None:
+            record["reference"] = " ".join(prompt.reference)
+        out.append(record)
+    return out

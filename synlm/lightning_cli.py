@@ -44,13 +44,14 @@ from lightning.pytorch.utilities.exceptions import (
 from torch.optim import Optimizer
 
 import synlm.registry  # noqa: F401  (registers the components' short class names)
-from synlm import __version__, checks, runs, usage
-from synlm import lightning_internals as internals
+from synlm import __version__
 from synlm.callbacks import ParameterSummary, SynLMProgressBar, TokensPerSecond
 from synlm.data.datamodule import SynLMDataModule
 from synlm.errors import InputError, SettingError, SynLMError, report, show_traceback
 from synlm.lm import SyntaxLM
-from synlm.run_summary import Saved, evaluation_summary, fit_summary
+from synlm.runtime import checks, runs, usage
+from synlm.runtime import lightning_internals as internals
+from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
 
@@ -87,7 +88,7 @@ THREADS_KEY = "synlm_threads"
 
 
 class ThreadChoice(Protocol):
-    """The thread count a command runs with (``synlm.threads.Threads``, handed in by
+    """The thread count a command runs with (``synlm.runtime.threads.Threads``, handed in by
     ``synlm.cli``): how many, why, the count a continued fit goes on with, and the lines
     the choice is worth on stderr."""
 
@@ -283,7 +284,7 @@ class SynLMCLI(LightningCLI):
 
     def __init__(self, *args: Any, threads: ThreadChoice | None = None,
                  **kwargs: Any) -> None:
-        self._threads = threads  # as synlm.threads chose them: resume, the log, the summary
+        self._threads = threads  # as synlm.runtime.threads chose them: resume, the log, the summary
         self._args = list(kwargs.get("args") or [])  # to say where a bad value was set
         self._raises = kwargs.get("run", True) is False  # built for Python: errors raise
         kwargs.setdefault("parser_kwargs", {"parser_mode": "omegaconf+"})
@@ -422,7 +423,7 @@ class SynLMCLI(LightningCLI):
                 self._threads.report()
 
     def _threads_line(self) -> tuple[int, str] | None:
-        """(count, why) for the run's summary, as synlm.threads chose them."""
+        """(count, why) for the run's summary, as synlm.runtime.threads chose them."""
         return (self._threads.count, self._threads.why) if self._threads else None
 
     def after_fit(self) -> None:
@@ -572,7 +573,7 @@ def _input_cause(err: BaseException) -> SynLMError | None:
 
 def run(args: list[str], threads: ThreadChoice | None = None) -> int:
     """Run ``fit|validate|test|predict`` with ``args`` (the subcommand first); ``threads``
-    is the thread count ``synlm.threads.configure_threads`` chose and why (a continued fit
+    is the thread count ``synlm.runtime.threads.configure_threads`` chose and why (a continued fit
     goes on with its checkpoint's), for the log and the summary; the
 config files are checked already (``usage.config_error``)."""
     try:

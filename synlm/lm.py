@@ -26,7 +26,7 @@ from synlm.model import SyntaxModel, upgrade_state_dict
 from synlm.modules.recorded import plain
 from synlm.optim import GroupedOptimizer, ParamGroup, build_optimizer, clip_gradients
 from synlm.outputs import Batch, LMOutput, StepState
-from synlm.runs import read_checkpoint
+from synlm.runtime.runs import read_checkpoint
 
 #: The optimiser of a model built without one (configs name theirs, see configs/).
 DEFAULT_OPTIMIZER = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}

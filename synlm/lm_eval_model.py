@@ -92,7 +92,7 @@ class SynlmLM(LM):
       lm-eval's ``hf`` model).
 
     Args:
-        ckpt_path: a checkpoint or run folder (``synlm.parse.load_model``).
+        ckpt_path: a checkpoint or run folder (``synlm.loading.load_model``).
         model: a ``SyntaxLM`` already loaded, instead of ``ckpt_path``.
         batch_size: sentences a forward pass (``auto``: ``DEFAULT_BATCH_SIZE``).
         device: ``cpu``, ``cuda``, ``cuda:1`` (``_device``).
@@ -108,7 +108,7 @@ class SynlmLM(LM):
             raise InputError("the synlm model of lm-eval needs ckpt_path=RUN (a checkpoint "
                              "or run folder), or a loaded model")
         if model is None:
-            from synlm.parse import load_model
+            from synlm.loading import load_model
 
             model = load_model(str(ckpt_path), "ckpt_path")
         self.scorer = ModelScorer(model, _batch_size(batch_size), _device(device))

@@ -23,7 +23,7 @@ KERNEL_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if KERNEL_DEVICE == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 # one thread per test process: the suite's tiny models gain nothing from more, and on a
-# machine busy with other work more threads wait on each other (synlm.threads); synlm
+# machine busy with other work more threads wait on each other (synlm.runtime.threads); synlm
 # commands keep it (they would pick one per idle core, which varies with the load)
 torch.set_num_threads(1)
 os.environ.setdefault("SYNLM_THREADS", "1")

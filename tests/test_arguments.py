@@ -1,14 +1,14 @@
-"""The commands' own parsers (synlm.arguments.CommandParser): both spellings of every long
+"""The commands' own parsers (synlm.runtime.arguments.CommandParser): both spellings of every long
 option, defaults in --help, one-line errors with the closest option."""
 
 from __future__ import annotations
 
 import pytest
 
-from synlm.arguments import CommandParser
-from synlm.evaluate_syntax import build_parser as evaluate_syntax_parser
-from synlm.generate import build_parser as generate_parser
-from synlm.parse import build_parser as parse_parser
+from synlm.commands.evaluate_syntax import build_parser as evaluate_syntax_parser
+from synlm.commands.generate import build_parser as generate_parser
+from synlm.commands.parse import build_parser as parse_parser
+from synlm.runtime.arguments import CommandParser
 
 
 def test_both_spellings_parse_to_the_same_option() -> None:

@@ -216,7 +216,7 @@ def test_wandb_logger_receives_the_resolved_config(tmp_path: Path) -> None:
     from lightning.pytorch.loggers import WandbLogger
 
     from synlm.lightning_cli import SaveRunConfig, SynLMCLI
-    from synlm.runs import RunCSVLogger
+    from synlm.runtime.runs import RunCSVLogger
 
     cli = SynLMCLI(args=["--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY_OVERRIDES,
                          f"--trainer.default_root_dir={tmp_path}",
@@ -252,7 +252,7 @@ def test_from_config_builds_what_the_cli_builds() -> None:
 
 @pytest.mark.parametrize("args", [[], ["--help"], ["-h"]])
 def test_help_lists_every_command(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    from synlm.usage import COMMANDS
+    from synlm.runtime.usage import COMMANDS
 
     assert run_cli(args) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.split("commands:\n")[1]

@@ -10,14 +10,14 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from synlm import runs
 from synlm.backbones import AWDLSTM, Transformer
 from synlm.data.datamodule import HELD_OUT, SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.heads import DependencyMixtureHead
 from synlm.lm import SyntaxLM
 from synlm.outputs import Batch
-from synlm.runs import CheckpointError
+from synlm.runtime import runs
+from synlm.runtime.runs import CheckpointError
 
 V = 23
 

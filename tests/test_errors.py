@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 import synlm
-from synlm import checks, errors, parse, plot
+from synlm import errors
 from synlm.cli import main
+from synlm.commands import parse, plot
+from synlm.commands.plot import PlotError
 from synlm.data.annotation import AnnotateError
 from synlm.data.corpora import CorpusError, read_lines
 from synlm.errors import (
@@ -22,8 +24,8 @@ from synlm.errors import (
     SettingError,
     SynLMError,
 )
-from synlm.plot import PlotError
-from synlm.runs import CheckpointError
+from synlm.runtime import checks
+from synlm.runtime.runs import CheckpointError
 from synlm.syntax import read_trees
 from synlm.syntax.readers import ReaderError
 from synlm.syntax.trees import TreeFormatError

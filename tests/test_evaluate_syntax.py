@@ -17,7 +17,7 @@ import torch
 from backbone_cases import CASES
 from conftest import run_cli, tiny_palm_config
 from staged import staged
-from synlm import evaluate_syntax
+from synlm.commands import evaluate_syntax
 from synlm.data.vocab import Vocab
 from synlm.lm import SyntaxLM
 from synlm.tse.benchmarks import CONVENTIONS
@@ -297,7 +297,7 @@ def test_the_callback_logs_what_the_command_computes(monkeypatch, tmp_path):
     saved at that step."""
     import csv
 
-    from synlm.parse import load_model
+    from synlm.loading import load_model
     from synlm.tse import ModelScorer, evaluate_benchmarks
 
     monkeypatch.setenv("SYNLM_DATA_DIR", str(staged_data()))

@@ -23,39 +23,29 @@ ALLOWED = {
     "kernels": set(),
     "outputs": set(),
     "optim": set(),
+    "catalog": set(),
+    "runtime": {"catalog"},
     "metrics": {"syntax", "tse"},
     "data": {"syntax", "outputs", "errors"},
     "backbones": {"modules", "outputs", "kernels", "errors"},
     "heads": {"modules", "outputs", "backbones.base"},
     "model": {"backbones", "heads", "data.vocab", "errors", "modules", "outputs"},
-    "callbacks": {"metrics", "syntax", "viz", "tse", "lightning_internals"},
-    "runs": set(),
-    "lightning_internals": set(),
+    "callbacks": {"metrics", "syntax", "viz", "tse", "runtime.lightning_internals"},
     "lm": {"model", "backbones", "heads", "data", "errors", "metrics", "modules", "optim",
-           "outputs", "runs"},
+           "outputs", "runtime.runs"},
     "registry": {"backbones", "heads", "callbacks", "data"},
-    "catalog": set(),
-    "lightning_cli": {"lm", "data", "registry", "catalog", "runs", "callbacks", "usage",
-                      "errors", "run_summary", "checks", "lightning_internals"},
-    "run_summary": set(),
-    "checks": {"errors"},
-    "cli": {"lightning_cli", "parse", "annotate", "generate", "plot", "catalog", "usage",
-            "evaluate_syntax", "threads", "export_hf", "lm_eval_model"},
+    "lightning_cli": {"lm", "data", "registry", "catalog", "runtime", "callbacks", "errors"},
     "viz": {"syntax"},
-    "usage": {"catalog"},
-    "plot": {"arguments", "runs"},
-    "annotate": {"arguments", "data"},
-    "generation": {"lm", "outputs"},
-    "generate": {"arguments", "lm", "data", "generation", "metrics", "parse", "catalog"},
+    "generation": {"lm", "outputs", "data"},
     "config": {"lightning_cli", "lm"},
-    "parse": {"arguments", "lm", "data", "metrics", "syntax", "runs", "viz", "tse"},
     "tse": {"data"},
-    "arguments": {"lightning_internals"},
-    "threads": set(),
-    "evaluate_syntax": {"arguments", "tse", "parse", "data", "runs", "threads"},
     "hf_export": {"backbones", "data", "model"},
-    "export_hf": {"arguments", "hf_export", "parse", "threads"},
-    "lm_eval_model": {"tse", "parse"},
+    "loading": {"lm", "runtime.runs"},
+    "parsing": {"data", "metrics", "syntax", "tse"},
+    "lm_eval_model": {"tse", "loading"},
+    "commands": {"runtime", "lm", "data", "metrics", "syntax", "viz", "tse", "generation",
+                 "catalog", "loading", "parsing", "hf_export"},
+    "cli": {"lightning_cli", "commands", "catalog", "runtime", "lm_eval_model"},
 }
 
 
@@ -96,7 +86,12 @@ def imports(path: Path) -> set[str]:
             if base == "synlm":
                 names.update(_package_name(alias.name) for alias in node.names)
             elif base:
-                names.add(base)
+                folder = PACKAGE.parent.joinpath(*base.split("."))
+                submodules = {f"{base}.{alias.name}" for alias in node.names
+                              if (folder / f"{alias.name}.py").exists()}
+                names.update(submodules)  # ``from synlm.runtime import runs``: that module
+                if len(submodules) < len(node.names):
+                    names.add(base)
         elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant)):
             names.add(node.args[0].value)
@@ -111,7 +106,8 @@ def test_every_import_form_is_seen(tmp_path: Path) -> None:
                      "import importlib\nimportlib.import_module('synlm.tse')\n")
     try:
         assert imports(probe) == {"synlm.data.vocab", "synlm.lm", "synlm.errors", "synlm",
-                                  "synlm.outputs", "synlm.heads", "importlib", "synlm.tse"}
+                                  "synlm.outputs", "synlm.heads.base", "importlib",
+                                  "synlm.tse"}
     finally:
         probe.unlink()
 
@@ -144,6 +140,18 @@ def test_floor_imports_nothing_above_it(floor: str) -> None:
             ok = target.split(".")[0] in (floor, BOTTOM) or any(
                 target == a or target.startswith(a + ".") for a in ALLOWED[floor])
             assert ok, f"{path.relative_to(PACKAGE)} imports {name}"
+
+
+def test_only_the_dispatcher_imports_a_command() -> None:
+    """A command is a leaf: no library module, no other command, imports one; ``cli.py``
+    dispatches to them."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "cli.py":
+            continue
+        own = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        for name in imports(path):
+            assert not name.startswith("synlm.commands.") or name == own, (
+                f"{path.relative_to(PACKAGE)} imports {name}")
 
 
 @pytest.mark.parametrize("floor", ["backbones", "heads", "model", "modules", "syntax", "optim"])

@@ -14,9 +14,10 @@ import torch
 from conftest import write_stories
 from synlm.catalog import REPO_CONFIGS
 from synlm.cli import main
-from synlm.generate import Prompt, evaluate, read_records, sample
+from synlm.commands.generate import evaluate, read_records
+from synlm.generation import Prompt, sample
 from synlm.lightning_cli import build_run
-from synlm.parse import load_model
+from synlm.loading import load_model
 
 TINY = ["--model.backbone=AWDLSTM", "--model.backbone.init_args.input_size=16",
         "--model.backbone.init_args.hidden_size=24", "--model.backbone.init_args.num_layers=2",
@@ -206,7 +207,7 @@ def test_empty_endings_are_warned_counted_and_written(run: tuple[Path, Path], tm
         new[0, :3] = torch.tensor(model.vocab.encode(["he", "slept", "."]))
         return new
 
-    monkeypatch.setattr("synlm.generate.generate", ends_at_once)
+    monkeypatch.setattr("synlm.generation.generate", ends_at_once)
     ckpt, data = run
     out = tmp_path / "e.jsonl"
     assert main(["generate", "--ckpt_path", str(ckpt), "--stories",

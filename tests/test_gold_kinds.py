@@ -61,7 +61,7 @@ def test_normalizers() -> None:
     assert ptb("1,000") == "N" and ptb("Hello") == "hello" and ptb("%") == "N"
     assert ptb("3\\/4") == "N" and ptb("$") == "$"
     assert normalizer("none")("Hello") == "Hello"
-    assert synlm.data.treebanks.normalize_word is normalize_word  # synlm.parse imports it
+    assert synlm.data.treebanks.normalize_word is normalize_word  # synlm.commands.parse imports it
     with pytest.raises(ValueError) as err:
         normalizer("nfkc")
     message = str(err.value)

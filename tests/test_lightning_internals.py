@@ -1,5 +1,5 @@
 """The private members of Lightning (and of the parser under its CLI) that synlm relies on,
-each through one function of ``synlm.lightning_internals``: each test fails if its member
+each through one function of ``synlm.runtime.lightning_internals``: each test fails if its member
 is renamed, changes kind or signature, or stops behaving as synlm relies on. A failure
 here after a Lightning or jsonargparse upgrade names what to look at before a resumed run
 goes wrong."""
@@ -21,15 +21,15 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.loops.fetchers import _DataFetcher
 from torch.utils.data import DataLoader, TensorDataset
 
-from synlm import lightning_internals as internals
-from synlm.arguments import CommandParser
 from synlm.callbacks import ParameterSummary, SynLMProgressBar, TokensPerSecond
 from synlm.callbacks.nt_asgd import NTASGD
 from synlm.callbacks.syntactic import SyntacticEvaluation
 from synlm.callbacks.trees import TreeSamples
 from synlm.data.datamodule import SynLMDataModule
 from synlm.lightning_cli import RunCheckpoint, SaveRunConfig, SynLMArgumentParser, SynLMCLI
-from synlm.runs import RunCSVLogger, _RunTensorBoardLogger
+from synlm.runtime import lightning_internals as internals
+from synlm.runtime.arguments import CommandParser
+from synlm.runtime.runs import RunCSVLogger, _RunTensorBoardLogger
 
 
 class Tiny(pl.LightningModule):
@@ -273,7 +273,7 @@ def _theirs(cls: type) -> list[type]:
 def test_synlms_private_names_are_its_own(cls: type) -> None:
     """Every ``self._name`` a subclass uses (and the public names it adds) is its own:
     neither the Lightning class it extends nor any base defines or assigns it. synlm reads
-    Lightning's private members only through ``synlm.lightning_internals``; a Lightning
+    Lightning's private members only through ``synlm.runtime.lightning_internals``; a Lightning
     release that started using one of these names would otherwise be overridden
     silently."""
     names = set(re.findall(r"\bself\.(_[a-z]\w*)", inspect.getsource(cls)))

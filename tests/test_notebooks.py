@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from synlm.generate import sample
+from synlm.generation import sample
 from synlm.metrics.generation import distinct
 from synlm.metrics.parsing import sentence_f1
 from synlm.syntax import spans

@@ -11,8 +11,9 @@ import torch
 from nltk import Tree
 
 from conftest import tiny_palm_config
-from synlm import parse, viz
+from synlm import viz
 from synlm.cli import main as cli_main
+from synlm.commands import parse
 from synlm.errors import InputError
 from synlm.metrics.parsing import evaluation_tree
 from synlm.outputs import Structure

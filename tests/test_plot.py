@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from synlm import plot
+from synlm.commands import plot
 
 # As Lightning's CSVLogger writes them: sorted columns, one row per logging call, empty cells
 # for what that call did not log (step rows, validation rows, epoch-end rows).

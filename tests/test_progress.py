@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import synlm.callbacks.throughput as throughput
-import synlm.runs
+import synlm.runtime.runs
 from conftest import TINY_OVERRIDES, run_cli
 from synlm.callbacks import TokensPerSecond
 from synlm.catalog import REPO_CONFIGS
@@ -100,7 +100,7 @@ def test_tensorboard_logs_beside_metrics_csv(tmp_path: Path) -> None:
 def test_tensorboard_without_the_package_is_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(synlm.runs, "tensorboard_available", lambda: False)
+    monkeypatch.setattr(synlm.runtime.runs, "tensorboard_available", lambda: False)
     assert run_cli(["fit", *QUICKSTART, "--trainer.max_steps=1", "--tensorboard=true",
                     f"--trainer.default_root_dir={tmp_path}"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()

@@ -21,7 +21,7 @@ from synlm.cli import main
 from synlm.data.batching import ShuffledLoader
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
-from synlm.runs import resolve_checkpoint
+from synlm.runtime.runs import resolve_checkpoint
 
 #: The quickstart's ON-LSTM at a tiny size (kept by the other backbones where they share
 #: the argument).
@@ -269,8 +269,8 @@ def test_resume_on_a_busy_machine_goes_on_with_the_recorded_threads(
     run would take four threads, the old load-based rule two), with one thread again and
     the numbers of a run without the stop. (One thread: the tiny model runs many times
     slower with more on a shared machine; test_threads.py has the warnings.)"""
-    from synlm import threads
     from synlm.lightning_cli import THREADS_KEY
+    from synlm.runtime import threads
 
     for name in (threads.THREADS_ENV, *threads.CHOSEN):
         monkeypatch.delenv(name, raising=False)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from conftest import TINY_OVERRIDES, run_cli
-from synlm import runs
-from synlm.run_summary import Saved, evaluation_summary, fit_summary
+from synlm.runtime import runs
+from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
 
 TINY = ["--config", "quickstart.yaml", *TINY_OVERRIDES, "--data.corpus.init_args.n_train=60",
         "--model.backbone.init_args.hidden_size=20", "--model.backbone.init_args.chunk_size=4",

@@ -14,7 +14,7 @@ import yaml
 
 from conftest import TINY_OVERRIDES, run_cli
 from synlm.catalog import REPO_CONFIGS
-from synlm.runs import CONFIG_KEY, CheckpointError, resolve_checkpoint
+from synlm.runtime.runs import CONFIG_KEY, CheckpointError, resolve_checkpoint
 
 SMALL = [*TINY_OVERRIDES, "--data.corpus.init_args.n_train=60",
          "--model.backbone.init_args.input_size=16", "--model.backbone.init_args.hidden_size=24",

@@ -1,4 +1,4 @@
-"""synlm.threads: one torch thread per core this process may use (CPU affinity capped by the
+"""synlm.runtime.threads: one torch thread per core this process may use (CPU affinity capped by the
 cgroup CPU quota), whatever the load, unless the user chose; a busy machine is one warning
 line; a continued fit goes on with its checkpoint's count; a bad choice is one line."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from synlm import threads
+from synlm.runtime import threads
 
 
 @pytest.fixture(autouse=True)

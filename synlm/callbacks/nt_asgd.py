@@ -9,8 +9,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_info
 
-from synlm import lightning_internals as internals
 from synlm.errors import InputError
+from synlm.runtime import lightning_internals as internals
 
 
 class NTASGD(Callback):

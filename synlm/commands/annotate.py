@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from synlm.arguments import CommandParser
 from synlm.data.annotation import annotate
 from synlm.errors import SynLMError, report
+from synlm.runtime.arguments import CommandParser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synlm.arguments import CommandParser
 from synlm.errors import InputError, SynLMError, report
-from synlm.threads import configure_threads
+from synlm.runtime.arguments import CommandParser
+from synlm.runtime.threads import configure_threads
 from synlm.tse.benchmarks import BENCHMARKS, BenchmarkResult, load_benchmarks, score_benchmarks
 from synlm.tse.scores import ScoredSentence
 
@@ -284,28 +284,18 @@ def argument_problem(args: argparse.Namespace) -> str | None:
 
 
 def load_model(path: str) -> Any:
-    """The synlm model of a checkpoint or run folder (``synlm.parse.load_model``)."""
-    from synlm.parse import load_model as load
+    """The synlm model of a checkpoint or run folder (``synlm.loading.load_model``, imported
+    here when a model is read, so that ``--help`` answers before torch loads)."""
+    from synlm.loading import load_model as load
 
     return load(path)
-
-
-def untrained_copy(model: Any, seed: int) -> Any:
-    """``model``'s architecture with fresh weights (``torch.manual_seed(seed)``), its
-    vocabulary and normalisation, in eval mode: the chance row of a trained checkpoint."""
-    import torch
-
-    torch.manual_seed(seed)
-    fresh = type(model)(**model.hparams)
-    fresh.vocab, fresh.normalization = model.vocab, model.normalization
-    return fresh.eval()
 
 
 def _scorers(args: argparse.Namespace,
              build_model: Callable[..., Any] | None) -> list[tuple[str, Any, list[Any]]]:
     """(name, scorer, untrained scorers) of each model the flags name; loaded here, after the
     arguments are checked (torch is imported only now)."""
-    from synlm.parse import untrained_model
+    from synlm.loading import untrained_copy, untrained_model
     from synlm.tse.scoring import ModelScorer
 
     device = device_of(args.device)
@@ -354,7 +344,7 @@ def score_sentences(scorer: Any, path: str, out: str) -> int:
 
 def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str, Any]:
     """The JSON object the command prints: one model's summaries, or several side by side."""
-    from synlm.parse import mean_and_std
+    from synlm.loading import mean_and_std
 
     summary: dict[str, Any] = {"benchmarks": args.benchmark + (["pairs"] if args.pairs else []),
                                "subset": args.subset, "eos": args.eos}

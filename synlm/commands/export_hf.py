@@ -15,9 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from synlm.arguments import CommandParser
 from synlm.errors import SynLMError, report
-from synlm.threads import configure_threads
+from synlm.runtime.arguments import CommandParser
+from synlm.runtime.threads import configure_threads
 
 PROG = "synlm export-hf"
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         configure_threads()
         from synlm.hf_export import check_out, export_hf
-        from synlm.parse import load_model
+        from synlm.loading import load_model
 
         check_out(Path(args.out), args.force)  # before the checkpoint is read
         out = export_hf(load_model(args.ckpt_path), args.out, args.force)

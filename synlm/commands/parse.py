@@ -19,26 +19,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from nltk import Tree
 
 from synlm import viz
-from synlm.arguments import CommandParser
-from synlm.data.normalization import normalizer
-from synlm.errors import InputError, SynLMError, report
-from synlm.metrics.parsing import PROTOCOLS, ParsingF1, evaluation_tree
-from synlm.metrics.structures import AttachmentScore, decode_heads, decode_trees
-from synlm.runs import read_checkpoint, resolve_checkpoint
-from synlm.syntax import BASELINES, ReaderError, Sentence, baseline_tree, read_conllu, read_trees
+from synlm.errors import SynLMError, report
+from synlm.loading import load_model, mean_and_std, untrained_model
+from synlm.metrics.parsing import PROTOCOLS, evaluation_tree
+from synlm.metrics.structures import AttachmentScore
+from synlm.parsing import (
+    check_structure,
+    default_structure,
+    evaluate,
+    model_heads,
+    model_trees,
+    rounded,
+    unknown_words,
+)
+from synlm.runtime.arguments import CommandParser
+from synlm.syntax import BASELINES, ReaderError, baseline_tree, read_conllu, read_trees
 from synlm.syntax.trees import to_bracket
-from synlm.tse.scoring import ModelScorer, sentence_rows
 
 #: How ``--format`` writes trees: one bracketed tree per line, nltk's text drawing (a blank
 #: line after each), one SVG picture per sentence (a folder), one JSON object per line.
@@ -85,156 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "predicted trees beside their gold trees in --format, on stdout before the "
                    "score line (svg: the only pictures written to --output)")
     return p
-
-
-def load_model(path: str, flag: str = "--ckpt_path") -> Any:
-    """The model of the checkpoint ``path`` names (a file, a run folder, which stands for its
-    best, or ``FOLDER/best|last``: ``synlm.runs.resolve_checkpoint``), on the CPU in eval
-    mode; a missing or unreadable checkpoint is a one-line ``CheckpointError`` naming
-    ``flag``."""
-    from synlm.lm import SyntaxLM
-
-    read_checkpoint(path, flag, "best")  # memory-mapped: checked before Lightning unpickles
-    model = SyntaxLM.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
-                                          map_location="cpu")
-    model.eval()
-    return model
-
-
-#: The share of unknown words above which a command warns that the model meets text outside
-#: its vocabulary.
-UNKNOWN_WARNING = 0.1
-
-
-def unknown_words(model: Any, sentences: Sequence[Sequence[str]], what: str,
-                  prog: str = "synlm parse") -> float:
-    """The share of the words of ``sentences`` (treebank or generated words, each normalised
-    as the training corpus normalised its words) that ``model`` reads as unknown, as synlm's
-    one sentence scorer counts them (``ModelScorer.encode``: ``<unk>`` or an unknown-word
-    class; none for a subword vocabulary), with one warning line on stderr above
-    ``UNKNOWN_WARNING``. (Running text, as the benchmarks have it, is normalised as text
-    instead: ``ModelScorer.words``.)"""
-    if model.vocab.unk_id is None:
-        return 0.0
-    scorer, normalize = ModelScorer(model), normalizer(model.normalization)
-    flags = [unknown for words in sentences
-             for unknown in scorer.encode([normalize(w) for w in words])[2]]
-    share = sum(flags) / len(flags) if flags else 0.0
-    if share > UNKNOWN_WARNING:
-        print(f"{prog}: warning: {share:.0%} of {what} are outside the model's vocabulary "
-              "(read as <unk>): it was trained on other text", file=sys.stderr)
-    return round(share, 4)
-
-
-def default_structure(model: Any) -> str:
-    """The model's headline structure: the first head's if a head induces one, else the
-    backbone's first (``SyntaxLM.structures`` is in that order)."""
-    if not model.structures:
-        raise InputError("the checkpoint's model induces no structure")
-    return next(iter(model.structures))
-
-
-def check_structure(model: Any, name: str) -> str:
-    """``name``'s kind; an unknown name is an ``InputError`` listing the valid ones."""
-    if name not in model.structures:
-        valid = ", ".join(f"{n} ({s.kind})" for n, s in sorted(model.structures.items()))
-        raise InputError(f"the model has no structure {name!r}; it has: {valid or 'none'}")
-    return model.structures[name].kind
-
-
-def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
-             ) -> list[tuple[list[int], torch.Tensor]]:
-    """Rows ``[<eos>, w1..wn, <eos>]`` in the model's vocabulary (words normalised as its
-    corpus), by increasing length: the trailing ``<eos>`` gives spans ending at w_n a row."""
-    if model.vocab.unk_id is None:  # a subword vocabulary: trees would be over subwords
-        raise InputError("trees are induced over words, by a word-level model; this "
-                         "model's vocabulary is subwords (data.subwords)")
-    normalize = normalizer(model.normalization)
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    out = []
-    for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        rows = [model.vocab.encode([normalize(w) for w in sentences[i]]) for i in chunk]
-        out.append((chunk, sentence_rows(rows, model.vocab.eos_id)))
-    return out
-
-
-def model_trees(model: Any, sentences: Sequence[Sequence[str]], structure: str,
-                layer: str | int = "middle", biased: bool = False,
-                batch_size: int = 32) -> list[Tree]:
-    """Trees the model's ``structure`` (kind distances or spans) induces for ``sentences``."""
-    kind = check_structure(model, structure)
-    if kind not in ("distances", "spans"):
-        raise InputError(f"{structure!r} is of kind {kind}, which gives heads, not trees: "
-                         "score it on a CoNLL-U --treebank")
-    out: list[Tree | None] = [None] * len(sentences)
-    for chunk, tokens in _batches(model, sentences, batch_size):
-        values = model.induce(tokens)[structure].float()
-        if kind == "distances" and layer == "mean":
-            values, layer_index = values.mean(0, keepdim=True), 0
-        elif kind == "distances":
-            layer_index = values.shape[0] // 2 if layer == "middle" else int(layer)
-        rows = [(b, Sentence(list(sentences[i]))) for b, i in enumerate(chunk)]
-        keep = [np.ones(len(sentences[i]), dtype=bool) for i in chunk]
-        trees = decode_trees(kind, values, rows, keep, biased)
-        for i, tree in zip(chunk, trees[layer_index if kind == "distances" else 0]):
-            out[i] = tree
-    return out  # type: ignore[return-value]
-
-
-def model_heads(model: Any, sentences: Sequence[Sequence[str]], structure: str,
-                batch_size: int = 32) -> list[list[int]]:
-    """Heads (1-based, 0 = ROOT) the model's arc ``structure`` induces for ``sentences``."""
-    out: list[list[int]] = [[] for _ in sentences]
-    for chunk, tokens in _batches(model, sentences, batch_size):
-        values = model.induce(tokens)[structure]
-        for b, i in enumerate(chunk):
-            out[i] = decode_heads(values[b], len(sentences[i]))
-    return out
-
-
-def _number(x: torch.Tensor, scale: float = 1.0) -> float | None:
-    v = float(x) * scale
-    return None if math.isnan(v) else round(v, 2)
-
-
-def evaluate(preds: Sequence[Tree], golds: Sequence[Tree]) -> dict[str, float | None]:
-    """``ParsingF1`` figures, F1s, recalls and split percentages in percent."""
-    metric = ParsingF1()
-    metric.update(preds, golds)
-    out = {}
-    for k, v in metric.compute().items():
-        percent = k.startswith(("uf1", "precision", "recall"))
-        out[k] = _number(v, 100.0 if percent else 1.0)
-    out["n_sentences"] = int(metric.n_sentences)
-    return out
-
-
-def untrained_model(build_model: Callable[..., Any], config: str, seed: int,
-                    overrides: Sequence[str] = ()) -> Any:
-    """The model ``build_model`` (``synlm.lightning_cli.build_model``) makes of ``config`` with
-    ``seed_everything: seed``, untrained, in eval mode, with the vocabulary and
-    normalisation of its data (for PaLM Table 4's random row)."""
-    model = build_model(config, [f"--seed_everything={seed}",
-                                 *(f"--{item}" for item in overrides)])
-    model.setup("predict")  # takes the vocabulary and normalisation from its DataModule
-    return model.eval()
-
-
-def mean_and_std(results: Sequence[dict[str, Any]], digits: int = 2) -> dict[str, Any]:
-    """Each numeric figure's mean over ``results`` and its ``_std``, the sample standard
-    deviation (n - 1 in the denominator: the seeds are a sample of the seeds one could draw;
-    None for a single result), rounded to ``digits`` places; other values as the first
-    result has them."""
-    out: dict[str, Any] = {"n_models": len(results)}
-    for key, value in results[0].items():
-        values = [r[key] for r in results]
-        if isinstance(value, float) and None not in values:
-            std = round(float(np.std(values, ddof=1)), digits) if len(values) > 1 else None
-            out[key], out[f"{key}_std"] = round(float(np.mean(values)), digits), std
-        else:
-            out[key] = value
-    return out
 
 
 def main(argv: list[str] | None = None,
@@ -455,7 +310,7 @@ def _score_arcs(model: Any, structure: str, args: argparse.Namespace) -> int:
     share = unknown_words(model, [s.words for s in golds], "the treebank's words")
     print(json.dumps({"treebank": str(args.treebank), "structure": structure,
                       "max_length": args.max_length, "n_sentences": len(golds),
-                      "uas": _number(metric.compute(), 100.0), "unknown_share": share}))
+                      "uas": rounded(metric.compute(), 100.0), "unknown_share": share}))
     return 0
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from synlm.arguments import CommandParser
 from synlm.errors import InputError, SynLMError, report
-from synlm.runs import version_dir, versions
+from synlm.runtime.arguments import CommandParser
+from synlm.runtime.runs import version_dir, versions
 
 METRICS_FILE = "metrics.csv"
 #: What ``--output`` may end in (matplotlib picks the format from it).

@@ -110,7 +110,7 @@ def check_out(out: Path, force: bool) -> None:
 
 
 def export_hf(model: Any, out: str | Path, force: bool = False) -> Path:
-    """Write ``model`` (a ``SyntaxLM`` with its vocabulary, as ``synlm.parse.load_model``
+    """Write ``model`` (a ``SyntaxLM`` with its vocabulary, as ``synlm.loading.load_model``
     returns it) into the folder ``out`` (module docstring), written whole into a temporary
     folder beside it and then moved there; ``force`` replaces an earlier export in
     ``out``. Returns ``out``."""

@@ -17,7 +17,7 @@ import copy
 import difflib
 from typing import Any, NoReturn
 
-from synlm.lightning_internals import option_strings
+from synlm.runtime.lightning_internals import option_strings
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):

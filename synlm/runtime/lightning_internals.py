@@ -13,7 +13,7 @@ with ``Trainer.save_checkpoint``, ``RunCSVLogger`` keeps a continued run's rows 
 The loop members are read by ``synlm.lightning_cli.RunCheckpoint`` (``last.ckpt`` where the
 loops restart from exactly) and ``synlm.callbacks.nt_asgd`` (the step its events are logged
 at); the parser members by ``synlm.lightning_cli.SynLMArgumentParser`` (one-line errors)
-and ``synlm.arguments.CommandParser`` (both spellings of an option, the closest option of a
+and ``synlm.runtime.arguments.CommandParser`` (both spellings of an option, the closest option of a
 mistyped one).
 ``trainer.fit_loop`` and ``trainer.fit_loop.epoch_loop`` are public attributes of the
 trainer, but their classes (``_FitLoop``, ``_TrainingEpochLoop``) are private: their

@@ -42,7 +42,8 @@ def _checkpoint_line(label: str, saved: Saved | None) -> str:
 
 
 def threads_line(threads: tuple[int, str]) -> str:
-    """``threads   2 (why)``: the thread count torch ran with and why (``synlm.threads``)."""
+    """``threads   2 (why)``: the thread count torch ran with and why
+    (``synlm.runtime.threads``)."""
     return f"{'threads':<9} {threads[0]} ({threads[1]})"
 
 

@@ -16,7 +16,7 @@ word where it matters. The headlines:
 Each benchmark's default is its reference scorer's convention for the end of the sentence
 (``CONVENTIONS``); ``eos`` forces it in or out, and every result names the convention it used.
 
-``synlm evaluate-syntax`` (``synlm.evaluate_syntax``) is the command over this function.
+``synlm evaluate-syntax`` (``synlm.commands.evaluate_syntax``) is the command over this function.
 """
 
 from __future__ import annotations
