@@ -1,8 +1,9 @@
 """Benchmark: the quickstart as the README writes it against the same with
 ``OMP_NUM_THREADS=1``, each beside a CPU hog (processes spinning on ``--hogs`` cores), on
-this machine; the ratio of their wall times (as written / one thread) should be about 1
-now that synlm picks one thread per idle core (synlm.runtime.threads; before, torch took every core
-and the quickstart ran many times slower beside other work).
+this machine; the ratio of their wall times (as written / one thread) is what synlm's
+load-independent default costs beside other work (synlm.runtime.threads takes one thread per
+core the process may use and warns on a busy machine, where ``SYNLM_THREADS=1`` is the
+choice the warning names).
 
     python benchmarks/threads_hog.py [--hogs 1] [--epochs 2] [--batches N] [--all-cores] [--json]
 
