@@ -1,4 +1,4 @@
-"""The fused Triton ON-LSTM recurrence equals the PyTorch one (issue 12, item 1).
+"""The fused Triton ON-LSTM recurrence equals the PyTorch one.
 
 Without a GPU the kernels run in Triton's interpreter on CPU tensors (conftest sets
 TRITON_INTERPRET=1); with one, the same tests run the compiled kernels on CUDA tensors.

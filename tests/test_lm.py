@@ -275,7 +275,7 @@ class CountsScalarReads(SyntaxLM):
 
 def test_training_step_reads_no_device_value_between_logging_steps(tmp_path: Path) -> None:
     """A stream-mode step with AR, TAR, DropConnect and the non-finite watch asks the device
-    for no value (issue 12 item 2): the watch reads its record at logging steps only."""
+    for no value: the watch reads its record at logging steps only."""
     dm = SynLMDataModule(SyntheticTreebank(n_train=200, n_valid=20, n_test=20),
                          batch_size=4, eval_batch_size=4, bptt=10)
     model = CountsScalarReads(tiny_backbone(weight_drop=0.5), vocab_size=dm.vocab_size,
