@@ -89,11 +89,17 @@ def test_a_bad_flag_is_one_line_and_leaves_no_run_folder(
 def test_a_bad_value_in_a_config_file_names_its_line(
         text: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
+    line = _error_of_config_file(text, tmp_path, monkeypatch, capfd)
+    assert expected in line, line
+
+
+def _error_of_config_file(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          capfd: pytest.CaptureFixture[str]) -> str:
+    """The one line ``synlm fit`` (quick) prints for ``bad.yaml`` holding ``text``."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.yaml").write_text(text)
     assert run_cli([*QUICK, "--config", "bad.yaml"]) == 2
-    line = _one_error_line(capfd)
-    assert expected in line, line
+    return _one_error_line(capfd)
     assert not (tmp_path / "runs").exists()
 
 
@@ -141,9 +147,6 @@ MISSPELLED_KEYS = [
 def test_a_misspelled_key_in_a_config_file_names_its_line_and_the_key_meant(
         text: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "bad.yaml").write_text(text)
-    assert run_cli([*QUICK, "--config", "bad.yaml"]) == 2
-    line = _one_error_line(capfd)
+    line = _error_of_config_file(text, tmp_path, monkeypatch, capfd)
     assert line.startswith(f"synlm fit: error: {expected} "), line
     assert not (tmp_path / "runs").exists()
