@@ -249,7 +249,7 @@ def test_marvin_linzen_npi_rows_report_the_three_pairwise_accuracies() -> None:
                npi_record("simple_npi_inanim", -10, -9, -11),  # g < i, g > u, i > u
                npi_record("simple_npi_inanim", -10, -10, -13, unknown=True),  # tie g = i
                npi_record("npi_across_anim", -5, -6, -7)]      # all three
-    summary = marvin_linzen.summarize_marvin_linzen(records)
+    summary = marvin_linzen.summarize_marvin_linzen(marvin_linzen.with_npi_comparisons(records))
     simple = summary["table1"]["Negative polarity items"]["Simple"]
     assert {k: simple[k] for k in marvin_linzen.NPI_COMPARISONS} == {
         "grammatical_gt_intrusive": round(1 / 3, 4), "grammatical_gt_ungrammatical": 1.0,

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from synlm.data.vocab import atomic_write_text
 from synlm.errors import InputError
 from synlm.tse.scores import ScoredSentence
-from synlm.tse.surprisal_tables import region_table, token_table, unit_name, write_text_atomic
+from synlm.tse.surprisal_tables import region_table, token_table, unit_name
 
 LN2 = math.log(2)
 #: The reference runner's fixture: lm-zoo's get-surprisals output for a real model (carried
@@ -101,6 +102,6 @@ def test_the_region_table_wants_syntaxgym_records() -> None:
 
 def test_tables_are_written_whole(tmp_path: Path) -> None:
     path = tmp_path / "out" / "regions.csv"
-    write_text_atomic(path, region_table([ITEM]))
+    atomic_write_text(path, region_table([ITEM]))
     assert path.read_text() == region_table([ITEM])
     assert [p.name for p in path.parent.iterdir()] == ["regions.csv"]

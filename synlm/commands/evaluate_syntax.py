@@ -34,7 +34,13 @@ from typing import Any
 from synlm.errors import InputError, SynLMError, report
 from synlm.runtime.arguments import CommandParser
 from synlm.runtime.threads import configure_threads
-from synlm.tse.benchmarks import BENCHMARKS, BenchmarkResult, load_benchmarks, score_benchmarks
+from synlm.tse.benchmarks import (
+    BENCHMARKS,
+    BenchmarkResult,
+    is_suite_file,
+    load_benchmarks,
+    score_benchmarks,
+)
 from synlm.tse.scores import ScoredSentence
 
 PROG = "synlm evaluate-syntax"
@@ -142,11 +148,8 @@ class ProgressScorer:
         self.scorer, self.label = scorer, label
         self.console = Console(stderr=True)
 
-    def __getattr__(self, name: str) -> Any:  # syntaxgym_mapping, covers_end, vocab_size ...
+    def __getattr__(self, name: str) -> Any:  # words, syntaxgym_mapping, covers_end, ...
         return getattr(self.scorer, name)
-
-    def words(self, text: str) -> list[str]:
-        return self.scorer.words(text)
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         if self.console.is_terminal:
@@ -276,7 +279,7 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return f"--untrained: must be at least 0, got {args.untrained}"
     if bool(args.sentences) != bool(args.surprisals):
         return "--sentences and --surprisals go together: the sentences to score, the table"
-    missing = [p for p in [*args.pairs, *(s for s in args.suites or () if s.endswith(".json"))]
+    missing = [p for p in [*args.pairs, *filter(is_suite_file, args.suites or ())]
                if not Path(p).is_file()]
     if missing:
         return f"no file {missing[0]} (--pairs or --suites)"
@@ -328,7 +331,8 @@ def _vocab_size(scorer: Any) -> int:
 def score_sentences(scorer: Any, path: str, out: str) -> int:
     """lm-zoo's ``get-surprisals`` table of the sentences in ``path`` (one a line), in bits,
     written to ``out``; how many sentences."""
-    from synlm.tse.surprisal_tables import token_table, write_text_atomic
+    from synlm.data.vocab import atomic_write_text
+    from synlm.tse.surprisal_tables import token_table
 
     try:
         lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
@@ -337,7 +341,7 @@ def score_sentences(scorer: Any, path: str, out: str) -> int:
     sentences = [scorer.words(line) for line in lines if line]
     if not sentences:
         raise InputError(f"--sentences: {path} holds no sentence")
-    write_text_atomic(Path(out), token_table(ProgressScorer(scorer, "sentences")
+    atomic_write_text(Path(out), token_table(ProgressScorer(scorer, "sentences")
                                              .score(sentences)))
     return len(sentences)
 
@@ -379,11 +383,12 @@ def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
         summary["output"] = args.output
         summary["records"] = write_records(args.output, runs)
     if args.regions:
-        from synlm.tse.surprisal_tables import region_table, write_text_atomic
+        from synlm.data.vocab import atomic_write_text
+        from synlm.tse.surprisal_tables import region_table
 
         records = [{"model": run.name, **r} if len(runs) > 1 else r for run in runs
                    if "syntaxgym" in run.results for r in run.results["syntaxgym"].records]
-        write_text_atomic(Path(args.regions), region_table(records))
+        atomic_write_text(Path(args.regions), region_table(records))
         summary["regions"] = args.regions
     if args.report:
         summary["report"] = write_report(Path(args.report), runs)

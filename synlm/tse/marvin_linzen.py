@@ -297,9 +297,9 @@ def summarize_npi(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def summarize_marvin_linzen(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """``table1``: {section: {row: pooled summary}} over the templates present (a row with
     none is left out): ``summarize`` (pooled over pairs) for agreement and reflexives,
-    ``summarize_npi`` for the NPI rows; ``templates``: each template pooled over its cases;
-    ``cases``: {template: {case: summary}} (``summarize``)."""
-    records = with_npi_comparisons(records)
+    ``summarize_npi`` for the NPI rows (its records as ``with_npi_comparisons`` gives
+    them); ``templates``: each template pooled over its cases; ``cases``: {template: {case:
+    summary}} (``summarize``)."""
     by_template = group_by(records, _template)
     table: dict[str, dict[str, Any]] = {}
     for section, row, templates in TABLE1:

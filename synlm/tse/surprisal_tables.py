@@ -22,8 +22,8 @@ A region sum computed from an lm-zoo file therefore differs from synlm's in the 
 region by that word's surprisal (a prediction that compares that region across conditions
 starting with the same word is unaffected).
 
-Write either table whole or not at all with ``write_text_atomic`` (synlm's one such helper,
-``synlm.data.vocab.atomic_write_text``: a temporary file beside the target, then a rename).
+Write either table whole or not at all with ``synlm.data.vocab.atomic_write_text`` (a
+temporary file beside the target, then a rename).
 """
 
 from __future__ import annotations
@@ -34,12 +34,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from synlm.data.vocab import atomic_write_text as write_text_atomic
 from synlm.errors import InputError
 from synlm.tse.scores import ScoredSentence
 
-__all__ = ["REGION_COLUMNS", "TOKEN_COLUMNS", "region_table", "token_table", "unit_name",
-           "write_text_atomic"]
+__all__ = ["REGION_COLUMNS", "TOKEN_COLUMNS", "region_table", "token_table", "unit_name"]
 
 #: The header of lm-zoo's surprisal table.
 TOKEN_COLUMNS = ("sentence_id", "token_id", "token", "surprisal")
