@@ -77,13 +77,9 @@ def _command(name: str) -> Callable[[list[str]], int]:
 
         run = generate.main if name == "generate" else generate.evaluate_main
         return lambda args: run(args, build_run=lightning_cli.build_run)
-    if name == "parse":
-        from synlm.commands.parse import main as parse_main
+    from synlm.commands.parse import main as parse_main  # the one command left: parse
 
-        return lambda args: parse_main(args, build_model=lightning_cli.build_model)
-    from synlm.commands.evaluate_syntax import main as evaluate_syntax_main
-
-    return lambda args: evaluate_syntax_main(args, build_model=_build_model)
+    return lambda args: parse_main(args, build_model=lightning_cli.build_model)
 
 
 def _build_model(*args: Any, **kwargs: Any) -> Any:
