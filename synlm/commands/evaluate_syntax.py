@@ -350,13 +350,17 @@ def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str,
     """The JSON object the command prints: one model's summaries, or several side by side."""
     from synlm.loading import mean_and_std
 
+    def chance_row(untrained: list[dict[str, BenchmarkResult]]) -> dict[str, Any]:
+        return mean_and_std([headline(r) for r in untrained], digits=4)
+
     summary: dict[str, Any] = {"benchmarks": args.benchmark + (["pairs"] if args.pairs else []),
                                "subset": args.subset, "eos": args.eos}
     if args.config:
         chance = runs[0].untrained
         summary["model"] = runs[0].name
-        summary["headline"] = mean_and_std([headline(r) for r in chance], digits=4)
-        summary["per_seed"] = [headline(r) for r in chance]
+        per_seed = [headline(r) for r in chance]
+        summary["headline"] = mean_and_std(per_seed, digits=4)
+        summary["per_seed"] = per_seed
         summary["conventions"] = conventions(chance[0])
         return summary
     first = runs[0]
@@ -366,13 +370,11 @@ def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str,
         summary["headline"] = headline(first.results)
         summary.update({name: result.summary for name, result in first.results.items()})
         if first.untrained:
-            summary["untrained"] = mean_and_std([headline(r) for r in first.untrained],
-                                                digits=4)
+            summary["untrained"] = chance_row(first.untrained)
         return summary
     summary["models"] = {run.name: {
         "headline": headline(run.results),
-        **({"untrained": mean_and_std([headline(r) for r in run.untrained], digits=4)}
-           if run.untrained else {})} for run in runs}
+        **({"untrained": chance_row(run.untrained)} if run.untrained else {})} for run in runs}
     return summary
 
 
