@@ -1,0 +1,268 @@
+"""Word-synchronous beam search (Stern et al. 2017, with the fast track of Noji & Oseki's
+released ``word_sync_beam_search``): the prefix probabilities of a transition LM, hence each
+word's surprisal, and its best trees.
+
+Between two words, the beam (``beam_size`` items) is expanded action by action. Each step
+takes the ``beam_size`` best successors of all items (every legal action of every item,
+scored by the joint log-probability of its whole action sequence and words); a successor
+that generates the next word (or, after the last word, closes the root) is set aside in the
+word's beam, the others form the next beam. The fast track also sets aside the
+``shift_size`` best word-generating successors outside the best ``beam_size`` when fewer
+than that were among them. The expansion of a word ends when the word's beam holds
+``beam_size`` items not taken by the fast track (or is full), or nothing is left to expand;
+its ``word_beam_size`` best items then generate the word and become the next beam.
+
+The prefix probability after word i is approximated by the sum over that beam::
+
+    log p(x_1..x_i) ≈ logsumexp_{items y} log p(x_1..x_i, y)
+    surprisal(x_i) = -(log p(x_1..x_i) - log p(x_1..x_{i-1}))
+
+and after the last word the items that close the root give log p(x) (the end of the
+sentence). The search is generic over a transition LM (``TransitionLM``): the RNNG here, any
+model with the same three methods.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from synlm import errors
+from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT, Limits
+
+
+class TransitionState(Protocol):
+    """A batch of R stacks: its ``parser`` (``ParserState``) and row selection."""
+
+    parser: Any
+
+    def select(self, index: Tensor) -> TransitionState: ...
+
+    def assign(self, rows: Tensor, source: Any, source_rows: Tensor) -> None: ...
+
+
+class TransitionLM(Protocol):
+    """What the search asks of a model: R empty stacks, the log-probabilities of the next
+    actions (the ``SHIFT`` column joint with the word it generates), and a step."""
+
+    n_actions: int
+    limits: Limits
+
+    def initial_state(self, rows: int, stack_size: int) -> TransitionState: ...
+
+    def next_log_probs(self, state: Any, words: Tensor, legal: Tensor) -> Tensor: ...
+
+    def advance(self, state: Any, actions: Tensor, words: Tensor) -> TransitionState: ...
+
+
+@dataclass(frozen=True)
+class BeamSettings:
+    """The search's sizes (the reference's defaults: 100, 10, 1).
+
+    Attributes:
+        beam_size: items expanded between two words.
+        word_beam_size: items kept at each word.
+        shift_size: the fast track: word-generating successors taken from outside the beam.
+        max_stack: the bound on the stack of a sentence (the reference's
+            ``stack_size_bound``): its stack has ``ceil(min(n + 20, max_stack) / 8) * 8``
+            slots for n words.
+        max_memory_mb: sentences are searched in batches whose stacks fit in this much
+            memory (a sentence too long for it is searched alone).
+        batch_size: most sentences searched at once.
+    """
+
+    beam_size: int = 100
+    word_beam_size: int = 10
+    shift_size: int = 1
+    max_stack: int = 100
+    max_memory_mb: float = 2048.0
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        errors.at_least("beam_size", self.beam_size)
+        errors.at_least("word_beam_size", self.word_beam_size)
+        errors.at_least("shift_size", self.shift_size, 0)
+        errors.at_least("max_stack", self.max_stack, 8)
+        errors.at_least("batch_size", self.batch_size)
+        if self.max_memory_mb <= 0:
+            raise errors.SettingError("max_memory_mb", self.max_memory_mb, "a size > 0")
+
+    @property
+    def done_size(self) -> int:
+        """The capacity of a word's beam (the reference's ``min(2b, b + 5s)``)."""
+        return min(2 * self.beam_size, self.beam_size + 5 * self.shift_size)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One sentence's search (natural logs).
+
+    Attributes:
+        word_log_probs: log p(x_i | x_<i) ≈ the change of the beam's log-sum at word i (the
+            negated surprisal).
+        end_log_prob: log p(end | x): the log-sum over the finished trees minus that after
+            the last word.
+        parses: the final beam, best first: (action ids, log p(x, y)).
+    """
+
+    word_log_probs: tuple[float, ...]
+    end_log_prob: float
+    parses: tuple[tuple[tuple[int, ...], float], ...]
+
+    @property
+    def surprisals(self) -> tuple[float, ...]:
+        return tuple(-lp for lp in self.word_log_probs)
+
+
+def stack_slots(n_words: int, max_stack: int) -> int:
+    """A sentence's stack slots (``BeamSettings.max_stack``)."""
+    return math.ceil(min(n_words + 20, max_stack) / 8) * 8
+
+
+@dataclass
+class _Beam:
+    """B sentences × K items: stacks (B·K rows), scores (B, K) (-inf: an empty slot; the
+    filled slots come first) and action paths (B·K, P)."""
+
+    state: Any
+    scores: Tensor
+    paths: Tensor
+
+    def rows(self, b: Tensor, slot: Tensor) -> Tensor:
+        return b * self.scores.size(1) + slot
+
+    def take(self, index: Tensor, scores: Tensor) -> _Beam:
+        """A beam of the rows ``index`` (B·K',) of this one with new ``scores`` (B, K')."""
+        return _Beam(self.state.select(index), scores, self.paths[index])
+
+    def put(self, rows: Tensor, source: _Beam, source_rows: Tensor, scores: Tensor) -> None:
+        self.state.assign(rows, source.state, source_rows)
+        self.paths[rows] = source.paths[source_rows]
+        self.scores.view(-1)[rows] = scores
+
+
+def _record(beam: _Beam, actions: Tensor) -> None:
+    """Append each row's action (-1: none) to its path, before the state counts it."""
+    acted = (actions != NO_ACTION).nonzero()[:, 0]
+    beam.paths[acted, beam.state.parser.n_actions[acted]] = actions[acted]
+
+
+def _advance(model: TransitionLM, beam: _Beam, actions: Tensor, words: Tensor) -> None:
+    _record(beam, actions)
+    beam.state = model.advance(beam.state, actions, words)
+
+
+@torch.no_grad()
+def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
+                 settings: BeamSettings) -> list[SearchResult]:
+    """Word-synchronous beam search (module docstring) over ``words`` (B, N), padded past
+    ``lengths`` (B,), all at once; the model in eval mode."""
+    B, N = words.shape
+    K, Kd, nA = settings.beam_size, settings.done_size, model.n_actions
+    device = words.device
+    slots = torch.tensor([stack_slots(int(n), settings.max_stack) for n in lengths],
+                         device=device)
+    budget = (5 * lengths).clamp(min=100)  # the reference's action storage
+    limits = replace(model.limits, stack_size=slots.repeat_interleave(K),
+                     max_actions=budget.repeat_interleave(K))
+    P = int(budget.max()) + 1
+    b_rows = torch.arange(B, device=device)
+    row_lengths = lengths.repeat_interleave(K)
+
+    def empty(k: int) -> _Beam:
+        return _Beam(model.initial_state(B * k, int(slots.max())),
+                     torch.full((B, k), float("-inf"), dtype=torch.float64, device=device),
+                     torch.full((B * k, P), NO_ACTION, dtype=torch.long, device=device))
+
+    beam, done = empty(K), empty(Kd)
+    beam.scores[:, 0] = 0.0
+    prefix: list[Tensor] = []  # log-sum of the beam after each word, (B,)
+    parses: list[tuple[tuple[tuple[int, ...], float], ...]] = [()] * B
+    for pointer in range(N + 1):
+        next_word = words[:, min(pointer, N - 1)].repeat_interleave(K)  # (B·K,)
+        at_end = (lengths == pointer)[:, None]  # (B, 1): the root closes now
+        forced = torch.zeros(B, dtype=torch.long, device=device)
+        done_width = torch.zeros(B, dtype=torch.long, device=device)
+        while True:
+            finished = (beam.scores[:, 0] == float("-inf")) | (done_width >= Kd) | \
+                (done_width - forced >= K)
+            beam.scores[finished] = float("-inf")
+            if bool(finished.all()):
+                break
+            active = (beam.scores > float("-inf")).view(-1)
+            legal = beam.state.parser.legal_actions(row_lengths, nA, limits) & active[:, None]
+            log_probs = model.next_log_probs(beam.state, next_word, legal).double()
+            total = (log_probs.view(B, K, nA) + beam.scores[..., None]).view(B, K * nA)
+            scores, order = total.sort(1, descending=True)
+            item, action = order // nA, order % nA
+            valid = scores > float("-inf")
+            opened = beam.state.parser.n_open.view(B, K).gather(1, item)
+            is_end = valid & torch.where(at_end, (action == REDUCE) & (opened == 1),
+                                         action == SHIFT)
+            within = torch.arange(K * nA, device=device) < K
+            end_in, other_in = is_end & within, valid & ~is_end & within
+            fast = is_end & ~within
+            fast &= fast.long().cumsum(1) <= (settings.shift_size - end_in.sum(1,
+                                                                             keepdim=True))
+            forced += fast.sum(1)
+            # set aside the word-generating successors, first come first kept
+            to_done = end_in | fast
+            slot = done_width[:, None] + to_done.long().cumsum(1) - 1
+            keep = to_done & (slot < Kd)
+            b, col = keep.nonzero(as_tuple=True)
+            done.put(done.rows(b, slot[b, col]), beam, beam.rows(b, item[b, col]),
+                     scores[b, col])
+            done_width += keep.sum(1)
+            # the next beam: the other successors, best first
+            new_slot = other_in.long().cumsum(1) - 1
+            b, col = other_in.nonzero(as_tuple=True)
+            index = beam.rows(b_rows, torch.zeros_like(b_rows))[:, None].expand(B, K).clone()
+            index[b, new_slot[b, col]] = beam.rows(b, item[b, col])
+            new_scores = torch.full_like(beam.scores, float("-inf"))
+            new_scores[b, new_slot[b, col]] = scores[b, col]
+            actions = torch.full((B, K), NO_ACTION, dtype=torch.long, device=device)
+            actions[b, new_slot[b, col]] = action[b, col]
+            beam = beam.take(index.view(-1), new_scores)
+            _advance(model, beam, actions.view(-1), next_word)
+        # the word's best items generate it (or close the root) and become the beam
+        done_scores, order = done.scores.sort(1, descending=True)
+        kept = torch.arange(Kd, device=device) < done_width.clamp(
+            max=settings.word_beam_size)[:, None]
+        done = done.take((order + (b_rows * Kd)[:, None]).view(-1),
+                         done_scores.masked_fill(~kept, float("-inf")))
+        end_action = torch.where(at_end, REDUCE, SHIFT).expand(B, Kd)
+        _advance(model, done, torch.where(kept, end_action, NO_ACTION).view(-1),
+                 words[:, min(pointer, N - 1)].repeat_interleave(Kd))
+        beam = done.take((b_rows[:, None] * Kd + torch.arange(K, device=device)).view(-1),
+                         done.scores[:, :K].clone())
+        prefix.append(torch.logsumexp(beam.scores, 1))
+        for b in (lengths == pointer).nonzero()[:, 0].tolist():
+            parses[b] = _parses(beam, b)
+            beam.scores[b] = float("-inf")  # its search is over
+        done.scores.fill_(float("-inf"))
+    return [_result(prefix, b, n, parses[b]) for b, n in enumerate(lengths.tolist())]
+
+
+def _parses(beam: _Beam, b: int) -> tuple[tuple[tuple[int, ...], float], ...]:
+    """Sentence b's items, best first: their actions and log p(x, y)."""
+    K = beam.scores.size(1)
+    found = []
+    for slot, score in enumerate(beam.scores[b].tolist()):
+        if score > float("-inf"):
+            row = b * K + slot
+            n = int(beam.state.parser.n_actions[row])
+            found.append((tuple(beam.paths[row, :n].tolist()), score))
+    return tuple(found)
+
+
+def _result(prefix: list[Tensor], b: int, n: int,
+            parses: tuple[tuple[tuple[int, ...], float], ...]) -> SearchResult:
+    """Sentence b's result from the beam's log-sums after each word (``prefix``)."""
+    sums = [0.0] + [float(prefix[i][b]) for i in range(n + 1)]
+    return SearchResult(word_log_probs=tuple(sums[i + 1] - sums[i] for i in range(n)),
+                        end_log_prob=sums[n + 1] - sums[n], parses=parses)

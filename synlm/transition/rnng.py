@@ -1,0 +1,316 @@
+"""Recurrent neural network grammar (Dyer et al. 2016), batched as Noji & Oseki 2021.
+
+A generative RNNG models a sentence x and its tree y together, as the top-down action
+sequence a_1..a_n of y (``synlm.syntax.actions``)::
+
+    log p(x, y) = Σ_t log p(a_t | a_<t) + Σ_{t: a_t = SHIFT} log p(x_{ptr(t)} | a_<t)
+
+    u_t = ReLU(W_u · drop(h_t^top) + b_u)          (W)    h_t: the stack LSTM at the stack top
+    p(a_t | a_<t) = softmax(A u_t + b_A)           over the actions (Dyer et al. 2016 eq. 2)
+    p(x | a_<t)   = softmax(E u_t + b_E)            E: the word embedding (tied)
+
+The stack holds the words, the open nonterminals and the closed constituents; a stack LSTM
+reads it bottom to top (an initial item first), so h_t summarises the stack. ``SHIFT``
+pushes the next word's embedding, ``NT(X)`` pushes X's embedding, and ``REDUCE`` pops the
+children c_1..c_m of the innermost open X and pushes their composition (§4.1)::
+
+    f = LSTM_fwd(X, c_1, ..., c_m)[-1]   b = LSTM_bwd(X, c_m, ..., c_1)[-1]
+    comp = ReLU(W_c · drop([f; b]) + b_c)                     (W)
+
+The stack is a fixed-size tensor (``RNNGState``): every row's action is one indexed write,
+and the LSTM state of every stack position is kept, so a ``REDUCE`` resumes the stack LSTM
+from the state below the reopened position, as the stack LSTM of Dyer et al. 2015 pops.
+
+The released code (aistairc/rnng-pytorch, ``fixed_stack_models.FixedStackRNNG``) normalises
+the action softmax in training over every action (``legal_softmax=False``, the default,
+which with the released recipe produced its numbers) and over the legal ones in beam search;
+Dyer et al. 2016 normalise over the legal actions in both (``legal_softmax=True``). Its
+action and word softmaxes also hold a ``<pad>`` entry, never a target, which this model
+does not have (docs/reference-implementations.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from synlm import errors
+from synlm.modules.recorded import RecordsInit
+from synlm.transition.parser_state import (
+    FIRST_NT,
+    NO_ACTION,
+    REDUCE,
+    SHIFT,
+    Limits,
+    ParserState,
+)
+
+
+def _full(x: Tensor) -> Tensor:
+    """Logits in at least single precision (half-precision runs normalise in float32)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+@dataclass
+class RNNGState:
+    """The stacks of R rows. Stack item k (1-based) is ``items[:, k - 1]``; ``hidden[:, k]``
+    and ``cell[:, k]`` are the stack LSTM's state after reading items 1..k (``[:, 0]``: after
+    the initial item alone). Position ``S + 1`` of ``hidden``/``cell`` and ``S`` of ``items``
+    are scratch: rows without an action write there.
+
+    Attributes:
+        parser: pointer, open constituents, ... (``ParserState``).
+        hidden: (R, S + 2, L, H) stack LSTM outputs per position and layer.
+        cell: (R, S + 2, L, H) its cells.
+        items: (R, S + 1, W) the stack items' embeddings.
+        open_at: (R, S) the stack position of each open nonterminal, innermost last
+            (``parser.n_open`` of them).
+    """
+
+    parser: ParserState
+    hidden: Tensor
+    cell: Tensor
+    items: Tensor
+    open_at: Tensor
+
+    @property
+    def stack_size(self) -> int:
+        return self.items.size(1) - 1
+
+    def top_hidden(self) -> Tensor:
+        """(R, H): the top layer of the stack LSTM at the stack top."""
+        rows = torch.arange(self.hidden.size(0), device=self.hidden.device)
+        return self.hidden[rows, self.parser.top, -1]
+
+    def select(self, index: Tensor) -> RNNGState:
+        """The rows ``index`` (R',), in that order."""
+        return RNNGState(self.parser.select(index), *(getattr(self, f.name)[index]
+                                                      for f in fields(self)[1:]))
+
+    def assign(self, rows: Tensor, source: RNNGState, source_rows: Tensor) -> None:
+        """``self[rows] = source[source_rows]``, in place."""
+        self.parser.assign(rows, source.parser, source_rows)
+        for f in fields(self)[1:]:
+            getattr(self, f.name)[rows] = getattr(source, f.name)[source_rows]
+
+
+class StackLSTM(nn.Module):
+    """An L-layer LSTM read one item at a time, dropout between layers (the released
+    ``MultiLayerLSTMCell``)."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int,
+                 dropout: float) -> None:
+        super().__init__()
+        self.cells = nn.ModuleList(
+            nn.LSTMCell(input_size if i == 0 else hidden_size, hidden_size)
+            for i in range(num_layers))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, hidden: Tensor, cell: Tensor) -> tuple[Tensor, Tensor]:
+        """x (R, W), state (R, L, H) -> the next state (R, L, H) twice."""
+        hs, cs = [], []
+        for layer, lstm in enumerate(self.cells):
+            h, c = lstm(x if layer == 0 else self.dropout(hs[-1]),
+                        (hidden[:, layer], cell[:, layer]))
+            hs.append(h)
+            cs.append(c)
+        return torch.stack(hs, 1), torch.stack(cs, 1)
+
+
+class Composition(nn.Module):
+    """A closed constituent's embedding from its label and children (Dyer et al. 2016
+    §4.1): a forward LSTM over (X, c_1..c_m) and a backward one over (X, c_m..c_1), their
+    last outputs through ReLU(W · drop(·) + b). Rows are left-aligned and padded after the
+    end, so each direction is a plain unidirectional LSTM read at index m."""
+
+    def __init__(self, size: int, dropout: float) -> None:
+        super().__init__()
+        self.forward_lstm = nn.LSTM(size, size, batch_first=True)
+        self.backward_lstm = nn.LSTM(size, size, batch_first=True)
+        self.dropout = nn.Dropout(dropout)
+        self.output = nn.Linear(2 * size, size)
+
+    def forward(self, label: Tensor, children: Tensor, n_children: Tensor) -> Tensor:
+        """label (C, W), children (C, M, W) left-aligned, n_children (C,) -> (C, W)."""
+        M = children.size(1)
+        steps = torch.arange(M, device=children.device)  # (M,)
+        # c_m .. c_1 then padding: index m - 1 - j for j < m
+        reverse = (n_children[:, None] - 1 - steps).clamp(min=0)  # (C, M)
+        backward = children.gather(1, reverse[..., None].expand_as(children))
+        last = n_children.view(-1, 1, 1).expand(-1, 1, label.size(1))  # index m of (1 + M)
+        f = self.forward_lstm(torch.cat([label[:, None], children], 1))[0].gather(1, last)
+        b = self.backward_lstm(torch.cat([label[:, None], backward], 1))[0].gather(1, last)
+        both = torch.cat([f[:, 0], b[:, 0]], -1)  # (C, 2W)
+        return F.relu(self.output(self.dropout(both)))
+
+
+@dataclass
+class RNNGOutput:
+    """Teacher-forced log-probabilities of gold actions and words (natural log).
+
+    Attributes:
+        action_log_probs: (B, A) log p(a_t | a_<t), 0 at padding.
+        word_log_probs: (B, N) log p(x_i | a_<t(i)), 0 at padding.
+        joint: (B,) log p(x, y) = the two summed.
+    """
+
+    action_log_probs: Tensor
+    word_log_probs: Tensor
+    joint: Tensor
+
+
+class RNNG(RecordsInit, nn.Module):
+    """A batched generative top-down RNNG (module docstring).
+
+    Args:
+        vocab_size: V, the word vocabulary (the DataModule's).
+        n_actions: the action vocabulary (``ActionVocab``: SHIFT, REDUCE, NT(X)...).
+        input_size: W, word, nonterminal and composed-item width (the reference: 256).
+        hidden_size: H, the stack LSTM's (256).
+        num_layers: L, the stack LSTM's (2).
+        dropout: on embeddings, between stack LSTM layers, before the output and
+            composition layers (the reference's one rate; its PTB recipe 0.3).
+        legal_softmax: normalise the action softmax over the legal actions in training
+            too (Dyer et al. 2016); False: over every action, as the released code trains.
+        max_open: most constituents open at once in search (``Limits``).
+        max_consecutive: most ``NT`` in a row in search.
+    """
+
+    def __init__(self, vocab_size: int, n_actions: int, input_size: int = 256,
+                 hidden_size: int = 256, num_layers: int = 2, dropout: float = 0.3,
+                 legal_softmax: bool = False, max_open: int = 100,
+                 max_consecutive: int = 8) -> None:
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("input_size", input_size),
+                            ("hidden_size", hidden_size), ("num_layers", num_layers),
+                            ("max_open", max_open), ("max_consecutive", max_consecutive)):
+            errors.at_least(name, value)
+        errors.at_least("n_actions", n_actions, FIRST_NT + 1)
+        errors.probability("dropout", dropout)
+        self.n_actions = n_actions
+        self.legal_softmax = legal_softmax
+        self.limits = Limits(max_open, max_consecutive)
+        self.dropout = nn.Dropout(dropout)
+        self.embedding = nn.Embedding(vocab_size, input_size)
+        self.nt_embedding = nn.Embedding(n_actions - FIRST_NT, input_size)
+        self.initial_item = nn.Parameter(torch.empty(input_size).normal_())
+        self.stack_lstm = StackLSTM(input_size, hidden_size, num_layers, dropout)
+        self.composition = Composition(input_size, dropout)
+        self.output = nn.Linear(hidden_size, input_size)
+        self.action_decoder = nn.Linear(input_size, n_actions)
+        self.word_decoder = nn.Linear(input_size, vocab_size)
+        self.word_decoder.weight = self.embedding.weight
+
+    # ------------------------------------------------------------------ the stack
+    def initial_state(self, rows: int, stack_size: int) -> RNNGState:
+        """R empty stacks of ``stack_size`` items, the initial item read."""
+        L = len(self.stack_lstm.cells)
+        H = self.stack_lstm.cells[0].hidden_size
+        W = self.embedding.embedding_dim
+        weight = self.embedding.weight
+        hidden = weight.new_zeros(rows, stack_size + 2, L, H)
+        cell = weight.new_zeros(rows, stack_size + 2, L, H)
+        first = self.dropout(self.initial_item.expand(rows, W))
+        zeros = weight.new_zeros(rows, L, H)
+        hidden[:, 0], cell[:, 0] = self.stack_lstm(first, zeros, zeros)
+        return RNNGState(ParserState.initial(rows, weight.device), hidden, cell,
+                         weight.new_zeros(rows, stack_size + 1, W),
+                         torch.zeros(rows, stack_size, dtype=torch.long, device=weight.device))
+
+    def advance(self, state: RNNGState, actions: Tensor, words: Tensor) -> RNNGState:
+        """Every row's action (R,) (-1: none) on its stack, in place, and the new state;
+        ``words`` (R,): the word a ``SHIFT`` of each row generates."""
+        p = state.parser
+        R = actions.size(0)
+        rows = torch.arange(R, device=actions.device)
+        acted, shift = actions != NO_ACTION, actions == SHIFT
+        opened, reduce = actions >= FIRST_NT, actions == REDUCE
+        innermost = state.open_at[rows, (p.n_open - 1).clamp(min=0)]  # (R,) its position
+        # the position the new item takes: one above the top, or the reduced NT's
+        position = torch.where(reduce, innermost, p.top + 1)
+        position = torch.where(acted, position, state.stack_size + 1)  # scratch
+        item = torch.where(shift[:, None], self.dropout(self.embedding(words.clamp(min=0))),
+                           self.dropout(self.nt_embedding((actions - FIRST_NT).clamp(min=0))))
+        if reduce.any():
+            item = item.clone()
+            reduced = reduce.nonzero()[:, 0]  # (C,)
+            item[reduced] = self._compose(state, reduced, innermost[reduced])
+        state.items[rows, position - 1] = item
+        below = position - 1
+        h, c = self.stack_lstm(item, state.hidden[rows, below], state.cell[rows, below])
+        state.hidden[rows, position] = h
+        state.cell[rows, position] = c
+        state.open_at[rows, p.n_open.clamp(max=state.stack_size - 1)] = torch.where(
+            opened, position, state.open_at[rows, p.n_open.clamp(max=state.stack_size - 1)])
+        state.parser = p.after(actions, position)
+        return state
+
+    def _compose(self, state: RNNGState, rows: Tensor, at: Tensor) -> Tensor:
+        """The composition of each reduced row's innermost open constituent, whose ``NT``
+        item sits at stack position ``at`` (C,); its children fill the positions above."""
+        n_children = state.parser.top[rows] - at  # (C,)
+        M = int(n_children.max())
+        slots = (at[:, None] + torch.arange(M, device=at.device)).clamp(
+            max=state.stack_size - 1)  # (C, M) item indices of the children
+        items = state.items[rows]  # (C, S + 1, W)
+        children = items.gather(1, slots[..., None].expand(-1, -1, items.size(-1)))
+        label = items[torch.arange(rows.size(0), device=rows.device), at - 1]  # (C, W)
+        return self.composition(label, children, n_children)
+
+    # ------------------------------------------------------------------ distributions
+    def contexts(self, top_hidden: Tensor) -> Tensor:
+        """u = ReLU(W_u drop(h) + b_u): (..., H) -> (..., W)."""
+        return F.relu(self.output(self.dropout(top_hidden)))
+
+    def next_log_probs(self, state: RNNGState, words: Tensor, legal: Tensor) -> Tensor:
+        """(R, A): log p(action) over the ``legal`` actions (R, A) of each row, the
+        ``SHIFT`` column joint with its word ``words`` (R,) (-inf where illegal)."""
+        u = self.contexts(state.top_hidden())  # (R, W)
+        logits = _full(self.action_decoder(u)).masked_fill(~legal, float("-inf"))
+        log_probs = logits.log_softmax(-1)
+        log_probs = log_probs.masked_fill(log_probs.isnan(), float("-inf"))  # none legal
+        word = -F.cross_entropy(_full(self.word_decoder(u)), words.clamp(min=0),
+                                reduction="none")
+        return torch.cat([log_probs[:, :1] + word[:, None], log_probs[:, 1:]], 1)
+
+    # ------------------------------------------------------------------ teacher forcing
+    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> RNNGOutput:
+        """Teacher-forced log-probabilities of gold ``actions`` (B, A) (-1 padded) over
+        ``words`` (B, N) (``word_lengths`` (B,)): the stack runs action by action, every
+        row at once; the last action (the root's ``REDUCE``) is scored, not run."""
+        B, A = actions.shape
+        state = self.initial_state(B, stack_size=A)
+        tops = [state.top_hidden()]
+        legal = []
+        for t in range(A - 1):
+            if self.legal_softmax:
+                legal.append(state.parser.legal_actions(word_lengths, self.n_actions,
+                                                        self.limits))
+            words_t = words.gather(1, state.parser.pointer.clamp(max=words.size(1) - 1)[:, None])
+            state = self.advance(state, actions[:, t], words_t[:, 0])
+            tops.append(state.top_hidden())
+        if self.legal_softmax:
+            legal.append(state.parser.legal_actions(word_lengths, self.n_actions, self.limits))
+        u = self.contexts(torch.stack(tops, 1))  # (B, A, W)
+        logits = _full(self.action_decoder(u))  # (B, A, n_actions)
+        if self.legal_softmax:
+            logits = logits.masked_fill(~torch.stack(legal, 1), float("-inf"))
+        gold = actions.clamp(min=0)
+        action_lp = logits.log_softmax(-1).gather(2, gold[..., None])[..., 0]
+        action_lp = action_lp.masked_fill(actions == NO_ACTION, 0.0)
+        # the context of each word: the step of its SHIFT
+        shifts = actions == SHIFT  # (B, A)
+        order = torch.where(shifts, shifts.long().cumsum(1) - 1, words.size(1))  # word index
+        step_of_word = torch.zeros(B, words.size(1) + 1, dtype=torch.long,
+                                   device=actions.device)
+        step_of_word.scatter_(1, order, torch.arange(A, device=actions.device).expand(B, A))
+        step_of_word = step_of_word[:, :-1]  # (B, N)
+        u_words = u.gather(1, step_of_word[..., None].expand(-1, -1, u.size(-1)))  # (B, N, W)
+        word_lp = -F.cross_entropy(_full(self.word_decoder(u_words)).flatten(0, 1),
+                                   words.flatten(), reduction="none").view_as(words)
+        in_sentence = torch.arange(words.size(1), device=words.device) < word_lengths[:, None]
+        word_lp = word_lp.masked_fill(~in_sentence, 0.0)
+        return RNNGOutput(action_lp, word_lp, action_lp.sum(1) + word_lp.sum(1))
