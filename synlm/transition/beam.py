@@ -25,7 +25,6 @@ model with the same three methods.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -266,3 +265,36 @@ def _result(prefix: list[Tensor], b: int, n: int,
     sums = [0.0] + [float(prefix[i][b]) for i in range(n + 1)]
     return SearchResult(word_log_probs=tuple(sums[i + 1] - sums[i] for i in range(n)),
                         end_log_prob=sums[n + 1] - sums[n], parses=parses)
+
+
+def _nbytes(value: Any) -> int:
+    """The bytes of the tensors in ``value`` (a state: dataclasses of tensors)."""
+    if isinstance(value, Tensor):
+        return value.numel() * value.element_size()
+    return sum(_nbytes(v) for v in getattr(value, "__dict__", {}).values())
+
+
+def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
+                     settings: BeamSettings) -> list[SearchResult]:
+    """``search_batch`` over the rows of ``words`` (B, N) (padded past ``lengths`` (B,)),
+    in batches of similar length whose stacks fit ``settings.max_memory_mb``: a beam item's
+    stack is measured on the model (``initial_state``) and each batch holds at most
+    ``settings.batch_size`` sentences; the results in the given order."""
+    order = sorted(range(len(lengths)), key=lambda i: -int(lengths[i]))
+    rows_per_sentence = settings.beam_size + settings.done_size
+    results: list[SearchResult | None] = [None] * len(order)
+    start = 0
+    while start < len(order):
+        longest = int(lengths[order[start]])
+        slots = stack_slots(longest, settings.max_stack)
+        # live copies of each item while a step selects and advances: about three
+        per_sentence = 3 * rows_per_sentence * _nbytes(model.initial_state(1, slots))
+        fit = max(1, int(settings.max_memory_mb * 2**20 // per_sentence))
+        chunk = order[start:start + min(fit, settings.batch_size)]
+        index = torch.tensor(chunk, device=words.device)
+        n = lengths[index]
+        found = search_batch(model, words[index, :max(1, int(n.max()))], n, settings)
+        for i, result in zip(chunk, found, strict=True):
+            results[i] = result
+        start += len(chunk)
+    return results  # type: ignore[return-value]
