@@ -52,6 +52,7 @@ from synlm.lm import SyntaxLM
 from synlm.runtime import checks, runs, usage
 from synlm.runtime import lightning_internals as internals
 from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
+from synlm.transition.lm import RNNGLM
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
 
@@ -104,7 +105,8 @@ class ThreadChoice(Protocol):
 
 
 class RunCheckpoint(ModelCheckpoint):
-    """``epoch{epoch:03d}-step{step:06d}.ckpt`` (best by ``val/ppl``) plus ``last.ckpt``, in
+    """``epoch{epoch:03d}-step{step:06d}.ckpt`` (best by ``val/ppl``, or the model's
+    ``monitor``) plus ``last.ckpt``, in
     the run's ``checkpoints`` folder (``runs/<config>/version_N/checkpoints``).
 
     ``last.ckpt`` is written where Lightning's loops restart from exactly: after a step's
@@ -137,6 +139,12 @@ class RunCheckpoint(ModelCheckpoint):
         #: the global step this fit last wrote ``last.ckpt`` at (0: none yet; as Lightning's
         #: own count of its saves, not restored when a run continues)
         self.last_step_written = 0
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        """The best is the model's own headline when it names one (``monitor``: an RNNG's
+        ``val/joint_ppl``), else ``val/ppl``."""
+        self.monitor = getattr(pl_module, "monitor", "val/ppl")
+        super().setup(trainer, pl_module, stage)
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            checkpoint: dict[str, Any]) -> None:
@@ -291,8 +299,10 @@ class SynLMCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", SaveRunConfig)
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
         kwargs.setdefault("auto_configure_optimizers", False)
+        model_class = model_class_of(self._args)
+        kwargs.setdefault("subclass_mode_model", model_class is not SyntaxLM)
         try:
-            super().__init__(SyntaxLM, SynLMDataModule, *args, **kwargs)
+            super().__init__(model_class, SynLMDataModule, *args, **kwargs)
         except BaseException:
             self._remove_unused_run_folder()
             raise
@@ -355,11 +365,17 @@ class SynLMCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # top-level ``optimizer:``/``lr_scheduler:`` (``--optimizer=AdamW --optimizer.lr=5e-4``),
         # handed to the model, which builds them over its parameter groups
-        parser.add_optimizer_args((Optimizer,), link_to="model.optimizer")
-        parser.add_lr_scheduler_args(LRSchedulerTypeTuple, link_to="model.lr_scheduler")
-        parser.link_arguments("data.bptt", "model.bptt")
-        parser.link_arguments("data", "model.vocab_size", compute_fn=lambda dm: dm.vocab_size,
+        model = "model.init_args" if self.subclass_mode_model else "model"
+        parser.add_optimizer_args((Optimizer,), link_to=f"{model}.optimizer")
+        parser.add_lr_scheduler_args(LRSchedulerTypeTuple, link_to=f"{model}.lr_scheduler")
+        parser.link_arguments("data", f"{model}.vocab_size", compute_fn=lambda dm: dm.vocab_size,
                               apply_on="instantiate")
+        if self.subclass_mode_model:  # a transition LM: the actions are the data's too
+            parser.link_arguments("data", f"{model}.n_actions",
+                                  compute_fn=lambda dm: len(dm.action_vocab),
+                                  apply_on="instantiate")
+        else:
+            parser.link_arguments("data.bptt", "model.bptt")
         parser.add_argument("--tensorboard", type=bool, default=False,
                             help="Also log to TensorBoard, in the run's tensorboard/ folder.")
 
@@ -516,6 +532,48 @@ def run_name(configs: Sequence[Any]) -> str:
     stems = [Path(str(c)).stem for c in configs
              if Path(str(c)).parent.name not in ("data", "trainer")]
     return "+".join(stems) or "default"
+
+
+#: The LightningModules a config may name as ``model.class_path``.
+MODEL_CLASSES: tuple[type[pl.LightningModule], ...] = (RNNGLM,)
+
+
+def model_class_of(args: Sequence[str]) -> type[pl.LightningModule]:
+    """The LightningModule a run trains: ``SyntaxLM`` (every backbone and head), unless a
+    config's ``model:`` (or ``--model.class_path``) names a transition LM by ``class_path``
+    (``synlm.transition.lm.RNNGLM``), whose config then takes ``init_args`` as Lightning's
+    subclass mode reads them."""
+    named = None
+    for _, _, value in usage.flag_values(args, *usage.CONFIG_FLAGS):
+        config = _config_text(value)
+        model = config.get("model") if isinstance(config, dict) else None
+        if isinstance(model, dict) and "class_path" in model:
+            named = model["class_path"]
+    for _, _, value in usage.flag_values(args, "--model.class_path"):
+        named = value
+    if named is None:
+        return SyntaxLM
+    known = {cls.__name__: cls for cls in MODEL_CLASSES} | \
+        {f"{cls.__module__}.{cls.__name__}": cls for cls in MODEL_CLASSES}
+    if named not in known:
+        raise InputError(f"model.class_path {named}: expected one of "
+                         f"{', '.join(sorted(known))}, or no class_path (SyntaxLM: a "
+                         "backbone with heads)")
+    return known[named]
+
+
+def _config_text(value: str) -> Any:
+    """A ``--config`` value read: a file's YAML, or the YAML given inline (a checkpoint's
+    saved config); None for neither (the CLI then says what is wrong)."""
+    try:
+        if Path(value).is_file():
+            return yaml.safe_load(Path(value).read_text())
+    except OSError:  # a name too long for a file: YAML text
+        pass
+    try:
+        return yaml.safe_load(value) if "\n" in value else None
+    except yaml.YAMLError:
+        return None
 
 
 def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:

@@ -18,10 +18,13 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     mode; a missing or unreadable checkpoint is a one-line ``CheckpointError`` naming
     ``flag``."""
     from synlm.lm import SyntaxLM
+    from synlm.transition.lm import MODEL_CLASS, RNNGLM
 
-    read_checkpoint(path, flag, "best")  # memory-mapped: checked before Lightning unpickles
-    model = SyntaxLM.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
-                                          map_location="cpu")
+    # memory-mapped: checked before Lightning unpickles
+    saved = read_checkpoint(path, flag, "best").get("synlm") or {}
+    model_class = RNNGLM if saved.get("model_class") == MODEL_CLASS else SyntaxLM
+    model = model_class.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
+                                             map_location="cpu")
     model.eval()
     return model
 
@@ -61,4 +64,6 @@ def untrained_copy(model: Any, seed: int) -> Any:
     torch.manual_seed(seed)
     fresh = type(model)(**model.hparams)
     fresh.vocab, fresh.normalization = model.vocab, model.normalization
+    if hasattr(model, "action_vocab"):  # a transition LM
+        fresh.action_vocab = model.action_vocab
     return fresh.eval()

@@ -104,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "BLiMP paradigm and Marvin & Linzen case, items of each SyntaxGym suite")
     p.add_argument("--batch-size", type=_at_least_one, default=64,
                    help="sentences per forward pass")
+    beam = p.add_argument_group("transition LMs (RNNG): word-synchronous beam search")
+    beam.add_argument("--beam-size", type=_at_least_one, default=100,
+                      help="items expanded between two words (default 100, the reference's)")
+    beam.add_argument("--word-beam-size", type=_at_least_one, default=10,
+                      help="items kept at each word (default 10)")
+    beam.add_argument("--shift-size", type=int, default=1,
+                      help="fast-track shifts from outside the beam (default 1)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (auto: cuda when "
                    "available)")
     p.add_argument("--data-dir", help="the data folder (default $SYNLM_DATA_DIR)")
@@ -294,6 +301,15 @@ def load_model(path: str) -> Any:
     return load(path)
 
 
+def with_beam(model: Any, args: argparse.Namespace) -> Any:
+    """``model`` searching with the beam flags, if it is a transition LM (an RNNG)."""
+    if hasattr(model, "beam"):
+        from synlm.transition.beam import BeamSettings
+
+        model.beam = BeamSettings(args.beam_size, args.word_beam_size, args.shift_size)
+    return model
+
+
 def _scorers(args: argparse.Namespace,
              build_model: Callable[..., Any] | None) -> list[tuple[str, Any, list[Any]]]:
     """(name, scorer, untrained scorers) of each model the flags name; loaded here, after the
@@ -311,17 +327,18 @@ def _scorers(args: argparse.Namespace,
     if args.ckpt_path:
         out = []
         for path in args.ckpt_path:
-            model = load_model(path)
-            chance = [ModelScorer(untrained_copy(model, seed), args.batch_size, device)
+            model = with_beam(load_model(path), args)
+            chance = [ModelScorer(with_beam(untrained_copy(model, seed), args), args.batch_size,
+                                  device)
                       for seed in range(args.untrained)]
             out.append((path, ModelScorer(model, args.batch_size, device), chance))
         return out
     if build_model is None:
         raise InputError("--config needs the CLI's model builder; run `synlm evaluate-syntax`")
     name = f"{args.config} untrained, seeds 0-{args.seeds - 1}"
-    return [(name, None, [ModelScorer(untrained_model(build_model, args.config, seed, args.set),
-                                      args.batch_size, device)
-                          for seed in range(args.seeds)])]
+    untrained = [with_beam(untrained_model(build_model, args.config, seed, args.set), args)
+                 for seed in range(args.seeds)]
+    return [(name, None, [ModelScorer(model, args.batch_size, device) for model in untrained])]
 
 
 def _vocab_size(scorer: Any) -> int:

@@ -428,3 +428,88 @@ def _tree_files(path: Path) -> list[Path]:
 def _key(name: str, files: Sequence[Path]) -> str:
     """``name`` + a hash of the files' contents."""
     return f"{name}-{file_digest(files)[:16]}"
+
+
+class Treebank(Corpus):
+    """Any bracketed treebank, one path per split: BLLIP in PTB format (Hu et al. 2020's
+    BLLIP-XS..LG), the NLTK WSJ sample, a treebank of one's own.
+
+    Each split is a file, a directory (its ``suffixes`` files, recursively, in sorted order)
+    or a zip (likewise); or ``path`` alone, whose last ``valid_files`` and ``test_files``
+    files (in sorted order) are held out for validation and test: the NLTK sample
+    (``nltk_treebank/treebank.zip``, the default, wsj_0001-0199) trains on wsj_0001-0179,
+    validates on 0180-0189 and tests on 0190-0199. Trees lose ``-NONE-`` elements and
+    function tags (``clean_tree``); punctuation and the words' treebank form are kept (the
+    DataModule's ``unknown_words: classes`` replaces the rare ones, as Dyer et al. 2016).
+
+    Args:
+        data_dir: relative paths are read from here (default ``$SYNLM_DATA_DIR``).
+        path: the whole treebank, split by files (with ``valid_files``, ``test_files``).
+        train: the training split's path (then ``valid`` and ``test`` too; ``path`` unset).
+        valid: the validation split's.
+        test: the test split's.
+        valid_files: with ``path``: its files held out for validation.
+        test_files: with ``path``: its files held out for test.
+        suffixes: the endings of tree files in a directory or zip.
+    """
+
+    name = "treebank"
+    gold = frozenset({"constituency"})
+
+    def __init__(self, data_dir: str | None = None, path: str | None = None,
+                 train: str | None = None, valid: str | None = None, test: str | None = None,
+                 valid_files: int = 10, test_files: int = 10,
+                 suffixes: Sequence[str] = (".mrg",)) -> None:
+        super().__init__(data_dir)
+        given = {"train": train, "valid": valid, "test": test}
+        if any(given.values()) and (path is not None or not all(given.values())):
+            raise CorpusError("Treebank: give path (split by files) or all of train, valid "
+                              "and test")
+        self.paths = {s: self._resolve(p) for s, p in given.items()} if train else None
+        self.path = self._resolve(path or "nltk_treebank/treebank.zip")
+        self.valid_files, self.test_files = valid_files, test_files
+        self.suffixes = tuple(suffixes)
+        self._sentences: dict[str, list[Sentence]] = {}
+
+    def _resolve(self, path: str | None) -> Path:
+        found = Path(str(path)).expanduser()
+        return found if found.is_absolute() else self.data_dir / found
+
+    def _trees(self, split: str) -> list[tuple[Tree, str]]:
+        if self.paths is not None:
+            return self._read(self.paths[split])
+        trees = self._read(self.path)
+        files = list(dict.fromkeys(source.rsplit(":", 1)[0] for _, source in trees))
+        held = self.valid_files + self.test_files
+        if len(files) <= held:
+            raise CorpusError(f"Treebank: {self.path} has {len(files)} tree files; holding out "
+                              f"{self.valid_files} + {self.test_files} leaves none to train on")
+        cut = {"train": files[:-held], "valid": files[-held:len(files) - self.test_files],
+               "test": files[len(files) - self.test_files:]}[split]
+        wanted = set(cut)
+        return [(t, s) for t, s in trees if s.rsplit(":", 1)[0] in wanted]
+
+    def _read(self, path: Path) -> list[tuple[Tree, str]]:
+        if not path.exists():
+            raise CorpusError(f"Treebank: missing {path}; point data_dir ({DATA_ENV}) or the "
+                              "path at bracketed tree files")
+        try:
+            return read_trees(path, suffixes=self.suffixes)
+        except ReaderError as e:
+            raise CorpusError(str(e)) from None
+
+    def sentences(self, split: str) -> list[Sentence]:
+        if split not in self._sentences:
+            out = []
+            for tree, source in self._trees(split):
+                clean = clean_tree(tree)
+                if clean is not None:
+                    words, tags = words_and_tags(clean)
+                    out.append(Sentence(words, tree=clean, tags=tags, source=source))
+            self._sentences[split] = out
+        return self._sentences[split]
+
+    def cache_key(self) -> str:
+        paths = list(self.paths.values()) if self.paths is not None else [self.path]
+        return _key(f"{self.name}-{self.valid_files}-{self.test_files}",
+                    [f for p in paths for f in _tree_files(p)])

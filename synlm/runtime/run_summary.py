@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: The metrics a summary shows, in this order, when a validation logged them.
-SHOWN = ("val/ppl", "val/uf1", "val/uas", "val/loss")
+SHOWN = ("val/ppl", "val/joint_ppl", "val/uf1", "val/uas", "val/loss")
 PAST = {"validate": "validated", "test": "tested", "predict": "predicted"}
 
 

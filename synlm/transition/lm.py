@@ -1,0 +1,220 @@
+"""``RNNGLM``: the training recipe of an RNNG (``synlm.transition.rnng``), a LightningModule.
+
+Training maximises the joint log-likelihood of the gold action sequences and words with
+teacher forcing; the loss is −Σ log p(x, y) over a batch divided by its sentences (the
+released recipe's ``--loss_normalize batch``). Validation and test log what the released
+code reports::
+
+    joint_ppl  = exp(−Σ log p(x, y) / Σ (actions + words))      its "ppl"
+    action_ppl = exp(−Σ log p(a_t | a_<t) / Σ actions)
+    word_ppl   = exp(−Σ log p(x_i | a_<t(i)) / Σ words)          given the gold tree
+
+and test adds the language-model perplexity of word-synchronous beam search
+(``synlm.transition.beam``), as the released ``beam_search.py`` computes it, and the parsing
+F1 of its best trees::
+
+    beam_ppl = exp(−Σ_sentences Σ_i log p̂(x_i | x_<i) / Σ words)    (no end-of-sentence term)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.cli import instantiate_class
+from torch import Tensor
+from torchmetrics import SumMetric
+
+from synlm.data.subwords import load_vocab
+from synlm.data.vocab import Vocab
+from synlm.metrics.parsing import ParsingF1
+from synlm.metrics.structures import prune_leaves, scored_rows
+from synlm.outputs import ActionBatch
+from synlm.syntax.actions import ActionVocab, tree_of
+from synlm.transition.beam import BeamSettings, SearchResult, search_sentences
+from synlm.transition.rnng import RNNG
+
+#: The optimiser of the released recipe (its README: Adam, lr 0.001).
+DEFAULT_OPTIMIZER = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
+#: What ``checkpoint["synlm"]["model_class"]`` says of an RNNG checkpoint.
+MODEL_CLASS = "synlm.transition.lm.RNNGLM"
+_SUMS = ("action_ll", "word_ll", "actions", "words", "beam_ll", "beam_words")
+
+
+class RNNGLM(pl.LightningModule):
+    """Trains and evaluates an ``RNNG`` (``self.model``) on ``ActionBatch``es (the
+    DataModule's ``mode: actions``).
+
+    Args:
+        vocab_size: V (linked from the DataModule).
+        n_actions: the action vocabulary's size (linked from the DataModule).
+        input_size: the ``RNNG``'s.
+        hidden_size: the ``RNNG``'s.
+        num_layers: the ``RNNG``'s.
+        dropout: the ``RNNG``'s.
+        legal_softmax: the ``RNNG``'s.
+        max_open: the ``RNNG``'s.
+        max_consecutive: the ``RNNG``'s.
+        loss_normalize: divide the batch's −log p(x, y) by its ``sentences`` (the released
+            default), ``tokens`` (actions + words) or nothing (``sum``).
+        beam_size: test's beam search (``BeamSettings``; the reference's 100).
+        word_beam_size: likewise (10).
+        shift_size: likewise (1).
+        optimizer: ``{"class_path", "init_args"}`` (the CLI links top-level ``optimizer:``);
+            default ``DEFAULT_OPTIMIZER``.
+        lr_scheduler: the same for a scheduler; ``ReduceLROnPlateau`` watches ``val/loss``.
+    """
+
+    #: What the best checkpoint is chosen by (the released train.py: the joint perplexity).
+    monitor = "val/joint_ppl"
+
+    def __init__(self, vocab_size: int = 10000, n_actions: int = 3, input_size: int = 256,
+                 hidden_size: int = 256, num_layers: int = 2, dropout: float = 0.3,
+                 legal_softmax: bool = False, max_open: int = 100, max_consecutive: int = 8,
+                 loss_normalize: Literal["sentences", "tokens", "sum"] = "sentences",
+                 beam_size: int = 100, word_beam_size: int = 10, shift_size: int = 1,
+                 optimizer: dict | None = None, lr_scheduler: dict | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = RNNG(vocab_size, n_actions, input_size, hidden_size, num_layers, dropout,
+                          legal_softmax, max_open, max_consecutive)
+        self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
+        self.sums = torch.nn.ModuleDict({f"{stage}_{name}": SumMetric()
+                                         for stage in ("val", "test") for name in _SUMS})
+        self.parsing = ParsingF1()
+        self.vocab: Vocab | None = None
+        self.normalization = "none"
+        self.action_vocab: ActionVocab | None = None
+
+    # ------------------------------------------------------------------ data
+    def setup(self, stage: str) -> None:
+        datamodule = self._datamodule()
+        if datamodule is not None and hasattr(datamodule, "action_vocab"):
+            self.vocab = datamodule.vocab
+            self.normalization = datamodule.normalization
+            self.action_vocab = datamodule.action_vocab
+
+    def _datamodule(self) -> Any:
+        try:
+            return self.trainer.datamodule
+        except RuntimeError:  # not attached to a trainer
+            return None
+
+    # ------------------------------------------------------------------ loops
+    def _joint(self, batch: ActionBatch, stage: str) -> Tensor:
+        out = self.model(batch.words, batch.actions, batch.word_lengths)
+        log_likelihood = out.joint.sum()
+        norm = {"sentences": batch.words.size(0), "tokens": batch.n_actions + batch.n_words,
+                "sum": 1}[self.hparams.loss_normalize]
+        loss = -log_likelihood / norm
+        on_step = stage == "train"
+        self.log(f"{stage}/loss", loss, on_step=on_step, on_epoch=True, prog_bar=on_step,
+                 batch_size=batch.words.size(0), sync_dist=not on_step)
+        if stage != "train":
+            self._add(stage, action_ll=out.action_log_probs.sum(), word_ll=out.word_log_probs.sum(),
+                      actions=batch.n_actions, words=batch.n_words)
+        return loss
+
+    def _add(self, stage: str, **values: Tensor | float) -> None:
+        for name, value in values.items():
+            self.sums[f"{stage}_{name}"].update(torch.as_tensor(value, dtype=torch.float64))
+
+    def training_step(self, batch: ActionBatch, batch_idx: int) -> Tensor:
+        return self._joint(batch, "train")
+
+    def validation_step(self, batch: ActionBatch, batch_idx: int) -> None:
+        self._joint(batch, "val")
+
+    def test_step(self, batch: ActionBatch, batch_idx: int) -> None:
+        self._joint(batch, "test")
+        results = self.search(batch.words, batch.word_lengths)
+        self._add("test", beam_ll=sum(sum(r.word_log_probs) for r in results),
+                  beam_words=batch.n_words)
+        rows, golds, keep = scored_rows(batch.sentences)
+        preds = [prune_leaves(self.best_tree(results[b], s.words), mask)
+                 for (b, s), mask in zip(rows, keep)]
+        if golds:
+            self.parsing.update(preds, golds)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_perplexities("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_perplexities("test")
+        scores = self.parsing.compute()
+        self.parsing.reset()
+        if scores["n_sentences"] > 0:
+            self.log("test/uf1", scores["uf1_sentence"].float())
+            self.log("test/uf1_corpus", scores["uf1_corpus"].float())
+
+    def _log_perplexities(self, stage: str) -> None:
+        sums = {name: self.sums[f"{stage}_{name}"] for name in _SUMS}
+        s = {name: m.compute() if m.update_called else 0.0 for name, m in sums.items()}
+        for metric in sums.values():
+            metric.reset()
+        if s["actions"] == 0:
+            return
+        ppl = {"joint_ppl": (s["action_ll"] + s["word_ll"]) / (s["actions"] + s["words"]),
+               "action_ppl": s["action_ll"] / s["actions"], "word_ppl": s["word_ll"] / s["words"]}
+        if s["beam_words"] > 0:
+            ppl["beam_ppl"] = s["beam_ll"] / s["beam_words"]
+        for name, mean_ll in ppl.items():
+            self.log(f"{stage}/{name}", torch.exp(-mean_ll).float(), prog_bar=name == "joint_ppl")
+
+    # ------------------------------------------------------------------ inference
+    @torch.no_grad()
+    def search(self, words: Tensor, lengths: Tensor,
+               settings: BeamSettings | None = None) -> list[SearchResult]:
+        """Beam search (``synlm.transition.beam``) of each row of ``words`` (B, N) in eval
+        mode, with ``settings`` (default: this model's ``beam_size``, ...)."""
+        was_training = self.training
+        self.eval()
+        try:
+            return search_sentences(self.model, words, lengths, settings or self.beam)
+        finally:
+            self.train(was_training)
+
+    def best_tree(self, result: SearchResult, words: Sequence[str]) -> Any:
+        """The best tree of a search over ``words`` (an ``nltk.Tree``, words as leaves)."""
+        actions = self.action_vocab.decode(result.parses[0][0])
+        return tree_of(actions, list(words))
+
+    # ------------------------------------------------------------------ optimisation
+    def configure_optimizers(self) -> Any:
+        hp = self.hparams
+        optimizer = instantiate_class(self.model.parameters(), hp.optimizer or DEFAULT_OPTIMIZER)
+        if hp.lr_scheduler is None:
+            return optimizer
+        scheduler = instantiate_class(optimizer, hp.lr_scheduler)
+        config = {"scheduler": scheduler, "interval": getattr(scheduler, "interval", "epoch")}
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            config["monitor"] = getattr(scheduler, "monitor", "val/loss")
+        return {"optimizer": optimizer, "lr_scheduler": config}
+
+    # ------------------------------------------------------------------ checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """The vocabularies and normalisation scoring and parsing need, torch's RNG (dropout
+        masks: a resumed run continues bit for bit) and this class's name."""
+        rng = {"cpu": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        checkpoint["synlm"] = {
+            "model_class": MODEL_CLASS, "rng": rng,
+            "vocab": self.vocab.to_saved() if self.vocab is not None else None,
+            "normalization": self.normalization,
+            "action_vocab": self.action_vocab.to_saved() if self.action_vocab else None}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        saved = checkpoint.get("synlm") or {}
+        if saved.get("vocab") is not None:
+            self.vocab = load_vocab(saved["vocab"])
+        if saved.get("action_vocab") is not None:
+            self.action_vocab = ActionVocab.from_saved(saved["action_vocab"])
+        self.normalization = saved.get("normalization", "none")
+        if "rng" in saved:
+            torch.set_rng_state(saved["rng"]["cpu"])
+            if "cuda" in saved["rng"] and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+
