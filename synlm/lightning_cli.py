@@ -540,15 +540,12 @@ MODEL_CLASSES: tuple[type[pl.LightningModule], ...] = (RNNGLM,)
 
 def model_class_of(args: Sequence[str]) -> type[pl.LightningModule]:
     """The LightningModule a run trains: ``SyntaxLM`` (every backbone and head), unless a
-    config's ``model:`` (or ``--model.class_path``) names a transition LM by ``class_path``
-    (``synlm.transition.lm.RNNGLM``), whose config then takes ``init_args`` as Lightning's
-    subclass mode reads them."""
+    config's ``model:`` (or its base's, ``config: rnng.yaml``; or ``--model.class_path``)
+    names a transition LM by ``class_path`` (``synlm.transition.lm.RNNGLM``), whose config
+    then takes ``init_args`` as Lightning's subclass mode reads them."""
     named = None
     for _, _, value in usage.flag_values(args, *usage.CONFIG_FLAGS):
-        config = _config_text(value)
-        model = config.get("model") if isinstance(config, dict) else None
-        if isinstance(model, dict) and "class_path" in model:
-            named = model["class_path"]
+        named = class_path(value) or named
     for _, _, value in usage.flag_values(args, "--model.class_path"):
         named = value
     if named is None:
@@ -562,18 +559,24 @@ def model_class_of(args: Sequence[str]) -> type[pl.LightningModule]:
     return known[named]
 
 
-def _config_text(value: str) -> Any:
-    """A ``--config`` value read: a file's YAML, or the YAML given inline (a checkpoint's
-    saved config); None for neither (the CLI then says what is wrong)."""
+def class_path(value: str, folder: Path | None = None) -> str | None:
+    """The ``model.class_path`` a ``--config`` value (a file, or YAML given inline: a
+    checkpoint's saved config) sets, itself or through the base its ``config:`` names."""
+    path = Path(value) if folder is None else folder / value
     try:
-        if Path(value).is_file():
-            return yaml.safe_load(Path(value).read_text())
-    except OSError:  # a name too long for a file: YAML text
-        pass
-    try:
-        return yaml.safe_load(value) if "\n" in value else None
-    except yaml.YAMLError:
+        text = path.read_text() if path.is_file() else value if "\n" in value else None
+        config = yaml.safe_load(text) if text is not None else None
+    except (OSError, yaml.YAMLError):  # a name too long for a file; broken YAML: the CLI says
         return None
+    if not isinstance(config, dict):
+        return None
+    model = config.get("model")
+    if isinstance(model, dict) and "class_path" in model:
+        return model["class_path"]
+    if isinstance(config.get("model.class_path"), str):
+        return config["model.class_path"]
+    base = config.get("config")
+    return class_path(base, path.parent) if isinstance(base, str) and path.is_file() else None
 
 
 def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:

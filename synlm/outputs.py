@@ -78,6 +78,32 @@ class Batch:
 
 
 @dataclass
+class ActionBatch:
+    """One batch of sentences with their trees as RNNG actions (``SynLMDataModule`` in
+    ``actions`` mode), batch-first. ``words[b]`` are sentence b's word ids (no ``<eos>``) and
+    ``actions[b]`` the ids (``synlm.syntax.actions.ActionVocab``) of the actions that build
+    its tree, in the DataModule's ``action_order``; each row is padded past its length."""
+
+    words: Tensor  # (B, N) long, word ids, padded with 0
+    actions: Tensor  # (B, A) long, action ids, padded with -1
+    word_lengths: Tensor  # (B,) long
+    action_lengths: Tensor  # (B,) long
+    sentences: list[Any]  # the gold ``Sentence`` of each row (its tree, for parsing F1)
+    n_words: int  # word_lengths.sum(), counted on the host when the batch is built
+    n_actions: int  # action_lengths.sum(), likewise
+
+    @property
+    def n_targets(self) -> int:
+        """The words the batch generates: what tokens per second count, as for ``Batch``."""
+        return self.n_words
+
+    def to(self, device: torch.device | str) -> ActionBatch:
+        """The batch with its tensors on ``device``; the sentences stay where they are."""
+        return ActionBatch(**{name: value.to(device) if isinstance(value, Tensor) else value
+                              for name, value in vars(self).items()})
+
+
+@dataclass
 class BackboneOutput:
     """What a backbone returns for one window. Optional fields are listed in
     ``Backbone.provides``."""

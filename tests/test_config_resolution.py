@@ -40,13 +40,15 @@ KeyPath = tuple[str | int, ...]
 
 
 @functools.cache
-def _parser() -> Any:
-    """The parser ``synlm fit`` parses its command line with."""
+def _parser(model_class: str | None) -> Any:
+    """The parser ``synlm fit`` parses its command line with, for a config naming
+    ``model_class`` (None: ``SyntaxLM``'s)."""
     from jsonargparse import capture_parser
 
     from synlm.lightning_cli import SynLMCLI
 
-    return capture_parser(lambda: SynLMCLI(args=["fit"]))
+    chosen = [] if model_class is None else ["--model.class_path", model_class]
+    return capture_parser(lambda: SynLMCLI(args=["fit", *chosen]))
 
 
 @functools.cache
@@ -55,7 +57,10 @@ def resolve(name: str) -> str:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            _parser().parse_args(["fit", "--config", str(REPO_CONFIGS / name), "--print_config"])
+            from synlm.lightning_cli import class_path
+
+            config = str(REPO_CONFIGS / name)
+            _parser(class_path(config)).parse_args(["fit", "--config", config, "--print_config"])
         except SystemExit as exit_:
             assert not exit_.code, f"{name} does not resolve: {err.getvalue().strip()}"
     lines = out.getvalue().splitlines(keepends=True)

@@ -1,21 +1,24 @@
-"""Turning encoded corpora into batches: AWD-style streams and padded sentences.
+"""Turning encoded corpora into batches: AWD-style streams, padded sentences and RNNG
+action sequences.
 
 Every sentence w1..wn is a *unit* of inputs ``[<eos>, w1, ..., wn]`` with targets
 ``[w1, ..., wn, <eos>]``. A stream is the concatenation of a split's units plus one
-closing ``<eos>``; per-token gold arrays are aligned to the same positions.
+closing ``<eos>``; per-token gold arrays are aligned to the same positions. In action mode a
+sentence is an ``ActionItem``: its word ids and the ids of the actions that build its tree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from synlm.errors import InputError
-from synlm.outputs import Batch
+from synlm.outputs import ActionBatch, Batch
+from synlm.syntax import Sentence
 
 #: Arrays aligned token by token with a stream (first dim = position).
 TokenArrays = dict[str, np.ndarray]
@@ -106,10 +109,10 @@ class ResumableLoader:
     def __len__(self) -> int:  # pragma: no cover
         raise NotImplementedError
 
-    def batch(self, i: int) -> Batch:  # pragma: no cover
+    def batch(self, i: int) -> Batch | ActionBatch:  # pragma: no cover
         raise NotImplementedError
 
-    def __iter__(self) -> Iterator[Batch]:
+    def __iter__(self) -> Iterator[Batch | ActionBatch]:
         self.consumed, self._resume_at = self._resume_at, 0
         while self.consumed < len(self):
             self.consumed += 1
@@ -149,8 +152,7 @@ def token_budget_batches(lengths: np.ndarray, max_tokens: int, rng: np.random.Ge
         i = int(too_long[0])
         raise InputError(f"item {i} has {int(lengths[i])} tokens, more than data.max_tokens="
                          f"{max_tokens}; raise max_tokens or set data.max_length")
-    order = rng.permutation(len(lengths))
-    order = order[np.argsort(lengths[order], kind="stable")]
+    order = _by_length(lengths, rng)
     batches, start, longest = [], 0, 0
     for end, item in enumerate(order):
         longest = max(longest, int(lengths[item]))
@@ -161,20 +163,46 @@ def token_budget_batches(lengths: np.ndarray, max_tokens: int, rng: np.random.Ge
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-class SentenceLoader(ResumableLoader):
-    """Yields padded batches of ``dataset``'s units, each given by its item indices."""
+def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator
+                   ) -> list[np.ndarray]:
+    """rnng-pytorch's batching: items by length (equal lengths in random order), cut into
+    batches of ``batch_size`` (the last may be smaller); the batches in random order. Returns
+    arrays of item indices."""
+    order = _by_length(lengths, rng)
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
 
-    def __init__(self, dataset: torch.utils.data.Dataset, batches: list[np.ndarray],
-                 epoch: int = 0) -> None:
+
+def _by_length(lengths: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Item indices sorted by length, equal lengths in an order drawn from ``rng``."""
+    order = rng.permutation(len(lengths))
+    return order[np.argsort(lengths[order], kind="stable")]
+
+
+def _rank_share(batches: list[np.ndarray], rank: int, world_size: int) -> list[np.ndarray]:
+    """Rank ``rank``'s batches: ``rank``, ``rank + world_size``, ... of ``batches``, the list
+    first padded by repeating its first batches so every rank runs the same number of steps."""
+    batches = batches + batches[: -len(batches) % world_size]
+    return batches[rank::world_size]
+
+
+class SentenceLoader(ResumableLoader):
+    """Yields padded batches of ``dataset``'s items, each given by its item indices and
+    padded by ``collate`` (units by default; ``collate_actions`` in action mode)."""
+
+    def __init__(self, dataset: torch.utils.data.Dataset | Sequence[Any],
+                 batches: list[np.ndarray], epoch: int = 0,
+                 collate: Callable[[list[Any]], Batch | ActionBatch] | None = None) -> None:
         super().__init__(epoch)
         self.dataset = dataset
         self.batches = batches
+        self.collate = collate or collate_units
 
     def __len__(self) -> int:
         return len(self.batches)
 
-    def batch(self, i: int) -> Batch:
-        return collate_units([self.dataset[int(j)] for j in self.batches[i]])
+    def batch(self, i: int) -> Batch | ActionBatch:
+        return self.collate([self.dataset[int(j)] for j in self.batches[i]])
 
 
 class ShuffledLoader(SentenceLoader):
@@ -202,8 +230,25 @@ class TokenBudgetLoader(SentenceLoader):
                  seed: int, epoch: int = 0, rank: int = 0, world_size: int = 1) -> None:
         batches = token_budget_batches(lengths, max_tokens,
                                        np.random.default_rng([seed, epoch]))
-        batches += batches[: -len(batches) % world_size]
-        super().__init__(dataset, batches[rank::world_size], epoch)
+        super().__init__(dataset, _rank_share(batches, rank, world_size), epoch)
+
+
+class BucketLoader(SentenceLoader):
+    """Batches of items of similar length, as RNNGs are trained (rnng-pytorch): the items by
+    ``lengths``, equal lengths in random order, cut into batches of ``batch_size`` items
+    (``length_batches``) or, with ``max_tokens``, of at most that many padded positions
+    (``token_budget_batches``); the batches in random order. Redrawn per epoch from
+    ``(seed, epoch)``; with ``world_size`` ranks, rank r takes batches r, r + world_size, ...
+    (as ``TokenBudgetLoader``)."""
+
+    def __init__(self, dataset: Sequence[Any], lengths: np.ndarray, batch_size: int,
+                 max_tokens: int | None, seed: int, epoch: int = 0, rank: int = 0,
+                 world_size: int = 1,
+                 collate: Callable[[list[Any]], Batch | ActionBatch] | None = None) -> None:
+        rng = np.random.default_rng([seed, epoch])
+        batches = (length_batches(lengths, batch_size, rng) if max_tokens is None
+                   else token_budget_batches(lengths, max_tokens, rng))
+        super().__init__(dataset, _rank_share(batches, rank, world_size), epoch, collate)
 
 
 class UnitDataset(torch.utils.data.Dataset):
@@ -247,3 +292,32 @@ def collate_units(items: list[tuple[dict[str, np.ndarray], Any]]) -> Batch:
     fields.pop("dep_offsets", None)
     return Batch(mask=mask, lengths=lengths_t, trees=[s for _, s in items],
                  n_targets=sum(lengths), **fields)
+
+
+class ActionItem(NamedTuple):
+    """One sentence in action mode: its word ids, the ids of the actions that build its tree
+    and the ``Sentence`` itself."""
+
+    words: np.ndarray  # (n,) long
+    actions: np.ndarray  # (a,) long
+    sentence: Sentence
+
+
+def collate_actions(items: list[ActionItem]) -> ActionBatch:
+    """Pad word ids with 0 and action ids with -1 into an ``ActionBatch``."""
+    word_lengths = [len(item.words) for item in items]
+    action_lengths = [len(item.actions) for item in items]
+    return ActionBatch(words=_padded([item.words for item in items], 0),
+                       actions=_padded([item.actions for item in items], -1),
+                       word_lengths=torch.tensor(word_lengths),
+                       action_lengths=torch.tensor(action_lengths),
+                       sentences=[item.sentence for item in items],
+                       n_words=sum(word_lengths), n_actions=sum(action_lengths))
+
+
+def _padded(rows: list[np.ndarray], value: int) -> torch.Tensor:
+    """(len(rows), longest) long: each row left-aligned, ``value`` after it."""
+    out = np.full((len(rows), max(len(row) for row in rows)), value, dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return torch.from_numpy(out)

@@ -1,4 +1,5 @@
-"""``SynLMDataModule``: one DataModule for every corpus, in stream or sentence mode."""
+"""``SynLMDataModule``: one DataModule for every corpus, in stream, sentence or action
+mode."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any, Literal, get_args
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from nltk import Tree
 
 from synlm import errors
 from synlm.data.batching import (
+    ActionItem,
+    BucketLoader,
     Columns,
     ShuffledLoader,
     StreamLoader,
@@ -21,6 +25,7 @@ from synlm.data.batching import (
     TokenBudgetLoader,
     UnitDataset,
     awd_window_lengths,
+    collate_actions,
     collate_units,
     fixed_window_lengths,
 )
@@ -31,6 +36,7 @@ from synlm.data.vocab import UNK, UnknownWords, Vocab
 from synlm.errors import InputError
 from synlm.outputs import GOLD_FIELDS
 from synlm.syntax import Sentence, baseline_tree
+from synlm.syntax.actions import ORDERS, ActionError, ActionVocab, oracle
 from synlm.syntax.subwords import project_sentence
 from synlm.syntax.targets import cached_targets, max_distance
 
@@ -51,27 +57,36 @@ DEFAULT_MIN_COUNT = 2
 #: ``stream`` name it; validation serves it.
 HELD_OUT = "train-held-out"
 
+#: The batch layouts a split can be served in (``mode``, ``eval_mode``).
+Mode = Literal["stream", "sentence", "actions"]
+
 
 class SynLMDataModule(pl.LightningDataModule):
     """Batches a ``Corpus`` for language modelling with optional gold syntax.
 
     Args:
         corpus: the corpus (default: the bundled synthetic treebank).
-        mode: ``stream`` (AWD-style contiguous columns, state carried across windows)
-            or ``sentence`` (one padded sentence per row, for parsing evaluation and
-            sentence-level models).
+        mode: ``stream`` (AWD-style contiguous columns, state carried across windows),
+            ``sentence`` (one padded sentence per row, for parsing evaluation and
+            sentence-level models) or ``actions`` (one sentence per row as its word ids and
+            the ids of the RNNG actions that build its tree, ``ActionBatch``, for recurrent
+            neural network grammars; sentences without a tree are left out, training batches
+            hold sentences of similar length).
         eval_mode: the mode of validation, test and predict (default: ``mode``); a
             stream-trained model validated in ``sentence`` mode logs ``val/uf1``.
-        batch_size: training columns (stream) or sentences (sentence) per device.
+        action_order: action mode: ``top_down`` (Dyer et al. 2016) or ``in_order`` (Liu &
+            Zhang 2017) actions (``synlm.syntax.actions.oracle``).
+        batch_size: training columns (stream) or sentences (sentence, actions) per device.
         eval_batch_size: the same for validation (AWD: 10).
         test_batch_size: the same for test (AWD: 1).
         bptt: base window length; training windows vary as AWD-LSTM's unless
             ``variable_bptt`` is False; evaluation windows are fixed.
-        max_length: sentence mode: training sentences longer than this are dropped.
-        max_tokens: sentence mode: training batches of sentences of similar length holding
-            at most this many tokens (rows × longest, padding included; fairseq's
-            ``--max-tokens``), redrawn every epoch; ``batch_size`` is then unused.
-            Evaluation keeps ``eval_batch_size``.
+        max_length: sentence and action modes: training sentences of more words are
+            dropped.
+        max_tokens: sentence and action modes: training batches of sentences of similar
+            length holding at most this many tokens (actions in action mode; rows × longest,
+            padding included; fairseq's ``--max-tokens``), redrawn every epoch;
+            ``batch_size`` is then unused. Evaluation keeps ``eval_batch_size``.
         span_window: PaLM's m: span targets cover the m - 1 spans ending at each word;
             None: the window a head asks for (``SpanHead`` asks for its attention's), else 10.
         subwords: split words into subwords (``TrainedBPE``: a byte-level BPE trained on the
@@ -112,8 +127,9 @@ class SynLMDataModule(pl.LightningDataModule):
     def __init__(
         self,
         corpus: Corpus | None = None,
-        mode: Literal["stream", "sentence"] = "stream",
-        eval_mode: Literal["stream", "sentence"] | None = None,
+        mode: Mode = "stream",
+        eval_mode: Mode | None = None,
+        action_order: Literal["top_down", "in_order"] = "top_down",
         batch_size: int = 20,
         eval_batch_size: int = 10,
         test_batch_size: int = 1,
@@ -147,6 +163,9 @@ class SynLMDataModule(pl.LightningDataModule):
                              f"{_EXAMPLES['dependency']}, or set it to 0")
         self.mode = mode
         self.eval_mode = eval_mode or mode
+        if "actions" in (self.mode, self.eval_mode):
+            _check_action_mode(self.corpus, action_order, subwords, tree_source)
+        self.action_order = action_order
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.test_batch_size = test_batch_size
@@ -169,6 +188,7 @@ class SynLMDataModule(pl.LightningDataModule):
         self._corpus_sentences: dict[str, list[Sentence]] = {}
         self._sentences: dict[str, list[Sentence]] = {}
         self._streams: dict[tuple[str, str], tuple[TokenArrays, np.ndarray]] = {}
+        self._action_items: dict[str, list[ActionItem]] = {}
 
     # ------------------------------------------------------------------ corpus
     def corpus_sentences(self, split: str) -> list[Sentence]:
@@ -323,6 +343,50 @@ class SynLMDataModule(pl.LightningDataModule):
         return (f"{who} needs {need} but {corpus} {has_text}; use {use}"
                 + ("; trees also need eval_mode: sentence" if stream_only else ""))
 
+    # ------------------------------------------------------------------ actions
+    @cached_property
+    def action_vocab(self) -> ActionVocab:
+        """The actions of the training split's trees (all of it, ``dependency_holdout``'s
+        held-out sentences included): ``SHIFT``, ``REDUCE``, ``NT(X)`` by sorted label."""
+        train = self.corpus_sentences("train")
+        trees = [_rooted(s.tree, _where(s, f"train sentence {i + 1}")) for i, s in enumerate(train)
+                 if s.tree is not None]
+        if not trees:
+            raise InputError(f"action mode needs trees, but no training sentence of "
+                             f"{type(self.corpus).__name__} has one")
+        return ActionVocab.from_trees(trees)
+
+    def action_items(self, split: str) -> list[ActionItem]:
+        """The split's sentences with a tree (as ``sentences`` gives them), each as its word
+        ids, the ids of the actions that build its tree (``action_order``) and the sentence;
+        sentences without a tree are left out. A split without any tree, a tree the oracle
+        cannot take or a label the training split lacks raises one line naming the source."""
+        if split not in self._action_items:
+            with_trees = [(i, s) for i, s in enumerate(self.sentences(split))
+                          if s.tree is not None]
+            if not with_trees:
+                raise InputError(
+                    f"action mode needs trees, but no {split} sentence of "
+                    f"{type(self.corpus).__name__} has one; use a corpus with trees in every "
+                    "split, e.g. PTBSepsent, or PTBConcatSyn with treebank: the LDC WSJ folder")
+            self._action_items[split] = [
+                ActionItem(np.asarray(self.vocab.encode(s.words), dtype=np.int64),
+                           self._action_ids(s, _where(s, f"{split} sentence {i + 1}")), s)
+                for i, s in with_trees]
+        return self._action_items[split]
+
+    def _action_ids(self, sentence: Sentence, where: str) -> np.ndarray:
+        """The ids of the oracle's actions for ``sentence``'s tree; errors name ``where``."""
+        vocab, tree = self.action_vocab, _rooted(sentence.tree, where)
+        try:
+            actions = oracle(tree, self.action_order)
+            return np.asarray(vocab.encode(actions), dtype=np.int64)
+        except ActionError as err:  # a label the vocabulary lacks
+            raise InputError(f"{where}: {err}; the training split has no constituent with "
+                             "this label") from None
+        except InputError as err:
+            raise InputError(f"{where}: {err}") from None
+
     # ------------------------------------------------------------------ streams
     def stream(self, split: str, mode: str | None = None) -> tuple[TokenArrays, np.ndarray]:
         """The split as one stream of units ``[<eos>, w1..wn]`` plus a closing
@@ -444,9 +508,34 @@ class SynLMDataModule(pl.LightningDataModule):
                                      rank, world)
         return ShuffledLoader(dataset, batch_size, self.seed, epoch, rank, world)
 
+    def _action_loader(self, split: str, batch_size: int, train: bool
+                       ) -> torch.utils.data.DataLoader | BucketLoader:
+        """Training: sentences of similar action length (``BucketLoader``), redrawn every
+        epoch from ``(seed, epoch)``, resumable mid-epoch; evaluation: the split in order."""
+        items = self.action_items(split)
+        if not train:
+            return torch.utils.data.DataLoader(
+                items, batch_size=batch_size, collate_fn=collate_actions,
+                num_workers=self.num_workers, generator=torch.Generator().manual_seed(self.seed))
+        if self.max_length is not None:
+            items = [item for item in items if len(item.words) <= self.max_length]
+        lengths = np.array([len(item.actions) for item in items], dtype=np.int64)
+        if self.max_tokens is not None and lengths.size and lengths.max() > self.max_tokens:
+            item = items[int(lengths.argmax())]
+            where = _where(item.sentence, f"a {split} sentence")
+            raise InputError(f"{where}: {len(item.actions)} actions, more than data.max_tokens="
+                             f"{self.max_tokens}; raise max_tokens or set data.max_length")
+        rank, world = self._world()
+        epoch = self.trainer.current_epoch if self.trainer is not None else 0
+        return BucketLoader(items, lengths, batch_size, self.max_tokens, self.seed, epoch,
+                            rank, world, collate_actions)
+
     def _loader(self, split: str, batch_size: int, train: bool = False):
-        if (self.mode if train else self.eval_mode) == "stream":
+        mode = self.mode if train else self.eval_mode
+        if mode == "stream":
             return self._stream_loader(split, batch_size, train)
+        if mode == "actions":
+            return self._action_loader(split, batch_size, train)
         return self._sentence_loader(split, batch_size, train)
 
     def train_dataloader(self):
@@ -485,6 +574,41 @@ def _checked_min_count(unknown_words: str, min_count: int | None,
         raise InputError(f"data.min_count is {min_count}; with data.unknown_words: classes it "
                          "must be at least 2 (below, no training word becomes a class)")
     return DEFAULT_MIN_COUNT if min_count is None else min_count
+
+
+def _check_action_mode(corpus: Corpus, order: str, subwords: Subwords | None,
+                       tree_source: str) -> None:
+    """Action mode needs a corpus with trees, words and their gold labels; anything else
+    raises one line naming the setting."""
+    name = type(corpus).__name__
+    if "constituency" not in corpus.gold:
+        raise InputError(f"data.mode: actions needs constituency trees, but {name} has none; "
+                         f"use {_EXAMPLES['constituency']}")
+    if order not in ORDERS:
+        raise errors.SettingError("action_order", order, f"one of {', '.join(ORDERS)}")
+    if subwords is not None:
+        raise InputError("data.subwords: action mode generates words (SHIFT), not subwords; "
+                         "remove data.subwords")
+    if tree_source != "gold":
+        raise InputError(f"data.tree_source: {tree_source} replaces trees by unlabelled ones "
+                         "for distance and span targets; action mode needs the gold trees")
+
+
+def _where(sentence: Sentence, otherwise: str) -> str:
+    """Where ``sentence`` comes from, for an error: its ``source`` (``file:line``), else
+    ``otherwise`` (its place in its split)."""
+    return sentence.source or otherwise
+
+
+def _rooted(tree: Tree, where: str) -> Tree:
+    """``tree`` as the oracle takes it: an unlabelled root bracket over one constituent is
+    dropped (the PTB's ``( (S ...) )``); any other unlabelled bracket raises one line."""
+    while tree.label() == "" and len(tree) == 1 and isinstance(tree[0], Tree):
+        tree = tree[0]
+    if any(t.label() == "" for t in tree.subtrees()):
+        raise InputError(f"{where}: a bracket without a label; expected a label on every "
+                         "constituent (an unlabelled root only over one constituent)")
+    return tree
 
 
 def _cached_vocab(path: Path, build: Callable[[], Vocab]) -> Vocab:

@@ -207,3 +207,18 @@ class ActionVocab:
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         return [self.itos[i] for i in ids]
+
+    def to_saved(self) -> list[str]:
+        """What a checkpoint stores to rebuild it (``from_saved``): the actions in id order."""
+        return list(self.itos)
+
+    @classmethod
+    def from_saved(cls, saved: list[str]) -> ActionVocab:
+        """The vocabulary ``to_saved`` wrote; a list in any other order (its ids would
+        differ) is a one-line error."""
+        vocab = cls(label for action in saved if (label := nt_label(action)) is not None)
+        if vocab.itos != list(saved):
+            raise InputError(f"a saved action vocabulary is {SHIFT}, {REDUCE}, then NT(X) "
+                             f"by sorted label, each once; got {list(saved)[:4]} "
+                             f"({len(saved)} actions)")
+        return vocab
