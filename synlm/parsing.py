@@ -44,9 +44,16 @@ def unknown_words(model: Any, sentences: Sequence[Sequence[str]], what: str,
     return round(share, 4)
 
 
+#: What ``synlm parse`` calls the trees of a transition LM (an RNNG): its beam's best.
+BEAM = "beam"
+
+
 def default_structure(model: Any) -> str:
     """The model's headline structure: the first head's if a head induces one, else the
-    backbone's first (``SyntaxLM.structures`` is in that order)."""
+    backbone's first (``SyntaxLM.structures`` is in that order); a transition LM's
+    ``BEAM``."""
+    if hasattr(model, "parse"):
+        return BEAM
     if not model.structures:
         raise InputError("the checkpoint's model induces no structure")
     return next(iter(model.structures))
@@ -54,6 +61,11 @@ def default_structure(model: Any) -> str:
 
 def check_structure(model: Any, name: str) -> str:
     """``name``'s kind; an unknown name is an ``InputError`` listing the valid ones."""
+    if hasattr(model, "parse"):
+        if name != BEAM:
+            raise InputError(f"the model has no structure {name!r}; a transition LM gives "
+                             f"its beam search's best trees: {BEAM}")
+        return "trees"
     if name not in model.structures:
         valid = ", ".join(f"{n} ({s.kind})" for n, s in sorted(model.structures.items()))
         raise InputError(f"the model has no structure {name!r}; it has: {valid or 'none'}")
@@ -80,8 +92,11 @@ def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
 def model_trees(model: Any, sentences: Sequence[Sequence[str]], structure: str,
                 layer: str | int = "middle", biased: bool = False,
                 batch_size: int = 32) -> list[Tree]:
-    """Trees the model's ``structure`` (kind distances or spans) induces for ``sentences``."""
+    """Trees the model's ``structure`` (kind distances or spans) induces for ``sentences``;
+    a transition LM's best trees (``structure`` ``BEAM``)."""
     kind = check_structure(model, structure)
+    if kind == "trees":
+        return model.parse(sentences)
     if kind not in ("distances", "spans"):
         raise InputError(f"{structure!r} is of kind {kind}, which gives heads, not trees: "
                          "score it on a CoNLL-U --treebank")

@@ -33,6 +33,7 @@ from synlm.loading import load_model, mean_and_std, untrained_model
 from synlm.metrics.parsing import PROTOCOLS, evaluation_tree
 from synlm.metrics.structures import AttachmentScore
 from synlm.parsing import (
+    BEAM,
     check_structure,
     default_structure,
     evaluate,
@@ -121,7 +122,8 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     rng = np.random.default_rng(args.seed)
     model = load_model(args.ckpt_path) if args.ckpt_path else None
     if model is not None and args.list_structures:
-        print(json.dumps({n: s.kind for n, s in model.structures.items()}))
+        print(json.dumps({BEAM: "trees"} if hasattr(model, "parse")
+                         else {n: s.kind for n, s in model.structures.items()}))
         return 0
     structure = None
     if model is not None:
@@ -156,8 +158,10 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
              if model is not None else None)
     result: dict[str, Any] = {
         "treebank": str(args.treebank),
-        "trees": args.baseline or f"{args.ckpt_path}:{structure}:{args.layer}:"
-                                  f"{'biased' if args.biased else 'unbiased'}",
+        "trees": args.baseline or (
+            f"{args.ckpt_path}:{structure}" if structure == BEAM else
+            f"{args.ckpt_path}:{structure}:{args.layer}:"
+            f"{'biased' if args.biased else 'unbiased'}"),
         "protocol": args.protocol,
         "max_length": args.max_length,
         **evaluate(preds, golds),

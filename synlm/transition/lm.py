@@ -27,6 +27,7 @@ from lightning.pytorch.cli import instantiate_class
 from torch import Tensor
 from torchmetrics import SumMetric
 
+from synlm.data.normalization import normalizer
 from synlm.data.subwords import load_vocab
 from synlm.data.vocab import Vocab
 from synlm.metrics.parsing import ParsingF1
@@ -175,6 +176,19 @@ class RNNGLM(pl.LightningModule):
             return search_sentences(self.model, words, lengths, settings or self.beam)
         finally:
             self.train(was_training)
+
+    def parse(self, sentences: Sequence[Sequence[str]]) -> list[Any]:
+        """The best tree beam search finds for each sentence (words as the corpus writes
+        them, normalised as the training corpus was; the trees hold the given words)."""
+        normalize = normalizer(self.normalization)
+        rows = [self.vocab.encode([normalize(w) for w in words]) for words in sentences]
+        words = torch.zeros(len(rows), max(1, *map(len, rows)), dtype=torch.long)
+        for b, ids in enumerate(rows):
+            words[b, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+        device = self.model.embedding.weight.device
+        results = self.search(words.to(device),
+                              torch.tensor([len(ids) for ids in rows], device=device))
+        return [self.best_tree(r, s) for r, s in zip(results, sentences, strict=True)]
 
     def best_tree(self, result: SearchResult, words: Sequence[str]) -> Any:
         """The best tree of a search over ``words`` (an ``nltk.Tree``, words as leaves)."""
