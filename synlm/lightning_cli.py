@@ -564,9 +564,13 @@ def class_path(value: str, folder: Path | None = None) -> str | None:
     checkpoint's saved config) sets, itself or through the base its ``config:`` names."""
     path = Path(value) if folder is None else folder / value
     try:
-        text = path.read_text() if path.is_file() else value if "\n" in value else None
+        is_file = path.is_file()
+    except OSError:  # a name too long for a file: YAML text
+        is_file = False
+    try:
+        text = path.read_text() if is_file else value if "\n" in value else None
         config = yaml.safe_load(text) if text is not None else None
-    except (OSError, yaml.YAMLError):  # a name too long for a file; broken YAML: the CLI says
+    except (OSError, yaml.YAMLError):  # unreadable, broken YAML: the CLI says so
         return None
     if not isinstance(config, dict):
         return None
@@ -576,7 +580,7 @@ def class_path(value: str, folder: Path | None = None) -> str | None:
     if isinstance(config.get("model.class_path"), str):
         return config["model.class_path"]
     base = config.get("config")
-    return class_path(base, path.parent) if isinstance(base, str) and path.is_file() else None
+    return class_path(base, path.parent) if isinstance(base, str) and is_file else None
 
 
 def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:

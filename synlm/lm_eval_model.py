@@ -18,6 +18,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -97,12 +98,19 @@ class SynlmLM(LM):
         batch_size: sentences a forward pass (``auto``: ``DEFAULT_BATCH_SIZE``).
         device: ``cpu``, ``cuda``, ``cuda:1`` (``_device``).
         greedy: compute ``is_greedy`` (a second pass over each sentence, with the full
-            next-token distributions); False returns False for every request.
+            next-token distributions); False returns False for every request. A transition
+            LM (an RNNG) has no next-word distribution but a word's beam probability: its
+            ``is_greedy`` is always False.
+        beam_size: a transition LM's word-synchronous beam search (``BeamSettings``;
+            unset: the checkpoint's, the reference's 100).
+        word_beam_size: likewise (10).
+        shift_size: likewise (1).
     """
 
     def __init__(self, ckpt_path: str | None = None, model: Any = None,
                  batch_size: int | str = DEFAULT_BATCH_SIZE, device: str | None = None,
-                 greedy: bool = True) -> None:
+                 greedy: bool = True, beam_size: int | None = None,
+                 word_beam_size: int | None = None, shift_size: int | None = None) -> None:
         super().__init__()
         if (ckpt_path is None) == (model is None):
             raise InputError("the synlm model of lm-eval needs ckpt_path=RUN (a checkpoint "
@@ -111,8 +119,15 @@ class SynlmLM(LM):
             from synlm.loading import load_model
 
             model = load_model(str(ckpt_path), "ckpt_path")
+        searches = hasattr(model, "beam")  # a transition LM
+        if searches:
+            model.beam = replace(model.beam, **{
+                name: int(value) for name, value in (("beam_size", beam_size),
+                                                     ("word_beam_size", word_beam_size),
+                                                     ("shift_size", shift_size))
+                if value is not None})
         self.scorer = ModelScorer(model, _batch_size(batch_size), _device(device))
-        self.greedy = greedy
+        self.greedy = greedy and not searches
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str,
