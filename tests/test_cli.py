@@ -11,6 +11,7 @@ from conftest import TINY_OVERRIDES, local_gpt2, run_cli
 from synlm.catalog import REPO_CONFIGS, list_components
 from synlm.config import from_config
 from synlm.model import SyntaxModel
+from synlm.transition.lm import RNNGLM
 
 EXPERIMENTS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
                      [*REPO_CONFIGS.glob("*.yaml"), *REPO_CONFIGS.glob("generation/*.yaml"),
@@ -79,8 +80,11 @@ def test_fast_dev_run(name: str, tmp_path: Path) -> None:
 
 
 def components(name: str) -> set[str]:
-    """The backbone, insert and head classes config ``name`` resolves to (its fixture)."""
+    """The backbone, insert and head classes config ``name`` resolves to (its fixture); a
+    model of its own (``model.class_path``: the RNNG) is its one component."""
     resolved = yaml.safe_load((RESOLVED / name).read_text())["model"]
+    if "class_path" in resolved:
+        return {resolved["class_path"]}
     backbone = resolved["backbone"]
     inserts = backbone.get("init_args", {}).get("inserts") or []
     return {backbone["class_path"], *(i["class_path"] for i in inserts),
@@ -88,11 +92,11 @@ def components(name: str) -> set[str]:
 
 
 def test_every_component_of_a_shipped_config_is_fitted_by_some_test() -> None:
-    """The representative fits (here and tests/test_golden.py) cover every backbone,
-    insert and head class the shipped configs use."""
+    """The representative fits (here, tests/test_golden.py and tests/test_rnng_cli.py) cover
+    every backbone, insert and head class the shipped configs use, and every model class."""
     from test_golden import SIZES
 
-    fitted = [*SIZES, *FAMILY_FITS, "dm_lstm_dep.yaml", "dm_gpt2_dep.yaml"]
+    fitted = [*SIZES, *FAMILY_FITS, "dm_lstm_dep.yaml", "dm_gpt2_dep.yaml", "rnng.yaml"]
     used = set().union(*map(components, EXPERIMENTS))
     assert used - set().union(*map(components, fitted)) == set()
 
@@ -104,6 +108,9 @@ def test_every_config_builds(name: str) -> None:
     gpt2 = "gpt2" in name
     model = from_config(str(REPO_CONFIGS / name),
                         [*tiny(name), *(hub_free() if gpt2 else [])])
+    if isinstance(model, RNNGLM):  # its action vocabulary comes from the data's trees
+        assert model.model.n_actions == len(model.datamodule.action_vocab)
+        return
     model.setup("validate")  # asks the DataModule for each head's gold
     assert isinstance(model.model, SyntaxModel) and model.datamodule is not None
 
