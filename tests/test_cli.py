@@ -360,4 +360,4 @@ def test_every_help_shows_the_defaults(command: str, capsys: pytest.CaptureFixtu
     assert "default: " in text
     if command in ("fit", "test"):
         assert "--data.batch_size BATCH_SIZE training columns (stream) or sentences " \
-               "(sentence) per device. (type: int, default: 20)" in text
+               "(sentence, actions) per device. (type: int, default: 20)" in text
