@@ -127,3 +127,22 @@ class ParserState:
         legal[:, REDUCE] = reduce_ok
         legal[:, FIRST_NT:] = nt_ok[:, None]
         return legal
+
+
+def stack_depth(actions: Tensor) -> int:
+    """The most items any row's stack holds while its top-down ``actions`` (B, A) run (-1
+    ends a row): the stack a teacher-forced batch needs, at least 1."""
+    deepest = 1
+    for row in actions.tolist():
+        top, opened = 0, []
+        for action in row:
+            if action == NO_ACTION:
+                break
+            if action == REDUCE:
+                top = opened.pop()
+            else:
+                top += 1
+                if action >= FIRST_NT:
+                    opened.append(top)
+            deepest = max(deepest, top)
+    return deepest

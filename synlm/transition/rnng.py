@@ -46,6 +46,7 @@ from synlm.transition.parser_state import (
     SHIFT,
     Limits,
     ParserState,
+    stack_depth,
 )
 
 
@@ -63,18 +64,30 @@ class RNNGState:
 
     Attributes:
         parser: pointer, open constituents, ... (``ParserState``).
-        hidden: (R, S + 2, L, H) stack LSTM outputs per position and layer.
-        cell: (R, S + 2, L, H) its cells.
+        lstm: (R, S + 2, 2, L, H) the stack LSTM's output and cell per position and layer,
+            one tensor so that a step reads and writes the state once.
         items: (R, S + 1, W) the stack items' embeddings.
         open_at: (R, S) the stack position of each open nonterminal, innermost last
             (``parser.n_open`` of them).
+        top: (R, H) the top layer's output at the stack top (what the next action is
+            predicted from), kept beside ``lstm`` so that reading it costs no indexing.
     """
 
     parser: ParserState
-    hidden: Tensor
-    cell: Tensor
+    lstm: Tensor
     items: Tensor
     open_at: Tensor
+    top: Tensor
+
+    @property
+    def hidden(self) -> Tensor:
+        """(R, S + 2, L, H): the stack LSTM's outputs (a view of ``lstm``)."""
+        return self.lstm[:, :, 0]
+
+    @property
+    def cell(self) -> Tensor:
+        """(R, S + 2, L, H): its cells (a view of ``lstm``)."""
+        return self.lstm[:, :, 1]
 
     @property
     def stack_size(self) -> int:
@@ -82,12 +95,11 @@ class RNNGState:
 
     def top_hidden(self) -> Tensor:
         """(R, H): the top layer of the stack LSTM at the stack top."""
-        rows = torch.arange(self.hidden.size(0), device=self.hidden.device)
-        return self.hidden[rows, self.parser.top, -1]
+        return self.top
 
     def select(self, index: Tensor) -> RNNGState:
         """The rows ``index`` (R',), in that order."""
-        return RNNGState(self.parser.select(index), *(getattr(self, f.name)[index]
+        return RNNGState(self.parser.select(index), *(getattr(self, f.name).index_select(0, index)
                                                       for f in fields(self)[1:]))
 
     def assign(self, rows: Tensor, source: RNNGState, source_rows: Tensor) -> None:
@@ -211,14 +223,15 @@ class RNNG(RecordsInit, nn.Module):
         H = self.stack_lstm.cells[0].hidden_size
         W = self.embedding.embedding_dim
         weight = self.embedding.weight
-        hidden = weight.new_zeros(rows, stack_size + 2, L, H)
-        cell = weight.new_zeros(rows, stack_size + 2, L, H)
+        lstm = weight.new_zeros(rows, stack_size + 2, 2, L, H)
         first = self.dropout(self.initial_item.expand(rows, W))
         zeros = weight.new_zeros(rows, L, H)
-        hidden[:, 0], cell[:, 0] = self.stack_lstm(first, zeros, zeros)
-        return RNNGState(ParserState.initial(rows, weight.device), hidden, cell,
+        h, c = self.stack_lstm(first, zeros, zeros)
+        lstm[:, 0] = torch.stack([h, c], 1)
+        return RNNGState(ParserState.initial(rows, weight.device), lstm,
                          weight.new_zeros(rows, stack_size + 1, W),
-                         torch.zeros(rows, stack_size, dtype=torch.long, device=weight.device))
+                         torch.zeros(rows, stack_size, dtype=torch.long, device=weight.device),
+                         h[:, -1])
 
     def advance(self, state: RNNGState, actions: Tensor, words: Tensor) -> RNNGState:
         """Every row's action (R,) (-1: none) on its stack, in place, and the new state;
@@ -239,12 +252,12 @@ class RNNG(RecordsInit, nn.Module):
             reduced = reduce.nonzero()[:, 0]  # (C,)
             item[reduced] = self._compose(state, reduced, innermost[reduced])
         state.items[rows, position - 1] = item
-        below = position - 1
-        h, c = self.stack_lstm(item, state.hidden[rows, below], state.cell[rows, below])
-        state.hidden[rows, position] = h
-        state.cell[rows, position] = c
-        state.open_at[rows, p.n_open.clamp(max=state.stack_size - 1)] = torch.where(
-            opened, position, state.open_at[rows, p.n_open.clamp(max=state.stack_size - 1)])
+        below = state.lstm[rows, position - 1]  # (R, 2, L, H)
+        h, c = self.stack_lstm(item, below[:, 0], below[:, 1])
+        state.lstm[rows, position] = torch.stack([h, c], 1)
+        slot = p.n_open.clamp(max=state.stack_size - 1)
+        state.open_at[rows, slot] = torch.where(opened, position, state.open_at[rows, slot])
+        state.top = torch.where(acted[:, None], h[:, -1], state.top)
         state.parser = p.after(actions, position)
         return state
 
@@ -282,7 +295,7 @@ class RNNG(RecordsInit, nn.Module):
         ``words`` (B, N) (``word_lengths`` (B,)): the stack runs action by action, every
         row at once; the last action (the root's ``REDUCE``) is scored, not run."""
         B, A = actions.shape
-        state = self.initial_state(B, stack_size=A)
+        state = self.initial_state(B, stack_size=stack_depth(actions))
         tops = [state.top_hidden()]
         legal = []
         for t in range(A - 1):
