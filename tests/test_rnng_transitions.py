@@ -299,8 +299,9 @@ class Tracked:
     def parser(self):
         return self.inner.parser
 
-    def select(self, index: Tensor) -> Tracked:
-        return Tracked(self.inner.select(index), self.sentence[index], self.history[index])
+    def select(self, index: Tensor, out: Tracked | None = None) -> Tracked:
+        return Tracked(self.inner.select(index, None if out is None else out.inner),
+                       self.sentence[index], self.history[index])
 
     def assign(self, rows: Tensor, source: Tracked, source_rows: Tensor) -> None:
         self.inner.assign(rows, source.inner, source_rows)

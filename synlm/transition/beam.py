@@ -40,7 +40,7 @@ class TransitionState(Protocol):
 
     parser: Any
 
-    def select(self, index: Tensor) -> TransitionState: ...
+    def select(self, index: Tensor, out: Any = None) -> TransitionState: ...
 
     def assign(self, rows: Tensor, source: Any, source_rows: Tensor) -> None: ...
 
@@ -135,9 +135,12 @@ class _Beam:
     def rows(self, b: Tensor, slot: Tensor) -> Tensor:
         return b * self.scores.size(1) + slot
 
-    def take(self, index: Tensor, scores: Tensor) -> _Beam:
-        """A beam of the rows ``index`` (B·K',) of this one with new ``scores`` (B, K')."""
-        return _Beam(self.state.select(index), scores, self.paths[index])
+    def take(self, index: Tensor, scores: Tensor, into: Any = None) -> _Beam:
+        """A beam of the rows ``index`` (B·K',) of this one with new ``scores`` (B, K'),
+        written into the stacks ``into`` (a state of B·K' rows no longer needed: the search
+        reuses two sets of stacks, as fresh ones of this size cost more to allocate than
+        to fill) or into new tensors."""
+        return _Beam(self.state.select(index, out=into), scores, self.paths[index])
 
     def put(self, rows: Tensor, source: _Beam, source_rows: Tensor, scores: Tensor) -> None:
         self.state.assign(rows, source.state, source_rows)
@@ -179,6 +182,7 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
                      torch.full((B * k, P), NO_ACTION, dtype=torch.long, device=device))
 
     beam, done = empty(K), empty(Kd)
+    spare, done_spare = empty(K).state, empty(Kd).state  # what ``take`` writes into
     beam.scores[:, 0] = 0.0
     prefix: list[Tensor] = []  # log-sum of the beam after each word, (B,)
     parses: list[tuple[tuple[tuple[int, ...], float], ...]] = [()] * B
@@ -226,19 +230,20 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
             new_scores[b, new_slot[b, col]] = scores[b, col]
             actions = torch.full((B, K), NO_ACTION, dtype=torch.long, device=device)
             actions[b, new_slot[b, col]] = action[b, col]
-            beam = beam.take(index.view(-1), new_scores)
+            beam, spare = beam.take(index.view(-1), new_scores, into=spare), beam.state
             _advance(model, beam, actions.view(-1), next_word)
         # the word's best items generate it (or close the root) and become the beam
         done_scores, order = done.scores.sort(1, descending=True)
         kept = torch.arange(Kd, device=device) < done_width.clamp(
             max=settings.word_beam_size)[:, None]
-        done = done.take((order + (b_rows * Kd)[:, None]).view(-1),
-                         done_scores.masked_fill(~kept, float("-inf")))
+        done, done_spare = done.take((order + (b_rows * Kd)[:, None]).view(-1),
+                                     done_scores.masked_fill(~kept, float("-inf")),
+                                     into=done_spare), done.state
         end_action = torch.where(at_end, REDUCE, SHIFT).expand(B, Kd)
         _advance(model, done, torch.where(kept, end_action, NO_ACTION).view(-1),
                  words[:, min(pointer, N - 1)].repeat_interleave(Kd))
-        beam = done.take((b_rows[:, None] * Kd + torch.arange(K, device=device)).view(-1),
-                         done.scores[:, :K].clone())
+        beam, spare = done.take((b_rows[:, None] * Kd + torch.arange(K, device=device)).view(-1),
+                                done.scores[:, :K].clone(), into=beam.state), spare
         prefix.append(torch.logsumexp(beam.scores, 1))
         for b in (lengths == pointer).nonzero()[:, 0].tolist():
             parses[b] = _parses(beam, b)

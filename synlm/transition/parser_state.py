@@ -77,9 +77,13 @@ class ParserState:
 
         return cls(zeros(), zeros(), zeros(), zeros(), zeros() + NO_ACTION, zeros())
 
-    def select(self, index: Tensor) -> ParserState:
-        """The rows ``index`` (R',), in that order."""
-        return ParserState(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+    def select(self, index: Tensor, out: ParserState | None = None) -> ParserState:
+        """The rows ``index`` (R',), in that order: new tensors, or written into ``out``."""
+        if out is None:
+            return ParserState(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+        for f in fields(self):
+            torch.index_select(getattr(self, f.name), 0, index, out=getattr(out, f.name))
+        return out
 
     def assign(self, rows: Tensor, source: ParserState, source_rows: Tensor) -> None:
         """``self[rows] = source[source_rows]``, in place."""

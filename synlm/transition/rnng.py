@@ -97,10 +97,17 @@ class RNNGState:
         """(R, H): the top layer of the stack LSTM at the stack top."""
         return self.top
 
-    def select(self, index: Tensor) -> RNNGState:
-        """The rows ``index`` (R',), in that order."""
-        return RNNGState(self.parser.select(index), *(getattr(self, f.name).index_select(0, index)
-                                                      for f in fields(self)[1:]))
+    def select(self, index: Tensor, out: RNNGState | None = None) -> RNNGState:
+        """The rows ``index`` (R',), in that order: new tensors, or written into ``out`` (a
+        state of R' rows and this stack size) and ``out`` returned."""
+        if out is None:
+            return RNNGState(self.parser.select(index),
+                             *(getattr(self, f.name).index_select(0, index)
+                               for f in fields(self)[1:]))
+        self.parser.select(index, out=out.parser)
+        for f in fields(self)[1:]:
+            torch.index_select(getattr(self, f.name), 0, index, out=getattr(out, f.name))
+        return out
 
     def assign(self, rows: Tensor, source: RNNGState, source_rows: Tensor) -> None:
         """``self[rows] = source[source_rows]``, in place."""
