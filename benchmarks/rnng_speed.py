@@ -79,6 +79,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from throughput import synchronize  # noqa: E402
+
 from synlm.backbones import AWDLSTM  # noqa: E402
 from synlm.model import SyntaxModel  # noqa: E402
 from synlm.outputs import ActionBatch, Batch  # noqa: E402
@@ -99,11 +101,6 @@ LR = 1e-3
 
 
 # ---------------------------------------------------------------------- device and memory
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def describe(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__})"
