@@ -224,3 +224,21 @@ def test_a_tiny_rnng_learns_ten_trees():
         best = tree_of(vocab.decode(result.parses[0][0]), tree.leaves())
         assert best == without_preterminals(tree)
         assert math.isfinite(sum(result.word_log_probs))
+
+
+def test_traced_stack_backward_equals_autograds_own_indexing(grammar, monkeypatch):
+    """Teacher forcing reads and writes the stack through a ``Trace`` (a backward that touches
+    only the rows read and written): the gradients equal those of autograd's own indexing
+    of the same in-place stack, on a batch whose rows reduce at different steps."""
+    trees, vocab, words = grammar
+    model = random_rnng(len(words), len(vocab))
+    w, a, n = encoded(trees, vocab, words)
+    params = [p for p in model.parameters() if p.requires_grad]
+    traced = torch.autograd.grad(model(w, a, n).joint.sum(), params)
+    plain = RNNG.initial_state
+    monkeypatch.setattr(RNNG, "initial_state",
+                        lambda self, rows, size, traced=False: plain(self, rows, size, False))
+    indexed = torch.autograd.grad(model(w, a, n).joint.sum(), params)
+    for ours, theirs in zip(traced, indexed, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
+    assert any(g.abs().sum() > 0 for g in traced)

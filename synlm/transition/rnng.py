@@ -31,7 +31,7 @@ does not have (docs/reference-implementations.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +48,7 @@ from synlm.transition.parser_state import (
     ParserState,
     stack_depth,
 )
+from synlm.transition.trace import Trace
 
 
 def _full(x: Tensor) -> Tensor:
@@ -71,6 +72,9 @@ class RNNGState:
             (``parser.n_open`` of them).
         top: (R, H) the top layer's output at the stack top (what the next action is
             predicted from), kept beside ``lstm`` so that reading it costs no indexing.
+        trace: in teacher forcing with gradients, what reads and writes ``lstm`` and
+            ``items`` so that the backward touches only their rows (``synlm.transition
+            .trace``); None: plain indexing (search).
     """
 
     parser: ParserState
@@ -78,6 +82,10 @@ class RNNGState:
     items: Tensor
     open_at: Tensor
     top: Tensor
+    trace: Trace | None = None
+
+    #: The fields that hold a row per stack (``select``, ``assign``).
+    ROWS = ("lstm", "items", "open_at", "top")
 
     @property
     def hidden(self) -> Tensor:
@@ -102,18 +110,28 @@ class RNNGState:
         state of R' rows and this stack size) and ``out`` returned."""
         if out is None:
             return RNNGState(self.parser.select(index),
-                             *(getattr(self, f.name).index_select(0, index)
-                               for f in fields(self)[1:]))
+                             *(getattr(self, name).index_select(0, index) for name in self.ROWS))
         self.parser.select(index, out=out.parser)
-        for f in fields(self)[1:]:
-            torch.index_select(getattr(self, f.name), 0, index, out=getattr(out, f.name))
+        for name in self.ROWS:
+            torch.index_select(getattr(self, name), 0, index, out=getattr(out, name))
         return out
 
     def assign(self, rows: Tensor, source: RNNGState, source_rows: Tensor) -> None:
         """``self[rows] = source[source_rows]``, in place."""
         self.parser.assign(rows, source.parser, source_rows)
-        for f in fields(self)[1:]:
-            getattr(self, f.name)[rows] = getattr(source, f.name)[source_rows]
+        for name in self.ROWS:
+            getattr(self, name)[rows] = getattr(source, name)[source_rows]
+
+    def read(self, values: Tensor, index: tuple[Tensor, ...]) -> Tensor:
+        """``values[index]`` (``lstm`` or ``items``), through the trace if there is one."""
+        return values[index] if self.trace is None else self.trace.read(values, index)
+
+    def write(self, values: Tensor, index: tuple[Tensor, ...], value: Tensor) -> None:
+        """``values[index] = value`` in place, through the trace if there is one."""
+        if self.trace is None:
+            values[index] = value
+        else:
+            self.trace.write(values, index, value)
 
 
 class StackLSTM(nn.Module):
@@ -224,8 +242,9 @@ class RNNG(RecordsInit, nn.Module):
         self.word_decoder.weight = self.embedding.weight
 
     # ------------------------------------------------------------------ the stack
-    def initial_state(self, rows: int, stack_size: int) -> RNNGState:
-        """R empty stacks of ``stack_size`` items, the initial item read."""
+    def initial_state(self, rows: int, stack_size: int, traced: bool = False) -> RNNGState:
+        """R empty stacks of ``stack_size`` items, the initial item read; ``traced``: their
+        reads and writes go through a ``Trace`` (teacher forcing with gradients)."""
         L = len(self.stack_lstm.cells)
         H = self.stack_lstm.cells[0].hidden_size
         W = self.embedding.embedding_dim
@@ -234,11 +253,13 @@ class RNNG(RecordsInit, nn.Module):
         first = self.dropout(self.initial_item.expand(rows, W))
         zeros = weight.new_zeros(rows, L, H)
         h, c = self.stack_lstm(first, zeros, zeros)
-        lstm[:, 0] = torch.stack([h, c], 1)
-        return RNNGState(ParserState.initial(rows, weight.device), lstm,
-                         weight.new_zeros(rows, stack_size + 1, W),
-                         torch.zeros(rows, stack_size, dtype=torch.long, device=weight.device),
-                         h[:, -1])
+        state = RNNGState(ParserState.initial(rows, weight.device), lstm,
+                          weight.new_zeros(rows, stack_size + 1, W),
+                          torch.zeros(rows, stack_size, dtype=torch.long, device=weight.device),
+                          h[:, -1], Trace(weight.device) if traced else None)
+        everyone = torch.arange(rows, device=weight.device)
+        state.write(lstm, (everyone, torch.zeros_like(everyone)), torch.stack([h, c], 1))
+        return state
 
     def advance(self, state: RNNGState, actions: Tensor, words: Tensor) -> RNNGState:
         """Every row's action (R,) (-1: none) on its stack, in place, and the new state;
@@ -258,10 +279,10 @@ class RNNG(RecordsInit, nn.Module):
             item = item.clone()
             reduced = reduce.nonzero()[:, 0]  # (C,)
             item[reduced] = self._compose(state, reduced, innermost[reduced])
-        state.items[rows, position - 1] = item
-        below = state.lstm[rows, position - 1]  # (R, 2, L, H)
+        state.write(state.items, (rows, position - 1), item)
+        below = state.read(state.lstm, (rows, position - 1))  # (R, 2, L, H)
         h, c = self.stack_lstm(item, below[:, 0], below[:, 1])
-        state.lstm[rows, position] = torch.stack([h, c], 1)
+        state.write(state.lstm, (rows, position), torch.stack([h, c], 1))
         slot = p.n_open.clamp(max=state.stack_size - 1)
         state.open_at[rows, slot] = torch.where(opened, position, state.open_at[rows, slot])
         state.top = torch.where(acted[:, None], h[:, -1], state.top)
@@ -275,9 +296,8 @@ class RNNG(RecordsInit, nn.Module):
         M = int(n_children.max())
         slots = (at[:, None] + torch.arange(M, device=at.device)).clamp(
             max=state.stack_size - 1)  # (C, M) item indices of the children
-        items = state.items[rows]  # (C, S + 1, W)
-        children = items.gather(1, slots[..., None].expand(-1, -1, items.size(-1)))
-        label = items[torch.arange(rows.size(0), device=rows.device), at - 1]  # (C, W)
+        children = state.read(state.items, (rows[:, None], slots))  # (C, M, W)
+        label = state.read(state.items, (rows, at - 1))  # (C, W)
         return self.composition(label, children, n_children)
 
     # ------------------------------------------------------------------ distributions
@@ -302,7 +322,7 @@ class RNNG(RecordsInit, nn.Module):
         ``words`` (B, N) (``word_lengths`` (B,)): the stack runs action by action, every
         row at once; the last action (the root's ``REDUCE``) is scored, not run."""
         B, A = actions.shape
-        state = self.initial_state(B, stack_size=stack_depth(actions))
+        state = self.initial_state(B, stack_depth(actions), traced=torch.is_grad_enabled())
         tops = [state.top_hidden()]
         legal = []
         for t in range(A - 1):
