@@ -10,7 +10,7 @@ import pytest
 import torch
 from nltk import Tree
 
-from synlm.syntax.actions import ActionVocab, oracle, tree_of, without_preterminals
+from synlm.syntax.actions import ActionError, ActionVocab, oracle, tree_of, without_preterminals
 from synlm.transition.beam import BeamSettings, search_batch, search_sentences
 from synlm.transition.parser_state import FIRST_NT, REDUCE, Limits, ParserState
 from synlm.transition.rnng import RNNG
@@ -242,3 +242,9 @@ def test_traced_stack_backward_equals_autograds_own_indexing(grammar, monkeypatc
     for ours, theirs in zip(traced, indexed, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
     assert any(g.abs().sum() > 0 for g in traced)
+
+
+def test_actions_that_close_nothing_are_a_one_line_error():
+    model = random_rnng(5, 3)
+    with pytest.raises(ActionError, match=r"row 0, action 2 \(REDUCE\): no open constituent"):
+        model(torch.tensor([[1]]), torch.tensor([[2, 1, 1]]), torch.tensor([1]))

@@ -26,6 +26,8 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
+from synlm.syntax.actions import ActionError
+
 SHIFT, REDUCE, FIRST_NT = 0, 1, 2
 #: "No action": the padding of action sequences and the action of an inactive row.
 NO_ACTION = -1
@@ -137,12 +139,15 @@ def stack_depth(actions: Tensor) -> int:
     """The most items any row's stack holds while its top-down ``actions`` (B, A) run (-1
     ends a row): the stack a teacher-forced batch needs, at least 1."""
     deepest = 1
-    for row in actions.tolist():
+    for b, row in enumerate(actions.tolist()):
         top, opened = 0, []
-        for action in row:
+        for t, action in enumerate(row):
             if action == NO_ACTION:
                 break
             if action == REDUCE:
+                if not opened:
+                    raise ActionError(f"row {b}, action {t} (REDUCE): no open constituent; "
+                                      "expected top-down actions from synlm.syntax.actions")
                 top = opened.pop()
             else:
                 top += 1
