@@ -26,7 +26,7 @@ from synlm.model import SyntaxModel, upgrade_state_dict
 from synlm.modules.recorded import plain
 from synlm.optim import GroupedOptimizer, ParamGroup, build_optimizer, clip_gradients
 from synlm.outputs import Batch, LMOutput, StepState
-from synlm.runtime.runs import read_checkpoint
+from synlm.runtime.runs import read_checkpoint, restore_torch_rng, torch_rng
 
 #: The optimiser of a model built without one (configs name theirs, see configs/).
 DEFAULT_OPTIMIZER = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
@@ -89,6 +89,19 @@ def masked_mean(x: Tensor, mask: Tensor, dense: bool) -> Tensor:
     device at every step."""
     return x.contiguous().mean() if dense else x[mask].mean()
 
+
+def with_scheduler(optimizer: torch.optim.Optimizer, lr_scheduler: Mapping[str, Any] | None) -> Any:
+    """What ``configure_optimizers`` returns for ``optimizer`` and the scheduler config
+    ``lr_scheduler`` (``{"class_path", "init_args"}``; None: the optimiser alone): a
+    scheduler with ``interval = "step"`` steps every optimiser step, others every epoch;
+    ``ReduceLROnPlateau`` watches its ``monitor`` (default ``val/loss``)."""
+    if lr_scheduler is None:
+        return optimizer
+    scheduler = instantiate_class((optimizer,), dict(lr_scheduler))
+    config = {"scheduler": scheduler, "interval": getattr(scheduler, "interval", "epoch")}
+    if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        config["monitor"] = getattr(scheduler, "monitor", "val/loss")
+    return {"optimizer": optimizer, "lr_scheduler": config}
 
 class SyntaxLM(pl.LightningModule):
     """The training recipe of a ``SyntaxModel`` (``self.model``: embedding, ``backbone``,
@@ -437,13 +450,7 @@ class SyntaxLM(pl.LightningModule):
         optimizer = build_optimizer(list(self.model.named_parameters()),
                                     hp.optimizer or DEFAULT_OPTIMIZER, self.param_groups,
                                     hp.decay_norms_and_biases)
-        if hp.lr_scheduler is None:
-            return optimizer
-        scheduler = instantiate_class((optimizer,), hp.lr_scheduler)
-        config = {"scheduler": scheduler, "interval": getattr(scheduler, "interval", "epoch")}
-        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-            config["monitor"] = getattr(scheduler, "monitor", "val/loss")
-        return {"optimizer": optimizer, "lr_scheduler": config}
+        return with_scheduler(optimizer, hp.lr_scheduler)
 
     def configure_gradient_clipping(self, optimizer: Any, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
@@ -488,11 +495,8 @@ class SyntaxLM(pl.LightningModule):
         generators seeded by (seed, epoch), so no other RNG matters. A non-finite loss
         since the last check raises here, before anything is written."""
         self._finite.check()
-        rng = {"cpu": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
         checkpoint["synlm"] = {"train_state": plain_state(self._states.get("train")),
-                               "rng": rng,
+                               "rng": torch_rng(),
                                "vocab": self.vocab.to_saved() if self.vocab is not None else None,
                                "normalization": self.normalization}
 
@@ -512,6 +516,4 @@ class SyntaxLM(pl.LightningModule):
         self.normalization = saved.get("normalization", "ptb")
         if saved["train_state"] is not None:
             self._states["train"] = saved["train_state"]
-        torch.set_rng_state(saved["rng"]["cpu"])
-        if "cuda" in saved["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+        restore_torch_rng(saved["rng"])

@@ -235,3 +235,19 @@ def run_tensorboard_logger(csv: RunCSVLogger) -> TensorBoardLogger:
         raise InputError("--tensorboard needs the tensorboard package: "
                          "pip install 'synlm[tensorboard]'")
     return _RunTensorBoardLogger(csv)
+
+
+def torch_rng() -> dict[str, Any]:
+    """torch's random states (the CPU's, and every GPU's when there is one), as a checkpoint
+    keeps them so that a resumed run draws the same dropout masks."""
+    rng = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    return rng
+
+
+def restore_torch_rng(rng: dict[str, Any]) -> None:
+    """Put back what ``torch_rng`` saved (the GPUs' states where there are GPUs)."""
+    torch.set_rng_state(rng["cpu"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])

@@ -30,9 +30,11 @@ from torchmetrics import SumMetric
 from synlm.data.normalization import normalizer
 from synlm.data.subwords import load_vocab
 from synlm.data.vocab import Vocab
+from synlm.lm import with_scheduler
 from synlm.metrics.parsing import ParsingF1
 from synlm.metrics.structures import prune_leaves, scored_rows
 from synlm.outputs import ActionBatch
+from synlm.runtime.runs import restore_torch_rng, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
 from synlm.transition.beam import BeamSettings, SearchResult, search_sentences
 from synlm.transition.rnng import RNNG
@@ -199,23 +201,14 @@ class RNNGLM(pl.LightningModule):
     def configure_optimizers(self) -> Any:
         hp = self.hparams
         optimizer = instantiate_class(self.model.parameters(), hp.optimizer or DEFAULT_OPTIMIZER)
-        if hp.lr_scheduler is None:
-            return optimizer
-        scheduler = instantiate_class(optimizer, hp.lr_scheduler)
-        config = {"scheduler": scheduler, "interval": getattr(scheduler, "interval", "epoch")}
-        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-            config["monitor"] = getattr(scheduler, "monitor", "val/loss")
-        return {"optimizer": optimizer, "lr_scheduler": config}
+        return with_scheduler(optimizer, hp.lr_scheduler)
 
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """The vocabularies and normalisation scoring and parsing need, torch's RNG (dropout
         masks: a resumed run continues bit for bit) and this class's name."""
-        rng = {"cpu": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
         checkpoint["synlm"] = {
-            "model_class": MODEL_CLASS, "rng": rng,
+            "model_class": MODEL_CLASS, "rng": torch_rng(),
             "vocab": self.vocab.to_saved() if self.vocab is not None else None,
             "normalization": self.normalization,
             "action_vocab": self.action_vocab.to_saved() if self.action_vocab else None}
@@ -228,7 +221,5 @@ class RNNGLM(pl.LightningModule):
             self.action_vocab = ActionVocab.from_saved(saved["action_vocab"])
         self.normalization = saved.get("normalization", "none")
         if "rng" in saved:
-            torch.set_rng_state(saved["rng"]["cpu"])
-            if "cuda" in saved["rng"] and torch.cuda.is_available():
-                torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+            restore_torch_rng(saved["rng"])
 
