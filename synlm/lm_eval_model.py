@@ -18,7 +18,6 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -119,13 +118,9 @@ class SynlmLM(LM):
             from synlm.loading import load_model
 
             model = load_model(str(ckpt_path), "ckpt_path")
-        searches = hasattr(model, "beam")  # a transition LM
+        searches = hasattr(model, "use_beam")  # a transition LM
         if searches:
-            model.beam = replace(model.beam, **{
-                name: int(value) for name, value in (("beam_size", beam_size),
-                                                     ("word_beam_size", word_beam_size),
-                                                     ("shift_size", shift_size))
-                if value is not None})
+            model.use_beam(beam_size, word_beam_size, shift_size)
         self.scorer = ModelScorer(model, _batch_size(batch_size), _device(device))
         self.greedy = greedy and not searches
 

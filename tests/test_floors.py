@@ -47,7 +47,7 @@ ALLOWED = {
     "parsing": {"data", "metrics", "syntax", "tse"},
     "lm_eval_model": {"tse", "loading"},
     "commands": {"runtime", "lm", "data", "metrics", "syntax", "viz", "tse", "generation",
-                 "catalog", "loading", "parsing", "hf_export", "transition"},
+                 "catalog", "loading", "parsing", "hf_export"},
     "cli": {"lightning_cli", "commands", "catalog", "runtime", "lm_eval_model"},
 }
 

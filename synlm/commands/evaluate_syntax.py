@@ -303,10 +303,8 @@ def load_model(path: str) -> Any:
 
 def with_beam(model: Any, args: argparse.Namespace) -> Any:
     """``model`` searching with the beam flags, if it is a transition LM (an RNNG)."""
-    if hasattr(model, "beam"):
-        from synlm.transition.beam import BeamSettings
-
-        model.beam = BeamSettings(args.beam_size, args.word_beam_size, args.shift_size)
+    if hasattr(model, "use_beam"):
+        model.use_beam(args.beam_size, args.word_beam_size, args.shift_size)
     return model
 
 

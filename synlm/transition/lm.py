@@ -19,6 +19,7 @@ F1 of its best trees::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import lightning.pytorch as pl
@@ -179,17 +180,29 @@ class RNNGLM(pl.LightningModule):
         finally:
             self.train(was_training)
 
+    def search_ids(self, rows: Sequence[Sequence[int]]) -> list[SearchResult]:
+        """``search`` of sentences given as lists of word ids, padded here, on the model's
+        device."""
+        device = self.model.embedding.weight.device
+        words = torch.zeros(len(rows), max(1, *map(len, rows)), dtype=torch.long)
+        for b, ids in enumerate(rows):
+            words[b, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+        return self.search(words.to(device),
+                           torch.tensor([len(ids) for ids in rows], device=device))
+
+    def use_beam(self, beam_size: int | None = None, word_beam_size: int | None = None,
+                 shift_size: int | None = None) -> None:
+        """Search with these sizes from now on; one left unset keeps its value."""
+        sizes = {"beam_size": beam_size, "word_beam_size": word_beam_size,
+                 "shift_size": shift_size}
+        self.beam = replace(self.beam, **{k: int(v) for k, v in sizes.items() if v is not None})
+
     def parse(self, sentences: Sequence[Sequence[str]]) -> list[Any]:
         """The best tree beam search finds for each sentence (words as the corpus writes
         them, normalised as the training corpus was; the trees hold the given words)."""
         normalize = normalizer(self.normalization)
-        rows = [self.vocab.encode([normalize(w) for w in words]) for words in sentences]
-        words = torch.zeros(len(rows), max(1, *map(len, rows)), dtype=torch.long)
-        for b, ids in enumerate(rows):
-            words[b, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-        device = self.model.embedding.weight.device
-        results = self.search(words.to(device),
-                              torch.tensor([len(ids) for ids in rows], device=device))
+        results = self.search_ids([self.vocab.encode([normalize(w) for w in words])
+                                   for words in sentences])
         return [self.best_tree(r, s) for r, s in zip(results, sentences, strict=True)]
 
     def best_tree(self, result: SearchResult, words: Sequence[str]) -> Any:

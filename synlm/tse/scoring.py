@@ -135,21 +135,14 @@ class ModelScorer:
     def _log_probs(self, rows: list[list[int]]) -> list[np.ndarray]:
         """Each row's target log-probabilities: its tokens, then ``<eos>``, (n + 1,); for a
         transition LM (an RNNG), its beam search's word log-probabilities, then the end's."""
-        if hasattr(self.model, "search"):
-            return self._searched(rows)
+        if hasattr(self.model, "search_ids"):
+            results = self.model.search_ids(rows)
+            return [np.array([*r.word_log_probs, r.end_log_prob]) for r in results]
         eos = self.vocab.eos_id
         tokens = sentence_rows(rows, eos).to(self.device)
         log_probs = self.model.target_log_probs(tokens[:, :-1], tokens[:, 1:])
         log_probs = log_probs.double().cpu().numpy()
         return [log_probs[b, :len(ids) + 1] for b, ids in enumerate(rows)]
-
-    def _searched(self, rows: list[list[int]]) -> list[np.ndarray]:
-        lengths = torch.tensor([len(ids) for ids in rows], device=self.device)
-        words = torch.zeros(len(rows), max(1, int(lengths.max())), dtype=torch.long)
-        for b, ids in enumerate(rows):
-            words[b, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-        results = self.model.search(words.to(self.device), lengths)
-        return [np.array([*r.word_log_probs, r.end_log_prob]) for r in results]
 
     def _scored(self, words: Sequence[str], ids: list[int], word_index: list[int],
                 unknown: list[bool], row: np.ndarray) -> ScoredSentence:
