@@ -114,7 +114,7 @@ def test_transition_batch_2():
     assert actions.tolist() == [[a - 1 for a in r] for r in reference_ids]
 
     state = model.initial_state(2, stack_size=A)
-    head = state.top_hidden()  # what action 0 is predicted from: the initial item read
+    head = state.top  # what action 0 is predicted from: the initial item read
     assert head.shape == (2, 6)
     assert torch.equal(head, state.hidden[:, 0, -1])
     assert torch.equal(head[0], head[1])

@@ -101,10 +101,6 @@ class RNNGState:
     def stack_size(self) -> int:
         return self.items.size(1) - 1
 
-    def top_hidden(self) -> Tensor:
-        """(R, H): the top layer of the stack LSTM at the stack top."""
-        return self.top
-
     def select(self, index: Tensor, out: RNNGState | None = None) -> RNNGState:
         """The rows ``index`` (R',), in that order: new tensors, or written into ``out`` (a
         state of R' rows and this stack size) and ``out`` returned."""
@@ -308,7 +304,7 @@ class RNNG(RecordsInit, nn.Module):
     def next_log_probs(self, state: RNNGState, words: Tensor, legal: Tensor) -> Tensor:
         """(R, A): log p(action) over the ``legal`` actions (R, A) of each row, the
         ``SHIFT`` column joint with its word ``words`` (R,) (-inf where illegal)."""
-        u = self.contexts(state.top_hidden())  # (R, W)
+        u = self.contexts(state.top)  # (R, W)
         logits = _full(self.action_decoder(u)).masked_fill(~legal, float("-inf"))
         log_probs = logits.log_softmax(-1)
         log_probs = log_probs.masked_fill(log_probs.isnan(), float("-inf"))  # none legal
@@ -323,17 +319,15 @@ class RNNG(RecordsInit, nn.Module):
         row at once; the last action (the root's ``REDUCE``) is scored, not run."""
         B, A = actions.shape
         state = self.initial_state(B, stack_depth(actions), traced=torch.is_grad_enabled())
-        tops = [state.top_hidden()]
-        legal = []
-        for t in range(A - 1):
+        tops, legal = [], []  # before each action: the stack top, the legal actions
+        for t in range(A):
+            tops.append(state.top)
             if self.legal_softmax:
                 legal.append(state.parser.legal_actions(word_lengths, self.n_actions,
                                                         self.limits))
-            words_t = words.gather(1, state.parser.pointer.clamp(max=words.size(1) - 1)[:, None])
-            state = self.advance(state, actions[:, t], words_t[:, 0])
-            tops.append(state.top_hidden())
-        if self.legal_softmax:
-            legal.append(state.parser.legal_actions(word_lengths, self.n_actions, self.limits))
+            if t < A - 1:
+                pointer = state.parser.pointer.clamp(max=words.size(1) - 1)
+                state = self.advance(state, actions[:, t], words.gather(1, pointer[:, None])[:, 0])
         u = self.contexts(torch.stack(tops, 1))  # (B, A, W)
         logits = _full(self.action_decoder(u))  # (B, A, n_actions)
         if self.legal_softmax:
