@@ -187,7 +187,8 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
     prefix: list[Tensor] = []  # log-sum of the beam after each word, (B,)
     parses: list[tuple[tuple[tuple[int, ...], float], ...]] = [()] * B
     for pointer in range(N + 1):
-        next_word = words[:, min(pointer, N - 1)].repeat_interleave(K)  # (B·K,)
+        word = words[:, min(pointer, N - 1)]  # (B,) the word each sentence generates next
+        next_word = word.repeat_interleave(K)  # (B·K,)
         at_end = (lengths == pointer)[:, None]  # (B, 1): the root closes now
         forced = torch.zeros(B, dtype=torch.long, device=device)
         done_width = torch.zeros(B, dtype=torch.long, device=device)
@@ -241,9 +242,9 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
                                      into=done_spare), done.state
         end_action = torch.where(at_end, REDUCE, SHIFT).expand(B, Kd)
         _advance(model, done, torch.where(kept, end_action, NO_ACTION).view(-1),
-                 words[:, min(pointer, N - 1)].repeat_interleave(Kd))
-        beam, spare = done.take((b_rows[:, None] * Kd + torch.arange(K, device=device)).view(-1),
-                                done.scores[:, :K].clone(), into=beam.state), spare
+                 word.repeat_interleave(Kd))
+        beam = done.take((b_rows[:, None] * Kd + torch.arange(K, device=device)).view(-1),
+                         done.scores[:, :K].clone(), into=beam.state)
         prefix.append(torch.logsumexp(beam.scores, 1))
         for b in (lengths == pointer).nonzero()[:, 0].tolist():
             parses[b] = _parses(beam, b)
