@@ -559,28 +559,26 @@ def model_class_of(args: Sequence[str]) -> type[pl.LightningModule]:
     return known[named]
 
 
-def class_path(value: str, folder: Path | None = None) -> str | None:
-    """The ``model.class_path`` a ``--config`` value (a file, or YAML given inline: a
-    checkpoint's saved config) sets, itself or through the base its ``config:`` names."""
-    path = Path(value) if folder is None else folder / value
-    try:
-        is_file = path.is_file()
-    except OSError:  # a name too long for a file: YAML text
-        is_file = False
-    try:
-        text = path.read_text() if is_file else value if "\n" in value else None
-        config = yaml.safe_load(text) if text is not None else None
-    except (OSError, yaml.YAMLError):  # unreadable, broken YAML: the CLI says so
-        return None
-    if not isinstance(config, dict):
-        return None
-    model = config.get("model")
-    if isinstance(model, dict) and "class_path" in model:
-        return model["class_path"]
-    if isinstance(config.get("model.class_path"), str):
-        return config["model.class_path"]
-    base = config.get("config")
-    return class_path(base, path.parent) if isinstance(base, str) and is_file else None
+def class_path(value: str) -> str | None:
+    """The ``model.class_path`` a ``--config`` value sets: a file, with the bases its
+    ``config:`` names (the file's own setting last, as they apply), or YAML given inline (a
+    checkpoint's saved config); None where none sets one (or the YAML is broken: the CLI
+    says so)."""
+    if "\n" in value:
+        try:
+            configs = [yaml.safe_load(value)]
+        except yaml.YAMLError:
+            return None
+    else:
+        configs = [loaded for _, loaded in usage.with_bases(Path(value))]
+    named = None
+    for config in configs:
+        model = config.get("model") if isinstance(config, dict) else None
+        if isinstance(model, dict) and "class_path" in model:
+            named = model["class_path"]
+        elif isinstance(config, dict) and isinstance(config.get("model.class_path"), str):
+            named = config["model.class_path"]
+    return named
 
 
 def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:

@@ -181,11 +181,11 @@ def _base_problem(path: Path, loaded: dict[str, Any], chain: tuple[Path, ...]) -
 
 def _base_keys(path: Path) -> set[str]:
     """The top-level keys ``path`` and its bases set (``model`` for ``model.heads``)."""
-    return {str(key).split(".")[0] for _, loaded in _with_bases(path) for key in loaded
+    return {str(key).split(".")[0] for _, loaded in with_bases(path) for key in loaded
             if key != BASE_KEY}
 
 
-def _with_bases(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict[str, Any]]]:
+def with_bases(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict[str, Any]]]:
     """The config file ``path`` and the bases it names (``config:``), each with its YAML,
     in the order they apply (the deepest base first); a file that cannot be read is left
     out, one that is not a mapping has no keys, and the chain ends where the bases loop."""
@@ -198,7 +198,7 @@ def _with_bases(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dic
     base = loaded.get(BASE_KEY)
     if not isinstance(base, str) or path.resolve() in seen:
         return [(path, loaded)]
-    return [*_with_bases(path.parent / base, (*seen, path.resolve())), (path, loaded)]
+    return [*with_bases(path.parent / base, (*seen, path.resolve())), (path, loaded)]
 
 
 def suggestion(message: str, options: Iterable[str]) -> str:
@@ -238,7 +238,7 @@ def config_files(args: Sequence[str]) -> list[Path]:
     """The YAML files ``args`` read, in the order they apply: each ``--config`` after the
     base it names (its ``config:`` key) and that base's own."""
     return [f for _, _, value in flag_values(args, *CONFIG_FLAGS) if "\n" not in value
-            for f, _ in _with_bases(Path(value))]
+            for f, _ in with_bases(Path(value))]
 
 
 def yaml_line(path: Path, key: str, value: Any = None) -> int | None:
