@@ -474,10 +474,24 @@ class SynLMDataModule(pl.LightningDataModule):
             # (seed, epoch), and the position a checkpoint saves is one in that epoch
             self.trainer.reload_dataloaders_every_n_epochs = 1
 
+    def _epoch(self) -> int:
+        """The trainer's current epoch (0 outside a trainer): what training batches are
+        redrawn from."""
+        return self.trainer.current_epoch if self.trainer is not None else 0
+
+    def _in_order(self, dataset: Any, batch_size: int,
+                  collate: Callable[[list[Any]], Any]) -> torch.utils.data.DataLoader:
+        """An evaluation loader: ``dataset`` in order, ``batch_size`` items a batch. Its own
+        generator: a loader's iterator draws its seed from one, which must not be torch's
+        global RNG (dropout masks)."""
+        return torch.utils.data.DataLoader(
+            dataset, batch_size=batch_size, collate_fn=collate, num_workers=self.num_workers,
+            generator=torch.Generator().manual_seed(self.seed))
+
     def _stream_loader(self, split: str, n_columns: int, train: bool) -> StreamLoader:
         rank, world = self._world()
         columns = Columns.cut(self.stream(split, "stream")[0], n_columns, rank, world)
-        epoch = self.trainer.current_epoch if (train and self.trainer is not None) else 0
+        epoch = self._epoch() if train else 0
         if train and self.variable_bptt:
             rng = np.random.default_rng([self.seed, epoch])
             lengths = awd_window_lengths(columns.length, self.bptt, rng)
@@ -493,16 +507,12 @@ class SynLMDataModule(pl.LightningDataModule):
         dataset = UnitDataset(arrays, bounds, self.sentences(split))
         lengths = np.diff(bounds)  # tokens per unit
         if not train:
-            # its own generator: a loader's iterator draws its seed from one, which must not
-            # be torch's global RNG (dropout masks)
-            return torch.utils.data.DataLoader(
-                dataset, batch_size=batch_size, collate_fn=collate_units,
-                num_workers=self.num_workers, generator=torch.Generator().manual_seed(self.seed))
+            return self._in_order(dataset, batch_size, collate_units)
         if self.max_length is not None:
             keep = np.flatnonzero(lengths - 1 <= self.max_length)
             dataset, lengths = torch.utils.data.Subset(dataset, keep.tolist()), lengths[keep]
         rank, world = self._world()
-        epoch = self.trainer.current_epoch if self.trainer is not None else 0
+        epoch = self._epoch()
         if self.max_tokens is not None:
             return TokenBudgetLoader(dataset, lengths, self.max_tokens, self.seed, epoch,
                                      rank, world)
@@ -514,9 +524,7 @@ class SynLMDataModule(pl.LightningDataModule):
         epoch from ``(seed, epoch)``, resumable mid-epoch; evaluation: the split in order."""
         items = self.action_items(split)
         if not train:
-            return torch.utils.data.DataLoader(
-                items, batch_size=batch_size, collate_fn=collate_actions,
-                num_workers=self.num_workers, generator=torch.Generator().manual_seed(self.seed))
+            return self._in_order(items, batch_size, collate_actions)
         if self.max_length is not None:
             items = [item for item in items if len(item.words) <= self.max_length]
         lengths = np.array([len(item.actions) for item in items], dtype=np.int64)
@@ -526,7 +534,7 @@ class SynLMDataModule(pl.LightningDataModule):
             raise InputError(f"{where}: {len(item.actions)} actions, more than data.max_tokens="
                              f"{self.max_tokens}; raise max_tokens or set data.max_length")
         rank, world = self._world()
-        epoch = self.trainer.current_epoch if self.trainer is not None else 0
+        epoch = self._epoch()
         return BucketLoader(items, lengths, batch_size, self.max_tokens, self.seed, epoch,
                             rank, world, collate_actions)
 
