@@ -90,6 +90,15 @@ def masked_mean(x: Tensor, mask: Tensor, dense: bool) -> Tensor:
     return x.contiguous().mean() if dense else x[mask].mean()
 
 
+def attached_trainer(module: pl.LightningModule) -> pl.Trainer | None:
+    """The trainer running ``module``, None outside one (Lightning's ``trainer`` raises
+    then)."""
+    try:
+        return module.trainer
+    except RuntimeError:
+        return None
+
+
 def with_scheduler(optimizer: torch.optim.Optimizer, lr_scheduler: Mapping[str, Any] | None) -> Any:
     """What ``configure_optimizers`` returns for ``optimizer`` and the scheduler config
     ``lr_scheduler`` (``{"class_path", "init_args"}``; None: the optimiser alone): a
@@ -257,16 +266,8 @@ class SyntaxLM(pl.LightningModule):
         """``SyntaxModel.forward``."""
         return self.model(batch, state, log_probs_needed, head_states)
 
-    def _attached_trainer(self) -> pl.Trainer | None:
-        """The trainer running this module, None outside one (Lightning's ``trainer``
-        raises then)."""
-        try:
-            return self.trainer
-        except RuntimeError:
-            return None
-
     def _resuming(self) -> bool:
-        trainer = self._attached_trainer()
+        trainer = attached_trainer(self)
         return trainer is not None and trainer.ckpt_path is not None
 
     def _load_weights(self, path: str) -> None:
@@ -303,7 +304,7 @@ class SyntaxLM(pl.LightningModule):
         """The DataModule this model was built with (``synlm.from_config``) or trains on."""
         if self._datamodule is not None:
             return self._datamodule
-        trainer = self._attached_trainer()
+        trainer = attached_trainer(self)
         return trainer.datamodule if trainer is not None else None
 
     @datamodule.setter
@@ -367,7 +368,7 @@ class SyntaxLM(pl.LightningModule):
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         loss, _ = self._step(batch, "train")
         self._finite.record(loss, self.global_step)
-        trainer = self._attached_trainer()
+        trainer = attached_trainer(self)
         every = trainer.log_every_n_steps if trainer is not None else 1
         if (self.global_step + 1) % every == 0:
             self._finite.check()

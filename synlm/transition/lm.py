@@ -31,7 +31,7 @@ from torchmetrics import SumMetric
 from synlm.data.normalization import normalizer
 from synlm.data.subwords import load_vocab
 from synlm.data.vocab import Vocab
-from synlm.lm import with_scheduler
+from synlm.lm import attached_trainer, with_scheduler
 from synlm.metrics.parsing import ParsingF1
 from synlm.metrics.structures import prune_leaves, scored_rows
 from synlm.outputs import ActionBatch
@@ -94,17 +94,12 @@ class RNNGLM(pl.LightningModule):
 
     # ------------------------------------------------------------------ data
     def setup(self, stage: str) -> None:
-        datamodule = self._datamodule()
+        trainer = attached_trainer(self)
+        datamodule = trainer.datamodule if trainer is not None else None
         if datamodule is not None and hasattr(datamodule, "action_vocab"):
             self.vocab = datamodule.vocab
             self.normalization = datamodule.normalization
             self.action_vocab = datamodule.action_vocab
-
-    def _datamodule(self) -> Any:
-        try:
-            return self.trainer.datamodule
-        except RuntimeError:  # not attached to a trainer
-            return None
 
     # ------------------------------------------------------------------ loops
     def _joint(self, batch: ActionBatch, stage: str) -> Tensor:
