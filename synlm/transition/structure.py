@@ -22,7 +22,8 @@ S = TypeVar("S", bound="RowState")
 @dataclass
 class RowState:
     """A dataclass of per-row tensors (dimension 0: the row) or nested ``RowState``s, with
-    the row selection beam search needs. Subclasses add fields only."""
+    the row selection beam search needs; a field of another type (a size, a setting) is the
+    same for every row and kept as it is. Subclasses add fields only."""
 
     def select(self: S, index: Tensor, out: S | None = None) -> S:
         """The rows ``index`` (R',), in that order: new tensors, or written into ``out`` (a
@@ -34,7 +35,7 @@ class RowState:
             value = getattr(self, f.name)
             if isinstance(value, RowState):
                 value.select(index, out=getattr(out, f.name))
-            elif value is not None:
+            elif isinstance(value, Tensor):
                 torch.index_select(value, 0, index, out=getattr(out, f.name))
         return out
 
@@ -44,14 +45,14 @@ class RowState:
             value = getattr(self, f.name)
             if isinstance(value, RowState):
                 value.assign(rows, getattr(source, f.name), source_rows)
-            elif value is not None:
+            elif isinstance(value, Tensor):
                 value[rows] = getattr(source, f.name)[source_rows]
 
 
-def _select(value: Tensor | RowState | None, index: Tensor) -> Tensor | RowState | None:
-    if value is None:
-        return None
-    return value.select(index) if isinstance(value, RowState) else value.index_select(0, index)
+def _select(value: object, index: Tensor) -> object:
+    if isinstance(value, RowState):
+        return value.select(index)
+    return value.index_select(0, index) if isinstance(value, Tensor) else value
 
 
 @dataclass
