@@ -21,12 +21,13 @@ the bounds of the released batched RNNG (aistairc/rnng-pytorch, ``invalid_action
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from synlm.syntax.actions import ActionError
+from synlm.transition.structure import RowState
 
 SHIFT, REDUCE, FIRST_NT = 0, 1, 2
 #: "No action": the padding of action sequences and the action of an inactive row.
@@ -53,7 +54,7 @@ class Limits:
 
 
 @dataclass
-class ParserState:
+class ParserState(RowState):
     """Per row (R,) long tensors.
 
     Attributes:
@@ -78,19 +79,6 @@ class ParserState:
             return torch.zeros(rows, dtype=torch.long, device=device)
 
         return cls(zeros(), zeros(), zeros(), zeros(), zeros() + NO_ACTION, zeros())
-
-    def select(self, index: Tensor, out: ParserState | None = None) -> ParserState:
-        """The rows ``index`` (R',), in that order: new tensors, or written into ``out``."""
-        if out is None:
-            return ParserState(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
-        for f in fields(self):
-            torch.index_select(getattr(self, f.name), 0, index, out=getattr(out, f.name))
-        return out
-
-    def assign(self, rows: Tensor, source: ParserState, source_rows: Tensor) -> None:
-        """``self[rows] = source[source_rows]``, in place."""
-        for f in fields(self):
-            getattr(self, f.name)[rows] = getattr(source, f.name)[source_rows]
 
     def after(self, actions: Tensor, top: Tensor) -> ParserState:
         """The state after each row's action (R,) (-1: the row stays), the stack holding
