@@ -325,7 +325,7 @@ class Scripted:
         self.batch = batch
         self.queries: list[list[tuple[int, int, tuple[int, ...], tuple[bool, ...]]]] = []
 
-    def initial_state(self, rows: int, stack_size: int) -> Tracked:
+    def initial_state(self, rows: int, stack_size: int, max_actions: int) -> Tracked:
         return Tracked(self.model.initial_state(rows, stack_size),
                        torch.arange(rows) // (rows // self.batch),
                        torch.full((rows, 64), NO_ACTION))

@@ -52,7 +52,8 @@ class TransitionLM(Protocol):
     n_actions: int
     limits: Limits
 
-    def initial_state(self, rows: int, stack_size: int) -> TransitionState: ...
+    def initial_state(self, rows: int, stack_size: int, max_actions: int) -> TransitionState:
+        ...
 
     def next_log_probs(self, state: Any, words: Tensor, legal: Tensor) -> Tensor: ...
 
@@ -123,6 +124,12 @@ def stack_slots(n_words: int, max_stack: int) -> int:
     return math.ceil(min(n_words + 20, max_stack) / 8) * 8
 
 
+def action_budget(n_words: Tensor) -> Tensor:
+    """The most actions a sentence of n words may take in search (the reference's action
+    storage, ``max(100, 5 n)``)."""
+    return (5 * n_words).clamp(min=100)
+
+
 @dataclass
 class _Beam:
     """B sentences × K items: stacks (B·K rows), scores (B, K) (-inf: an empty slot; the
@@ -169,7 +176,7 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
     device = words.device
     slots = torch.tensor([stack_slots(int(n), settings.max_stack) for n in lengths],
                          device=device)
-    budget = (5 * lengths).clamp(min=100)  # the reference's action storage
+    budget = action_budget(lengths)
     limits = replace(model.limits, stack_size=slots.repeat_interleave(K),
                      max_actions=budget.repeat_interleave(K))
     P = int(budget.max()) + 1
@@ -177,7 +184,7 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
     row_lengths = lengths.repeat_interleave(K)
 
     def empty(k: int) -> _Beam:
-        return _Beam(model.initial_state(B * k, int(slots.max())),
+        return _Beam(model.initial_state(B * k, int(slots.max()), max_actions=P),
                      torch.full((B, k), float("-inf"), dtype=torch.float64, device=device),
                      torch.full((B * k, P), NO_ACTION, dtype=torch.long, device=device))
 
@@ -294,7 +301,8 @@ def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
         longest = int(lengths[order[start]])
         slots = stack_slots(longest, settings.max_stack)
         # live copies of each item while a step selects and advances: about three
-        per_sentence = 3 * rows_per_sentence * _nbytes(model.initial_state(1, slots))
+        budget = int(action_budget(lengths[order[start]])) + 1
+        per_sentence = 3 * rows_per_sentence * _nbytes(model.initial_state(1, slots, budget))
         fit = max(1, int(settings.max_memory_mb * 2**20 // per_sentence))
         chunk = order[start:start + min(fit, settings.batch_size)]
         index = torch.tensor(chunk, device=words.device)

@@ -238,9 +238,12 @@ class RNNG(RecordsInit, nn.Module):
         self.word_decoder.weight = self.embedding.weight
 
     # ------------------------------------------------------------------ the stack
-    def initial_state(self, rows: int, stack_size: int, traced: bool = False) -> RNNGState:
+    def initial_state(self, rows: int, stack_size: int, max_actions: int | None = None,
+                      traced: bool = False) -> RNNGState:
         """R empty stacks of ``stack_size`` items, the initial item read; ``traced``: their
-        reads and writes go through a ``Trace`` (teacher forcing with gradients)."""
+        reads and writes go through a ``Trace`` (teacher forcing with gradients).
+        ``max_actions`` (the search's action budget) changes nothing: the stack bounds an
+        RNNG's memory."""
         L = len(self.stack_lstm.cells)
         H = self.stack_lstm.cells[0].hidden_size
         W = self.embedding.embedding_dim
