@@ -287,3 +287,35 @@ class InverseSqrtWarmup(LRScheduler):
         if s < w:
             return [lr0 + (base - lr0) * s / w for base in self.base_lrs]
         return [base * math.sqrt(w / s) for base in self.base_lrs]
+
+
+class WarmupCosine(LRScheduler):
+    """Linear warm-up, then cosine decay (Transformer Grammars' released
+    ``linear_warmup_then_cosine_anneal``). For step s = number of ``step()`` calls so far,
+    w = ``warmup_steps``, c = ``cycle_steps``, each group's base lr (the peak) and the
+    ``start_lr`` and ``min_lr`` it starts and ends at::
+
+        lr(s) = start_lr + (base_lr − start_lr) · s / w                       if s < w
+        lr(s) = min_lr + (base_lr − min_lr) · (1 + cos(π · min((s − w) / c, 1))) / 2
+
+    Step it every optimiser step (``interval``).
+    """
+
+    interval: ClassVar[str] = "step"
+
+    def __init__(self, optimizer: Optimizer, warmup_steps: int = 8000,
+                 cycle_steps: int = 100000, start_lr: float = 1e-7, min_lr: float = 3e-7,
+                 last_epoch: int = -1) -> None:
+        if warmup_steps < 1 or cycle_steps < 1:
+            raise InputError(f"warmup_steps and cycle_steps must be at least 1, got "
+                             f"{warmup_steps} and {cycle_steps}")
+        self.warmup_steps, self.cycle_steps = warmup_steps, cycle_steps
+        self.start_lr, self.min_lr = start_lr, min_lr
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:  # type: ignore[override]
+        s, w = self.last_epoch, self.warmup_steps
+        if s < w:
+            return [self.start_lr + (base - self.start_lr) * s / w for base in self.base_lrs]
+        decay = 0.5 * (1.0 + math.cos(math.pi * min((s - w) / self.cycle_steps, 1.0)))
+        return [self.min_lr + (base - self.min_lr) * decay for base in self.base_lrs]

@@ -16,6 +16,7 @@ from synlm.optim import (
     GroupedOptimizer,
     InverseSqrtWarmup,
     ParamGroup,
+    WarmupCosine,
     build_optimizer,
     clip_gradients,
     optimizer_class,
@@ -346,6 +347,24 @@ def test_inverse_sqrt_warmup_values() -> None:
     assert InverseSqrtWarmup.interval == "step"
     with pytest.raises(ValueError, match="warmup_steps must be at least 1"):
         scheduled_lrs(0, 0.0, [1.0], 0)
+
+
+def test_warmup_cosine_values() -> None:
+    """Transformer Grammars' schedule: linear from start_lr to the peak over the warm-up,
+    half the way down (to min_lr) half a cycle later, min_lr from the cycle's end on."""
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = WarmupCosine(optimizer, warmup_steps=4, cycle_steps=10, start_lr=0.2,
+                             min_lr=0.1)
+    lrs = []
+    for _ in range(20):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs[0] == pytest.approx(0.2) and lrs[2] == pytest.approx(0.6)
+    assert lrs[4] == pytest.approx(1.0)
+    assert lrs[9] == pytest.approx(0.1 + 0.9 * 0.5)  # half a cycle after the peak
+    assert lrs[14] == pytest.approx(0.1) and lrs[19] == pytest.approx(0.1)
+    assert WarmupCosine.interval == "step"
 
 
 def test_inverse_sqrt_warmup_is_vaswanis_schedule_up_to_a_constant() -> None:
