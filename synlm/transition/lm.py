@@ -1,4 +1,6 @@
-"""``RNNGLM``: the training recipe of an RNNG (``synlm.transition.rnng``), a LightningModule.
+"""The training recipes of the transition LMs, LightningModules: ``RNNGLM`` (an RNNG,
+``synlm.transition.rnng``) and ``ActionTransformerLM`` (PLM, PLM-mask, Transformer Grammars:
+``synlm.transition.action_transformer``), on what ``TransitionRecipe`` shares.
 
 Training maximises the joint log-likelihood of the gold action sequences and words with
 teacher forcing; the loss is −Σ log p(x, y) over a batch divided by its sentences (the
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import lightning.pytorch as pl
 import torch
@@ -37,60 +39,36 @@ from synlm.metrics.structures import prune_leaves, scored_rows
 from synlm.outputs import ActionBatch
 from synlm.runtime.runs import restore_torch_rng, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
+from synlm.transition.action_transformer import ActionTransformer, Attention
 from synlm.transition.beam import BeamSettings, SearchResult, search_sentences
 from synlm.transition.rnng import RNNG
 
-#: The optimiser of the released recipe (its README: Adam, lr 0.001).
-DEFAULT_OPTIMIZER = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
-#: What ``checkpoint["synlm"]["model_class"]`` says of an RNNG checkpoint.
-MODEL_CLASS = "synlm.transition.lm.RNNGLM"
 _SUMS = ("action_ll", "word_ll", "actions", "words", "beam_ll", "beam_words")
 
 
-class RNNGLM(pl.LightningModule):
-    """Trains and evaluates an ``RNNG`` (``self.model``) on ``ActionBatch``es (the
-    DataModule's ``mode: actions``).
 
-    Args:
-        vocab_size: V (linked from the DataModule).
-        n_actions: the action vocabulary's size (linked from the DataModule).
-        input_size: the ``RNNG``'s.
-        hidden_size: the ``RNNG``'s.
-        num_layers: the ``RNNG``'s.
-        dropout: the ``RNNG``'s.
-        legal_softmax: the ``RNNG``'s.
-        max_open: the ``RNNG``'s.
-        max_consecutive: the ``RNNG``'s.
-        loss_normalize: divide the batch's −log p(x, y) by its ``sentences`` (the released
-            default), ``tokens`` (actions + words) or nothing (``sum``).
-        beam_size: test's beam search (``BeamSettings``; the reference's 100).
-        word_beam_size: likewise (10).
-        shift_size: likewise (1).
-        optimizer: ``{"class_path", "init_args"}`` (the CLI links top-level ``optimizer:``);
-            default ``DEFAULT_OPTIMIZER``.
-        lr_scheduler: the same for a scheduler; ``ReduceLROnPlateau`` watches ``val/loss``.
-    """
+class TransitionRecipe(pl.LightningModule):
+    """What the recipes of transition LMs share: a model (``self.model``, a
+    ``synlm.transition.beam.TransitionLM`` whose ``forward(words, actions, word_lengths)``
+    gives an ``RNNGOutput``) trained and evaluated on ``ActionBatch``es (the DataModule's
+    ``mode: actions``), beam search, parsing, optimisers and checkpoints. A subclass builds
+    ``self.model`` and ``self.beam`` in its ``__init__``, after ``save_hyperparameters``
+    (whose ``loss_normalize``, ``optimizer`` and ``lr_scheduler`` this class reads)."""
 
     #: What the best checkpoint is chosen by (the released train.py: the joint perplexity).
     monitor = "val/joint_ppl"
+    #: The optimiser when the config names none.
+    default_optimizer: ClassVar[dict[str, Any]]
 
-    def __init__(self, vocab_size: int = 10000, n_actions: int = 3, input_size: int = 256,
-                 hidden_size: int = 256, num_layers: int = 2, dropout: float = 0.3,
-                 legal_softmax: bool = False, max_open: int = 100, max_consecutive: int = 8,
-                 loss_normalize: Literal["sentences", "tokens", "sum"] = "sentences",
-                 beam_size: int = 100, word_beam_size: int = 10, shift_size: int = 1,
-                 optimizer: dict | None = None, lr_scheduler: dict | None = None) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.save_hyperparameters()
-        self.model = RNNG(vocab_size, n_actions, input_size, hidden_size, num_layers, dropout,
-                          legal_softmax, max_open, max_consecutive)
-        self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
         self.sums = torch.nn.ModuleDict({f"{stage}_{name}": SumMetric()
                                          for stage in ("val", "test") for name in _SUMS})
         self.parsing = ParsingF1()
         self.vocab: Vocab | None = None
         self.normalization = "none"
         self.action_vocab: ActionVocab | None = None
+        self.beam = BeamSettings()
 
     # ------------------------------------------------------------------ data
     def setup(self, stage: str) -> None:
@@ -178,7 +156,7 @@ class RNNGLM(pl.LightningModule):
     def search_ids(self, rows: Sequence[Sequence[int]]) -> list[SearchResult]:
         """``search`` of sentences given as lists of word ids, padded here, on the model's
         device."""
-        device = self.model.embedding.weight.device
+        device = next(self.model.parameters()).device
         words = torch.zeros(len(rows), max(1, *map(len, rows)), dtype=torch.long)
         for b, ids in enumerate(rows):
             words[b, :len(ids)] = torch.tensor(ids, dtype=torch.long)
@@ -208,7 +186,8 @@ class RNNGLM(pl.LightningModule):
     # ------------------------------------------------------------------ optimisation
     def configure_optimizers(self) -> Any:
         hp = self.hparams
-        optimizer = instantiate_class(self.model.parameters(), hp.optimizer or DEFAULT_OPTIMIZER)
+        optimizer = instantiate_class(self.model.parameters(),
+                                      hp.optimizer or self.default_optimizer)
         return with_scheduler(optimizer, hp.lr_scheduler)
 
     # ------------------------------------------------------------------ checkpoints
@@ -216,7 +195,8 @@ class RNNGLM(pl.LightningModule):
         """The vocabularies and normalisation scoring and parsing need, torch's RNG (dropout
         masks: a resumed run continues bit for bit) and this class's name."""
         checkpoint["synlm"] = {
-            "model_class": MODEL_CLASS, "rng": torch_rng(),
+            "model_class": f"{type(self).__module__}.{type(self).__name__}",
+            "rng": torch_rng(),
             "vocab": self.vocab.to_saved() if self.vocab is not None else None,
             "normalization": self.normalization,
             "action_vocab": self.action_vocab.to_saved() if self.action_vocab else None}
@@ -231,3 +211,98 @@ class RNNGLM(pl.LightningModule):
         if "rng" in saved:
             restore_torch_rng(saved["rng"])
 
+
+
+class RNNGLM(TransitionRecipe):
+    """Trains and evaluates an ``RNNG`` (``self.model``).
+
+    Args:
+        vocab_size: V (linked from the DataModule).
+        n_actions: the action vocabulary's size (linked from the DataModule).
+        input_size: the ``RNNG``'s.
+        hidden_size: the ``RNNG``'s.
+        num_layers: the ``RNNG``'s.
+        dropout: the ``RNNG``'s.
+        legal_softmax: the ``RNNG``'s.
+        max_open: the ``RNNG``'s.
+        max_consecutive: the ``RNNG``'s.
+        loss_normalize: divide the batch's −log p(x, y) by its ``sentences`` (the released
+            default), ``tokens`` (actions + words) or nothing (``sum``).
+        beam_size: test's beam search (``BeamSettings``; the reference's 100).
+        word_beam_size: likewise (10).
+        shift_size: likewise (1).
+        optimizer: ``{"class_path", "init_args"}`` (the CLI links top-level ``optimizer:``);
+            default ``default_optimizer``.
+        lr_scheduler: the same for a scheduler; ``ReduceLROnPlateau`` watches ``val/loss``.
+    """
+
+    #: The released recipe's (its README: Adam, lr 0.001).
+    default_optimizer = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
+
+    def __init__(self, vocab_size: int = 10000, n_actions: int = 3, input_size: int = 256,
+                 hidden_size: int = 256, num_layers: int = 2, dropout: float = 0.3,
+                 legal_softmax: bool = False, max_open: int = 100, max_consecutive: int = 8,
+                 loss_normalize: Literal["sentences", "tokens", "sum"] = "sentences",
+                 beam_size: int = 100, word_beam_size: int = 10, shift_size: int = 1,
+                 optimizer: dict | None = None, lr_scheduler: dict | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = RNNG(vocab_size, n_actions, input_size, hidden_size, num_layers, dropout,
+                          legal_softmax, max_open, max_consecutive)
+        self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
+
+
+class ActionTransformerLM(TransitionRecipe):
+    """Trains and evaluates an ``ActionTransformer`` (``self.model``): PLM
+    (``attention: causal``), PLM-mask (``plm_mask``) or a Transformer Grammar (``tg``).
+
+    Args:
+        vocab_size: V (linked from the DataModule).
+        n_actions: the action vocabulary's size (linked from the DataModule).
+        attention: the ``ActionTransformer``'s.
+        size: the ``ActionTransformer``'s.
+        num_layers: the ``ActionTransformer``'s.
+        num_heads: the ``ActionTransformer``'s.
+        ffn_size: the ``ActionTransformer``'s (None: 4 × size).
+        dropout: the ``ActionTransformer``'s.
+        max_positions: the ``ActionTransformer``'s.
+        buffer_head: the ``ActionTransformer``'s.
+        stack_head: the ``ActionTransformer``'s.
+        min_relative: the ``ActionTransformer``'s.
+        max_relative: the ``ActionTransformer``'s.
+        max_open: the ``ActionTransformer``'s.
+        max_consecutive: the ``ActionTransformer``'s.
+        loss_normalize: divide the batch's −log p(x, y) by its ``sentences``, its
+            ``tokens`` (actions + words; the released PLM averages over its tokens) or
+            nothing (``sum``).
+        beam_size: test's beam search (``BeamSettings``; the released PLM's 100).
+        word_beam_size: likewise (10).
+        shift_size: likewise (its fast track: 5).
+        optimizer: ``{"class_path", "init_args"}``; default ``default_optimizer``.
+        lr_scheduler: the same for a scheduler.
+    """
+
+    #: Adam with a Transformer's usual rate (the configs set the papers').
+    default_optimizer = {"class_path": "torch.optim.AdamW", "init_args": {"lr": 1e-4}}
+
+    def __init__(self, vocab_size: int = 10000, n_actions: int = 3,
+                 attention: Attention = "causal", size: int = 256, num_layers: int = 4,
+                 num_heads: int = 4, ffn_size: int | None = None, dropout: float = 0.1,
+                 max_positions: int = 1024, buffer_head: int = 0, stack_head: int = 1,
+                 min_relative: int = -1, max_relative: int = 62, max_open: int = 100,
+                 max_consecutive: int = 8,
+                 loss_normalize: Literal["sentences", "tokens", "sum"] = "tokens",
+                 beam_size: int = 100, word_beam_size: int = 10, shift_size: int = 5,
+                 optimizer: dict | None = None, lr_scheduler: dict | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = ActionTransformer(vocab_size, n_actions, attention, size, num_layers,
+                                       num_heads, ffn_size, dropout, max_positions,
+                                       buffer_head, stack_head, min_relative, max_relative,
+                                       max_open, max_consecutive)
+        self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
+
+
+#: The recipes a checkpoint's ``synlm.model_class`` may name, by that name.
+RECIPES: dict[str, type[TransitionRecipe]] = {
+    f"{cls.__module__}.{cls.__name__}": cls for cls in (RNNGLM, ActionTransformerLM)}

@@ -1,0 +1,460 @@
+"""Action Transformer: a Transformer language model over a sentence's top-down actions, with
+the attention of PLM, PLM-mask or Transformer Grammars.
+
+Like the RNNG (``synlm.transition.rnng``) it models a sentence x and its tree y together as
+the top-down actions a_1..a_n of y (``synlm.syntax.actions``), read as tokens after a start
+token: ``NT(X)`` and ``REDUCE`` are tokens of their own, a ``SHIFT`` is the word it
+generates. One softmax over the words and the non-``SHIFT`` actions gives each next token::
+
+    z_t = E_out h_t                       h_t: the top layer at the token before a_t
+    log p(a_t, x | a_<t) = z_t[a_t or its word] − logsumexp(z_t)
+    log p(x, y) = Σ_t log p(a_t, x | a_<t)
+
+with E_out the word and action embeddings (tied, as GPT-2 ties its output). The attention
+``attention`` decides what each token reads:
+
+- ``causal`` (PLM, Qian et al. 2021 §3.1): every earlier token, as a GPT-2 over the action
+  sequence; learned absolute positions.
+- ``plm_mask`` (PLM-mask, Qian et al. 2021 §3.2): as ``causal`` except two heads of every
+  layer, the buffer head, which reads only the tokens before the innermost open ``NT``,
+  and the stack head, which reads only the tokens from it on (``synlm.transition
+  .plm_masks``).
+- ``tg`` (Transformer Grammars, Sartran et al. 2022 §2): each ``REDUCE`` is two tokens, the
+  closing bracket ``X)`` twice; the first (COMPOSE attention) reads the opening ``NT`` and
+  the children still on the stack and replaces them on it, every other token (STACK
+  attention) reads the stack; no absolute positions: Transformer-XL relative attention
+  (Dai et al. 2019 eq. 4) whose relative position is the difference of tree depths
+  (``synlm.transition.tg_masks``), clipped to [−1, 62] as the paper's configuration::
+
+      logit(i, j) = ((q_i + u)·k_j + (q_i + v)·W_r φ(clip(depth_i − depth_j))) / √d
+
+  with φ the sinusoidal encoding of the released code. The first copy predicts nothing.
+
+Every policy runs on the same pre-norm GELU layers (GPT-2's, ``x + Attn(LN(x))``,
+``x + FFN(LN(x))``, a final LayerNorm). Teacher forcing runs a whole batch of sequences with
+masks built for the batch at once; beam search (``synlm.transition.beam``) feeds one action
+per row and step, each row's keys and values kept in a cache (``ActionTransformerState``).
+
+Where the released models differ (subword tokens, the labelled closing bracket TG predicts,
+GPT-2's sizes) is written in docs/reference-implementations.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from synlm import errors
+from synlm.modules.recorded import RecordsInit
+from synlm.transition.parser_state import (
+    FIRST_NT,
+    NO_ACTION,
+    REDUCE,
+    SHIFT,
+    Limits,
+    ParserState,
+)
+from synlm.transition.plm_masks import PLMMaskState, plm_mask_attention
+from synlm.transition.rnng import RNNGOutput, _full
+from synlm.transition.structure import RowState, StepMasks
+from synlm.transition.tg_masks import TGState, tg_layout
+
+Attention = Literal["causal", "plm_mask", "tg"]
+ATTENTIONS: tuple[str, ...] = ("causal", "plm_mask", "tg")
+
+
+@dataclass
+class CausalState(RowState):
+    """PLM's incremental attention: each new token reads every earlier one.
+
+    Attributes:
+        length: (R,) tokens so far (the start token included).
+        capacity: the cache positions.
+    """
+
+    length: Tensor
+    capacity: int
+
+    @classmethod
+    def initial(cls, rows: int, capacity: int, device: torch.device | str | None = None
+                ) -> CausalState:
+        """R rows holding the start token at position 0."""
+        return cls(torch.ones(rows, dtype=torch.long, device=device), capacity)
+
+    def step(self, actions: Tensor) -> StepMasks:
+        """One token per row with an action (R,) (-1: none), at the next position."""
+        present = actions != NO_ACTION  # (R,)
+        if bool((self.length[present] >= self.capacity).any()):
+            raise errors.InputError(f"an action sequence is longer than the cache's "
+                                    f"{self.capacity - 1} actions")
+        keys = torch.arange(self.capacity, device=actions.device)  # (S,)
+        allowed = torch.where(present[:, None], keys <= self.length[:, None], keys == 0)
+        masks = StepMasks(self.length[:, None].clone(), present[:, None],
+                          allowed[:, None, None, :])
+        self.length += present.long()
+        return masks
+
+
+def _relative_encodings(max_relative: int, min_relative: int, size: int) -> Tensor:
+    """Transformer-XL's sinusoids for the relative positions ``max_relative`` down to
+    ``min_relative`` (rows), as the released Transformer Grammars builds them:
+    ``[sin(r·ω_0..) , cos(r·ω_0..)]`` with ω_i = 10000^(−2i / size)."""
+    inv_freq = 10000.0 ** (-torch.arange(0, size, 2, dtype=torch.float64) / size)  # (size/2,)
+    r = torch.arange(max_relative, min_relative - 1, -1, dtype=torch.float64)  # (n_rel,)
+    angles = r[:, None] * inv_freq[None, :]
+    return torch.cat([angles.sin(), angles.cos()], 1).float()  # (n_rel, size)
+
+
+class ActionAttention(nn.Module):
+    """Multi-head self-attention under a given mask, with Transformer-XL relative depth
+    attention when ``relative`` (module docstring)."""
+
+    def __init__(self, size: int, n_heads: int, dropout: float, relative: bool) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_size = size // n_heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(size, 3 * size)  # q | k | v
+        self.proj = nn.Linear(size, size)
+        self.relative_keys = nn.Linear(size, size, bias=False) if relative else None
+        if relative:  # u and v of Dai et al. 2019 eq. 4 (r_w_bias, r_r_bias)
+            self.content_bias = nn.Parameter(torch.zeros(n_heads, self.head_size))
+            self.position_bias = nn.Parameter(torch.zeros(n_heads, self.head_size))
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v of ``x`` (B, T, C), each (B, nh, T, hd)."""
+        B, T, C = x.shape
+        return tuple(t.view(B, T, self.n_heads, self.head_size).transpose(1, 2)
+                     for t in self.qkv(x).split(C, dim=2))  # type: ignore[return-value]
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None,
+               relative: Tensor | None, encodings: Tensor | None) -> Tensor:
+        """softmax(q·kᵀ/√d [+ relative]) v over keys ``allowed`` (B, G, T, S) (None:
+        causal, T = S); ``relative`` (B, T, S): each key's index into ``encodings``
+        (n_rel, C). Returns (B, T, C) after the output projection."""
+        B, nh, T, hd = q.shape
+        p_drop = self.dropout if self.training else 0.0
+        if self.relative_keys is None:
+            y = F.scaled_dot_product_attention(q, k, v, allowed, dropout_p=p_drop,
+                                               is_causal=allowed is None)
+        else:
+            table = self.relative_keys(F.dropout(encodings, p_drop, self.training))
+            table = table.view(-1, nh, hd)  # (n_rel, nh, hd)
+            by_position = torch.einsum("bhtd,rhd->bhtr", q + self.position_bias[:, None],
+                                       table)  # (B, nh, T, n_rel)
+            index = relative[:, None].expand(B, nh, T, relative.size(-1))
+            bias = by_position.gather(-1, index) / math.sqrt(hd)  # (B, nh, T, S)
+            bias = bias.masked_fill(~allowed, float("-inf"))
+            y = F.scaled_dot_product_attention(q + self.content_bias[:, None], k, v, bias,
+                                               dropout_p=p_drop)
+        return self.proj(y.transpose(1, 2).reshape(B, T, nh * hd))  # (B, T, C)
+
+
+class ActionLayer(nn.Module):
+    """A pre-norm Transformer layer (GPT-2's): ``x + Attn(LN(x))``, ``x + FFN(LN(x))``."""
+
+    def __init__(self, size: int, n_heads: int, ffn_size: int, dropout: float,
+                 relative: bool) -> None:
+        super().__init__()
+        self.attn_norm = nn.LayerNorm(size)
+        self.attn = ActionAttention(size, n_heads, dropout, relative)
+        self.ffn_norm = nn.LayerNorm(size)
+        self.ffn = nn.Sequential(nn.Linear(size, ffn_size), nn.GELU(),
+                                 nn.Linear(ffn_size, size), nn.Dropout(dropout))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, allowed: Tensor | None, relative: Tensor | None,
+                encodings: Tensor | None, cache: Tensor | None = None,
+                step: StepMasks | None = None) -> Tensor:
+        """``x`` (B, T, C) over the whole sequence; or, with ``cache`` (B, 2, nh, S, hd)
+        (this layer's keys and values) and ``step``, T new tokens written into it first."""
+        q, k, v = self.attn.project(self.attn_norm(x))
+        if cache is not None:
+            rows, slots = step.present.nonzero(as_tuple=True)
+            at = step.positions[rows, slots]
+            cache[rows, 0, :, at] = k[rows, :, slots]
+            cache[rows, 1, :, at] = v[rows, :, slots]
+            k, v = cache[:, 0], cache[:, 1]  # (B, nh, S, hd)
+        x = x + self.drop(self.attn.attend(q, k, v, allowed, relative, encodings))
+        return x + self.ffn(self.ffn_norm(x))
+
+
+@dataclass
+class ActionTransformerState(RowState):
+    """R rows of an action Transformer in search.
+
+    Attributes:
+        parser: pointer, open constituents, ... (``ParserState``).
+        structure: the attention policy's own rows (``CausalState``, ``PLMMaskState``,
+            ``TGState``).
+        cache: (R, L, 2, nh, S, hd) every layer's keys and values per position.
+        top: (R, C) the top layer (normed) at the last token: what predicts the next.
+        open_top: (R, D) the stack size just after each open ``NT``, innermost last.
+        open_label: (R, D) the action id of each open ``NT``.
+    """
+
+    parser: ParserState
+    structure: RowState
+    cache: Tensor
+    top: Tensor
+    open_top: Tensor
+    open_label: Tensor
+
+
+class ActionTransformer(RecordsInit, nn.Module):
+    """A Transformer over top-down actions with the attention ``attention`` (module
+    docstring).
+
+    Args:
+        vocab_size: V, the word vocabulary.
+        n_actions: the action vocabulary (``ActionVocab``: SHIFT, REDUCE, NT(X)...).
+        attention: ``causal`` (PLM), ``plm_mask`` (PLM-mask) or ``tg`` (Transformer
+            Grammars).
+        size: the model width (GPT-2 small: 768).
+        num_layers: layers (12).
+        num_heads: heads per layer (12).
+        ffn_size: the feed-forward width (4 × size).
+        dropout: on the embeddings, the attention weights, after attention and after the
+            feed-forward network (GPT-2: 0.1).
+        max_positions: learned absolute positions (``causal``, ``plm_mask``; GPT-2: 1024):
+            the longest action sequence plus one.
+        buffer_head: ``plm_mask``'s buffer head (Qian et al.'s released runs: 0).
+        stack_head: ``plm_mask``'s stack head (1).
+        min_relative: ``tg``'s smallest relative position (the paper's configuration: −1).
+        max_relative: ``tg``'s largest; larger depth differences are clipped to it (62).
+        max_open: most constituents open at once in search (``Limits``).
+        max_consecutive: most ``NT`` in a row in search.
+    """
+
+    def __init__(self, vocab_size: int, n_actions: int, attention: Attention = "causal",
+                 size: int = 256, num_layers: int = 4, num_heads: int = 4,
+                 ffn_size: int | None = None, dropout: float = 0.1, max_positions: int = 1024,
+                 buffer_head: int = 0, stack_head: int = 1, min_relative: int = -1,
+                 max_relative: int = 62, max_open: int = 100, max_consecutive: int = 8
+                 ) -> None:
+        super().__init__()
+        if attention not in ATTENTIONS:
+            raise errors.SettingError("attention", attention, " | ".join(ATTENTIONS))
+        for name, value in (("vocab_size", vocab_size), ("size", size),
+                            ("num_layers", num_layers), ("num_heads", num_heads),
+                            ("max_positions", max_positions), ("max_open", max_open),
+                            ("max_consecutive", max_consecutive)):
+            errors.at_least(name, value)
+        errors.at_least("n_actions", n_actions, FIRST_NT + 1)
+        errors.probability("dropout", dropout)
+        if size % num_heads:
+            raise errors.SettingError("size", size, f"a multiple of num_heads={num_heads}")
+        if max_relative < min_relative:
+            raise errors.SettingError("max_relative", max_relative,
+                                      f"at least min_relative={min_relative}")
+        self.vocab_size, self.n_actions, self.attention = vocab_size, n_actions, attention
+        self.num_heads, self.buffer_head, self.stack_head = num_heads, buffer_head, stack_head
+        self.max_positions = max_positions
+        self.limits = Limits(max_open, max_consecutive)
+        self.embedding = nn.Embedding(vocab_size, size)  # words (tied output)
+        self.action_embedding = nn.Embedding(n_actions, size)  # REDUCE, NT(X) (tied); row 0 unused
+        self.start = nn.Parameter(torch.zeros(size))
+        relative = attention == "tg"
+        if relative:
+            self.closing_embedding = nn.Embedding(n_actions, size)  # X) by X's NT id
+            self.min_relative, self.max_relative = min_relative, max_relative
+            self.register_buffer("encodings", _relative_encodings(max_relative, min_relative,
+                                                                  size), persistent=False)
+        else:
+            self.position_embedding = nn.Embedding(max_positions, size)
+        self.drop = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(
+            ActionLayer(size, num_heads, ffn_size or 4 * size, dropout, relative)
+            for _ in range(num_layers))
+        self.final_norm = nn.LayerNorm(size)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2's initialisation: weights N(0, 0.02), biases 0, LayerNorms 1 and 0, and
+        the residual projections N(0, 0.02 / √(2L))."""
+        for name, p in self.named_parameters():
+            if "norm" in name:
+                continue
+            if p.dim() >= 2 or name == "start":
+                std = 0.02 / math.sqrt(2 * len(self.layers)) if name.endswith(
+                    ("proj.weight", "ffn.2.weight")) else 0.02
+                nn.init.normal_(p, 0.0, std)
+            else:
+                nn.init.zeros_(p)
+
+    # ------------------------------------------------------------------ tokens
+    def _token_embedding(self, actions: Tensor, words: Tensor, closing: Tensor) -> Tensor:
+        """The input of action tokens (...): a ``SHIFT``'s word ``words``, an ``NT``'s or
+        ``REDUCE``'s action embedding, or (``tg``) for a ``REDUCE`` the closing bracket of
+        the ``NT`` ``closing``."""
+        word = self.embedding(words.clamp(min=0))
+        action = self.action_embedding(actions.clamp(min=0))
+        if self.attention == "tg":
+            action = torch.where((actions == REDUCE)[..., None],
+                                 self.closing_embedding(closing.clamp(min=0)), action)
+        return torch.where((actions == SHIFT)[..., None], word, action)
+
+    def _input(self, tokens: Tensor, positions: Tensor, is_start: Tensor) -> Tensor:
+        """Token embeddings (B, T, C) plus absolute positions (not ``tg``), the start token
+        where ``is_start`` (B, T), with dropout."""
+        x = torch.where(is_start[..., None], self.start.to(tokens.dtype), tokens)
+        if self.attention != "tg":
+            if int(positions.max()) >= self.max_positions:
+                raise errors.InputError(
+                    f"an action sequence of {int(positions.max())} actions is longer than "
+                    f"max_positions={self.max_positions} allows; raise max_positions")
+            x = x + self.position_embedding(positions)
+        return self.drop(x)
+
+    def _relative_index(self, relative: Tensor) -> Tensor:
+        """Rows of ``encodings`` for depth differences ``relative`` (clipped)."""
+        return self.max_relative - relative.clamp(self.min_relative, self.max_relative)
+
+    def _log_softmax_parts(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """From hidden states (..., C): word logits (..., V), action logits (..., n_actions)
+        (column 0, SHIFT, unused) and the log-normaliser over words and actions (...)."""
+        word = h @ self.embedding.weight.T  # (..., V)
+        action = h @ self.action_embedding.weight.T  # (..., n_actions)
+        word, action = _full(word), _full(action)
+        norm = torch.logsumexp(torch.cat([word, action[..., 1:]], -1), -1)  # (...)
+        return word, action, norm
+
+    # ------------------------------------------------------------------ teacher forcing
+    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> RNNGOutput:
+        """Teacher-forced log-probabilities of gold ``actions`` (B, A) (-1 padded) over
+        ``words`` (B, N): ``action_log_probs`` log p(a_t | a_<t) (a ``SHIFT`` marginal
+        over its word), ``word_log_probs`` log p(x_i | a_<t, SHIFT), their sum ``joint``."""
+        B, A = actions.shape
+        device = actions.device
+        shifts = actions == SHIFT
+        word_of_action = words.gather(1, (shifts.long().cumsum(1) - 1).clamp(
+            0, words.size(1) - 1))  # (B, A) the word a SHIFT generates
+        if self.attention == "tg":
+            layout = tg_layout(actions)
+            source = layout.source  # (B, T) the action each token stands for
+            known = source >= 0
+            at = source.clamp(min=0)
+            token_actions = torch.where(known, actions.gather(1, at), NO_ACTION)
+            opening_action = actions.gather(1, layout.source.gather(
+                1, layout.opening.clamp(min=0)).clamp(min=0))  # (B, T)
+            tokens = self._token_embedding(token_actions, word_of_action.gather(1, at),
+                                           opening_action)
+            T = source.size(1)
+            is_start = torch.arange(T, device=device)[None] == 0
+            x = self._input(tokens, torch.zeros_like(source), is_start.expand(B, T))
+            allowed, relative = layout.mask[:, None], self._relative_index(layout.relative)
+            # the token that predicts action t: the start token, then the last token of a_t-1
+            last = torch.zeros(B, A + 1, dtype=torch.long, device=device)
+            by_token = torch.where(known & ~layout.compose, source + 1, A)  # (B, T)
+            last.scatter_(1, by_token, torch.arange(T, device=device).expand(B, T))
+            predictor = torch.cat([torch.zeros(B, 1, dtype=torch.long, device=device),
+                                   last[:, 1:A]], 1)  # (B, A)
+        else:
+            tokens = F.pad(self._token_embedding(actions, word_of_action, actions), (0, 0, 1, 0))
+            T = A + 1
+            positions = torch.arange(T, device=device).expand(B, T)
+            x = self._input(tokens, positions, positions == 0)
+            allowed = None if self.attention == "causal" else plm_mask_attention(
+                actions, self.num_heads, self.buffer_head, self.stack_head)
+            relative = None
+            predictor = torch.arange(A, device=device).expand(B, A)
+        encodings = getattr(self, "encodings", None)
+        for layer in self.layers:
+            x = layer(x, allowed, relative, encodings)  # (B, T, C)
+        h = self.final_norm(x).gather(1, predictor[..., None].expand(B, A, x.size(-1)))
+        word_logits, action_logits, norm = self._log_softmax_parts(h)  # (B, A, ·)
+        gold = actions.clamp(min=0)
+        shift_lp = torch.logsumexp(word_logits, -1) - norm  # (B, A) log p(SHIFT)
+        action_lp = torch.where(shifts, shift_lp,
+                                action_logits.gather(2, gold[..., None])[..., 0] - norm)
+        action_lp = action_lp.masked_fill(actions == NO_ACTION, 0.0)
+        word_given_shift = word_logits.gather(2, word_of_action[..., None])[..., 0] - \
+            torch.logsumexp(word_logits, -1)  # (B, A)
+        word_lp = torch.zeros(words.shape, dtype=word_given_shift.dtype, device=device)
+        index = (shifts.long().cumsum(1) - 1).clamp(min=0)
+        word_lp.scatter_add_(1, torch.where(shifts, index, 0),
+                             word_given_shift.masked_fill(~shifts, 0.0))
+        return RNNGOutput(action_lp, word_lp, action_lp.sum(1) + word_lp.sum(1))
+
+    # ------------------------------------------------------------------ search
+    def cache_positions(self, max_actions: int) -> int:
+        """The cache positions a row needs for ``max_actions`` actions: the start token,
+        one per action, and (``tg``) one more per ``REDUCE``, at most half the actions."""
+        return 1 + max_actions + (max_actions // 2 + 1 if self.attention == "tg" else 0)
+
+    def initial_state(self, rows: int, stack_size: int, max_actions: int = 200
+                      ) -> ActionTransformerState:
+        """R rows that have read the start token, each with room for ``stack_size`` stack
+        items and ``max_actions`` actions."""
+        weight = self.embedding.weight
+        device = weight.device
+        S = self.cache_positions(max_actions)
+        if self.attention == "causal":
+            structure: RowState = CausalState.initial(rows, S, device)
+        elif self.attention == "plm_mask":
+            structure = PLMMaskState.initial(rows, S, self.num_heads, self.buffer_head,
+                                             self.stack_head, device)
+        else:
+            structure = TGState.initial(rows, S, device)
+        nh = self.num_heads
+        cache = weight.new_zeros(rows, len(self.layers), 2, nh, S, weight.size(1) // nh)
+        stack = torch.zeros(rows, stack_size, dtype=torch.long, device=device)
+        state = ActionTransformerState(ParserState.initial(rows, device), structure, cache,
+                                       weight.new_zeros(rows, weight.size(1)), stack,
+                                       stack.clone())
+        start = StepMasks(torch.zeros(rows, 1, dtype=torch.long, device=device),
+                          torch.ones(rows, 1, dtype=torch.bool, device=device),
+                          torch.arange(S, device=device).eq(0).expand(rows, 1, 1, S),
+                          torch.zeros(rows, 1, S, dtype=torch.long, device=device)
+                          if self.attention == "tg" else None)
+        self._run(state, start, weight.new_zeros(rows, 1, weight.size(1)),
+                  torch.ones(rows, 1, dtype=torch.bool, device=device))
+        return state
+
+    def _run(self, state: ActionTransformerState, step: StepMasks, tokens: Tensor,
+             is_start: Tensor) -> None:
+        """Feed the step's tokens (R, N, C) through the layers, writing their keys and
+        values into the cache; the last slot of each row with a token becomes ``top``."""
+        x = self._input(tokens, step.positions, is_start)
+        relative = None if step.relative is None else self._relative_index(step.relative)
+        encodings = getattr(self, "encodings", None)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, step.allowed, relative, encodings, cache=state.cache[:, i], step=step)
+        fed = step.present[:, -1]
+        state.top = torch.where(fed[:, None], self.final_norm(x[:, -1]), state.top)
+
+    def advance(self, state: ActionTransformerState, actions: Tensor, words: Tensor
+                ) -> ActionTransformerState:
+        """Every row's action (R,) (-1: none), in place, and the new state; ``words``
+        (R,): the word a ``SHIFT`` of each row generates."""
+        p = state.parser
+        R = actions.size(0)
+        rows = torch.arange(R, device=actions.device)
+        innermost = (p.n_open - 1).clamp(min=0)
+        closing = state.open_label[rows, innermost]  # (R,) the NT a REDUCE closes
+        step = state.structure.step(actions)
+        token = self._token_embedding(actions, words, closing)  # (R, C)
+        tokens = token[:, None].expand(R, step.positions.size(1), token.size(-1))
+        self._run(state, step, tokens, torch.zeros_like(step.present))
+        opened, reduce = actions >= FIRST_NT, actions == REDUCE
+        new_top = torch.where(reduce, state.open_top[rows, innermost], p.top + 1)
+        slot = p.n_open.clamp(max=state.open_top.size(1) - 1)
+        state.open_top[rows, slot] = torch.where(opened, new_top, state.open_top[rows, slot])
+        state.open_label[rows, slot] = torch.where(opened, actions, state.open_label[rows, slot])
+        state.parser = p.after(actions, new_top)
+        return state
+
+    def next_log_probs(self, state: ActionTransformerState, words: Tensor, legal: Tensor
+                       ) -> Tensor:
+        """(R, n_actions): log p of each next action, the ``SHIFT`` column joint with its
+        word ``words`` (R,); -inf where not ``legal`` (R, n_actions). The softmax is over
+        every word and action, as in training (the released PLM's search too)."""
+        word_logits, action_logits, norm = self._log_softmax_parts(state.top)
+        shift = word_logits.gather(1, words.clamp(min=0)[:, None])[:, 0] - norm
+        log_probs = torch.cat([shift[:, None], action_logits[:, 1:] - norm[:, None]], 1)
+        return log_probs.masked_fill(~legal, float("-inf"))

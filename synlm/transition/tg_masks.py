@@ -1,0 +1,310 @@
+"""The attention masks and relative positions of Transformer Grammars (Sartran et al. 2022,
+"Transformer Grammars: Augmenting Transformer Language Models with Syntactic Inductive
+Biases at Scale", TACL, §2).
+
+An action Transformer (``synlm.transition.structure``) reads a sentence's top-down actions
+as tokens. For Transformer Grammars, position 0 is the start token (TG's ``<s>``), then one
+token per action, except that a ``REDUCE`` is two tokens: the closing bracket ``X)`` (COMPOSE
+attention; it predicts nothing) and its copy (STACK attention). This is the Choe-Charniak
+sequence without part-of-speech tags: ``NT(X)`` is the opening bracket ``(X``, ``SHIFT`` the
+word, ``REDUCE`` the closing bracket.
+
+Every token is a node of the tree; its depth is its parent's plus one, the parent being the
+innermost open constituent (the start token has depth 0, a root ``NT`` depth 1, both copies
+of a closing bracket the depth of their opening bracket). A stack of tokens is kept, the
+start token on it from the beginning:
+
+- **STACK attention** (the start token, ``(X``, a word, the closing bracket's copy): the
+  token attends to the tokens on the stack and to itself, then is pushed (the copy is not);
+- **COMPOSE attention** (the first closing bracket): the token attends to its opening
+  bracket and that constituent's children still on the stack (everything on the stack from
+  the opening bracket up), pops them, is pushed in their place and attends to itself.
+
+The relative position of query i and key j is depth(i) − depth(j) wherever i attends j (the
+model clips it, to [−1, 62] in the paper's configuration). This is the rule
+``StackComposeDoubleClosingNT`` of the released deepmind/transformer_grammars
+(``masking_rules.cc``) with the paper's settings (``configs/config_tg.py``: relative
+positions ``delta_depth``, one attention function, no transparency); synlm computes one
+sentence as one chunk, with no Transformer-XL memory (tests/fixtures/tg holds the released
+code's masks for comparison).
+
+``tg_layout`` lays out a batch of action sequences at once: a token is popped by the first
+later COMPOSE token whose opening bracket is at or before it (the innermost constituent
+that holds it as a child closes), so one (B, T, T) comparison finds every token's pop time
+and the mask follows from it. ``TGState`` gives the same rows one action at a time, for
+beam search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from synlm.errors import InputError, at_least
+from synlm.syntax.actions import ActionError
+from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT
+from synlm.transition.structure import RowState, StepMasks
+
+#: Slots of a ``TGState.step``: the COMPOSE copy of a ``REDUCE``, then the action's token.
+COMPOSE_SLOT, TOKEN_SLOT = 0, 1
+
+
+@dataclass(frozen=True)
+class TGLayout:
+    """The Transformer Grammars tokens of a batch of action sequences (``tg_layout``), T the
+    longest row's tokens (start token included).
+
+    Attributes:
+        source: (B, T) long: the index, in the row's action sequence, of the action each
+            token stands for (both copies of a ``REDUCE`` stand for it); -1 for the start
+            token and padding.
+        compose: (B, T) bool: the first copy of a closing bracket (COMPOSE attention; it
+            predicts nothing).
+        opening: (B, T) long: for both copies of a closing bracket, the position of its
+            opening bracket's token; -1 otherwise.
+        depth: (B, T) long: the token's depth in the tree (start token and padding 0).
+        mask: (B, T, T) bool: query i may attend key j; a real token attends at least
+            itself, a padding query attends key 0 only.
+        relative: (B, T, T) long: depth(i) − depth(j) where ``mask`` holds, 0 elsewhere.
+        lengths: (B,) long: the row's tokens, the start token included.
+    """
+
+    source: Tensor
+    compose: Tensor
+    opening: Tensor
+    depth: Tensor
+    mask: Tensor
+    relative: Tensor
+    lengths: Tensor
+
+
+def _check_actions(actions: Tensor) -> None:
+    """A (batch, actions) integer tensor; otherwise a one-line ``InputError``."""
+    if actions.dim() != 2 or actions.dtype == torch.bool or actions.is_floating_point() \
+            or actions.is_complex():
+        raise InputError(f"expected actions as a (batch, actions) integer tensor, found "
+                         f"shape {tuple(actions.shape)} of {actions.dtype}")
+
+
+def _name(action: int) -> str:
+    """How an error message names an action id."""
+    return {SHIFT: "SHIFT", REDUCE: "REDUCE"}.get(action, f"NT id {action}")
+
+
+def _raise_for(actions: Tensor, before: Tensor, after: Tensor) -> None:
+    """Raise the first problem of ``actions`` (B, A), if any, as a one-line ``ActionError``
+    naming the row, the action's index and what was expected; ``before``/``after``: the
+    constituents open before and after each action."""
+    valid = actions != NO_ACTION
+    index = torch.arange(actions.size(1), device=actions.device)
+    below = actions < NO_ACTION
+    after_padding = F.pad(valid[:, 1:] & ~valid[:, :-1], (1, 0))
+    unopened = valid & (actions < FIRST_NT) & (before == 0)  # SHIFT or REDUCE, nothing open
+    closed = (actions >= FIRST_NT) & (before == 0) & (index > 0)  # NT after the root closed
+    empty = (actions == REDUCE) & F.pad(actions[:, :-1] >= FIRST_NT, (1, 0))
+    problem = below | after_padding | unopened | closed | empty
+    n_actions = valid.sum(1)
+    left_open = after[:, -1] > 0
+    if not bool((problem.any(1) | left_open).any().item()):
+        return
+    row = int((problem.any(1) | left_open).nonzero()[0, 0])
+    if not bool(problem[row].any()):
+        n, k = int(n_actions[row]), int(after[row, -1])
+        raise ActionError(f"row {row}: {k} constituent(s) left open after the last action "
+                          f"({n - 1}); expected {k} more REDUCE")
+    i = int(problem[row].nonzero()[0, 0])
+    a = int(actions[row, i])
+    where = f"row {row}, action {i} ({_name(a)})"
+    if bool(below[row, i]):
+        raise ActionError(f"row {row}, action {i}: unknown action id {a}; expected -1 (no "
+                          "action), 0 (SHIFT), 1 (REDUCE) or an NT id >= 2")
+    if bool(after_padding[row, i]):
+        raise ActionError(f"{where} follows padding (-1); expected padding only at the end")
+    if bool(empty[row, i]):
+        raise ActionError(f"{where} would close an empty constituent (opened by action "
+                          f"{i - 1}); expected SHIFT or NT(X)")
+    if i == 0:
+        raise ActionError(f"{where}: no constituent is open; expected NT(X) first")
+    raise ActionError(f"{where}: the tree is complete (its root closed at action {i - 1}); "
+                      "expected padding (-1)")
+
+
+def tg_layout(actions: Tensor) -> TGLayout:
+    """(B, A) top-down action ids, padded with -1 -> the Transformer Grammars tokens of each
+    row with their attention mask and relative positions (``TGLayout``; module docstring).
+
+    Each row must build one tree: ``NT(X)`` first, every ``REDUCE`` closing a constituent
+    that is open and not empty, nothing after the root's ``REDUCE`` but padding, nothing
+    left open (a row of padding alone is the start token alone). Otherwise a one-line
+    ``ActionError`` names the row, the action's index and what was expected."""
+    _check_actions(actions)
+    if actions.size(1) == 0:  # no actions: one column of padding
+        actions = F.pad(actions, (0, 1), value=NO_ACTION)
+    device = actions.device
+    batch, n = actions.shape
+    valid = actions != NO_ACTION
+    opens, closes = actions >= FIRST_NT, actions == REDUCE
+    step = opens.long() - closes.long()
+    after = step.cumsum(1)
+    before = after - step
+    _raise_for(actions, before, after)
+
+    index = torch.arange(n, device=device)
+    width = valid.long() + closes.long()  # tokens per action
+    last = width.cumsum(1)  # position of each action's (last) token
+    lengths = 1 + width.sum(1)
+    tokens = int(lengths.max()) if batch else 1
+    depth_of = before + 1 - closes.long()  # (B, A): the closing bracket's depth is its NT's
+    # a REDUCE's NT: the last NT before it at its depth (a later one would have been closed)
+    match = opens[:, None, :] & (depth_of[:, None, :] == depth_of[:, :, None]) \
+        & (index[None, :] < index[:, None])
+    opened_by = torch.where(match, index, 0).amax(-1)
+    opening_of = torch.where(closes, last.gather(1, opened_by), -1)  # (B, A)
+
+    # scatter the actions onto their tokens; column ``tokens`` takes what is not a token
+    dump = torch.full_like(last, tokens)
+    at = torch.where(valid, last, dump)
+    first_copy = torch.where(closes, last - 1, dump)
+    source = torch.full((batch, tokens + 1), NO_ACTION, dtype=torch.long, device=device)
+    source.scatter_(1, at, index.expand(batch, n)).scatter_(1, first_copy,
+                                                            index.expand(batch, n))
+    compose = torch.zeros(batch, tokens + 1, dtype=torch.bool, device=device)
+    compose.scatter_(1, first_copy, True)
+    source, compose = source[:, :tokens], compose[:, :tokens]
+    real_action = source >= 0
+    at_action = source.clamp(min=0)
+    depth = torch.where(real_action, depth_of.gather(1, at_action), 0)
+    opening = torch.where(real_action, opening_of.gather(1, at_action), -1)
+
+    pos = torch.arange(tokens, device=device)
+    real = pos[None, :] < lengths[:, None]  # (B, T)
+    pushed = real & ~(real_action & (opening >= 0) & ~compose)  # all but the copies
+    # pop[k]: the first COMPOSE token c > k whose opening bracket is at or before k
+    pops = compose[:, None, :] & (pos[:, None] < pos[None, :])[None] \
+        & (opening[:, None, :] <= pos[None, :, None])  # (B, k, c)
+    pop = torch.where(pops, pos, tokens).amin(-1)  # (B, T); T: never popped
+    earlier = (pos[None, :] < pos[:, None])[None] & pushed[:, None, :]  # (B, i, j)
+    stays = torch.where(compose[:, :, None], pop[:, None, :] == pos[None, :, None],
+                        pop[:, None, :] > pos[None, :, None])
+    mask = (earlier & stays) | (torch.eye(tokens, dtype=torch.bool, device=device)[None]
+                                & real[:, :, None])
+    mask &= real[:, :, None]
+    mask[..., 0] |= ~real
+    relative = torch.where(mask, depth[:, :, None] - depth[:, None, :], 0)
+    return TGLayout(source=source, compose=compose, opening=opening, depth=depth, mask=mask,
+                    relative=relative, lengths=lengths)
+
+
+@dataclass
+class TGState(RowState):
+    """What Transformer Grammars tracks per row while actions are fed one at a time, over
+    S = ``capacity`` cache positions.
+
+    Attributes:
+        depth: (R, S) long: each token's depth (0 past the row's tokens).
+        on_stack: (R, S) bool: the tokens on the stack.
+        open: (R, S) bool: the opening brackets of the constituents still open.
+        length: (R,) long: tokens so far, the start token included (the next position).
+        n_open: (R,) long: constituents open.
+        n_actions: (R,) long: actions read.
+        capacity: S.
+    """
+
+    depth: Tensor
+    on_stack: Tensor
+    open: Tensor
+    length: Tensor
+    n_open: Tensor
+    n_actions: Tensor
+    capacity: int
+
+    @classmethod
+    def initial(cls, rows: int, capacity: int, device: torch.device | str | None = None
+                ) -> TGState:
+        """``rows`` rows holding the start token at position 0 (on the stack, depth 0), with
+        room for ``capacity`` tokens (the start token included)."""
+        at_least("capacity", capacity, 1)
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.long) -> Tensor:
+            return torch.zeros(rows, *shape, dtype=dtype, device=device)
+
+        on_stack = zeros(capacity, dtype=torch.bool)
+        on_stack[:, 0] = True
+        return cls(depth=zeros(capacity), on_stack=on_stack,
+                   open=zeros(capacity, dtype=torch.bool), length=zeros() + 1,
+                   n_open=zeros(), n_actions=zeros(), capacity=capacity)
+
+    def step(self, actions: Tensor) -> StepMasks:
+        """Read one action a row (R,) (-1: none; the row keeps its state), in place. Two
+        slots a row at p, the row's token count before the step: slot 0 the COMPOSE copy of
+        a ``REDUCE`` (at p), slot 1 the action's token (the copy at p + 1 for a ``REDUCE``,
+        else at p); ``allowed`` (R, 1, 2, S) and ``relative`` (R, 2, S) are those rows of
+        ``tg_layout`` over the S cache positions, key 0 only and 0 for an absent slot.
+        An action that builds no tree (as for ``tg_layout``) or a row past ``capacity``
+        tokens raises a one-line error naming the row."""
+        actions = actions.to(self.length.device)
+        if actions.shape != self.length.shape:
+            raise InputError(f"expected one action a row, shape {tuple(self.length.shape)}; "
+                             f"found {tuple(actions.shape)}")
+        active = actions != NO_ACTION
+        opens, closes = actions >= FIRST_NT, actions == REDUCE
+        p = self.length.clone()
+        keys = torch.arange(self.capacity, device=p.device)
+        after_nt = self.open.gather(1, (p - 1)[:, None])[:, 0]  # the last token opened one
+        problems = (actions < NO_ACTION, active & (p + 1 + closes.long() > self.capacity),
+                    active & ~opens & (self.n_open == 0),
+                    opens & (self.n_open == 0) & (self.n_actions > 0), closes & after_nt)
+        if bool(torch.stack(problems).any().item()):
+            self._raise(actions, *problems)
+
+        # slot 0, REDUCE rows: the innermost open NT and what is on the stack above it
+        innermost = torch.where(self.open, keys, -1).amax(1)  # (R,)
+        popped = self.on_stack & (keys >= innermost[:, None]) & closes[:, None]
+        here = (keys == p[:, None]) & active[:, None]  # the slot-0 or only token
+        compose_keys = popped | (here & closes[:, None])
+        new_depth = torch.where(closes, self.n_open, self.n_open + 1)  # (R,)
+        self.on_stack &= ~popped
+        self.on_stack |= here
+        self.open &= ~((keys == innermost[:, None]) & closes[:, None])
+        self.open |= here & opens[:, None]
+        second = (keys == (p + 1)[:, None]) & closes[:, None]
+        self.depth.copy_(torch.where(here | second, new_depth[:, None], self.depth))
+        # slot 1: the stack (the token just pushed, or the COMPOSE copy) and the token
+        token_keys = self.on_stack & active[:, None] | second
+
+        present = torch.stack([closes, active], 1)  # (R, 2)
+        first_key = keys == 0
+        allowed = torch.where(present[:, :, None], torch.stack([compose_keys, token_keys], 1),
+                              first_key)  # (R, 2, S)
+        relative = torch.where(allowed & present[:, :, None],
+                               new_depth[:, None, None] - self.depth[:, None, :], 0)
+        positions = torch.stack([p, p + closes.long()], 1).clamp(max=self.capacity - 1)
+        self.length += active.long() + closes.long()
+        self.n_open += opens.long() - closes.long()
+        self.n_actions += active.long()
+        return StepMasks(positions=positions, present=present, allowed=allowed[:, None],
+                         relative=relative)
+
+    def _raise(self, actions: Tensor, below: Tensor, full: Tensor, unopened: Tensor,
+               closed: Tensor, empty: Tensor) -> None:
+        """Raise the problem of the first row with one (``step``'s checks, each (R,))."""
+        row = int((below | full | unopened | closed | empty).nonzero()[0, 0])
+        a, i = int(actions[row]), int(self.n_actions[row])
+        where = f"row {row}, action {i} ({_name(a)})"
+        if bool(below[row]):
+            raise ActionError(f"row {row}, action {i}: unknown action id {a}; expected -1 (no "
+                              "action), 0 (SHIFT), 1 (REDUCE) or an NT id >= 2")
+        if bool(full[row]):
+            raise InputError(f"{where}: the row holds {int(self.length[row])} tokens and "
+                             f"capacity={self.capacity}; a {_name(a)} needs "
+                             f"{1 + (a == REDUCE)} more")
+        if bool(empty[row]):
+            raise ActionError(f"{where} would close an empty constituent (opened by action "
+                              f"{i - 1}); expected SHIFT or NT(X)")
+        if i == 0:
+            raise ActionError(f"{where}: no constituent is open; expected NT(X) first")
+        raise ActionError(f"{where}: the tree is complete (its root closed at action "
+                          f"{i - 1}); expected no action (-1)")
