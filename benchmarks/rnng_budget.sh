@@ -7,23 +7,28 @@
 # batches of 64 sentences (552: 9.5 epochs, 839k words). Then `synlm evaluate-syntax` scores
 # it and the tse_budget AWD-LSTM (TSE_DIR/awd_lstm) on the first SUBSET items of every BLiMP
 # paradigm, SyntaxGym suite and Marvin & Linzen condition, the RNNG by word-synchronous beam
-# search of BEAM (beam, word beam, shift) sizes.
-#   SYNLM_DATA_DIR=/path/to/data bash benchmarks/rnng_budget.sh OUT_DIR TSE_DIR [STEPS] [SUBSET] [BEAM]
+# search of BEAM (beam, word beam, shift) sizes. MODELS (default rnng) adds the action
+# Transformers of configs/plm.yaml, plm_mask.yaml and tg.yaml (their PTB size, 4 layers of
+# width 256), trained and scored the same way.
+#   SYNLM_DATA_DIR=/path/to/data bash benchmarks/rnng_budget.sh OUT_DIR TSE_DIR [STEPS] [SUBSET] [BEAM] [MODELS]
 set -euo pipefail
 out=${1:?output folder}
 tse=${2:?the tse_budget.sh output folder (its awd_lstm run)}
 steps=${3:-552}
 subset=${4:-10}
 read -r beam word_beam shift <<< "${5:-100 10 1}"
+models=${6:-rnng}
 mkdir -p "$out"
-if ! ls "$out/rnng"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then
-  /usr/bin/time -f "rnng %e s" synlm fit --config configs/rnng.yaml \
-    --config configs/data/nltk_sample_trees.yaml \
-    --model.init_args.input_size=200 --model.init_args.hidden_size=400 \
+train() {  # model fit-args...; a finished run (its last checkpoint) is kept
+  local name=$1
+  shift
+  if ls "$out/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then return; fi
+  /usr/bin/time -f "$name %e s" synlm fit --config "configs/$name.yaml" \
+    --config configs/data/nltk_sample_trees.yaml "$@" \
     --data.batch_size=64 --trainer.max_epochs=10 --trainer.max_steps="$steps" \
     --trainer.val_check_interval=1.0 --trainer.enable_progress_bar=false \
-    --trainer.default_root_dir="$out/rnng" > "$out/rnng.log" 2>&1
-fi
+    --trainer.default_root_dir="$out/$name" > "$out/$name.log" 2>&1
+}
 evaluate() {  # name evaluate-syntax-args...; a finished evaluation (its JSON) is kept
   local name=$1
   shift
@@ -33,5 +38,12 @@ evaluate() {  # name evaluate-syntax-args...; a finished evaluation (its JSON) i
   mv "$out/$name.tse.partial" "$out/$name.tse.json"
 }
 evaluate awd_lstm --ckpt_path "$tse/awd_lstm"
-evaluate rnng --ckpt_path "$out/rnng" --beam-size "$beam" --word-beam-size "$word_beam" \
-  --shift-size "$shift"
+for name in $models; do
+  if [ "$name" = rnng ]; then
+    train rnng --model.init_args.input_size=200 --model.init_args.hidden_size=400
+  else
+    train "$name"
+  fi
+  evaluate "$name" --ckpt_path "$out/$name" --beam-size "$beam" --word-beam-size "$word_beam" \
+    --shift-size "$shift"
+done
