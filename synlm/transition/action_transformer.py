@@ -30,10 +30,12 @@ with E_out the word and action embeddings (tied, as GPT-2 ties its output). The 
 
   with φ the sinusoidal encoding of the released code. The first copy predicts nothing.
 
-Every policy runs on the same pre-norm GELU layers (GPT-2's, ``x + Attn(LN(x))``,
-``x + FFN(LN(x))``, a final LayerNorm). Teacher forcing runs a whole batch of sequences with
-masks built for the batch at once; beam search (``synlm.transition.beam``) feeds one action
-per row and step, each row's keys and values kept in a cache (``ActionTransformerState``).
+Every policy runs on the same GELU layers, pre-norm as GPT-2's (``x + Attn(LN(x))``,
+``x + FFN(LN(x))``, a final LayerNorm; PLM's default) or post-norm as Transformer-XL's
+(``LN(x + Attn(x))``, ``LN(x + FFN(x))``; TG's default). Teacher forcing runs a whole batch
+of sequences with masks built for the batch at once; beam search (``synlm.transition.beam``)
+feeds one action per row and step, each row's keys and values kept in a cache
+(``ActionTransformerState``).
 
 Where the released models differ (subword tokens, the labelled closing bracket TG predicts,
 GPT-2's sizes) is written in docs/reference-implementations.md.
@@ -156,11 +158,14 @@ class ActionAttention(nn.Module):
 
 
 class ActionLayer(nn.Module):
-    """A pre-norm Transformer layer (GPT-2's): ``x + Attn(LN(x))``, ``x + FFN(LN(x))``."""
+    """A Transformer layer: pre-norm (GPT-2's) ``x + Attn(LN(x))``, ``x + FFN(LN(x))``, or
+    post-norm (Transformer-XL's, the released Transformer Grammars')
+    ``LN(x + Attn(x))``, ``LN(x + FFN(x))``."""
 
     def __init__(self, size: int, n_heads: int, ffn_size: int, dropout: float,
-                 relative: bool) -> None:
+                 relative: bool, pre_norm: bool) -> None:
         super().__init__()
+        self.pre_norm = pre_norm
         self.attn_norm = nn.LayerNorm(size)
         self.attn = ActionAttention(size, n_heads, dropout, relative)
         self.ffn_norm = nn.LayerNorm(size)
@@ -173,7 +178,7 @@ class ActionLayer(nn.Module):
                 step: StepMasks | None = None) -> Tensor:
         """``x`` (B, T, C) over the whole sequence; or, with ``cache`` (B, 2, nh, S, hd)
         (this layer's keys and values) and ``step``, T new tokens written into it first."""
-        q, k, v = self.attn.project(self.attn_norm(x))
+        q, k, v = self.attn.project(self.attn_norm(x) if self.pre_norm else x)
         if cache is not None:
             rows, slots = step.present.nonzero(as_tuple=True)
             at = step.positions[rows, slots]
@@ -181,7 +186,10 @@ class ActionLayer(nn.Module):
             cache[rows, 1, :, at] = v[rows, :, slots]
             k, v = cache[:, 0], cache[:, 1]  # (B, nh, S, hd)
         x = x + self.drop(self.attn.attend(q, k, v, allowed, relative, encodings))
-        return x + self.ffn(self.ffn_norm(x))
+        if self.pre_norm:
+            return x + self.ffn(self.ffn_norm(x))
+        x = self.attn_norm(x)
+        return self.ffn_norm(x + self.ffn(x))
 
 
 @dataclass
@@ -227,6 +235,9 @@ class ActionTransformer(RecordsInit, nn.Module):
         stack_head: ``plm_mask``'s stack head (1).
         min_relative: ``tg``'s smallest relative position (the paper's configuration: −1).
         max_relative: ``tg``'s largest; larger depth differences are clipped to it (62).
+        pre_norm: LayerNorm before each sublayer plus a final one (GPT-2's), or after each
+            (Transformer-XL's); None: as each paper's model, pre-norm for ``causal`` and
+            ``plm_mask``, post-norm for ``tg``.
         max_open: most constituents open at once in search (``Limits``).
         max_consecutive: most ``NT`` in a row in search.
     """
@@ -235,8 +246,8 @@ class ActionTransformer(RecordsInit, nn.Module):
                  size: int = 256, num_layers: int = 4, num_heads: int = 4,
                  ffn_size: int | None = None, dropout: float = 0.1, max_positions: int = 1024,
                  buffer_head: int = 0, stack_head: int = 1, min_relative: int = -1,
-                 max_relative: int = 62, max_open: int = 100, max_consecutive: int = 8
-                 ) -> None:
+                 max_relative: int = 62, pre_norm: bool | None = None, max_open: int = 100,
+                 max_consecutive: int = 8) -> None:
         super().__init__()
         if attention not in ATTENTIONS:
             raise errors.SettingError("attention", attention, " | ".join(ATTENTIONS))
@@ -268,10 +279,11 @@ class ActionTransformer(RecordsInit, nn.Module):
         else:
             self.position_embedding = nn.Embedding(max_positions, size)
         self.drop = nn.Dropout(dropout)
+        self.pre_norm = attention != "tg" if pre_norm is None else pre_norm
         self.layers = nn.ModuleList(
-            ActionLayer(size, num_heads, ffn_size or 4 * size, dropout, relative)
+            ActionLayer(size, num_heads, ffn_size or 4 * size, dropout, relative, self.pre_norm)
             for _ in range(num_layers))
-        self.final_norm = nn.LayerNorm(size)
+        self.final_norm = nn.LayerNorm(size) if self.pre_norm else nn.Identity()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

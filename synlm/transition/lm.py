@@ -270,6 +270,7 @@ class ActionTransformerLM(TransitionRecipe):
         stack_head: the ``ActionTransformer``'s.
         min_relative: the ``ActionTransformer``'s.
         max_relative: the ``ActionTransformer``'s.
+        pre_norm: the ``ActionTransformer``'s.
         max_open: the ``ActionTransformer``'s.
         max_consecutive: the ``ActionTransformer``'s.
         loss_normalize: divide the batch's −log p(x, y) by its ``sentences``, its
@@ -289,8 +290,8 @@ class ActionTransformerLM(TransitionRecipe):
                  attention: Attention = "causal", size: int = 256, num_layers: int = 4,
                  num_heads: int = 4, ffn_size: int | None = None, dropout: float = 0.1,
                  max_positions: int = 1024, buffer_head: int = 0, stack_head: int = 1,
-                 min_relative: int = -1, max_relative: int = 62, max_open: int = 100,
-                 max_consecutive: int = 8,
+                 min_relative: int = -1, max_relative: int = 62,
+                 pre_norm: bool | None = None, max_open: int = 100, max_consecutive: int = 8,
                  loss_normalize: Literal["sentences", "tokens", "sum"] = "tokens",
                  beam_size: int = 100, word_beam_size: int = 10, shift_size: int = 5,
                  optimizer: dict | None = None, lr_scheduler: dict | None = None) -> None:
@@ -299,7 +300,7 @@ class ActionTransformerLM(TransitionRecipe):
         self.model = ActionTransformer(vocab_size, n_actions, attention, size, num_layers,
                                        num_heads, ffn_size, dropout, max_positions,
                                        buffer_head, stack_head, min_relative, max_relative,
-                                       max_open, max_consecutive)
+                                       pre_norm, max_open, max_consecutive)
         self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
 
 
