@@ -327,14 +327,15 @@ class ActionTransformer(RecordsInit, nn.Module):
         """Rows of ``encodings`` for depth differences ``relative`` (clipped)."""
         return self.max_relative - relative.clamp(self.min_relative, self.max_relative)
 
-    def _log_softmax_parts(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _log_softmax_parts(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """From hidden states (..., C): word logits (..., V), action logits (..., n_actions)
-        (column 0, SHIFT, unused) and the log-normaliser over words and actions (...)."""
-        word = h @ self.embedding.weight.T  # (..., V)
-        action = h @ self.action_embedding.weight.T  # (..., n_actions)
-        word, action = _full(word), _full(action)
-        norm = torch.logsumexp(torch.cat([word, action[..., 1:]], -1), -1)  # (...)
-        return word, action, norm
+        (column 0, SHIFT, unused), the log-normaliser over the words (...) and that over
+        words and actions (...): log p(SHIFT) = the first minus the second."""
+        word = _full(h @ self.embedding.weight.T)  # (..., V)
+        action = _full(h @ self.action_embedding.weight.T)  # (..., n_actions)
+        words_norm = torch.logsumexp(word, -1)  # (...)
+        norm = torch.logaddexp(words_norm, torch.logsumexp(action[..., 1:], -1))
+        return word, action, words_norm, norm
 
     # ------------------------------------------------------------------ teacher forcing
     def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> RNNGOutput:
@@ -379,14 +380,14 @@ class ActionTransformer(RecordsInit, nn.Module):
         for layer in self.layers:
             x = layer(x, allowed, relative, encodings)  # (B, T, C)
         h = self.final_norm(x).gather(1, predictor[..., None].expand(B, A, x.size(-1)))
-        word_logits, action_logits, norm = self._log_softmax_parts(h)  # (B, A, ·)
+        word_logits, action_logits, words_norm, norm = self._log_softmax_parts(h)  # (B, A, ·)
         gold = actions.clamp(min=0)
-        shift_lp = torch.logsumexp(word_logits, -1) - norm  # (B, A) log p(SHIFT)
+        shift_lp = words_norm - norm  # (B, A) log p(SHIFT)
         action_lp = torch.where(shifts, shift_lp,
                                 action_logits.gather(2, gold[..., None])[..., 0] - norm)
         action_lp = action_lp.masked_fill(actions == NO_ACTION, 0.0)
         word_given_shift = word_logits.gather(2, word_of_action[..., None])[..., 0] - \
-            torch.logsumexp(word_logits, -1)  # (B, A)
+            words_norm  # (B, A)
         word_lp = torch.zeros(words.shape, dtype=word_given_shift.dtype, device=device)
         index = (shifts.long().cumsum(1) - 1).clamp(min=0)
         word_lp.scatter_add_(1, torch.where(shifts, index, 0),
@@ -466,7 +467,7 @@ class ActionTransformer(RecordsInit, nn.Module):
         """(R, n_actions): log p of each next action, the ``SHIFT`` column joint with its
         word ``words`` (R,); -inf where not ``legal`` (R, n_actions). The softmax is over
         every word and action, as in training (the released PLM's search too)."""
-        word_logits, action_logits, norm = self._log_softmax_parts(state.top)
+        word_logits, action_logits, _, norm = self._log_softmax_parts(state.top)
         shift = word_logits.gather(1, words.clamp(min=0)[:, None])[:, 0] - norm
         log_probs = torch.cat([shift[:, None], action_logits[:, 1:] - norm[:, None]], 1)
         return log_probs.masked_fill(~legal, float("-inf"))
