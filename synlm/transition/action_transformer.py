@@ -177,14 +177,16 @@ class ActionLayer(nn.Module):
                 encodings: Tensor | None, cache: Tensor | None = None,
                 step: StepMasks | None = None) -> Tensor:
         """``x`` (B, T, C) over the whole sequence; or, with ``cache`` (B, 2, nh, S, hd)
-        (this layer's keys and values) and ``step``, T new tokens written into it first."""
+        (this layer's keys and values) and ``step``, T new tokens written into it first and
+        the queries attending over its first S' positions (``allowed`` (B, G, T, S'))."""
         q, k, v = self.attn.project(self.attn_norm(x) if self.pre_norm else x)
         if cache is not None:
             rows, slots = step.present.nonzero(as_tuple=True)
             at = step.positions[rows, slots]
             cache[rows, 0, :, at] = k[rows, :, slots]
             cache[rows, 1, :, at] = v[rows, :, slots]
-            k, v = cache[:, 0], cache[:, 1]  # (B, nh, S, hd)
+            used = allowed.size(-1)
+            k, v = cache[:, 0, :, :used], cache[:, 1, :, :used]  # (B, nh, S', hd)
         x = x + self.drop(self.attn.attend(q, k, v, allowed, relative, encodings))
         if self.pre_norm:
             return x + self.ffn(self.ffn_norm(x))
@@ -212,6 +214,25 @@ class ActionTransformerState(RowState):
     top: Tensor
     open_top: Tensor
     open_label: Tensor
+
+    def used(self) -> int:
+        """The cache positions the longest row has filled (every policy's ``structure``
+        counts its tokens in ``length``): beyond them no row has anything to read."""
+        return int(self.structure.length.max())
+
+    def select(self, index: Tensor, out: ActionTransformerState | None = None
+               ) -> ActionTransformerState:
+        """``RowState.select``, copying only the ``used`` cache positions into ``out`` (the
+        rest of a row's cache is never read before it is written)."""
+        if out is None:
+            return super().select(index)
+        used = self.used()
+        self.parser.select(index, out=out.parser)
+        self.structure.select(index, out=out.structure)
+        for name in ("top", "open_top", "open_label"):
+            torch.index_select(getattr(self, name), 0, index, out=getattr(out, name))
+        out.cache[..., :used, :] = self.cache[index, ..., :used, :]
+        return out
 
 
 class ActionTransformer(RecordsInit, nn.Module):
@@ -432,12 +453,16 @@ class ActionTransformer(RecordsInit, nn.Module):
     def _run(self, state: ActionTransformerState, step: StepMasks, tokens: Tensor,
              is_start: Tensor) -> None:
         """Feed the step's tokens (R, N, C) through the layers, writing their keys and
-        values into the cache; the last slot of each row with a token becomes ``top``."""
+        values into the cache; the last slot of each row with a token becomes ``top``. The
+        queries read only the cache positions some row has filled (``used``)."""
         x = self._input(tokens, step.positions, is_start)
-        relative = None if step.relative is None else self._relative_index(step.relative)
+        used = state.used()
+        allowed = step.allowed[..., :used]
+        relative = None if step.relative is None else \
+            self._relative_index(step.relative[..., :used])
         encodings = getattr(self, "encodings", None)
         for i, layer in enumerate(self.layers):
-            x = layer(x, step.allowed, relative, encodings, cache=state.cache[:, i], step=step)
+            x = layer(x, allowed, relative, encodings, cache=state.cache[:, i], step=step)
         fed = step.present[:, -1]
         state.top = torch.where(fed[:, None], self.final_norm(x[:, -1]), state.top)
 
