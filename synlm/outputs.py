@@ -6,6 +6,7 @@ K = span slots, D = most dependents of one token.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -13,7 +14,8 @@ import torch
 from torch import Tensor
 
 #: Optional ``Batch`` fields that carry gold syntax; a head names the ones it reads.
-GOLD_FIELDS = frozenset({"distances", "spans", "dep_targets", "trees"})
+GOLD_FIELDS = frozenset({"distances", "spans", "dep_targets", "trees", "path_lengths",
+                         "dep_path_lengths"})
 
 #: The kinds of structure a model can induce, and the layout of their values:
 #: ``distances`` (L, B, T): a syntactic distance per input (the gap before it) and layer,
@@ -69,6 +71,13 @@ class Batch:
     trees: list[Any] | None = None  # sentence mode: one gold tree (or None) per row
     lengths: Tensor | None = None  # (B,) long, sentence mode: tokens per row
     n_targets: int = 0  # mask.sum(), counted on the host when the batch is built
+    # sentence mode: (B, W, W) long, the edges between two words of [<eos>, w1..wn, <eos>]
+    # in the row's constituency tree (synlm.syntax.paths; subwords: their words), W = the
+    # batch's most words + 2, 0 past a row's words
+    path_lengths: Tensor | None = None
+    path_mask: Tensor | None = None  # (B,) bool, rows with a tree
+    dep_path_lengths: Tensor | None = None  # (B, W, W) long, the same in the dependency tree
+    dep_path_mask: Tensor | None = None  # (B,) bool, rows with heads
 
     def to(self, device: torch.device | str) -> Batch:
         """The batch with its tensors on ``device`` (Lightning calls this to move it);
@@ -116,6 +125,8 @@ class BackboneOutput:
     span_scores: Tensor | None = None  # (B, T, K) span-attention scores (PaLM)
     attention: Tensor | None = None  # (B, T, S) head-averaged attention over S = cached + T
     aux_loss: Tensor | None = None  # scalar added to the loss unweighted
+    # layer -> (B, heads, T, S) each head's attention probabilities, computed when first read
+    head_attention: Mapping[int, Tensor] | None = None
 
 
 @dataclass

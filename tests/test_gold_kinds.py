@@ -91,7 +91,7 @@ def test_ud_refuses_constituency_fields_in_one_line(tmp_path: Path) -> None:
 
 def test_ud_serves_dependency_targets(tmp_path: Path) -> None:
     dm = ud(tmp_path, mode="sentence", eval_batch_size=2)
-    assert dm.gold_fields() == frozenset({"dep_targets", "trees"})
+    assert dm.gold_fields() == frozenset({"dep_targets", "dep_path_lengths", "trees"})
     dm.request(frozenset({"dep_targets", "trees"}), who="DMLMHead")
     batch = next(iter(dm.val_dataloader()))
     assert batch.dep_mask is not None and batch.dep_mask.any()
@@ -108,7 +108,7 @@ def test_synthetic_serves_both_kinds(tmp_path: Path) -> None:
     for mask in (batch.distance_mask, batch.span_mask, batch.dep_mask):
         assert mask.any()
     stream = SynLMDataModule(corpus, cache_dir=str(tmp_path))
-    assert stream.gold_fields() == GOLD_FIELDS - {"trees"}
+    assert stream.gold_fields() == GOLD_FIELDS - {"trees", "path_lengths", "dep_path_lengths"}
 
 
 def test_ptb_has_no_gold(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ from synlm.outputs import BackboneOutput, Structure
 
 #: Optional ``BackboneOutput`` fields a backbone may promise in ``BackboneSpec.provides``.
 OPTIONAL_FIELDS = frozenset(
-    {"layers", "distances", "distance_features", "span_scores", "attention", "aux_loss"}
+    {"layers", "distances", "distance_features", "span_scores", "attention", "head_attention",
+     "aux_loss"}
 )
 #: The ``BackboneOutput`` field that carries a backbone's structure of each kind.
 STRUCTURE_FIELDS = {"distances": "distances", "spans": "span_scores"}

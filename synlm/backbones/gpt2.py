@@ -12,6 +12,9 @@ attention. This wrapper adds what the backbone contract asks of it:
 - ``layers``: every block's output (the top one after the final LayerNorm);
 - ``attention``: one layer's attention probabilities averaged over heads, computed
   explicitly from that layer's queries and keys (every layer keeps the fused kernel);
+- ``head_attention``: every block's per-head probabilities (B, heads, T, S), computed the
+  same way from its queries and keys only when a head reads that block
+  (``synlm.backbones.transformer.HeadAttention``);
 - its state is an immutable key/value cache (``KVCache``) for incremental decoding;
   training never carries it across windows. The state also holds the ``transformers``
   cache object its tensors live in, which the next step continues in place rather than
@@ -35,6 +38,7 @@ from synlm.backbones.base import (
     attention_layer_index,
     causal_mask,
 )
+from synlm.backbones.transformer import HeadAttention
 from synlm.errors import InputError
 from synlm.outputs import BackboneOutput
 
@@ -115,7 +119,8 @@ class GPT2(Backbone):
 
     A pretrained model brings its token embedding (``pretrained_embedding``), so the
     vocabulary must be its tokenizer's. ``attention`` (B, T, S), S = cached + T positions,
-    holds the probabilities before attention dropout.
+    holds the probabilities before attention dropout, as does ``head_attention`` (every
+    block's, per head, (B, heads, T, S), computed when read).
 
     Args:
         pretrained: a hub name (``gpt2``) or a directory written by ``save_pretrained`` (of
@@ -166,16 +171,21 @@ class GPT2(Backbone):
         self.model = model
         config = model.config
         self.attention_layer = attention_layer_index(attention_layer, config.n_layer)
-        head_dim = config.n_embd // config.n_head
-        self.scale = head_dim ** -0.5 if config.scale_attn_weights else 1.0
-        if config.scale_attn_by_inverse_layer_idx and self.attention_layer is not None:
-            self.scale /= self.attention_layer + 1
         self.spec = BackboneSpec(
             input_size=config.n_embd, output_size=config.n_embd,
             layer_sizes=(config.n_embd,) * config.n_layer,
-            provides=frozenset({"layers"} if self.attention_layer is None
-                               else {"layers", "attention"}),
+            provides=frozenset({"layers", "head_attention"} if self.attention_layer is None
+                               else {"layers", "head_attention", "attention"}),
             recurrent=False, incremental=True)
+
+    def layer_scale(self, layer: int) -> float:
+        """What block ``layer``'s q kᵀ is multiplied by: 1/√head_dim (``scale_attn_weights``),
+        divided by ``layer + 1`` under ``scale_attn_by_inverse_layer_idx``."""
+        config = self.model.config
+        scale = (config.n_embd // config.n_head) ** -0.5 if config.scale_attn_weights else 1.0
+        if config.scale_attn_by_inverse_layer_idx:
+            scale /= layer + 1
+        return scale
 
     def pretrained_embedding(self) -> Tensor | None:
         return self._embedding
@@ -190,32 +200,37 @@ class GPT2(Backbone):
             raise InputError(f"GPT2 got {offset + T} positions ({offset} cached + {T} new), "
                              f"more than its n_positions={config.n_positions}")
         cache = None if past is None else _continued_cache(past)
-        captured: list[Tensor] = []  # the attention layer's fused q|k|v (B, T, 3E)
-        hook = None if self.attention_layer is None else \
-            self.model.h[self.attention_layer].attn.c_attn.register_forward_hook(
-                lambda module, args, qkv: captured.append(qkv))
+        captured: dict[int, Tensor] = {}  # each block's fused q|k|v (B, T, 3E)
+        hooks = [block.attn.c_attn.register_forward_hook(
+            lambda module, args, qkv, layer=layer: captured.__setitem__(layer, qkv))
+            for layer, block in enumerate(self.model.h)]
         try:
             out = self.model(inputs_embeds=x, use_cache=True, output_hidden_states=True,
                              position_ids=torch.arange(offset, offset + T, device=x.device)[None],
                              **{_cache_keyword(): cache})
         finally:
-            if hook is not None:
+            for hook in hooks:
                 hook.remove()
         # the output's field is ``cache`` where forward takes it so, else past_key_values
         returned = out["cache"] if "cache" in out else out["past_key_values"]
         keys, values = zip(*(_layer_cache(returned, layer) for layer in range(config.n_layer)))
+        head_attention = HeadAttention(
+            config.n_layer, lambda layer: self._head_attention(layer, captured[layer],
+                                                               keys[layer]))
         result = BackboneOutput(hidden=out.last_hidden_state,  # (B, T, E)
                                 state=_carried(keys, values, returned),
-                                layers=list(out.hidden_states[1:]))  # L x (B, T, E)
-        if captured:
-            result.attention = self._attention(captured[0], keys[self.attention_layer])
+                                layers=list(out.hidden_states[1:]),  # L x (B, T, E)
+                                head_attention=head_attention)
+        if self.attention_layer is not None:
+            result.attention = head_attention[self.attention_layer].mean(1)  # (B, T, S)
         return result
 
-    def _attention(self, qkv: Tensor, keys: Tensor) -> Tensor:
-        """softmax(q kᵀ · scale + causal mask) averaged over heads: (B, T, S), from the
-        layer's q|k|v (B, T, 3E) and its keys (B, heads, S, head_dim), S = cached + T."""
+    def _head_attention(self, layer: int, qkv: Tensor, keys: Tensor) -> Tensor:
+        """Block ``layer``'s softmax(q kᵀ · scale + causal mask) per head (B, heads, T, S)
+        (Radford et al. 2019 keep Vaswani et al. 2017's eq. 1), from its q|k|v (B, T, 3E) and
+        its keys (B, heads, S, head_dim), S = cached + T."""
         B, T, E = qkv.size(0), qkv.size(1), qkv.size(2) // 3
         q = qkv[..., :E].reshape(B, T, self.model.config.n_head, -1).transpose(1, 2)
-        scores = q @ keys.transpose(-1, -2) * self.scale  # (B, heads, T, S)
+        scores = q @ keys.transpose(-1, -2) * self.layer_scale(layer)  # (B, heads, T, S)
         scores = scores.masked_fill(~causal_mask(T, keys.size(2), q.device), float("-inf"))
-        return scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32)).mean(1)
+        return scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32))

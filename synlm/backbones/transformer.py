@@ -11,6 +11,10 @@ with a final LayerNorm). ``SyntaxLM`` owns the embedding and the tied decoder (f
 Attention is PyTorch's fused ``scaled_dot_product_attention`` except in ``attention_layer``
 (default the penultimate, as a dependency-mixture head reads it, DMLM §2.2), which computes
 the probabilities explicitly and returns their mean over heads as ``attention`` (B, T, S).
+Every layer's per-head probabilities are also at hand as ``head_attention`` (``HeadAttention``,
+(B, heads, T, S) by layer): computed from the layer's queries and keys only when a head reads
+them (a tree-planting head, its planted layers), so the layers no head reads keep the fused
+kernel and cost nothing more.
 
 The ``state`` is a key/value cache: passing it back continues the same sequences
 (incremental decoding for generation). Training never carries it across windows
@@ -21,6 +25,7 @@ The ``state`` is a key/value cache: passing it back continues the same sequences
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Mapping
 from typing import Literal
 
 import torch
@@ -52,10 +57,48 @@ def sinusoidal_positions(positions: Tensor, size: int) -> Tensor:
     return F.pad(table, (0, size - 2 * half))  # (T, size)
 
 
+class HeadAttention(Mapping[int, Tensor]):
+    """Each head's attention probabilities (B, heads, T, S) of a Transformer stack, by 0-based
+    layer, S = cached + T: ``compute(layer)`` runs the first time a layer is read and its
+    result is kept, so a forward pass pays only for the layers a head reads (the probabilities
+    are softmax(q kᵀ · scale + causal mask) of the layer's own queries and keys, Vaswani et
+    al. 2017 eq. 1, before attention dropout; the fused kernel computes the same ones
+    without keeping them)."""
+
+    def __init__(self, n_layers: int, compute: Callable[[int], Tensor],
+                 known: Mapping[int, Tensor] | None = None) -> None:
+        self._n_layers = n_layers
+        self._compute = compute
+        self._known: dict[int, Tensor] = dict(known or {})
+
+    def __getitem__(self, layer: int) -> Tensor:
+        if not isinstance(layer, int) or not 0 <= layer < self._n_layers:
+            raise KeyError(f"attention of layer {layer!r}: the layers are 0..{self._n_layers - 1}")
+        if layer not in self._known:
+            self._known[layer] = self._compute(layer)  # (B, heads, T, S)
+        return self._known[layer]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self._n_layers))
+
+    def __len__(self) -> int:
+        return self._n_layers
+
+
+def attention_probabilities(q: Tensor, k: Tensor) -> Tensor:
+    """softmax(q kᵀ / √d + causal mask) (B, heads, T, S) (Vaswani et al. 2017 eq. 1) from
+    queries (B, heads, T, d), the last T of S positions, and keys (B, heads, S, d); in
+    float32 at least."""
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (B, heads, T, S)
+    scores = scores.masked_fill(~causal_mask(q.size(2), k.size(2), q.device), float("-inf"))
+    return scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32))
+
+
 class SelfAttention(nn.Module):
     """Masked multi-head self-attention (Vaswani et al. 2017 §3.2.2). ``explicit`` computes
-    softmax(QKᵀ/√d) itself and returns it averaged over heads; otherwise the fused kernel
-    runs and no probabilities exist."""
+    softmax(QKᵀ/√d) itself and returns each head's probabilities; otherwise the fused kernel
+    runs and none are kept. The queries are returned either way (``HeadAttention`` computes a
+    fused layer's probabilities from them and the keys when a head asks)."""
 
     def __init__(self, size: int, n_heads: int, dropout_attention: float, explicit: bool
                  ) -> None:
@@ -69,7 +112,7 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(size, size)
 
     def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None
-                ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
+                ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor, Tensor | None]:
         B, T, C = x.shape
         nh, hd = self.n_heads, C // self.n_heads
         q, k, v = (t.view(B, T, nh, hd).transpose(1, 2)  # (B, nh, T, hd)
@@ -81,18 +124,15 @@ class SelfAttention(nn.Module):
         p_drop = self.dropout_attention if self.training else 0.0
         probs = None
         if self.explicit:
-            scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)  # (B, nh, T, S)
-            scores = scores.masked_fill(~causal_mask(T, S, x.device), float("-inf"))
-            weights = scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32))
-            probs = weights.mean(dim=1)  # (B, T, S)
-            y = F.dropout(weights.to(v.dtype), p_drop, self.training) @ v  # (B, nh, T, hd)
+            probs = attention_probabilities(q, k)  # (B, nh, T, S)
+            y = F.dropout(probs.to(v.dtype), p_drop, self.training) @ v  # (B, nh, T, hd)
         elif S == T:
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=True)
         else:  # queries are the last T of S positions: the mask is aligned bottom-right
             y = F.scaled_dot_product_attention(q, k, v, causal_mask(T, S, x.device),
                                                dropout_p=p_drop)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
-        return self.proj(y), (k, v), probs
+        return self.proj(y), (k, v), q, probs  # probs: (B, nh, T, S) or None
 
 
 class TransformerLayer(nn.Module):
@@ -115,10 +155,10 @@ class TransformerLayer(nn.Module):
         self.drop_activation = nn.Dropout(dropout_activation)
 
     def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None
-                ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
+                ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor, Tensor | None]:
         # x: (B, T, C)
         h = self.attn_norm(x) if self.pre_norm else x
-        a, kv, probs = self.attn(h, cache)
+        a, kv, q, probs = self.attn(h, cache)
         x = x + self.drop(a)
         if not self.pre_norm:
             x = self.attn_norm(x)
@@ -127,7 +167,7 @@ class TransformerLayer(nn.Module):
         x = x + self.drop(f)
         if not self.pre_norm:
             x = self.ffn_norm(x)
-        return x, kv, probs
+        return x, kv, q, probs
 
 
 class Transformer(Backbone):
@@ -148,7 +188,8 @@ class Transformer(Backbone):
         attention_layer: the layer (0-based, negative from the top) whose head-averaged
             attention probabilities are computed explicitly and provided as ``attention``
             (default −2, the penultimate); None: every layer uses the fused kernel and no
-            attention is provided.
+            attention is provided. ``head_attention`` (every layer's per-head probabilities,
+            computed when read) is provided either way.
     """
 
     def __init__(
@@ -185,7 +226,8 @@ class Transformer(Backbone):
             for i in range(num_layers))
         self.final_norm = nn.LayerNorm(input_size) if pre_norm else nn.Identity()
         self.reset_parameters()
-        provides = {"layers"} | ({"attention"} if self.attention_layer is not None else set())
+        provides = {"layers", "head_attention"} | (
+            {"attention"} if self.attention_layer is not None else set())
         self.spec = BackboneSpec(
             input_size=input_size, output_size=input_size, layer_sizes=(input_size,) * num_layers,
             provides=frozenset(provides), recurrent=False, incremental=True)
@@ -209,15 +251,19 @@ class Transformer(Backbone):
         positions = torch.arange(offset, offset + x.size(1), device=x.device)
         h = self.drop(x * self.embed_scale
                       + sinusoidal_positions(positions, self.input_size).to(x.dtype))  # (B, T, E)
-        layers, keys, values, attention = [], [], [], None
+        layers, keys, values, queries, explicit = [], [], [], [], {}
         for i, layer in enumerate(self.layers):
-            h, (k, v), probs = layer(h, None if cache is None else
-                                     (cache.keys[i], cache.values[i]))  # (B, T, E)
+            h, (k, v), q, probs = layer(h, None if cache is None else
+                                        (cache.keys[i], cache.values[i]))  # (B, T, E)
             layers.append(h)
             keys.append(k)
             values.append(v)
+            queries.append(q)  # (B, nh, T, hd)
             if probs is not None:
-                attention = probs  # (B, T, S)
+                explicit[i] = probs  # (B, nh, T, S)
         layers[-1] = self.final_norm(h)
+        attention = explicit[max(explicit)].mean(dim=1) if explicit else None  # (B, T, S)
+        head_attention = HeadAttention(
+            len(self.layers), lambda i: attention_probabilities(queries[i], keys[i]), explicit)
         return BackboneOutput(hidden=layers[-1], state=KVCache(tuple(keys), tuple(values)),
-                              layers=layers, attention=attention)
+                              layers=layers, attention=attention, head_attention=head_attention)

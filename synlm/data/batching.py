@@ -19,9 +19,18 @@ import torch
 from synlm.errors import InputError
 from synlm.outputs import ActionBatch, Batch
 from synlm.syntax import Sentence
+from synlm.syntax.paths import PathKind, path_lengths
 
 #: Arrays aligned token by token with a stream (first dim = position).
 TokenArrays = dict[str, np.ndarray]
+
+#: Per-row gold of sentence mode, built item by item from the sentence: field -> (the kind
+#: of tree, the field of its (B,) row mask); a row's value is a (W, W) matrix over its words
+#: with BOS and EOS (``synlm.syntax.paths``), padded with 0 to the batch's largest.
+PATH_FIELDS: dict[str, tuple[PathKind, str]] = {
+    "path_lengths": ("constituency", "path_mask"),
+    "dep_path_lengths": ("dependency", "dep_path_mask"),
+}
 
 
 @dataclass
@@ -252,12 +261,15 @@ class BucketLoader(SentenceLoader):
 
 
 class UnitDataset(torch.utils.data.Dataset):
-    """One unit (sentence) per item, sliced out of a stream's arrays."""
+    """One unit (sentence) per item, sliced out of a stream's arrays, plus the per-row gold
+    ``paths`` (``PATH_FIELDS``) built from its sentence."""
 
-    def __init__(self, stream: TokenArrays, bounds: np.ndarray, sentences: list[Any]) -> None:
+    def __init__(self, stream: TokenArrays, bounds: np.ndarray, sentences: list[Any],
+                 paths: Sequence[str] = ()) -> None:
         self.stream = stream
         self.bounds = bounds  # (S + 1,) start of each unit in the stream
         self.sentences = sentences
+        self.paths = tuple(paths)
 
     def __len__(self) -> int:
         return len(self.bounds) - 1
@@ -270,6 +282,11 @@ class UnitDataset(torch.utils.data.Dataset):
         if "dep_offsets" in item:
             positions = np.arange(lo, hi)[:, None] + item.pop("dep_offsets")
             item["dep_targets"] = self.stream["tokens"][np.minimum(positions, hi)]
+        for name in self.paths:
+            kind, mask = PATH_FIELDS[name]
+            found = path_lengths(self.sentences[i], kind)  # (n + 2, n + 2) or None
+            item[name] = np.zeros((0, 0), np.int64) if found is None else found
+            item[mask] = np.array(found is not None)
         return item, self.sentences[i]
 
 
@@ -278,7 +295,14 @@ def collate_units(items: list[tuple[dict[str, np.ndarray], Any]]) -> Batch:
     lengths = [len(item["tokens"]) for item, _ in items]
     width = max(lengths)
     fields: dict[str, Any] = {}
+    per_row = {mask for _, mask in PATH_FIELDS.values()}
     for name in items[0][0]:
+        if name in PATH_FIELDS:
+            fields[name] = _padded_squares([item[name] for item, _ in items])
+            continue
+        if name in per_row:
+            fields[name] = torch.from_numpy(np.array([item[name] for item, _ in items]))
+            continue
         first = items[0][0][name]
         out = np.zeros((len(items), width, *first.shape[1:]), dtype=first.dtype)
         for row, (item, _) in enumerate(items):
@@ -313,6 +337,15 @@ def collate_actions(items: list[ActionItem]) -> ActionBatch:
                        action_lengths=torch.tensor(action_lengths),
                        sentences=[item.sentence for item in items],
                        n_words=sum(word_lengths), n_actions=sum(action_lengths))
+
+
+def _padded_squares(squares: list[np.ndarray]) -> torch.Tensor:
+    """(len(squares), W, W), W the largest side: each (w, w) square top-left, 0 past it."""
+    side = max(square.shape[0] for square in squares)
+    out = np.zeros((len(squares), side, side), dtype=np.int64)
+    for i, square in enumerate(squares):
+        out[i, : square.shape[0], : square.shape[1]] = square
+    return torch.from_numpy(out)
 
 
 def _padded(rows: list[np.ndarray], value: int) -> torch.Tensor:

@@ -16,6 +16,7 @@ from nltk import Tree
 
 from synlm import errors
 from synlm.data.batching import (
+    PATH_FIELDS,
     ActionItem,
     BucketLoader,
     Columns,
@@ -41,8 +42,10 @@ from synlm.syntax.subwords import project_sentence
 from synlm.syntax.targets import cached_targets, max_distance
 
 #: The gold kind (``Corpus.gold``) each gold ``Batch`` field is built from. ``trees`` (the
-#: per-row gold ``Sentence`` list, sentence mode only) comes with either kind.
-FIELD_KINDS = {"distances": "constituency", "spans": "constituency", "dep_targets": "dependency"}
+#: per-row gold ``Sentence`` list, sentence mode only) comes with either kind; the path
+#: lengths (``PATH_FIELDS``) are served when training runs in sentence mode.
+FIELD_KINDS = {"distances": "constituency", "spans": "constituency", "dep_targets": "dependency",
+               **{name: kind for name, (kind, _) in PATH_FIELDS.items()}}
 
 #: Corpora named in the error of a missing kind.
 _EXAMPLES = {"constituency": "a corpus with trees, e.g. PTBConcatSyn or SyntheticTreebank",
@@ -291,9 +294,11 @@ class SynLMDataModule(pl.LightningDataModule):
         """Gold ``Batch`` fields this corpus can supply in these modes: ``distances`` and
         ``spans`` with constituency gold, ``dep_targets`` with dependency gold, and ``trees``
         (the rows' gold ``Sentence``) with either when ``mode`` or ``eval_mode`` is
-        ``sentence``."""
+        ``sentence``; ``path_lengths`` (constituency) and ``dep_path_lengths`` (dependency)
+        when ``mode`` is ``sentence``."""
         gold = self.corpus.gold
-        fields = {f for f, kind in FIELD_KINDS.items() if kind in gold}
+        fields = {f for f, kind in FIELD_KINDS.items()
+                  if kind in gold and (self.mode == "sentence" or f not in PATH_FIELDS)}
         if gold and "sentence" in (self.mode, self.eval_mode):
             fields.add("trees")
         return frozenset(fields)
@@ -306,6 +311,9 @@ class SynLMDataModule(pl.LightningDataModule):
         missing = fields - self.gold_fields()
         if missing:
             raise InputError(self._missing_message(frozenset(missing), who))
+        if fields & PATH_FIELDS.keys() and self.tree_source != "gold":
+            raise InputError(f"{who} reads the gold trees' path lengths, which data.tree_source: "
+                             f"{self.tree_source} would not replace; use tree_source: gold")
         for option, value in (options or {}).items():
             if option != "span_window":
                 raise InputError(f"{who} asks for data option {option!r}; the DataModule "
@@ -330,6 +338,10 @@ class SynLMDataModule(pl.LightningDataModule):
             return (f"{who} needs {unknown}, which are not gold fields; gold fields are "
                     f"{sorted(GOLD_FIELDS)}")
         has_text = f"has only {' and '.join(sorted(has))} gold" if has else "has no gold syntax"
+        paths = sorted(missing & PATH_FIELDS.keys())
+        if paths and {FIELD_KINDS[f] for f in paths} <= has:  # the kind is there, the mode not
+            return (f"{who} needs {', '.join(paths)}, which training in sentence mode serves, "
+                    f"but data.mode is {self.mode}; set data.mode: sentence")
         kinds = sorted({FIELD_KINDS[f] for f in missing if f in FIELD_KINDS})
         if kinds:
             need = f"{' and '.join(kinds)} gold ({', '.join(sorted(missing))})"
@@ -407,7 +419,7 @@ class SynLMDataModule(pl.LightningDataModule):
             # the closing <eos> gets an id of its own
             arrays["sentence_ids"] = np.append(np.repeat(np.arange(len(sentences)), lengths),
                                                len(sentences)).astype(np.int64)
-            if self.requested - {"trees"}:
+            if self.requested - {"trees", *PATH_FIELDS}:
                 arrays.update(self._gold(split, mode))
             self._streams[split, mode] = (arrays, bounds)
         return self._streams[split, mode]
@@ -504,7 +516,8 @@ class SynLMDataModule(pl.LightningDataModule):
         """Training: batches redrawn every epoch from ``(seed, epoch)``, resumable mid-epoch
         (``ResumableLoader``); evaluation: the split in order."""
         arrays, bounds = self.stream(split, "sentence")
-        dataset = UnitDataset(arrays, bounds, self.sentences(split))
+        dataset = UnitDataset(arrays, bounds, self.sentences(split),
+                              paths=sorted(self.requested & PATH_FIELDS.keys()))
         lengths = np.diff(bounds)  # tokens per unit
         if not train:
             return self._in_order(dataset, batch_size, collate_units)

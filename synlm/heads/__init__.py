@@ -4,5 +4,7 @@ from synlm.heads.base import SyntaxHead
 from synlm.heads.dependency import DependencyMixtureHead
 from synlm.heads.distance import DistanceRankingHead
 from synlm.heads.span import SpanHead
+from synlm.heads.tree_planting import TreePlantingHead
 
-__all__ = ["DependencyMixtureHead", "DistanceRankingHead", "SpanHead", "SyntaxHead"]
+__all__ = ["DependencyMixtureHead", "DistanceRankingHead", "SpanHead", "SyntaxHead",
+           "TreePlantingHead"]
