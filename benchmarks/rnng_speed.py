@@ -525,6 +525,31 @@ def print_beam(r: dict) -> None:
 
 
 # ---------------------------------------------------------------------- main
+def add_common_options(*parsers: argparse.ArgumentParser) -> None:
+    """The options every subcommand of a speed benchmark takes."""
+    for p in parsers:
+        p.add_argument("--top", type=int, default=10, help="operators the profile lists")
+        p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+        p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1")
+        p.add_argument("--out", type=Path, help="write the results here as JSON")
+
+
+def run(args: argparse.Namespace,
+        subcommands: dict[str, tuple[Callable[[argparse.Namespace, torch.device], dict],
+                                     Callable[[dict], None]]]) -> None:
+    """Measure and print the subcommand ``args.what`` (``subcommands``: its measuring and
+    printing functions) with ``args.threads`` on ``args.device``; ``args.out``: the JSON."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    measure, show = subcommands[args.what]
+    result = measure(args, torch.device(args.device))
+    show(result)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -548,25 +573,9 @@ def main() -> None:
     beam.add_argument("--profile", action="store_true",
                       help="profile one search of each code (torch.profiler)")
     beam.add_argument("--profile-sentences", type=int, default=3)
-    for p in (train, beam):
-        p.add_argument("--top", type=int, default=10, help="operators the profile lists")
-        p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
-        p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1")
-        p.add_argument("--out", type=Path, help="write the results here as JSON")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    if args.what == "train":
-        result = measure_training(args, device)
-        print_training(result)
-    else:
-        result = measure_beam(args, device)
-        print_beam(result)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.out}")
+    add_common_options(train, beam)
+    run(parser.parse_args(), {"train": (measure_training, print_training),
+                              "beam": (measure_beam, print_beam)})
 
 
 if __name__ == "__main__":
