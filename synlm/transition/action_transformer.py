@@ -234,6 +234,16 @@ class ActionTransformerState(RowState):
         out.cache[..., :used, :] = self.cache[index, ..., :used, :]
         return out
 
+    def assign(self, rows: Tensor, source: RowState, source_rows: Tensor) -> None:
+        """``RowState.assign``, copying only the cache positions ``source`` has filled."""
+        assert isinstance(source, ActionTransformerState)
+        used = source.used()
+        self.parser.assign(rows, source.parser, source_rows)
+        self.structure.assign(rows, source.structure, source_rows)
+        for name in ("top", "open_top", "open_label"):
+            getattr(self, name)[rows] = getattr(source, name)[source_rows]
+        self.cache[rows, ..., :used, :] = source.cache[source_rows, ..., :used, :]
+
 
 class ActionTransformer(RecordsInit, nn.Module):
     """A Transformer over top-down actions with the attention ``attention`` (module
