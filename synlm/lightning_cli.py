@@ -541,7 +541,8 @@ MODEL_CLASSES: tuple[type[pl.LightningModule], ...] = (RNNGLM, ActionTransformer
 def model_class_of(args: Sequence[str]) -> type[pl.LightningModule]:
     """The LightningModule a run trains: ``SyntaxLM`` (every backbone and head), unless a
     config's ``model:`` (or its base's, ``config: rnng.yaml``; or ``--model.class_path``)
-    names a transition LM by ``class_path`` (``synlm.transition.lm.RNNGLM``), whose config
+    names a transition LM by ``class_path`` (``synlm.transition.lm.RNNGLM``,
+    ``synlm.transition.lm.ActionTransformerLM``), whose config
     then takes ``init_args`` as Lightning's subclass mode reads them."""
     named = None
     for _, _, value in usage.flag_values(args, *usage.CONFIG_FLAGS):
