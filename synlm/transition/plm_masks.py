@@ -39,7 +39,7 @@ from torch import Tensor
 from synlm.errors import InputError, SettingError, at_least
 from synlm.syntax.actions import ActionError
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE
-from synlm.transition.structure import RowState, StepMasks
+from synlm.transition.structure import RowState, StepMasks, check_actions
 
 #: The heads the reference restricts (``--buffer_head 0 --stack_head 1``).
 BUFFER_HEAD, STACK_HEAD = 0, 1
@@ -54,13 +54,6 @@ def check_heads(n_heads: int, buffer_head: int, stack_head: int) -> None:
     if buffer_head == stack_head:
         raise SettingError("stack_head", stack_head,
                            f"a head other than buffer_head={buffer_head}")
-
-
-def _check_actions(actions: Tensor) -> None:
-    if actions.dim() != 2 or actions.dtype == torch.bool or actions.is_floating_point() \
-            or actions.is_complex():
-        raise InputError(f"expected actions as a (batch, actions) integer tensor, found "
-                         f"shape {tuple(actions.shape)} of {actions.dtype}")
 
 
 def _depths(actions: Tensor) -> Tensor:
@@ -99,7 +92,7 @@ def innermost_open(actions: Tensor) -> Tensor:
     as many constituents open as there are after t: every later one at that depth or deeper
     was closed again. One (B, T, T) comparison finds it for every token at once. A
     ``REDUCE`` with no constituent open raises a one-line ``ActionError``."""
-    _check_actions(actions)
+    check_actions(actions)
     depths = _depths(actions)
     _raise_for(actions, depths)
     tokens = actions.size(1) + 1

@@ -16,6 +16,8 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
+from synlm.errors import InputError
+
 S = TypeVar("S", bound="RowState")
 
 
@@ -75,3 +77,12 @@ class StepMasks:
     present: Tensor
     allowed: Tensor
     relative: Tensor | None = None
+
+
+def check_actions(actions: Tensor) -> None:
+    """A (batch, actions) integer tensor of action ids; otherwise a one-line
+    ``InputError``."""
+    if actions.dim() != 2 or actions.dtype == torch.bool or actions.is_floating_point() \
+            or actions.is_complex():
+        raise InputError(f"expected actions as a (batch, actions) integer tensor, found "
+                         f"shape {tuple(actions.shape)} of {actions.dtype}")

@@ -46,7 +46,7 @@ from torch import Tensor
 from synlm.errors import InputError, at_least
 from synlm.syntax.actions import ActionError
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT
-from synlm.transition.structure import RowState, StepMasks
+from synlm.transition.structure import RowState, StepMasks, check_actions
 
 #: Slots of a ``TGState.step``: the COMPOSE copy of a ``REDUCE``, then the action's token.
 COMPOSE_SLOT, TOKEN_SLOT = 0, 1
@@ -79,14 +79,6 @@ class TGLayout:
     mask: Tensor
     relative: Tensor
     lengths: Tensor
-
-
-def _check_actions(actions: Tensor) -> None:
-    """A (batch, actions) integer tensor; otherwise a one-line ``InputError``."""
-    if actions.dim() != 2 or actions.dtype == torch.bool or actions.is_floating_point() \
-            or actions.is_complex():
-        raise InputError(f"expected actions as a (batch, actions) integer tensor, found "
-                         f"shape {tuple(actions.shape)} of {actions.dtype}")
 
 
 def _name(action: int) -> str:
@@ -140,7 +132,7 @@ def tg_layout(actions: Tensor) -> TGLayout:
     that is open and not empty, nothing after the root's ``REDUCE`` but padding, nothing
     left open (a row of padding alone is the start token alone). Otherwise a one-line
     ``ActionError`` names the row, the action's index and what was expected."""
-    _check_actions(actions)
+    check_actions(actions)
     if actions.size(1) == 0:  # no actions: one column of padding
         actions = F.pad(actions, (0, 1), value=NO_ACTION)
     device = actions.device
