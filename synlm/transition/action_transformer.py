@@ -62,7 +62,7 @@ from synlm.transition.parser_state import (
     ParserState,
 )
 from synlm.transition.plm_masks import PLMMaskState, plm_mask_attention
-from synlm.transition.rnng import RNNGOutput, _full
+from synlm.transition.rnng import RNNGOutput, full_precision
 from synlm.transition.structure import RowState, StepMasks
 from synlm.transition.tg_masks import TGState, tg_layout
 
@@ -215,6 +215,9 @@ class ActionTransformerState(RowState):
     open_top: Tensor
     open_label: Tensor
 
+    #: The per-row tensors besides ``parser``, ``structure`` and ``cache``.
+    ROWS = ("top", "open_top", "open_label")
+
     def used(self) -> int:
         """The cache positions the longest row has filled (every policy's ``structure``
         counts its tokens in ``length``): beyond them no row has anything to read."""
@@ -229,7 +232,7 @@ class ActionTransformerState(RowState):
         used = self.used()
         self.parser.select(index, out=out.parser)
         self.structure.select(index, out=out.structure)
-        for name in ("top", "open_top", "open_label"):
+        for name in self.ROWS:
             torch.index_select(getattr(self, name), 0, index, out=getattr(out, name))
         out.cache[..., :used, :] = self.cache[index, ..., :used, :]
         return out
@@ -240,7 +243,7 @@ class ActionTransformerState(RowState):
         used = source.used()
         self.parser.assign(rows, source.parser, source_rows)
         self.structure.assign(rows, source.structure, source_rows)
-        for name in ("top", "open_top", "open_label"):
+        for name in self.ROWS:
             getattr(self, name)[rows] = getattr(source, name)[source_rows]
         self.cache[rows, ..., :used, :] = source.cache[source_rows, ..., :used, :]
 
@@ -362,8 +365,8 @@ class ActionTransformer(RecordsInit, nn.Module):
         """From hidden states (..., C): word logits (..., V), action logits (..., n_actions)
         (column 0, SHIFT, unused), the log-normaliser over the words (...) and that over
         words and actions (...): log p(SHIFT) = the first minus the second."""
-        word = _full(h @ self.embedding.weight.T)  # (..., V)
-        action = _full(h @ self.action_embedding.weight.T)  # (..., n_actions)
+        word = full_precision(h @ self.embedding.weight.T)  # (..., V)
+        action = full_precision(h @ self.action_embedding.weight.T)  # (..., n_actions)
         words_norm = torch.logsumexp(word, -1)  # (...)
         norm = torch.logaddexp(words_norm, torch.logsumexp(action[..., 1:], -1))
         return word, action, words_norm, norm
@@ -376,8 +379,8 @@ class ActionTransformer(RecordsInit, nn.Module):
         B, A = actions.shape
         device = actions.device
         shifts = actions == SHIFT
-        word_of_action = words.gather(1, (shifts.long().cumsum(1) - 1).clamp(
-            0, words.size(1) - 1))  # (B, A) the word a SHIFT generates
+        word_index = shifts.long().cumsum(1) - 1  # (B, A) a SHIFT's word's index
+        word_of_action = words.gather(1, word_index.clamp(0, words.size(1) - 1))  # its word
         if self.attention == "tg":
             layout = tg_layout(actions)
             source = layout.source  # (B, T) the action each token stands for
@@ -420,8 +423,7 @@ class ActionTransformer(RecordsInit, nn.Module):
         word_given_shift = word_logits.gather(2, word_of_action[..., None])[..., 0] - \
             words_norm  # (B, A)
         word_lp = torch.zeros(words.shape, dtype=word_given_shift.dtype, device=device)
-        index = (shifts.long().cumsum(1) - 1).clamp(min=0)
-        word_lp.scatter_add_(1, torch.where(shifts, index, 0),
+        word_lp.scatter_add_(1, torch.where(shifts, word_index, 0),
                              word_given_shift.masked_fill(~shifts, 0.0))
         return RNNGOutput(action_lp, word_lp, action_lp.sum(1) + word_lp.sum(1))
 

@@ -51,7 +51,7 @@ from synlm.transition.parser_state import (
 from synlm.transition.trace import Trace
 
 
-def _full(x: Tensor) -> Tensor:
+def full_precision(x: Tensor) -> Tensor:
     """Logits in at least single precision (half-precision runs normalise in float32)."""
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
 
@@ -308,10 +308,10 @@ class RNNG(RecordsInit, nn.Module):
         """(R, A): log p(action) over the ``legal`` actions (R, A) of each row, the
         ``SHIFT`` column joint with its word ``words`` (R,) (-inf where illegal)."""
         u = self.contexts(state.top)  # (R, W)
-        logits = _full(self.action_decoder(u)).masked_fill(~legal, float("-inf"))
+        logits = full_precision(self.action_decoder(u)).masked_fill(~legal, float("-inf"))
         log_probs = logits.log_softmax(-1)
         log_probs = log_probs.masked_fill(log_probs.isnan(), float("-inf"))  # none legal
-        word = -F.cross_entropy(_full(self.word_decoder(u)), words.clamp(min=0),
+        word = -F.cross_entropy(full_precision(self.word_decoder(u)), words.clamp(min=0),
                                 reduction="none")
         return torch.cat([log_probs[:, :1] + word[:, None], log_probs[:, 1:]], 1)
 
@@ -332,7 +332,7 @@ class RNNG(RecordsInit, nn.Module):
                 pointer = state.parser.pointer.clamp(max=words.size(1) - 1)
                 state = self.advance(state, actions[:, t], words.gather(1, pointer[:, None])[:, 0])
         u = self.contexts(torch.stack(tops, 1))  # (B, A, W)
-        logits = _full(self.action_decoder(u))  # (B, A, n_actions)
+        logits = full_precision(self.action_decoder(u))  # (B, A, n_actions)
         if self.legal_softmax:
             logits = logits.masked_fill(~torch.stack(legal, 1), float("-inf"))
         gold = actions.clamp(min=0)
@@ -346,7 +346,7 @@ class RNNG(RecordsInit, nn.Module):
         step_of_word.scatter_(1, order, torch.arange(A, device=actions.device).expand(B, A))
         step_of_word = step_of_word[:, :-1]  # (B, N)
         u_words = u.gather(1, step_of_word[..., None].expand(-1, -1, u.size(-1)))  # (B, N, W)
-        word_lp = -F.cross_entropy(_full(self.word_decoder(u_words)).flatten(0, 1),
+        word_lp = -F.cross_entropy(full_precision(self.word_decoder(u_words)).flatten(0, 1),
                                    words.flatten(), reduction="none").view_as(words)
         in_sentence = torch.arange(words.size(1), device=words.device) < word_lengths[:, None]
         word_lp = word_lp.masked_fill(~in_sentence, 0.0)
