@@ -212,7 +212,6 @@ class TransitionRecipe(pl.LightningModule):
             restore_torch_rng(saved["rng"])
 
 
-
 class RNNGLM(TransitionRecipe):
     """Trains and evaluates an ``RNNG`` (``self.model``).
 
