@@ -7,11 +7,6 @@ that ``import synlm`` and its light modules (``synlm.syntax``, the ``synlm`` com
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
-import warnings
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -46,37 +41,6 @@ if TYPE_CHECKING:
     from synlm.lm import SyntaxLM
     from synlm.model import SyntaxModel
     from synlm.outputs import BackboneOutput, Batch, HeadOutput, LMOutput, Structure
-
-
-#: Modules that moved, by their old names: commands under ``synlm.commands``, the plumbing
-#: under ``synlm.runtime``. An old name still imports (the same module object, with a
-#: ``DeprecationWarning`` naming the new one), so notebooks and scripts keep working.
-MOVED = {
-    **{f"synlm.{name}": f"synlm.commands.{name}" for name in (
-        "annotate", "evaluate_syntax", "export_hf", "generate", "parse", "plot")},
-    **{f"synlm.{name}": f"synlm.runtime.{name}" for name in (
-        "arguments", "checks", "lightning_internals", "run_summary", "runs", "threads",
-        "usage")},
-}
-
-
-class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports a ``MOVED`` old name as its new module."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        return importlib.util.spec_from_loader(name, self) if name in MOVED else None
-
-    def create_module(self, spec: Any) -> ModuleType:
-        warnings.warn(f"{spec.name} moved to {MOVED[spec.name]}; import it from there",
-                      DeprecationWarning, stacklevel=2)
-        return importlib.import_module(MOVED[spec.name])
-
-    def exec_module(self, module: ModuleType) -> None:
-        """Nothing: the new module ran when it was imported."""
-
-
-if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
-    sys.meta_path.append(_MovedModules())
 
 
 def __getattr__(name: str) -> Any:
