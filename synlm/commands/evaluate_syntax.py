@@ -414,7 +414,7 @@ def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
 def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
     """The side-by-side tables (headline and per unit, with item-bootstrap intervals and each
     model's untrained column), a paired test for two models, and the plots."""
-    from synlm.tse import compare
+    from synlm.tse import compare, plots, tables
 
     folder.mkdir(parents=True, exist_ok=True)
     models = {run.name: run.results for run in runs}
@@ -422,11 +422,11 @@ def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
     written: list[Path] = []
     for level in ("headline", "unit"):
         table = compare.comparison_table(models, baselines, level=level)
-        written += compare.write_tables(table, folder / level)
+        written += tables.write_tables(table, folder / level)
     for benchmark, kind in (("syntaxgym", "circuits"), ("blimp", "phenomena")):
         if all(benchmark in results for results in models.values()):
-            written += compare.plot_units(models, benchmark, folder / kind, kind=kind,
-                                          baselines=baselines)
+            written += plots.plot_units(models, benchmark, folder / kind, kind=kind,
+                                        baselines=baselines)
     report: dict[str, Any] = {"files": [str(path) for path in written]}
     if len(runs) == 2:
         report["paired"] = compare.paired_tests(runs[0].results, runs[1].results)
