@@ -95,11 +95,12 @@ def test_teacher_forcing_equals_one_action_at_a_time(grammar, attention):
     forced = model(w, a, n)
     stepped = one_at_a_time(model, w, a)
     torch.testing.assert_close(stepped.sum(1), forced.joint, rtol=0, atol=1e-10)
+    # action by action: a SHIFT's p(SHIFT) times p(word | SHIFT), its word's entry, is the
+    # cache's joint SHIFT column
     shifts = a == 0
-    split = forced.action_log_probs.masked_fill(shifts, 0.0).sum(1)
-    torch.testing.assert_close(split + forced.word_log_probs.sum(1)
-                               + forced.action_log_probs.masked_fill(~shifts, 0.0).sum(1),
-                               forced.joint, rtol=0, atol=1e-12)
+    word_of_shift = forced.word_log_probs.gather(1, (shifts.cumsum(1) - 1).clamp(min=0))
+    torch.testing.assert_close(forced.action_log_probs + torch.where(shifts, word_of_shift, 0.0),
+                               stepped, rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("attention", POLICIES)
