@@ -62,9 +62,9 @@ from synlm.transition.parser_state import (
     ParserState,
 )
 from synlm.transition.plm_masks import PLMMaskState, plm_mask_attention
-from synlm.transition.rnng import RNNGOutput, full_precision
 from synlm.transition.structure import RowState, StepMasks
 from synlm.transition.tg_masks import TGState, tg_layout
+from synlm.transition.types import RNNGOutput, full_precision
 
 Attention = Literal["causal", "plm_mask", "tg"]
 ATTENTIONS: tuple[str, ...] = ("causal", "plm_mask", "tg")
