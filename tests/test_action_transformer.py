@@ -13,7 +13,8 @@ from test_rnng import TREES, all_parses, assert_learns_ten_trees, encoded
 
 from synlm.errors import InputError, SettingError
 from synlm.syntax.actions import ActionError, ActionVocab
-from synlm.transition.action_transformer import ATTENTIONS, ActionTransformer
+from synlm.transition.action_transformer import ActionTransformer
+from synlm.transition.attention import ATTENTIONS
 from synlm.transition.beam import BeamSettings, search_batch, search_sentences
 from synlm.transition.parser_state import NO_ACTION
 
