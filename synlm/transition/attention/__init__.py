@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from synlm.errors import SettingError
-from synlm.modules.recorded import build
 
 if TYPE_CHECKING:
     from synlm.transition.attention.base import AttentionPolicy
@@ -35,9 +34,14 @@ ATTENTIONS: tuple[str, ...] = tuple(POLICIES)
 Attention = Literal[ATTENTIONS] | Mapping[str, Any]  # type: ignore[valid-type]
 
 
-def _class(path: str) -> type:
+def _class(path: str) -> object:
+    """What the dotted ``path`` names; a one-line ``SettingError`` if nothing."""
     module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        raise SettingError("attention", path, "the class_path of an AttentionPolicy: there "
+                                              "is no such class") from None
 
 
 def build_policy(attention: Any, settings: Mapping[str, tuple[Any, Any]] | None = None
@@ -65,7 +69,11 @@ def build_policy(attention: Any, settings: Mapping[str, tuple[Any, Any]] | None 
     if isinstance(attention, str) and "." in attention:
         attention = {"class_path": attention}
     if isinstance(attention, Mapping):
-        attention = build(attention)
+        cls = _class(attention.get("class_path", ""))
+        if not (isinstance(cls, type) and issubclass(cls, AttentionPolicy)):
+            raise SettingError("attention", attention["class_path"],
+                               "the class_path of an AttentionPolicy")
+        attention = cls(**attention.get("init_args", {}))
     if not isinstance(attention, AttentionPolicy):
         raise SettingError("attention", attention, f"{' | '.join(POLICIES)}, or the "
                                                    "class_path of an AttentionPolicy")
