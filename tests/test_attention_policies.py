@@ -13,16 +13,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_action_transformer import GOLDEN, grammar, one_at_a_time, random_model  # noqa: F401
+from test_action_transformer import (  # noqa: F401 (grammar: a fixture)
+    GOLDEN,
+    assert_beam_equals_the_exact_marginal,
+    grammar,
+    one_at_a_time,
+    random_model,
+)
 from test_action_transformer_cli import fit
-from test_rnng import all_parses, assert_learns_ten_trees, encoded
+from test_rnng import assert_learns_ten_trees, encoded
 
 from synlm.errors import SettingError
 from synlm.loading import load_model
 from synlm.transition.action_transformer import ActionTransformer
 from synlm.transition.attention.base import AttentionPolicy, BatchMasks, StepMasks
 from synlm.transition.attention.tg import TGPolicy
-from synlm.transition.beam import BeamSettings, search_batch
 from synlm.transition.parser_state import NO_ACTION
 from synlm.transition.structure import RowState
 
@@ -117,17 +122,9 @@ def test_a_window_wider_than_the_sentence_is_plm(grammar):  # noqa: F811
 
 
 def test_beam_equals_the_exact_marginal():
-    """As for the named policies (tests/test_action_transformer.py): the beam that holds
-    all 63 trees of three words sums their joint probabilities."""
-    model = random_model(5, 3, LocalWindow(3, relative=True), max_consecutive=2)
-    words, n = torch.tensor([[1, 3, 2]]), 3
-    parses = all_parses(model, n)
-    A = max(map(len, parses))
-    actions = torch.tensor([p + [-1] * (A - len(p)) for p in parses])
-    joint = model(words.expand(len(parses), -1), actions, torch.full((len(parses),), n)).joint
-    full = search_batch(model, words, torch.tensor([n]), BeamSettings(200, 200, 1))[0]
-    exact = torch.logsumexp(joint, 0).item()
-    assert sum(full.word_log_probs) + full.end_log_prob == pytest.approx(exact, abs=1e-9)
+    """As for the named policies: the beam that holds all 63 trees of three words sums
+    their joint probabilities, and finds the best."""
+    assert_beam_equals_the_exact_marginal(LocalWindow(3, relative=True))
 
 
 def test_a_policy_of_ones_own_learns_ten_trees():
