@@ -90,8 +90,9 @@ def _relative_encodings(lowest: int, highest: int, size: int) -> Tensor:
 
 
 class ActionAttention(nn.Module):
-    """Multi-head self-attention under a given mask, with Transformer-XL relative depth
-    attention when ``relative`` (module docstring)."""
+    """Multi-head self-attention under a given mask, with Transformer-XL relative attention
+    over the policy's relative positions (TG's depth differences) when ``relative`` (module
+    docstring)."""
 
     def __init__(self, size: int, n_heads: int, dropout: float, relative: bool) -> None:
         super().__init__()
