@@ -26,38 +26,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from synlm import errors
-from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT, Limits
-
-
-class TransitionState(Protocol):
-    """A batch of R stacks: its ``parser`` (``ParserState``) and row selection."""
-
-    parser: Any
-
-    def select(self, index: Tensor, out: Any = None) -> TransitionState: ...
-
-    def assign(self, rows: Tensor, source: Any, source_rows: Tensor) -> None: ...
-
-
-class TransitionLM(Protocol):
-    """What the search asks of a model: R empty stacks, the log-probabilities of the next
-    actions (the ``SHIFT`` column joint with the word it generates), and a step."""
-
-    n_actions: int
-    limits: Limits
-
-    def initial_state(self, rows: int, stack_size: int, max_actions: int) -> TransitionState:
-        ...
-
-    def next_log_probs(self, state: Any, words: Tensor, legal: Tensor) -> Tensor: ...
-
-    def advance(self, state: Any, actions: Tensor, words: Tensor) -> TransitionState: ...
+from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT
+from synlm.transition.types import SearchResult, TransitionLM
 
 
 @dataclass(frozen=True)
@@ -96,27 +72,6 @@ class BeamSettings:
     def done_size(self) -> int:
         """The capacity of a word's beam (the reference's ``min(2b, b + 5s)``)."""
         return min(2 * self.beam_size, self.beam_size + 5 * self.shift_size)
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """One sentence's search (natural logs).
-
-    Attributes:
-        word_log_probs: log p(x_i | x_<i) ≈ the change of the beam's log-sum at word i (the
-            negated surprisal).
-        end_log_prob: log p(end | x): the log-sum over the finished trees minus that after
-            the last word.
-        parses: the final beam, best first: (action ids, log p(x, y)).
-    """
-
-    word_log_probs: tuple[float, ...]
-    end_log_prob: float
-    parses: tuple[tuple[tuple[int, ...], float], ...]
-
-    @property
-    def surprisals(self) -> tuple[float, ...]:
-        return tuple(-lp for lp in self.word_log_probs)
 
 
 def stack_slots(n_words: int, max_stack: int) -> int:

@@ -40,8 +40,9 @@ from synlm.outputs import ActionBatch
 from synlm.runtime.runs import restore_torch_rng, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
 from synlm.transition.action_transformer import ActionTransformer, Attention
-from synlm.transition.beam import BeamSettings, SearchResult, search_sentences
+from synlm.transition.beam import BeamSettings, search_sentences
 from synlm.transition.rnng import RNNG
+from synlm.transition.types import SearchResult
 
 _SUMS = ("action_ll", "word_ll", "actions", "words", "beam_ll", "beam_words")
 

@@ -49,11 +49,7 @@ from synlm.transition.parser_state import (
     stack_depth,
 )
 from synlm.transition.trace import Trace
-
-
-def full_precision(x: Tensor) -> Tensor:
-    """Logits in at least single precision (half-precision runs normalise in float32)."""
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+from synlm.transition.types import RNNGOutput, full_precision
 
 
 @dataclass
@@ -178,21 +174,6 @@ class Composition(nn.Module):
         b = self.backward_lstm(torch.cat([label[:, None], backward], 1))[0].gather(1, last)
         both = torch.cat([f[:, 0], b[:, 0]], -1)  # (C, 2W)
         return F.relu(self.output(self.dropout(both)))
-
-
-@dataclass
-class RNNGOutput:
-    """Teacher-forced log-probabilities of gold actions and words (natural log).
-
-    Attributes:
-        action_log_probs: (B, A) log p(a_t | a_<t), 0 at padding.
-        word_log_probs: (B, N) log p(x_i | a_<t(i)), 0 at padding.
-        joint: (B,) log p(x, y) = the two summed.
-    """
-
-    action_log_probs: Tensor
-    word_log_probs: Tensor
-    joint: Tensor
 
 
 class RNNG(RecordsInit, nn.Module):
