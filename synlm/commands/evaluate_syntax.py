@@ -358,11 +358,12 @@ def with_beam(model: Any, args: argparse.Namespace) -> Any:
     return model
 
 
-def end_is_certain(model: Any) -> bool:
+def end_is_certain(model: Any, convention: str | None = None) -> bool:
     """Whether ``model``'s end-of-sentence term is 0 by construction: a search that
     renormalises over the legal actions given the length (after the last word only the
-    closing actions are legal)."""
-    return searches(model) and model.search_convention == "renormalised_given_length"
+    closing actions are legal); ``convention``: the one asked for (None: the model's)."""
+    return searches(model) and \
+        (convention or model.search_convention) == "renormalised_given_length"
 
 
 def check_model_flags(args: argparse.Namespace, models: Sequence[tuple[str, Any]]) -> None:
@@ -373,7 +374,7 @@ def check_model_flags(args: argparse.Namespace, models: Sequence[tuple[str, Any]
     if flag and not any(searches(model) for _, model in models):
         raise InputError(f"{flag}: {models[0][0]} has no beam search; the beam flags are for "
                          "transition LMs (RNNG, PLM, PLM-mask, TG)")
-    if args.eos and len(models) == 1 and end_is_certain(models[0][1]):
+    if args.eos and len(models) == 1 and end_is_certain(models[0][1], args.search_convention):
         raise InputError(f"--eos: the end-of-sentence term of {models[0][0]} is 0 by "
                          "construction (its search renormalises over the legal actions given "
                          "the length: renormalised_given_length); drop --eos, or add "
