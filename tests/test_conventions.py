@@ -104,14 +104,20 @@ def test_eos_is_refused_where_the_end_term_is_zero(capsys: pytest.CaptureFixture
     assert summary["conventions"]["pairs"]["eos"] is True
     assert "eos_term" not in summary["conventions"]["pairs"]
     # several models: the RNNG's conventions say so, the LSTM's name no search
+    report = tmp_path / "report"
     assert run_cli(["evaluate-syntax", "--ckpt_path", "rnng.ckpt", "lstm.ckpt", "--pairs",
-                    pairs, "--eos"]) == 0
+                    pairs, "--eos", "--report", str(report)]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     rnng, lstm = (summary["models"][name]["conventions"]["pairs"]
                   for name in ("rnng.ckpt", "lstm.ckpt"))
     assert rnng["search_convention"] == "renormalised_given_length"
     assert "0 by construction" in rnng["eos_term"]
     assert "search_convention" not in lstm and "eos_term" not in lstm
+    # the side-by-side table says in its header that it mixes conventions
+    header = (report / "headline.md").read_text().splitlines()[0]
+    assert "mixed surprisal conventions" in header
+    assert "Mixed surprisal conventions: rnng.ckpt score log p(x_i | x_<i, n)" in \
+        (report / "headline.md").read_text()
 
 
 @pytest.mark.parametrize("args", [["--ckpt_path", "lstm.ckpt", "--beam-size", "5"],
