@@ -1,7 +1,7 @@
 """A beam that empties, and sentences a transition LM cannot score: a long sentence under a
 small stack is searched again with no stack bound; a sentence the beam finds no tree for even
 then is marked (never NaN) and counted apart by the TSE scorer, ``evaluate-syntax``,
-``parse`` and the lm-eval model; an empty sentence is a one-line error."""
+``parse``, the lm-eval model and ``synlm test``; an empty sentence is a one-line error."""
 
 from __future__ import annotations
 
@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from nltk import Tree
 
 from conftest import run_cli
 from synlm.commands import evaluate_syntax, parse
 from synlm.data.vocab import Vocab
 from synlm.errors import InputError
-from synlm.syntax.actions import ActionVocab
+from synlm.outputs import ActionBatch
+from synlm.syntax.actions import ActionVocab, oracle
+from synlm.syntax.sentence import Sentence
 from synlm.transition.beam import BeamSettings, search_batch, search_sentences
 from synlm.transition.lm import RNNGLM
 from synlm.tse.minimal_pairs import MinimalPair, evaluate_pairs, summarize
@@ -172,3 +175,32 @@ def test_an_empty_sentence_is_a_one_line_error_naming_it(
                     "--surprisals", str(tmp_path / "out.tsv")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"{text}:2: no words" in err
+
+
+def test_synlm_test_leaves_a_sentence_without_a_parse_out_and_counts_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """test's beam_ppl over the parsed sentence alone, its F1 over one sentence, and
+    ``test/no_parse`` 1 with a warning."""
+    model = tiny_rnng()
+    logged: dict[str, float] = {}
+    monkeypatch.setattr(model, "log", lambda name, value, **_: logged.update({name: float(value)}))
+    trees = [Tree.fromstring("(S (NP (DT the) (NN dog)) (VP (VBZ sleeps)))"),
+             Tree.fromstring("(S (NP (DT the) (NN dog)) (VP (RB never) (VBZ sleeps)))")]
+    words = [ids(model, " ".join(tree.leaves())) for tree in trees]
+    actions = [model.action_vocab.encode(oracle(tree)) for tree in trees]
+    batch = ActionBatch(
+        words=torch.tensor([words[0] + [0], words[1]]),
+        actions=torch.tensor([actions[0] + [-1] * (len(actions[1]) - len(actions[0])),
+                              actions[1]]),
+        word_lengths=torch.tensor([3, 4]), action_lengths=torch.tensor(list(map(len, actions))),
+        sentences=[Sentence(tree.leaves(), tree) for tree in trees], n_words=7,
+        n_actions=sum(map(len, actions)))
+    with torch.no_grad():  # as Lightning's test loop
+        model.test_step(batch, 0)
+    with pytest.warns(UserWarning, match="1 test sentences have no parse within the beam"):
+        model.on_test_epoch_end()
+    (fine,) = model.search_ids([words[0]])
+    assert logged["test/no_parse"] == 1.0
+    assert logged["test/beam_ppl"] == pytest.approx(math.exp(-sum(fine.word_log_probs) / 3),
+                                                    rel=1e-5)
+    assert 0.0 <= logged["test/uf1"] <= 1.0
