@@ -51,7 +51,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -274,6 +274,13 @@ class ActionTransformer(RecordsInit, nn.Module):
     otherwise, as it would change nothing.
     """
 
+    #: The action orders it decodes (``synlm.syntax.actions.ORDERS``): every policy's
+    #: masks and its search read top-down actions.
+    action_orders: ClassVar[tuple[str, ...]] = ("top_down",)
+    #: Its search's released convention (``synlm.transition.beam.CONVENTIONS``): the
+    #: released PLM search normalises over every word and action, as training does.
+    search_convention: ClassVar[str] = "all_actions"
+
     def __init__(self, vocab_size: int, n_actions: int,
                  attention: Attention | AttentionPolicy = "causal", size: int = 256,
                  num_layers: int = 4, num_heads: int = 4, ffn_size: int | None = None,
@@ -480,12 +487,17 @@ class ActionTransformer(RecordsInit, nn.Module):
         state.parser = p.after(actions, new_top)
         return state
 
-    def next_log_probs(self, state: ActionTransformerState, words: Tensor, legal: Tensor
-                       ) -> Tensor:
+    def next_log_probs(self, state: ActionTransformerState, words: Tensor, legal: Tensor,
+                       renormalise: bool = False) -> Tensor:
         """(R, n_actions): log p of each next action, the ``SHIFT`` column joint with its
         word ``words`` (R,); -inf where not ``legal`` (R, n_actions). The softmax is over
-        every word and action, as in training (the released PLM's search too)."""
-        word_logits, action_logits, _, norm = self._log_softmax_parts(state.top)
+        every word and action, as in training (the released PLM's search too), or with
+        ``renormalise`` over the words and actions legal there."""
+        word_logits, action_logits, words_norm, norm = self._log_softmax_parts(state.top)
+        if renormalise:  # log Σ over the legal tokens: every word if SHIFT is legal
+            norm = torch.logaddexp(
+                words_norm.masked_fill(~legal[:, SHIFT], float("-inf")),
+                action_logits[:, 1:].masked_fill(~legal[:, 1:], float("-inf")).logsumexp(-1))
         shift = word_logits.gather(1, words.clamp(min=0)[:, None])[:, 0] - norm
         log_probs = torch.cat([shift[:, None], action_logits[:, 1:] - norm[:, None]], 1)
         return log_probs.masked_fill(~legal, float("-inf"))

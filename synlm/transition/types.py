@@ -14,6 +14,17 @@ from torch import Tensor
 
 from synlm.transition.parser_state import Limits
 
+RENORMALISED, ALL_ACTIONS = "renormalised_given_length", "all_actions"
+#: How a search normalises each action's probability (module docstring), by name.
+CONVENTIONS: dict[str, str] = {
+    RENORMALISED: "each action renormalised over the actions legal given the sentence's "
+    "length (rnng-pytorch's search): log p(x_i | x_<i, n); the end term is 0 by construction",
+    ALL_ACTIONS: "each action normalised over every action, as in training (the released "
+    "PLM's search): log p(x_i | x_<i); the end term is log p(end | x)",
+}
+#: What a sentence whose beam emptied, twice, is marked as (``SearchResult.parsed`` False).
+NO_PARSE = "no parse within the beam"
+
 
 def full_precision(x: Tensor) -> Tensor:
     """Logits in at least single precision (half-precision runs normalise in float32)."""
@@ -47,15 +58,20 @@ class TransitionState(Protocol):
 
 class TransitionLM(Protocol):
     """What the search asks of a model: R empty stacks, the log-probabilities of the next
-    actions (the ``SHIFT`` column joint with the word it generates), and a step."""
+    actions (the ``SHIFT`` column joint with the word it generates; renormalised over the
+    legal actions or not, ``CONVENTIONS``), and a step; and its released convention."""
 
     n_actions: int
     limits: Limits
+    search_convention: str
 
     def initial_state(self, rows: int, stack_size: int, max_actions: int) -> TransitionState:
         ...
 
-    def next_log_probs(self, state: Any, words: Tensor, legal: Tensor) -> Tensor: ...
+    def next_log_probs(self, state: Any, words: Tensor, legal: Tensor,
+                       renormalise: bool = ...) -> Tensor:
+        """``renormalise`` defaults to the model's ``search_convention``."""
+        ...
 
     def advance(self, state: Any, actions: Tensor, words: Tensor) -> TransitionState: ...
 
@@ -66,16 +82,29 @@ class SearchResult:
 
     Attributes:
         word_log_probs: log p(x_i | x_<i) ≈ the change of the beam's log-sum at word i (the
-            negated surprisal).
+            negated surprisal; given n under ``renormalised_given_length``); None when the
+            beam emptied (``parsed``).
         end_log_prob: log p(end | x): the log-sum over the finished trees minus that after
-            the last word.
-        parses: the final beam, best first: (action ids, log p(x, y)).
+            the last word (0 under ``renormalised_given_length``); None when the beam
+            emptied.
+        parses: the final beam, best first: (action ids, log p(x, y)); empty when the beam
+            emptied.
+        unbounded_stack: the sentence was searched again without the stack bound (its
+            first beam emptied).
     """
 
-    word_log_probs: tuple[float, ...]
-    end_log_prob: float
+    word_log_probs: tuple[float, ...] | None
+    end_log_prob: float | None
     parses: tuple[tuple[tuple[int, ...], float], ...]
+    unbounded_stack: bool = False
 
     @property
-    def surprisals(self) -> tuple[float, ...]:
+    def parsed(self) -> bool:
+        """Whether the search found a tree (False: ``NO_PARSE``, no log-probabilities)."""
+        return self.word_log_probs is not None
+
+    @property
+    def surprisals(self) -> tuple[float, ...] | None:
+        if self.word_log_probs is None:
+            return None
         return tuple(-lp for lp in self.word_log_probs)

@@ -84,6 +84,14 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
     title = ("Targeted syntactic evaluation: headline measures" if level == "headline" else
              "Targeted syntactic evaluation by phenomenon and paradigm, circuit and suite, "
              "section and Table 1 row")
+    # a transition LM's search renormalised given the length scores another quantity
+    given_length = {name for name, runs in columns for results in runs for r in results.values()
+                    if r.convention.get("search_convention") == "renormalised_given_length"}
+    if given_length and len(given_length) < len(columns):
+        title += " (mixed surprisal conventions: not one quantity)"
+        notes.insert(0, f"Mixed surprisal conventions: {', '.join(sorted(given_length))} "
+                     "score log p(x_i | x_<i, n), renormalised over the legal actions given "
+                     "the length; the other columns log p(x_i | x_<i).")
     return Table([name for name, _ in columns], rows, title, notes)
 
 
