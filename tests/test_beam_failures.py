@@ -204,3 +204,13 @@ def test_synlm_test_leaves_a_sentence_without_a_parse_out_and_counts_it(
     assert logged["test/beam_ppl"] == pytest.approx(math.exp(-sum(fine.word_log_probs) / 3),
                                                     rel=1e-5)
     assert 0.0 <= logged["test/uf1"] <= 1.0
+
+
+def test_the_lm_score_leaves_out_a_sample_without_a_parse_and_says_so() -> None:
+    from synlm.metrics.generation import lm_score
+
+    model = tiny_rnng()
+    parsed = lm_score(model, [["the", "dog", "sleeps"], ["a", "cat"]])
+    with pytest.warns(UserWarning, match="1 of 3 samples have no parse"):
+        mixed = lm_score(model, [["the", "dog", "sleeps"], ["the", "never"], ["a", "cat"]])
+    assert math.isfinite(parsed) and mixed == pytest.approx(parsed, abs=1e-12)
