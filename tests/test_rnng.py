@@ -21,10 +21,11 @@ TREES = ["(S (NP (DT the) (NN dog)) (VP (VBZ barks)))",
          "(S (NP (NNS dogs)) (VP (VBP bark) (PP (IN at) (NP (DT the) (NN cat)))))"]
 
 
-def encoded(trees: list[Tree], vocab: ActionVocab, words: dict[str, int]
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(words (B, N), actions (B, A) -1 padded, lengths (B,)) of ``trees``."""
-    actions = [vocab.encode(oracle(t)) for t in trees]
+def encoded(trees: list[Tree], vocab: ActionVocab, words: dict[str, int],
+            order: str = "top_down") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(words (B, N), actions (B, A) -1 padded, lengths (B,)) of ``trees``, the actions in
+    ``order``."""
+    actions = [vocab.encode(oracle(t, order)) for t in trees]
     leaves = [[words[w] for w in t.leaves()] for t in trees]
     A, N = max(map(len, actions)), max(map(len, leaves))
     a = torch.full((len(trees), A), -1)
@@ -202,10 +203,12 @@ def test_search_in_memory_bounded_batches_equals_one_batch(grammar):
         assert one.word_log_probs == pytest.approx(other.word_log_probs, abs=1e-12)
 
 
-def assert_learns_ten_trees(build: Callable[[int, int], torch.nn.Module], lr: float) -> None:
+def assert_learns_ten_trees(build: Callable[[int, int], torch.nn.Module], lr: float,
+                            order: str = "top_down") -> None:
     """Ten trees: a model ``build(vocab_size, n_actions)`` makes (seeded) raises their joint
-    log-likelihood far in 150 Adam steps of rate ``lr``, and beam search then finds the gold
-    tree of each sentence."""
+    log-likelihood far in 150 Adam steps of rate ``lr`` on their actions in ``order``, and
+    beam search then finds the gold tree of each sentence (a model's ``finish_action``, which
+    closes its parses, left out)."""
     base = [Tree.fromstring(t) for t in TREES]
     trees = base + [Tree("S", [Tree("NP", [Tree("DT", ["the"]), Tree("NN", [noun])]),
                                Tree("VP", [Tree("VBZ", [verb])])])
@@ -214,7 +217,7 @@ def assert_learns_ten_trees(build: Callable[[int, int], torch.nn.Module], lr: fl
                                        ("cat", "sings")]]
     words = {w: i for i, w in enumerate(sorted({w for t in trees for w in t.leaves()}))}
     vocab = ActionVocab.from_trees(trees)
-    w, a, n = encoded(trees, vocab, words)
+    w, a, n = encoded(trees, vocab, words, order)
     torch.manual_seed(0)
     model = build(len(words), len(vocab))
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -229,7 +232,8 @@ def assert_learns_ten_trees(build: Callable[[int, int], torch.nn.Module], lr: fl
     model.eval()
     for tree, result in zip(trees, search_batch(model, w, n, BeamSettings(20, 5, 1)),
                             strict=True):
-        best = tree_of(vocab.decode(result.parses[0][0]), tree.leaves())
+        ids = [i for i in result.parses[0][0] if i != getattr(model, "finish_action", None)]
+        best = tree_of(vocab.decode(ids), tree.leaves(), order)
         assert best == without_preterminals(tree)
         assert math.isfinite(sum(result.word_log_probs))
 

@@ -24,15 +24,23 @@ def reference() -> dict:
 
 
 def transplanted(reference: dict) -> tuple[RNNG, ActionVocab]:
-    """synlm's RNNG holding the reference's weights. The reference numbers words and actions
-    from a ``<pad>`` at 0 that synlm has not (the fixture gives its outputs a -1e30 bias, so
-    the reference's softmaxes run over the same entries as synlm's): every id shifts by one."""
-    ref, config = reference["state_dict"], reference["config"]
+    """synlm's RNNG holding the reference's weights."""
+    config = reference["config"]
     vocab = ActionVocab(reference["nonterminals"])
     assert ["<pad>", *vocab.itos] == reference["actions_itos"]
     model = RNNG(len(reference["words"]) - 1, len(vocab), config["w_dim"], config["h_dim"],
                  config["num_layers"], dropout=0.0, max_open=config["max_open_nts"],
                  max_consecutive=config["max_cons_nts"]).double().eval()
+    model.load_state_dict(reference_weights(reference), strict=True)
+    return model, vocab
+
+
+def reference_weights(reference: dict) -> dict[str, torch.Tensor]:
+    """The reference's weights under synlm's ``RNNG`` names. The reference numbers words and
+    actions from a ``<pad>`` at 0 that synlm has not (the fixture gives its outputs a -1e30
+    bias, so the reference's softmaxes run over the same entries as synlm's): every id
+    shifts by one."""
+    ref, config = reference["state_dict"], reference["config"]
     ours = {
         "embedding.weight": ref["emb.0.weight"][1:],
         "nt_embedding.weight": ref["rnng.nt_emb.0.weight"],
@@ -53,8 +61,7 @@ def transplanted(reference: dict) -> tuple[RNNG, ActionVocab]:
         ours[f"composition.backward_lstm.{name}_l0"] = \
             ref[f"rnng.composition.rnn.{name}_l0_reverse"]
     ours["word_decoder.weight"] = ours["embedding.weight"]
-    model.load_state_dict(ours, strict=True)
-    return model, vocab
+    return ours
 
 
 def batch(reference: dict, vocab: ActionVocab) -> tuple[torch.Tensor, ...]:
