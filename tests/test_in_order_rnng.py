@@ -17,9 +17,14 @@ import pytest
 import torch
 from nltk import Tree
 from test_actions import cleaned
-from test_rnng import TREES, assert_learns_ten_trees, encoded
+from test_rnng import TREES, assert_beam_is_exact, assert_learns_ten_trees, encoded, random_rnng
 from test_rnng_cli import TINY_RNNG
-from test_rnng_reference import batch, reference_weights
+from test_rnng_reference import (
+    assert_searches_equal,
+    assert_teacher_forcing_equal,
+    batch,
+    reference_weights,
+)
 
 from conftest import run_cli
 from staged import staged
@@ -41,13 +46,7 @@ SAMPLE = Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg"
 
 def random_model(vocab_size: int, n_actions: int, seed: int = 0, **kwargs) -> InOrderRNNG:
     """A float64 in-order RNNG in eval mode whose weights are far from uniform."""
-    torch.manual_seed(seed)
-    model = InOrderRNNG(vocab_size, n_actions, input_size=6, hidden_size=5, num_layers=2,
-                        dropout=0.0, **kwargs).double().eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.uniform_(-1.0, 1.0)
-    return model
+    return random_rnng(vocab_size, n_actions, seed, InOrderRNNG, **kwargs)
 
 
 @pytest.fixture
@@ -270,20 +269,7 @@ def test_beam_equals_the_exact_marginal_and_smaller_beams_bound_it():
     A = max(map(len, parses)) - 1
     actions = torch.tensor([p[:-1] + [-1] * (A - len(p) + 1) for p in parses])
     joint = model(words.expand(len(parses), -1), actions, torch.full((len(parses),), n)).joint
-    exact = torch.logsumexp(joint, 0).item()
-    full = search_batch(model, words, torch.tensor([n]), BeamSettings(400, 400, 1))[0]
-    assert sum(full.word_log_probs) + full.end_log_prob == pytest.approx(exact, abs=1e-10)
-    assert len(full.parses) == len(parses)
-    assert full.parses[0][1] == pytest.approx(joint.max().item(), abs=1e-10)
-    assert list(full.parses[0][0]) == parses[int(joint.argmax())]
-    last = exact
-    for size in (20, 5, 1):
-        small = search_batch(model, words, torch.tensor([n]), BeamSettings(size, size, 1))[0]
-        total = sum(small.word_log_probs) + small.end_log_prob
-        assert total < last + 1e-12
-        assert all(score <= full.parses[0][1] + 1e-12 for _, score in small.parses)
-        last = total
-    assert last < exact - 0.1
+    assert_beam_is_exact(model, words, parses, joint, 400)
 
 
 def test_a_tiny_in_order_rnng_learns_ten_trees():
@@ -331,17 +317,8 @@ def test_teacher_forced_log_probs_equal_the_reference(reference):
     model, vocab = transplanted(reference)
     words, actions, lengths = batch(without_finish(reference), vocab)
     assert reference["config"]["max_cons_nts"] == 3
-    with torch.no_grad():
-        out = model(words, actions, lengths)
-    for b, s in enumerate(reference["sentences"]):
-        A, N = len(s["actions"]), len(s["words"])  # A counts FINISH
-        torch.testing.assert_close(out.action_log_probs[b, :A],
-                                   torch.tensor(s["action_log_probs"], dtype=torch.float64),
-                                   rtol=0, atol=1e-10)
-        torch.testing.assert_close(out.word_log_probs[b, :N],
-                                   torch.tensor(s["word_log_probs"], dtype=torch.float64),
-                                   rtol=0, atol=1e-10)
-        assert out.joint[b].item() == pytest.approx(s["joint"], abs=1e-10)
+    with torch.no_grad():  # the fixture's actions end with FINISH, the model's output too
+        assert_teacher_forcing_equal(model(words, actions, lengths), reference)
 
 
 def test_the_gold_parse_scores_as_the_reference_searches_it(reference):
@@ -374,16 +351,9 @@ def test_beam_search_equals_the_reference(reference, setting):
     """Each sentence alone, as the top-down fixture compares (tests/test_rnng_reference.py)."""
     model, vocab = transplanted(reference)
     words, _, lengths = batch(without_finish(reference), vocab)
-    itos = [*vocab.itos, "FINISH"]
-    expected = reference["beams"][setting]
     results = search_batch(model, words, lengths, BeamSettings(*map(int, setting.split(","))))
-    for ours, theirs in zip(results, expected["alone"], strict=True):
-        assert list(ours.surprisals) == pytest.approx(theirs["surprisals"], abs=1e-9)
-        assert len(ours.parses) == len(theirs["parses"])
-        for (actions, score), (their_actions, their_score) in zip(ours.parses,
-                                                                  theirs["parses"]):
-            assert [itos[i] for i in actions] == their_actions
-            assert score == pytest.approx(their_score, abs=1e-9)
+    assert_searches_equal(results, reference["beams"][setting]["alone"],
+                          [*vocab.itos, "FINISH"])
 
 
 # ---------------------------------------------------------------------- the recipe

@@ -36,11 +36,13 @@ def encoded(trees: list[Tree], vocab: ActionVocab, words: dict[str, int],
     return w, a, torch.tensor([len(ids) for ids in leaves])
 
 
-def random_rnng(vocab_size: int, n_actions: int, seed: int = 0, **kwargs) -> RNNG:
-    """A float64 RNNG in eval mode whose weights are far from uniform."""
+def random_rnng(vocab_size: int, n_actions: int, seed: int = 0, model_class: type = RNNG,
+                **kwargs) -> RNNG:
+    """A float64 RNNG (``model_class``: one of its subclasses) in eval mode whose weights
+    are far from uniform."""
     torch.manual_seed(seed)
-    model = RNNG(vocab_size, n_actions, input_size=6, hidden_size=5, num_layers=2,
-                 dropout=0.0, **kwargs).double().eval()
+    model = model_class(vocab_size, n_actions, input_size=6, hidden_size=5, num_layers=2,
+                        dropout=0.0, **kwargs).double().eval()
     with torch.no_grad():
         for p in model.parameters():
             p.uniform_(-1.0, 1.0)
@@ -175,15 +177,25 @@ def test_beam_equals_the_exact_marginal_and_smaller_beams_bound_it():
     A = max(map(len, parses))
     actions = torch.tensor([p + [-1] * (A - len(p)) for p in parses])
     joint = model(words.expand(len(parses), -1), actions, torch.full((len(parses),), n)).joint
+    assert_beam_is_exact(model, words, parses, joint, 200)
+
+
+def assert_beam_is_exact(model: torch.nn.Module, words: torch.Tensor, parses: list[list[int]],
+                         joint: torch.Tensor, size: int) -> None:
+    """Beam search over ``words`` (1, n) with beams of ``size``, which hold all the
+    ``parses`` (every legal action sequence, each of log p(x, y) ``joint``), gives log p(x)
+    = their logsumexp, summed over its word log-probs and end, and finds them all, the best
+    first; beams of 20, 5 and 1 give less and less, and find no better parse."""
+    n = torch.tensor([words.size(1)])
     exact = torch.logsumexp(joint, 0).item()
-    full = search_batch(model, words, torch.tensor([n]), BeamSettings(200, 200, 1))[0]
+    full = search_batch(model, words, n, BeamSettings(size, size, 1))[0]
     assert sum(full.word_log_probs) + full.end_log_prob == pytest.approx(exact, abs=1e-10)
-    assert len(full.parses) == 63
+    assert len(full.parses) == len(parses)
     assert full.parses[0][1] == pytest.approx(joint.max().item(), abs=1e-10)
     assert list(full.parses[0][0]) == parses[int(joint.argmax())]
     last = exact
-    for size in (20, 5, 1):
-        small = search_batch(model, words, torch.tensor([n]), BeamSettings(size, size, 1))[0]
+    for small_size in (20, 5, 1):
+        small = search_batch(model, words, n, BeamSettings(small_size, small_size, 1))[0]
         total = sum(small.word_log_probs) + small.end_log_prob
         assert total < last + 1e-12
         assert all(score <= full.parses[0][1] + 1e-12 for _, score in small.parses)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from synlm.syntax.actions import ActionVocab
-from synlm.transition.beam import BeamSettings, search_batch
-from synlm.transition.rnng import RNNG
+from synlm.transition.beam import BeamSettings, SearchResult, search_batch
+from synlm.transition.rnng import RNNG, RNNGOutput
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rnng" / "reference.pt"
 
@@ -78,11 +78,8 @@ def batch(reference: dict, vocab: ActionVocab) -> tuple[torch.Tensor, ...]:
     return words, actions, torch.tensor([len(s["words"]) for s in sentences])
 
 
-def test_teacher_forced_log_probs_equal_the_reference(reference):
-    model, vocab = transplanted(reference)
-    words, actions, lengths = batch(reference, vocab)
-    with torch.no_grad():
-        out = model(words, actions, lengths)
+def assert_teacher_forcing_equal(out: RNNGOutput, reference: dict) -> None:
+    """Each sentence's gold action and word log-probabilities and joint, to 1e-10."""
     for b, s in enumerate(reference["sentences"]):
         A, N = len(s["actions"]), len(s["words"])
         torch.testing.assert_close(out.action_log_probs[b, :A],
@@ -92,6 +89,26 @@ def test_teacher_forced_log_probs_equal_the_reference(reference):
                                    torch.tensor(s["word_log_probs"], dtype=torch.float64),
                                    rtol=0, atol=1e-10)
         assert out.joint[b].item() == pytest.approx(s["joint"], abs=1e-10)
+
+
+def assert_searches_equal(results: list[SearchResult], expected: list[dict],
+                          itos: list[str]) -> None:
+    """Each sentence's surprisals, n-best parses (action ids named by ``itos``) and their
+    scores, to 1e-9."""
+    for ours, theirs in zip(results, expected, strict=True):
+        assert list(ours.surprisals) == pytest.approx(theirs["surprisals"], abs=1e-9)
+        assert len(ours.parses) == len(theirs["parses"])
+        for (actions, score), (their_actions, their_score) in zip(ours.parses,
+                                                                  theirs["parses"]):
+            assert [itos[a] for a in actions] == their_actions
+            assert score == pytest.approx(their_score, abs=1e-9)
+
+
+def test_teacher_forced_log_probs_equal_the_reference(reference):
+    model, vocab = transplanted(reference)
+    words, actions, lengths = batch(reference, vocab)
+    with torch.no_grad():
+        assert_teacher_forcing_equal(model(words, actions, lengths), reference)
 
 
 @pytest.mark.parametrize("setting", ["100,10,1", "20,5,1", "5,5,0"])
@@ -104,10 +121,4 @@ def test_beam_search_equals_the_reference(reference, setting):
     expected = reference["beams"][setting]
     results = search_batch(model, words, lengths,
                            BeamSettings(*map(int, setting.split(","))))
-    for ours, theirs in zip(results, expected["alone"], strict=True):
-        assert list(ours.surprisals) == pytest.approx(theirs["surprisals"], abs=1e-9)
-        assert len(ours.parses) == len(theirs["parses"])
-        for (actions, score), (their_actions, their_score) in zip(ours.parses,
-                                                                  theirs["parses"]):
-            assert vocab.decode(actions) == their_actions
-            assert score == pytest.approx(their_score, abs=1e-9)
+    assert_searches_equal(results, expected["alone"], vocab.itos)
