@@ -38,6 +38,7 @@ from synlm.transition.in_order_lm import InOrderRNNGLM
 from synlm.transition.in_order_rnng import InOrderRNNG
 from synlm.transition.in_order_state import InOrderParserState, in_order_stack_depth
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, Limits
+from synlm.transition.rnng import RNNG
 from synlm.tse.scoring import ModelScorer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rnng" / "reference_in_order.pt"
@@ -239,6 +240,23 @@ def test_batched_equals_one_sentence_at_a_time(grammar):
         stepped += log_probs.gather(1, step[:, None].clamp(min=0))[:, 0].where(step >= 0, 0.0)
         state = model.advance(state, step, word)
     torch.testing.assert_close(batched.joint, stepped, rtol=0, atol=1e-12)
+
+
+def test_traced_stack_backward_equals_autograds_own_indexing(grammar, monkeypatch):
+    """The gradients of teacher forcing through a ``Trace`` (an NT's move of its first child
+    included) equal those of autograd's own indexing of the same in-place stack."""
+    trees, vocab, words = grammar
+    model = random_model(len(words), len(vocab))
+    w, a, n = encoded(trees, vocab, words, "in_order")
+    params = [p for p in model.parameters() if p.requires_grad]
+    traced = torch.autograd.grad(model(w, a, n).joint.sum(), params)
+    plain = RNNG.initial_state
+    monkeypatch.setattr(RNNG, "initial_state",
+                        lambda self, rows, size, traced=False: plain(self, rows, size, False))
+    indexed = torch.autograd.grad(model(w, a, n).joint.sum(), params)
+    for ours, theirs in zip(traced, indexed, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
+    assert all(g.abs().sum() > 0 for g in traced)
 
 
 def all_parses(model: InOrderRNNG, n_words: int) -> list[list[int]]:

@@ -68,7 +68,7 @@ class InOrderRNNG(RNNG):
     def initial_state(self, rows: int, stack_size: int, max_actions: int | None = None,
                       traced: bool = False) -> RNNGState:
         """``RNNG.initial_state`` with an in-order parser state."""
-        state = super().initial_state(rows, stack_size, max_actions, traced)
+        state = super().initial_state(rows, stack_size, traced=traced)
         state.parser = InOrderParserState.initial(rows, state.lstm.device, self.finish_action)
         return state
 
