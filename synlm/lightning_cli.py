@@ -52,6 +52,7 @@ from synlm.lm import SyntaxLM
 from synlm.runtime import checks, runs, usage
 from synlm.runtime import lightning_internals as internals
 from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
+from synlm.transition.in_order_lm import InOrderRNNGLM
 from synlm.transition.lm import RNNGLM, ActionTransformerLM
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
@@ -538,7 +539,8 @@ def run_name(configs: Sequence[Any]) -> str:
 
 
 #: The LightningModules a config may name as ``model.class_path``.
-MODEL_CLASSES: tuple[type[pl.LightningModule], ...] = (RNNGLM, ActionTransformerLM)
+MODEL_CLASSES: tuple[type[pl.LightningModule], ...] = (RNNGLM, ActionTransformerLM,
+                                                      InOrderRNNGLM)
 
 
 def model_class_of(args: Sequence[str]) -> type[pl.LightningModule]:

@@ -18,11 +18,13 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     mode; a missing or unreadable checkpoint is a one-line ``CheckpointError`` naming
     ``flag``."""
     from synlm.lm import SyntaxLM
+    from synlm.transition.in_order_lm import InOrderRNNGLM
     from synlm.transition.lm import RECIPES
 
     # memory-mapped: checked before Lightning unpickles
     saved = read_checkpoint(path, flag, "best").get("synlm") or {}
-    model_class = RECIPES.get(saved.get("model_class"), SyntaxLM)
+    recipes = {**RECIPES, f"{InOrderRNNGLM.__module__}.{InOrderRNNGLM.__name__}": InOrderRNNGLM}
+    model_class = recipes.get(saved.get("model_class"), SyntaxLM)
     model = model_class.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
                                              map_location="cpu")
     model.eval()

@@ -93,12 +93,13 @@ def components(name: str) -> set[str]:
 
 def test_every_component_of_a_shipped_config_is_fitted_by_some_test() -> None:
     """The representative fits (here, tests/test_golden.py, tests/test_rnng_cli.py,
-    tests/test_action_transformer_cli.py and tests/test_tree_planting.py) cover every
-    backbone, insert and head class the shipped configs use, and every model class."""
+    tests/test_in_order_rnng.py, tests/test_action_transformer_cli.py and
+    tests/test_tree_planting.py) cover every backbone, insert and head class the shipped
+    configs use, and every model class."""
     from test_golden import SIZES
 
     fitted = [*SIZES, *FAMILY_FITS, "dm_lstm_dep.yaml", "dm_gpt2_dep.yaml", "rnng.yaml",
-              "plm.yaml", "tpt_transformer.yaml", "tpt_gpt2.yaml"]
+              "rnng_in_order.yaml", "plm.yaml", "tpt_transformer.yaml", "tpt_gpt2.yaml"]
     used = set().union(*map(components, EXPERIMENTS))
     assert used - set().union(*map(components, fitted)) == set()
 
@@ -111,7 +112,8 @@ def test_every_config_builds(name: str) -> None:
     model = from_config(str(REPO_CONFIGS / name),
                         [*tiny(name), *(hub_free() if gpt2 else [])])
     if isinstance(model, TransitionRecipe):  # its action vocabulary comes from the trees
-        assert model.model.n_actions == len(model.datamodule.action_vocab)
+        finish = hasattr(model.model, "finish_action")  # an in-order model's FINISH, last
+        assert model.model.n_actions == len(model.datamodule.action_vocab) + finish
         return
     model.setup("validate")  # asks the DataModule for each head's gold
     assert isinstance(model.model, SyntaxModel) and model.datamodule is not None
