@@ -92,7 +92,7 @@ class SynlmLM(LM):
       lm-eval's ``hf`` model).
 
     A transition LM (RNNG, PLM, PLM-mask, TG) is scored by its beam search under its
-    surprisal convention (``search_convention``; ``synlm.transition.beam.CONVENTIONS``). A
+    surprisal convention (``search_convention``; ``synlm.transition.types.CONVENTIONS``). A
     text its beam finds no tree for ("no parse within the beam") has log-likelihood -inf
     (lm-eval has no way to leave a request out): such requests are counted
     (``no_parse``) and each call that meets one logs a warning with the count.

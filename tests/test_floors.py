@@ -46,8 +46,8 @@ ALLOWED = {
     "loading": {"lm", "transition", "runtime.runs"},
     "parsing": {"data", "metrics", "syntax", "tse"},
     "lm_eval_model": {"tse", "loading"},
-    "commands": {"runtime", "lm", "data", "metrics", "syntax", "viz", "tse", "generation",
-                 "catalog", "loading", "parsing", "hf_export"},
+    "commands": {"runtime", "lm", "transition", "data", "metrics", "syntax", "viz", "tse",
+                 "generation", "catalog", "loading", "parsing", "hf_export"},
     "cli": {"lightning_cli", "commands", "catalog", "runtime", "lm_eval_model"},
 }
 

@@ -12,7 +12,7 @@ Each sentence is scored from a fresh state, its words normalised as the training
 (saved in the checkpoint), under each benchmark's reference convention for the end of the
 sentence unless ``--eos``/``--no-eos`` says otherwise. A transition LM (RNNG, PLM, PLM-mask,
 TG) is scored by its beam search under its surprisal convention (``--search-convention``;
-``synlm.transition.beam.CONVENTIONS``), which each benchmark's convention names; ``--eos`` is
+``synlm.transition.types.CONVENTIONS``), which each benchmark's convention names; ``--eos`` is
 refused for one whose end term is 0 by construction, and a pair or item with a sentence the
 beam finds no tree for is counted apart (``no_parse``). Prints one JSON object on stdout: the
 headline numbers (``headline``), each benchmark's full summary and the conventions used; a

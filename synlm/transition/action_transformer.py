@@ -277,7 +277,7 @@ class ActionTransformer(RecordsInit, nn.Module):
     #: The action orders it decodes (``synlm.syntax.actions.ORDERS``): every policy's
     #: masks and its search read top-down actions.
     action_orders: ClassVar[tuple[str, ...]] = ("top_down",)
-    #: Its search's released convention (``synlm.transition.beam.CONVENTIONS``): the
+    #: Its search's released convention (``synlm.transition.types.CONVENTIONS``): the
     #: released PLM search normalises over every word and action, as training does.
     search_convention: ClassVar[str] = "all_actions"
 

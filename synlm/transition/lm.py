@@ -182,7 +182,7 @@ class TransitionRecipe(pl.LightningModule):
     def use_beam(self, beam_size: int | None = None, word_beam_size: int | None = None,
                  shift_size: int | None = None, convention: str | None = None) -> None:
         """Search with these sizes (and surprisal ``convention``,
-        ``synlm.transition.beam.CONVENTIONS``) from now on; one left unset keeps its value."""
+        ``synlm.transition.types.CONVENTIONS``) from now on; one left unset keeps its value."""
         sizes = {"beam_size": beam_size, "word_beam_size": word_beam_size,
                  "shift_size": shift_size}
         self.beam = replace(self.beam, **{k: int(v) for k, v in sizes.items() if v is not None},

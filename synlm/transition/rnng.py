@@ -197,7 +197,7 @@ class RNNG(RecordsInit, nn.Module):
     #: The action orders it decodes (``synlm.syntax.actions.ORDERS``): its stack runs
     #: top-down actions, and beam search and parsing decode them.
     action_orders: ClassVar[tuple[str, ...]] = ("top_down",)
-    #: Its search's released convention (``synlm.transition.beam.CONVENTIONS``): the
+    #: Its search's released convention (``synlm.transition.types.CONVENTIONS``): the
     #: released beam search renormalises over the legal actions.
     search_convention: ClassVar[str] = "renormalised_given_length"
 

@@ -107,7 +107,7 @@ class ModelScorer:
 
     @property
     def convention(self) -> str | None:
-        """A transition LM's surprisal convention (``synlm.transition.beam.CONVENTIONS``);
+        """A transition LM's surprisal convention (``synlm.transition.types.CONVENTIONS``);
         None for a model that reads every word left to right (no search)."""
         return getattr(self.model, "search_convention", None)
 
