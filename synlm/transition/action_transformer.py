@@ -346,12 +346,12 @@ class ActionTransformer(RecordsInit, nn.Module):
             GPU, eager elsewhere), a block mask of the policy's mask and TG's relative term
             as a ``score_mod``; it has no attention dropout, so training with ``dropout``
             above 0, or on a CPU at all (flex_attention has no backward there), is a
-            one-line ``SettingError``; ``unfused``: the mask (and relative
-            bias) in full, handed to ``scaled_dot_product_attention``; ``auto``: fused on a
-            GPU in float32 or below where no attention dropout applies, else unfused (the
-            faster on a CPU, docs/performance.md). ``causal`` teacher forcing is
-            ``scaled_dot_product_attention(is_causal=True)`` under either. The same numbers
-            (to float rounding) under every kernel.
+            one-line ``SettingError``. ``unfused``: the mask (and relative bias) in full,
+            handed to ``scaled_dot_product_attention``. ``auto``: fused on a GPU in float32
+            or below where no attention dropout applies, else unfused (the faster on a CPU,
+            docs/performance.md). ``causal`` teacher forcing is
+            ``scaled_dot_product_attention(is_causal=True)`` under every kernel. The same
+            numbers (to float rounding) under every kernel.
 
     The four policy settings (``buffer_head`` .. ``max_relative``) go to the named policy
     that takes them; one that the policy does not take (``buffer_head`` with ``tg``, any
