@@ -4,7 +4,8 @@ beam search against synlm's RNNG, all in one process on one device, interleaved 
 from other processes hits every model alike.
 
     OMP_NUM_THREADS=1 SYNLM_DATA_DIR=/path/to/data python benchmarks/action_transformer_speed.py \\
-        train --threads 1 [--profile] [--device cuda] [--out train.json]
+        train --threads 1 [--kernels unfused,fused] [--dropout 0] [--forward-only] \\
+        [--profile] [--device cuda] [--out train.json]
     OMP_NUM_THREADS=1 python benchmarks/action_transformer_speed.py beam --threads 1 \\
         [--profile] [--device cuda] [--out beam.json]
 
@@ -14,8 +15,11 @@ then carry the other jobs' load; the paired ratios of interleaved steps are what
 
 ``train``: one optimisation step (forward, backward, gradient norm clipped at 1, AdamW lr
 5e-4, weight decay 0.01: configs/plm.yaml's recipe) of synlm's ``ActionTransformer`` with
-``attention`` ``causal`` (PLM), ``plm_mask`` (PLM-mask) and ``tg`` (Transformer Grammars) at
-configs/plm.yaml's PTB size (width 256, 4 layers, 4 heads, FFN 1024, dropout 0.1; each
+``attention`` ``causal`` (PLM), ``plm_mask`` (PLM-mask) and ``tg`` (Transformer Grammars),
+once under each ``attention_kernel`` of ``--kernels`` (default ``unfused``; ``fused`` needs
+``--dropout 0``, flex_attention having no attention dropout, and a GPU, having no backward on
+a CPU, unless ``--forward-only``), at
+configs/plm.yaml's PTB size (width 256, 4 layers, 4 heads, FFN 1024, ``--dropout`` 0.1; each
 policy's default normalisation, pre-norm for PLM and PLM-mask, post-norm for TG), and of a
 plain Transformer LM of the same size (``SyntaxModel`` with ``Transformer(256, 4 layers, 4
 heads, FFN 1024, pre-norm)``, tied decoder) on the same batches of ``--batch`` real
@@ -24,18 +28,23 @@ sentences: ``rnng_speed.py``'s (the NLTK WSJ sample's training trees, ``mode: ac
 from the median length up). The plain LM runs in sentence mode over the words alone (each
 row one sentence after an ``<eos>``, predicting exactly its words, as ``rnng_speed.py``'s
 AWD-LSTM); the action Transformers predict the words and the actions. Every loss is summed
-over the batch and divided by its sentences. The four steps run on each batch in turn, the
-order rotated from one batch to the next. Words per second count the sentences' words (the
+over the batch and divided by its sentences. The steps run on each batch in turn, the
+order rotated from one batch to the next. ``--forward-only`` times, instead of the step,
+the teacher-forced loss alone under ``torch.no_grad`` in eval mode (no dropout: what scoring
+runs). Words per second count the sentences' words (the
 same for every model); input tokens per second each model's own tokens: the words for the
 plain LM, the start token and one per action for PLM and PLM-mask, and one more per
 ``REDUCE`` (its duplicated closing bracket) for TG; beside them, the positions each computes
 (rows × the batch's longest row, padding included). The ratio is the median over batches of
-the paired step times, model / plain Transformer. Beside the steps, on each batch, the masks
-alone are timed: ``plm_mask_attention(actions, 4)`` (PLM-mask) and ``tg_layout(actions)``
-(TG), each a share of its policy's median step. Peak memory and the MB autograd saves for
-the backward come from one further, untimed step of each (``rnng_speed.PeakMemory``,
-``rnng_speed.saved_mb``). ``--profile`` runs ``torch.profiler`` over one more step of each
-action Transformer and prints its top operators by self time.
+the paired step times, model / plain Transformer; the token-rate ratio the median of the
+paired input tokens per second, model / plain Transformer (1: as fast per input token).
+Beside the steps, on each batch, the masks alone are timed:
+``plm_mask_attention(actions, 4)`` (PLM-mask) and ``tg_layout(actions)`` (TG), each a share
+of its policy's median step (that of the first of ``--kernels``). Peak memory and the MB
+autograd saves for the backward (none with ``--forward-only``) come from one further, untimed
+step of each (``rnng_speed.PeakMemory``, ``rnng_speed.saved_mb``). ``--profile`` runs
+``torch.profiler`` over one more step of each action Transformer and prints its top
+operators by self time.
 
 ``beam``: ``search_sentences`` at (beam, word beam, shift) = 10/5/1 and 100/10/1 with each
 policy's random ``ActionTransformer`` (the same PTB size, eval mode) beside synlm's random
@@ -109,10 +118,11 @@ RNNG_SIZES = ((200, 400, 2), (256, 256, 2))
 BASE = "RNNG 256/256/2"
 
 
-def action_transformer(vocab_size: int, n_actions: int, attention: str) -> ActionTransformer:
+def action_transformer(vocab_size: int, n_actions: int, attention: str,
+                       kernel: str = "auto", dropout: float = DROPOUT) -> ActionTransformer:
     return ActionTransformer(vocab_size, n_actions, attention=attention,  # type: ignore[arg-type]
                              size=SIZE, num_layers=LAYERS, num_heads=HEADS, ffn_size=FFN,
-                             dropout=DROPOUT)
+                             dropout=dropout, attention_kernel=kernel)  # type: ignore[arg-type]
 
 
 def params_of(model: nn.Module) -> int:
@@ -127,6 +137,11 @@ def joint_loss(model: ActionTransformer) -> Callable[[ActionBatch], Tensor]:
     return loss
 
 
+@torch.no_grad()
+def forward_step(loss: Callable[[ActionBatch], Tensor], batch: ActionBatch) -> float:
+    return float(loss(batch))
+
+
 def train_step(loss: Callable[[ActionBatch], Tensor], params: list[Tensor],
                optimizer: torch.optim.Optimizer, batch: ActionBatch) -> float:
     optimizer.zero_grad(set_to_none=True)
@@ -137,15 +152,15 @@ def train_step(loss: Callable[[ActionBatch], Tensor], params: list[Tensor],
     return float(value.detach())
 
 
-def input_tokens(name: str, batch: ActionBatch) -> tuple[int, int]:
-    """The tokens the model ``name`` reads for ``batch`` (module docstring), and the
-    positions it computes: rows × the longest row's tokens."""
-    if name == PLAIN:
+def input_tokens(attention: str | None, batch: ActionBatch) -> tuple[int, int]:
+    """The tokens the model of ``attention`` (None: the plain LM) reads for ``batch``
+    (module docstring), and the positions it computes: rows × the longest row's tokens."""
+    if attention is None:
         return batch.n_words, batch.words.numel()
     actions = batch.actions
     B = actions.size(0)
     tokens = B + int((actions != NO_ACTION).sum())
-    if name != NAMES["tg"]:
+    if attention != "tg":
         return tokens, B * (actions.size(1) + 1)
     return tokens + int((actions == REDUCE).sum()), B * tg_layout(actions).source.size(1)
 
@@ -157,22 +172,29 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
     batches = [b.to(device) for b in batches]
     V, n_actions, eos = dm.vocab_size, len(dm.action_vocab), dm.vocab.eos_id
     plain = SyntaxModel(Transformer(input_size=SIZE, num_layers=LAYERS, num_heads=HEADS,
-                                    ffn_size=FFN, dropout=DROPOUT, pre_norm=True,
-                                    attention_layer=None), (), V).to(device).train()
+                                    ffn_size=FFN, dropout=args.dropout, pre_norm=True,
+                                    attention_layer=None), (), V).to(device)
     models: dict[str, tuple[nn.Module, Callable[[ActionBatch], Tensor]]] = {
         PLAIN: (plain, awd_loss(plain, eos))}
+    policy_of: dict[str, str | None] = {PLAIN: None}
     for attention in ATTENTIONS:
-        model = action_transformer(V, n_actions, attention).to(device).train()
-        models[NAMES[attention]] = (model, joint_loss(model))
+        for kernel in args.kernels:
+            name = f"{NAMES[attention]} ({kernel})"
+            model = action_transformer(V, n_actions, attention, kernel, args.dropout)
+            models[name] = (model.to(device), joint_loss(model))
+            policy_of[name] = attention
     steps = {}
     for name, (model, loss) in models.items():
+        model.train(not args.forward_only)
         params = list(model.parameters())
         optimizer = torch.optim.AdamW(params, lr=LR, weight_decay=WEIGHT_DECAY)
-        steps[name] = (lambda b, loss=loss, params=params, opt=optimizer:
+        steps[name] = (functools.partial(forward_step, loss) if args.forward_only else
+                       lambda b, loss=loss, params=params, opt=optimizer:
                        train_step(loss, params, opt, b))
+    first = args.kernels[0]  # the masks, timed beside that kernel's model
     masks: dict[str, Callable[[Tensor], Any]] = {
-        NAMES["plm_mask"]: lambda a: plm_mask_attention(a, HEADS),
-        NAMES["tg"]: tg_layout}
+        f"{NAMES['plm_mask']} ({first})": lambda a: plm_mask_attention(a, HEADS),
+        f"{NAMES['tg']} ({first})": tg_layout}
 
     names = list(models)
     times: dict[str, list[float]] = {name: [] for name in names}
@@ -199,9 +221,14 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
             steps[name](batches[-1])
         median = statistics.median(times[name])
         ratios = [t / p for t, p in zip(times[name], times[PLAIN], strict=True)]
-        tokens = sum(input_tokens(name, b)[0] for b in timed_batches)
-        positions = sum(input_tokens(name, b)[1] for b in timed_batches)
+        per_batch = [input_tokens(policy_of[name], b)[0] for b in timed_batches]
+        plain_per_batch = [input_tokens(None, b)[0] for b in timed_batches]
+        rates = [(n / t) / (n0 / t0) for n, t, n0, t0 in zip(
+            per_batch, times[name], plain_per_batch, times[PLAIN], strict=True)]
+        tokens = sum(per_batch)
+        positions = sum(input_tokens(policy_of[name], b)[1] for b in timed_batches)
         rows[name] = {"params": params_of(model),
+                      "attention_kernel": getattr(model, "attention_kernel", None),
                       "pre_norm": getattr(model, "pre_norm", True),
                       "step_seconds": times[name],
                       "median_step_ms": median * 1e3,
@@ -211,8 +238,11 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
                       "padded_positions_per_batch": positions / args.steps,
                       "ratio_over_plain": statistics.median(ratios),
                       "ratio_range": [min(ratios), max(ratios)],
+                      "token_rate_over_plain": statistics.median(rates),
+                      "token_rate_range": [min(rates), max(rates)],
                       "peak_memory_mb": memory.peak_mb,
-                      "saved_for_backward_mb": saved_mb(loss, batches[-1])}
+                      "saved_for_backward_mb": None if args.forward_only
+                      else saved_mb(loss, batches[-1])}
         if name in mask_times:
             mask = statistics.median(mask_times[name])
             rows[name]["mask_seconds"] = mask_times[name]
@@ -221,8 +251,9 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
     result: dict[str, Any] = {
         "device": describe(device), "load": load_note(), "memory": memory.kind,
         "sizes": f"width {SIZE}, {LAYERS} layers, {HEADS} heads, FFN {FFN}, "
-                 f"dropout {DROPOUT}",
-        "recipe": f"AdamW lr {LR}, weight decay {WEIGHT_DECAY}, clip {CLIP}",
+                 f"dropout {args.dropout}",
+        "recipe": "the teacher-forced loss alone, no grad, eval mode" if args.forward_only
+        else f"AdamW lr {LR}, weight decay {WEIGHT_DECAY}, clip {CLIP}",
         "batch_sentences": args.batch, "warmup": args.warmup, "steps": args.steps,
         "words_per_batch": words / args.steps, "actions_per_batch": actions / args.steps,
         "longest_sentence": max(int(b.word_lengths.max()) for b in timed_batches),
@@ -230,8 +261,7 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
         "models": rows,
     }
     if args.profile:
-        for attention in ATTENTIONS:
-            name = NAMES[attention]
+        for name in names[1:]:
             print(f"\n{name} step:")
             result[f"{name}_profile"] = profile_step(
                 lambda name=name: steps[name](batches[-1]), device, args.top)
@@ -245,27 +275,31 @@ def print_training(r: dict) -> None:
           f"(longest {r['longest_sentence']} words, {r['longest_actions']} actions); "
           f"{r['steps']} steps timed after {r['warmup']}")
     print("\n| model | params | step (median) | words/s | input tokens a batch (padded) | "
-          "input tokens/s | step / Transformer LM (range) | peak memory (MB) | "
-          "saved for backward (MB) |\n|---|---|---|---|---|---|---|---|---|")
+          "input tokens/s | step / Transformer LM (range) | input tokens/s / Transformer "
+          "LM's (range) | peak memory (MB) | saved for backward (MB) |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
     for name, m in r["models"].items():
         lo, hi = m["ratio_range"]
+        rate_lo, rate_hi = m["token_rate_range"]
+        saved = m["saved_for_backward_mb"]
         print(f"| {name} | {m['params']:,} | {m['median_step_ms']:,.0f} ms | "
               f"{m['words_per_s']:,.0f} | {m['input_tokens_per_batch']:,.0f} "
               f"({m['padded_positions_per_batch']:,.0f}) | "
               f"{m['input_tokens_per_s']:,.0f} | {m['ratio_over_plain']:.2f} "
-              f"({lo:.2f}-{hi:.2f}) | {m['peak_memory_mb']:,.0f} | "
-              f"{m['saved_for_backward_mb']:,.0f} |")
+              f"({lo:.2f}-{hi:.2f}) | {m['token_rate_over_plain']:.2f} "
+              f"({rate_lo:.2f}-{rate_hi:.2f}) | {m['peak_memory_mb']:,.0f} | "
+              f"{'-' if saved is None else f'{saved:,.0f}'} |")
     print("\n| masks | built alone (median) | share of the policy's median step |\n"
           "|---|---|---|")
-    for name, label in ((NAMES["plm_mask"], "plm_mask_attention (PLM-mask)"),
-                        (NAMES["tg"], "tg_layout (TG)")):
-        m = r["models"][name]
-        print(f"| {label} | {m['median_mask_ms']:,.1f} ms | {m['mask_share_of_step']:.1%} |")
+    for name, m in r["models"].items():
+        if "median_mask_ms" in m:
+            print(f"| {name} | {m['median_mask_ms']:,.1f} ms | "
+                  f"{m['mask_share_of_step']:.1%} |")
     print(f"\nmemory: {r['memory']}")
-    for attention in ATTENTIONS:
-        prof = r.get(f"{NAMES[attention]}_profile")
+    for name in list(r["models"])[1:]:
+        prof = r.get(f"{name}_profile")
         if prof:
-            print(f"{NAMES[attention]} step profiled ({prof['profiled_wall_s']:.1f} s wall, "
+            print(f"{name} step profiled ({prof['profiled_wall_s']:.1f} s wall, "
                   f"{prof['calls']:,} operator calls), top: " + ", ".join(
                       f"{e['op']} {e['share']:.0%}" for e in prof["by_op"][:6]))
 
@@ -387,6 +421,13 @@ def main() -> None:
     train.add_argument("--steps", type=int, default=10)
     train.add_argument("--profile", action="store_true",
                        help="profile one more step of each policy (torch.profiler)")
+    train.add_argument("--kernels", type=lambda s: s.split(","), default=["unfused"],
+                       help="the action Transformers' attention_kernel values, a model each: "
+                            "unfused, fused, auto, comma-separated")
+    train.add_argument("--dropout", type=float, default=DROPOUT,
+                       help="every model's dropout (fused: 0)")
+    train.add_argument("--forward-only", action="store_true",
+                       help="time the loss alone, no grad, eval mode (fused on a CPU)")
     beam = sub.add_parser("beam", help="beam search: each policy beside synlm's RNNG")
     beam.add_argument("--sentences", type=int, default=0, help="the first N (0: all 10)")
     beam.add_argument("--beam-batch", type=int, default=10, help="sentences a batch")

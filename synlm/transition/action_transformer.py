@@ -50,12 +50,15 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from functools import cache
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 from synlm import errors
 from synlm.modules.recorded import RecordsInit
@@ -77,6 +80,43 @@ from synlm.transition.parser_state import (
 )
 from synlm.transition.structure import RowState
 from synlm.transition.types import RNNGOutput, full_precision
+
+#: ``attention_kernel``: ``fused`` (flex_attention: a block mask, TG's relative term as a
+#: ``score_mod``), ``unfused`` (the (B, G, T, S) mask and relative bias handed to
+#: ``scaled_dot_product_attention``), or ``auto`` (fused on a GPU where it applies).
+AttentionKernel = Literal["auto", "fused", "unfused"]
+KERNELS: tuple[str, ...] = ("auto", "fused", "unfused")
+
+
+@cache
+def _compiled_flex_attention() -> Any:
+    """flex_attention compiled (its fused kernel; on a GPU)."""
+    return torch.compile(flex_attention, dynamic=True)
+
+
+def _flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: Any, block_mask: BlockMask
+                    ) -> Tensor:
+    """flex_attention, compiled on a GPU; eager elsewhere (its reference implementation,
+    the same function: the warning that it is not compiled is silenced)."""
+    if q.is_cuda:
+        return _compiled_flex_attention()(q, k, v, score_mod=score_mod, block_mask=block_mask)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*flex_attention.*")
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+def block_mask(allowed: Tensor, num_heads: int) -> BlockMask:
+    """flex_attention's ``BlockMask`` of ``allowed`` (B, G, T, S) (G 1 or ``num_heads``):
+    blocks with no allowed key skipped, the rest masked as ``allowed``."""
+    B, G, T, S = allowed.shape
+    if G == 1:
+        def mask_mod(b: Tensor, h: Tensor, q: Tensor, kv: Tensor) -> Tensor:
+            return allowed[b, 0, q, kv]
+    else:
+        def mask_mod(b: Tensor, h: Tensor, q: Tensor, kv: Tensor) -> Tensor:
+            return allowed[b, h, q, kv]
+    return create_block_mask(mask_mod, B, num_heads if G > 1 else None, T, S,
+                             device=allowed.device)
 
 
 def _relative_encodings(lowest: int, highest: int, size: int) -> Tensor:
@@ -113,25 +153,37 @@ class ActionAttention(nn.Module):
                      for t in self.qkv(x).split(C, dim=2))  # type: ignore[return-value]
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None,
-               relative: Tensor | None, encodings: Tensor | None) -> Tensor:
+               relative: Tensor | None, encodings: Tensor | None,
+               fused: BlockMask | None = None) -> Tensor:
         """softmax(q·kᵀ/√d [+ relative]) v over keys ``allowed`` (B, G, T, S) (None:
         causal, T = S); ``relative`` (B, T, S): each key's index into ``encodings``
-        (n_rel, C). Returns (B, T, C) after the output projection."""
+        (n_rel, C). With ``fused``, the block mask of ``allowed``, through flex_attention:
+        the relative term a ``score_mod`` that reads the (B, nh, T, n_rel) table by
+        ``relative``, no (B, nh, T, S) bias built. Returns (B, T, C) after the output
+        projection."""
         B, nh, T, hd = q.shape
         p_drop = self.dropout if self.training else 0.0
-        if self.relative_keys is None:
-            y = F.scaled_dot_product_attention(q, k, v, allowed, dropout_p=p_drop,
-                                               is_causal=allowed is None)
-        else:
+        if self.relative_keys is not None:
             table = self.relative_keys(F.dropout(encodings, p_drop, self.training))
             table = table.view(-1, nh, hd)  # (n_rel, nh, hd)
             by_position = torch.einsum("bhtd,rhd->bhtr", q + self.position_bias[:, None],
-                                       table)  # (B, nh, T, n_rel)
+                                       table) / math.sqrt(hd)  # (B, nh, T, n_rel)
+            q = q + self.content_bias[:, None]
+        if fused is not None:
+            score_mod = None
+            if self.relative_keys is not None:
+                def score_mod(score: Tensor, b: Tensor, h: Tensor, i: Tensor, j: Tensor
+                              ) -> Tensor:
+                    return score + by_position[b, h, i, relative[b, i, j]]
+            y = _flex_attention(q, k, v, score_mod, fused)
+        elif self.relative_keys is None:
+            y = F.scaled_dot_product_attention(q, k, v, allowed, dropout_p=p_drop,
+                                               is_causal=allowed is None)
+        else:
             index = relative[:, None].expand(B, nh, T, relative.size(-1))
-            bias = by_position.gather(-1, index) / math.sqrt(hd)  # (B, nh, T, S)
+            bias = by_position.gather(-1, index)  # (B, nh, T, S)
             bias = bias.masked_fill(~allowed, float("-inf"))
-            y = F.scaled_dot_product_attention(q + self.content_bias[:, None], k, v, bias,
-                                               dropout_p=p_drop)
+            y = F.scaled_dot_product_attention(q, k, v, bias, dropout_p=p_drop)
         return self.proj(y.transpose(1, 2).reshape(B, T, nh * hd))  # (B, T, C)
 
 
@@ -153,10 +205,11 @@ class ActionLayer(nn.Module):
 
     def forward(self, x: Tensor, allowed: Tensor | None, relative: Tensor | None,
                 encodings: Tensor | None, cache: Tensor | None = None,
-                step: StepMasks | None = None) -> Tensor:
+                step: StepMasks | None = None, fused: BlockMask | None = None) -> Tensor:
         """``x`` (B, T, C) over the whole sequence; or, with ``cache`` (B, 2, nh, S, hd)
         (this layer's keys and values) and ``step``, T new tokens written into it first and
-        the queries attending over its first S' positions (``allowed`` (B, G, T, S'))."""
+        the queries attending over its first S' positions (``allowed`` (B, G, T, S')).
+        ``fused``: ``allowed``'s block mask, attention through flex_attention."""
         q, k, v = self.attn.project(self.attn_norm(x) if self.pre_norm else x)
         if cache is not None:
             rows, slots = step.present.nonzero(as_tuple=True)
@@ -165,7 +218,7 @@ class ActionLayer(nn.Module):
             cache[rows, 1, :, at] = v[rows, :, slots]
             used = allowed.size(-1)
             k, v = cache[:, 0, :, :used], cache[:, 1, :, :used]  # (B, nh, S', hd)
-        x = x + self.drop(self.attn.attend(q, k, v, allowed, relative, encodings))
+        x = x + self.drop(self.attn.attend(q, k, v, allowed, relative, encodings, fused))
         if self.pre_norm:
             return x + self.ffn(self.ffn_norm(x))
         x = self.attn_norm(x)
@@ -180,10 +233,14 @@ class ActionTransformerState(RowState):
         parser: pointer, open constituents, ... (``ParserState``).
         structure: the attention policy's own rows (its ``AttentionState``: ``CausalState``,
             ``PLMMaskState``, ``TGState``, ...).
-        cache: (R, L, 2, nh, S, hd) every layer's keys and values per position.
+        cache: (R, L, 2, nh, S, hd) every layer's keys and values per position, S the
+            positions allocated: grown (doubled) as rows fill them (``reserve``), up to
+            ``capacity``.
         top: (R, C) the top layer (normed) at the last token: what predicts the next.
         open_top: (R, D) the stack size just after each open ``NT``, innermost last.
         open_label: (R, D) the action id of each open ``NT``.
+        capacity: the most cache positions a row may fill (the policy's
+            ``cache_positions`` of the action budget).
     """
 
     parser: ParserState
@@ -192,6 +249,10 @@ class ActionTransformerState(RowState):
     top: Tensor
     open_top: Tensor
     open_label: Tensor
+    capacity: int
+
+    #: The cache positions first allocated (fewer if ``capacity`` is smaller).
+    FIRST_ALLOCATION: ClassVar[int] = 32
 
     #: The per-row tensors besides ``parser``, ``structure`` and ``cache``.
     ROWS = ("top", "open_top", "open_label")
@@ -201,6 +262,18 @@ class ActionTransformerState(RowState):
         counts its tokens in ``length``): beyond them no row has anything to read."""
         return int(self.structure.length.max())
 
+    def reserve(self, positions: int) -> None:
+        """Grow the cache to hold at least ``positions`` positions (at most ``capacity``):
+        double it, the filled positions copied."""
+        allocated = self.cache.size(-2)
+        if positions <= allocated:
+            return
+        size = min(self.capacity, max(positions, 2 * allocated))
+        grown = self.cache.new_zeros(*self.cache.shape[:-2], size, self.cache.size(-1))
+        used = min(self.used(), allocated)
+        grown[..., :used, :] = self.cache[..., :used, :]
+        self.cache = grown
+
     def select(self, index: Tensor, out: ActionTransformerState | None = None
                ) -> ActionTransformerState:
         """``RowState.select``, copying only the ``used`` cache positions into ``out`` (the
@@ -208,6 +281,7 @@ class ActionTransformerState(RowState):
         if out is None:
             return super().select(index)
         used = self.used()
+        out.reserve(used)
         self.parser.select(index, out=out.parser)
         self.structure.select(index, out=out.structure)
         for name in self.ROWS:
@@ -219,6 +293,7 @@ class ActionTransformerState(RowState):
         """``RowState.assign``, copying only the cache positions ``source`` has filled."""
         assert isinstance(source, ActionTransformerState)
         used = source.used()
+        self.reserve(used)
         self.parser.assign(rows, source.parser, source_rows)
         self.structure.assign(rows, source.structure, source_rows)
         for name in self.ROWS:
@@ -267,6 +342,16 @@ class ActionTransformer(RecordsInit, nn.Module):
             ``causal`` and ``plm_mask``, post-norm for ``tg``).
         max_open: most constituents open at once in search (``Limits``).
         max_consecutive: most ``NT`` in a row in search.
+        attention_kernel: ``fused``: masked attention through flex_attention (compiled on a
+            GPU, eager elsewhere), a block mask of the policy's mask and TG's relative term
+            as a ``score_mod``; it has no attention dropout, so training with ``dropout``
+            above 0, or on a CPU at all (flex_attention has no backward there), is a
+            one-line ``SettingError``. ``unfused``: the mask (and relative bias) in full,
+            handed to ``scaled_dot_product_attention``. ``auto``: fused on a GPU in float32
+            or below where no attention dropout applies, else unfused (the faster on a CPU,
+            docs/performance.md). ``causal`` teacher forcing is
+            ``scaled_dot_product_attention(is_causal=True)`` under every kernel. The same
+            numbers (to float rounding) under every kernel.
 
     The four policy settings (``buffer_head`` .. ``max_relative``) go to the named policy
     that takes them; one that the policy does not take (``buffer_head`` with ``tg``, any
@@ -287,7 +372,7 @@ class ActionTransformer(RecordsInit, nn.Module):
                  dropout: float = 0.1, max_positions: int = 1024, buffer_head: int = 0,
                  stack_head: int = 1, min_relative: int = -1, max_relative: int = 62,
                  pre_norm: bool | None = None, max_open: int = 100,
-                 max_consecutive: int = 8) -> None:
+                 max_consecutive: int = 8, attention_kernel: AttentionKernel = "auto") -> None:
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("size", size),
                             ("num_layers", num_layers), ("num_heads", num_heads),
@@ -298,6 +383,9 @@ class ActionTransformer(RecordsInit, nn.Module):
         errors.probability("dropout", dropout)
         if size % num_heads:
             raise errors.SettingError("size", size, f"a multiple of num_heads={num_heads}")
+        if attention_kernel not in KERNELS:
+            raise errors.SettingError("attention_kernel", attention_kernel, " | ".join(KERNELS))
+        self.attention_kernel = attention_kernel
         defaults = inspect.signature(ActionTransformer.__init__).parameters
         settings = {name: (value, defaults[name].default) for name, value in (
             ("buffer_head", buffer_head), ("stack_head", stack_head),
@@ -374,6 +462,23 @@ class ActionTransformer(RecordsInit, nn.Module):
         lowest, highest = self.policy.relative_range
         return highest - relative.clamp(lowest, highest)
 
+    def _block_mask(self, allowed: Tensor | None, x: Tensor) -> BlockMask | None:
+        """``allowed``'s block mask where attention runs fused (``attention_kernel``) on
+        ``x``'s device and dtype; None where it runs unfused or causal (``allowed`` None)."""
+        dropping = self.training and self.drop.p > 0
+        if self.attention_kernel == "fused" and dropping:
+            raise errors.SettingError(
+                "attention_kernel", "fused", "unfused or auto while training with dropout > 0 "
+                "(flex_attention has no attention dropout), or dropout 0")
+        if self.attention_kernel == "fused" and x.requires_grad and not x.is_cuda:
+            raise errors.SettingError(
+                "attention_kernel", "fused", "unfused or auto to train on a CPU (flex_attention "
+                "has no backward there), or fused under torch.no_grad")
+        fused = self.attention_kernel == "fused" or (
+            self.attention_kernel == "auto" and x.is_cuda and not dropping
+            and x.dtype != torch.float64)
+        return block_mask(allowed, self.num_heads) if fused and allowed is not None else None
+
     def _log_softmax_parts(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """From hidden states (..., C): word logits (..., V), action logits (..., n_actions)
         (column 0, SHIFT, unused), the log-normaliser over the words (...) and that over
@@ -406,22 +511,22 @@ class ActionTransformer(RecordsInit, nn.Module):
         positions = torch.arange(T, device=device).expand(B, T)
         x = self._input(tokens, positions, positions == 0)
         relative = self._relative_index(masks.relative)
+        fused = self._block_mask(masks.allowed, x)
         for layer in self.layers:
-            x = layer(x, masks.allowed, relative, self.encodings)  # (B, T, C)
-        predictor = _predictors(masks, A)
-        h = self.final_norm(x).gather(1, predictor[..., None].expand(B, A, x.size(-1)))
-        word_logits, action_logits, words_norm, norm = self._log_softmax_parts(h)  # (B, A, ·)
-        gold = actions.clamp(min=0)
-        shift_lp = words_norm - norm  # (B, A) log p(SHIFT)
-        action_lp = torch.where(shifts, shift_lp,
-                                action_logits.gather(2, gold[..., None])[..., 0] - norm)
-        action_lp = action_lp.masked_fill(actions == NO_ACTION, 0.0)
-        word_given_shift = word_logits.gather(2, word_of_action[..., None])[..., 0] - \
-            words_norm  # (B, A)
-        word_lp = torch.zeros(words.shape, dtype=word_given_shift.dtype, device=device)
-        word_lp.scatter_add_(1, torch.where(shifts, word_index, 0),
-                             word_given_shift.masked_fill(~shifts, 0.0))
-        return RNNGOutput(action_lp, word_lp, action_lp.sum(1) + word_lp.sum(1))
+            x = layer(x, masks.allowed, relative, self.encodings, fused=fused)  # (B, T, C)
+        # the vocabulary only at the M tokens that predict an action (no padding, no copy)
+        row, col = (actions != NO_ACTION).nonzero(as_tuple=True)  # (M,) each
+        h = self.final_norm(x[row, _predictors(masks, A)[row, col]])  # (M, C)
+        word_logits, action_logits, words_norm, norm = self._log_softmax_parts(h)  # (M, ·)
+        shift = shifts[row, col]  # (M,)
+        action_lp = torch.where(shift, words_norm - norm,  # log p(SHIFT), or the action's
+                                action_logits.gather(1, actions[row, col, None])[:, 0] - norm)
+        word_given_shift = word_logits.gather(1, word_of_action[row, col, None])[:, 0] - \
+            words_norm  # (M,) log p(word | SHIFT)
+        action_lps = action_lp.new_zeros(B, A).index_put((row, col), action_lp)
+        word_lp = action_lp.new_zeros(words.shape).index_put(
+            (row[shift], word_index[row[shift], col[shift]]), word_given_shift[shift])
+        return RNNGOutput(action_lps, word_lp, action_lps.sum(1) + word_lp.sum(1))
 
     # ------------------------------------------------------------------ search
     def cache_positions(self, max_actions: int) -> int:
@@ -431,17 +536,20 @@ class ActionTransformer(RecordsInit, nn.Module):
     def initial_state(self, rows: int, stack_size: int, max_actions: int = 200
                       ) -> ActionTransformerState:
         """R rows that have read the start token, each with room for ``stack_size`` stack
-        items and ``max_actions`` actions."""
+        items and ``max_actions`` actions (the key/value cache allocated for a few and
+        grown as rows fill it: ``ActionTransformerState.reserve``)."""
         weight = self.embedding.weight
         device = weight.device
         S = self.cache_positions(max_actions)
         structure = self.policy.initial_state(rows, S, self.num_heads, device)
         nh = self.num_heads
-        cache = weight.new_zeros(rows, len(self.layers), 2, nh, S, weight.size(1) // nh)
+        cache = weight.new_zeros(rows, len(self.layers), 2, nh,
+                                 min(S, ActionTransformerState.FIRST_ALLOCATION),
+                                 weight.size(1) // nh)
         stack = torch.zeros(rows, stack_size, dtype=torch.long, device=device)
         state = ActionTransformerState(ParserState.initial(rows, device), structure, cache,
                                        weight.new_zeros(rows, weight.size(1)), stack,
-                                       stack.clone())
+                                       stack.clone(), S)
         start = StepMasks(torch.zeros(rows, 1, dtype=torch.long, device=device),
                           torch.ones(rows, 1, dtype=torch.bool, device=device),
                           torch.arange(S, device=device).eq(0).expand(rows, 1, 1, S),
@@ -458,11 +566,14 @@ class ActionTransformer(RecordsInit, nn.Module):
         queries read only the cache positions some row has filled (``used``)."""
         x = self._input(tokens, step.positions, is_start)
         used = state.used()
+        state.reserve(used)
         allowed = step.allowed[..., :used]
-        relative = None if step.relative is None else step.relative[..., :used]
+        relative = self._relative_index(None if step.relative is None
+                                        else step.relative[..., :used])
+        fused = self._block_mask(allowed, x)
         for i, layer in enumerate(self.layers):
-            x = layer(x, allowed, self._relative_index(relative), self.encodings,
-                      cache=state.cache[:, i], step=step)
+            x = layer(x, allowed, relative, self.encodings, cache=state.cache[:, i], step=step,
+                      fused=fused)
         fed = step.present[:, -1]
         state.top = torch.where(fed[:, None], self.final_norm(x[:, -1]), state.top)
 
