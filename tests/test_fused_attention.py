@@ -16,7 +16,14 @@ from synlm.errors import SettingError
 from synlm.transition import action_transformer as at
 from synlm.transition.action_transformer import ActionTransformer, ActionTransformerState
 from synlm.transition.attention import ATTENTIONS
-from synlm.transition.beam import BeamSettings, action_budget, search_sentences
+from synlm.transition.beam import (
+    BeamSettings,
+    action_budget,
+    search_sentences,
+    sentence_bytes,
+    stack_slots,
+    state_nbytes,
+)
 from synlm.transition.parser_state import NO_ACTION, SHIFT
 
 POLICIES: list[object] = [*ATTENTIONS, LocalWindow(3), LocalWindow(3, relative=True)]
@@ -141,7 +148,8 @@ def test_search_with_a_growing_cache_equals_the_whole_budget(batch, attention, m
 
     def counting(self: ActionTransformerState, positions: int) -> None:
         reserve(self, positions)
-        allocated.append(self.cache.size(-2))
+        if self.cache.size(0) > 1:  # a beam's rows, not the one row batch sizing measures
+            allocated.append(self.cache.size(-2))
 
     monkeypatch.setattr(ActionTransformerState, "reserve", counting)
     monkeypatch.setattr(ActionTransformerState, "FIRST_ALLOCATION", 2)
@@ -154,3 +162,17 @@ def test_search_with_a_growing_cache_equals_the_whole_budget(batch, attention, m
     for g, w in zip(grown, whole, strict=True):
         assert g.parses == w.parses
         assert g.surprisals == w.surprisals
+
+
+@pytest.mark.parametrize("attention", ["causal", "tg"])
+def test_batch_sizing_counts_the_cache_at_its_largest(batch, attention):
+    V, n_actions, _, _, _ = batch
+    model = random_model(V, n_actions, attention)
+    settings = BeamSettings(10, 5, 1)
+    slots = stack_slots(20, settings.max_stack, model.limits.max_open)
+    first = model.initial_state(1, slots, 101)  # a 20-word sentence: 100 actions + 1
+    full = model.initial_state(1, slots, 101)
+    full.reserve(full.capacity)
+    assert full.cache.size(-2) == model.cache_positions(101) > first.cache.size(-2)
+    rows = settings.beam_size + settings.done_size
+    assert sentence_bytes(model, 20, settings) == 3 * rows * state_nbytes(full)

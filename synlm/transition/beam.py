@@ -53,6 +53,7 @@ from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT
 from synlm.transition.types import (
     CONVENTIONS,
     RENORMALISED,
+    GrowingState,
     SearchResult,
     TransitionLM,
 )
@@ -281,11 +282,23 @@ def _result(prefix: list[Tensor], b: int, n: int,
                         end_log_prob=sums[n + 1] - sums[n], parses=parses)
 
 
-def _nbytes(value: Any) -> int:
+def state_nbytes(value: Any) -> int:
     """The bytes of the tensors in ``value`` (a state: dataclasses of tensors)."""
     if isinstance(value, Tensor):
         return value.numel() * value.element_size()
-    return sum(_nbytes(v) for v in getattr(value, "__dict__", {}).values())
+    return sum(state_nbytes(v) for v in getattr(value, "__dict__", {}).values())
+
+
+def sentence_bytes(model: TransitionLM, n_words: int, settings: BeamSettings) -> int:
+    """The memory one sentence of ``n_words`` takes in a search: about three live copies of
+    each beam and word-beam item's state while a step selects and advances, each state as
+    ``initial_state`` makes it and, where it grows (``GrowingState``), at its largest."""
+    slots = stack_slots(n_words, settings.max_stack, model.limits.max_open)
+    budget = int(action_budget(torch.tensor(n_words))) + 1
+    state = model.initial_state(1, slots, budget)
+    if isinstance(state, GrowingState):
+        state.reserve(state.capacity)
+    return 3 * (settings.beam_size + settings.done_size) * state_nbytes(state)
 
 
 def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
@@ -302,16 +315,12 @@ def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
         raise errors.InputError(f"sentence {empty[0] + 1}: no words; a transition LM "
                                 "generates at least one word under its root")
     order = sorted(range(len(lengths)), key=lambda i: -int(lengths[i]))
-    rows_per_sentence = settings.beam_size + settings.done_size
     results: list[SearchResult | None] = [None] * len(order)
     start = 0
     while start < len(order):
         longest = int(lengths[order[start]])
-        slots = stack_slots(longest, settings.max_stack, model.limits.max_open)
-        # live copies of each item while a step selects and advances: about three
-        budget = int(action_budget(lengths[order[start]])) + 1
-        per_sentence = 3 * rows_per_sentence * _nbytes(model.initial_state(1, slots, budget))
-        fit = max(1, int(settings.max_memory_mb * 2**20 // per_sentence))
+        fit = max(1, int(settings.max_memory_mb * 2**20 // sentence_bytes(model, longest,
+                                                                         settings)))
         chunk = order[start:start + min(fit, settings.batch_size)]
         index = torch.tensor(chunk, device=words.device)
         n = lengths[index]

@@ -7,7 +7,7 @@ action Transformer (``synlm.transition.action_transformer``) import them from he
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -54,6 +54,17 @@ class TransitionState(Protocol):
     def select(self, index: Tensor, out: Any = None) -> TransitionState: ...
 
     def assign(self, rows: Tensor, source: Any, source_rows: Tensor) -> None: ...
+
+
+@runtime_checkable
+class GrowingState(Protocol):
+    """A state whose per-row memory grows as its rows fill it (an action Transformer's key and
+    value cache), up to ``capacity`` positions; ``reserve(capacity)`` allocates it all (what
+    the search's batch sizing counts)."""
+
+    capacity: int
+
+    def reserve(self, positions: int) -> None: ...
 
 
 class TransitionLM(Protocol):
