@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synlm.errors import InputError, reading
+from synlm.files import follow_umask
 
 DATA_ENV = "SYNLM_DATA_DIR"
 CACHE_ENV = "SYNLM_CACHE_DIR"
@@ -64,6 +65,7 @@ def download(url: str, dest: Path, sha256: str | None = None,
         raise ValueError(f"{url}: no checksum to verify it against")
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    follow_umask(fd)
     os.close(fd)
     try:
         try:

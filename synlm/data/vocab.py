@@ -12,6 +12,7 @@ from typing import Literal, get_args
 
 from synlm.data.unknown_words import is_signature, word_class
 from synlm.errors import InputError, reading
+from synlm.files import follow_umask
 
 EOS = "<eos>"
 UNK = "<unk>"
@@ -133,6 +134,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        follow_umask(fd)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)

@@ -24,6 +24,7 @@ import torch
 
 from synlm import __version__
 from synlm.errors import InputError
+from synlm.files import follow_umask_tree
 
 #: The classes ``config.json`` points the Auto classes to, in the folder's remote code.
 AUTO_MAP = {"AutoConfig": "configuration_synlm.SynlmConfig",
@@ -136,6 +137,7 @@ def export_hf(model: Any, out: str | Path, force: bool = False) -> Path:
         tokenizer.save_pretrained(staging)
         for name in REMOTE_CODE:
             shutil.copyfile(Path(__file__).with_name(name), staging / name)
+        follow_umask_tree(staging)
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from synlm.errors import InputError
+from synlm.files import follow_umask
 from synlm.syntax.distances import distances_and_spans
 from synlm.syntax.heads import tree_to_heads
 from synlm.syntax.sentence import Sentence
@@ -214,6 +215,7 @@ def cached_targets(sentences: Sequence[Sentence], cache_dir: str | os.PathLike, 
     targets = build_targets(sentences, **options)  # type: ignore[arg-type]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+    follow_umask(fd)
     with os.fdopen(fd, "wb") as f:
         np.savez(f, **asdict(targets))
     os.replace(tmp, path)
