@@ -1,9 +1,11 @@
 """The components themselves: importing this module imports every component package, which
 registers their classes for short ``class_path`` names in configs (jsonargparse resolves
-among imported subclasses). What they are by name, without importing them, is
-``synlm.catalog``."""
+among imported subclasses), and ``recipe_class`` imports the recipe a config or checkpoint
+names. What they are by name, without importing them, is ``synlm.catalog``."""
 
 from __future__ import annotations
+
+import importlib
 
 import synlm.backbones
 import synlm.callbacks
@@ -11,6 +13,8 @@ import synlm.data.generation_corpora
 import synlm.data.synthetic
 import synlm.data.treebanks
 import synlm.heads
+import synlm.transition.former  # the transition models and their recipe, former names too
+from synlm import catalog
 
 
 def subclasses(base: type) -> list[type]:
@@ -28,3 +32,10 @@ def backbone_classes() -> list[type]:
     return [c for c in subclasses(synlm.backbones.Backbone)
             if c.__module__.startswith("synlm.backbones.")
             and c.__module__ != "synlm.backbones.base"]
+
+
+def recipe_class(name: str | None) -> type:
+    """The LightningModule ``name`` names (``catalog.recipe``: short or full, a former name
+    too; None: ``SyntaxLM``), imported."""
+    found = catalog.recipe(name)
+    return getattr(importlib.import_module(found.module), found.name)

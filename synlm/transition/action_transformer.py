@@ -53,6 +53,7 @@ from torch import Tensor, nn
 
 from synlm import errors
 from synlm.modules.recorded import RecordsInit
+from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import (
     FIRST_NT,
     NO_ACTION,
@@ -248,7 +249,7 @@ class ActionTransformerState(RowState):
         self.cache[rows, ..., :used, :] = source.cache[source_rows, ..., :used, :]
 
 
-class ActionTransformer(RecordsInit, nn.Module):
+class ActionTransformer(RecordsInit, TransitionModel):
     """A Transformer over top-down actions with the attention ``attention`` (module
     docstring).
 

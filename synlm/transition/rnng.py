@@ -39,6 +39,7 @@ from torch import Tensor, nn
 
 from synlm import errors
 from synlm.modules.recorded import RecordsInit
+from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import (
     FIRST_NT,
     NO_ACTION,
@@ -195,7 +196,7 @@ class RNNGOutput:
     joint: Tensor
 
 
-class RNNG(RecordsInit, nn.Module):
+class RNNG(RecordsInit, TransitionModel):
     """A batched generative top-down RNNG (module docstring).
 
     Args:
