@@ -16,15 +16,19 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     """The model of the checkpoint ``path`` names (a file, a run folder, which stands for its
     best, or ``FOLDER/best|last``: ``synlm.runtime.runs.resolve_checkpoint``), on the CPU in eval
     mode; a missing or unreadable checkpoint is a one-line ``CheckpointError`` naming
-    ``flag``."""
+    ``flag``. torch's global RNG is left as it was (building the model draws its initial
+    weights from a fork of it)."""
+    import torch
+
     from synlm.registry import recipe_class
 
     # memory-mapped: checked before Lightning unpickles; the recipe by the name it saved
     # (a former name too: synlm.transition.former), SyntaxLM's checkpoints name none
     saved = read_checkpoint(path, flag, "best").get("synlm") or {}
     model_class = recipe_class(saved.get("model_class"))
-    model = model_class.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
-                                             map_location="cpu")
+    with torch.random.fork_rng(devices=[]):
+        model = model_class.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
+                                                 map_location="cpu")
     model.eval()
     return model
 

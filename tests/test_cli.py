@@ -185,19 +185,26 @@ def test_ls_lists_components(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_catalog_names_what_importing_registers() -> None:
     """``synlm ls`` reads the classes from the source files; importing them (what
     jsonargparse resolves short names among) finds the same, kind by kind."""
+    import lightning.pytorch as pl
+
     from synlm import catalog, heads
     from synlm.backbones.base import LayerInsert
     from synlm.data.corpora import Corpus
     from synlm.data.subwords import Subwords
+    from synlm.lm import SyntaxLM  # noqa: F401  (a recipe: imported, it is a subclass)
     from synlm.registry import backbone_classes, subclasses
+    from synlm.transition.model import TransitionModel
 
     def ours(classes: list[type]) -> list[str]:  # tests define heads and inserts too
         return [c.__name__ for c in classes if c.__module__.startswith("synlm.")]
 
     assert catalog.list_components() == {
+        "recipes": ours([c for c in subclasses(pl.LightningModule)
+                         if c.__module__ != catalog.FORMER]),
         "backbones": ours(backbone_classes()),
         "inserts": ours(subclasses(LayerInsert)),
         "heads": ours(subclasses(heads.SyntaxHead)),
+        "transition_models": ours(subclasses(TransitionModel)),
         "corpora": ours([c for c in subclasses(Corpus) if "name" in vars(c)]),
         "subwords": ours(subclasses(Subwords)),
         "configs": catalog.shipped_configs(),

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from synlm.capabilities import Searches
 from synlm.errors import InputError, SynLMError, report
 from synlm.runtime.arguments import CommandParser
 from synlm.runtime.threads import configure_threads
@@ -303,7 +304,7 @@ def load_model(path: str) -> Any:
 
 def with_beam(model: Any, args: argparse.Namespace) -> Any:
     """``model`` searching with the beam flags, if it is a transition LM (an RNNG)."""
-    if hasattr(model, "use_beam"):
+    if isinstance(model, Searches):
         model.use_beam(args.beam_size, args.word_beam_size, args.shift_size)
     return model
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from synlm.capabilities import Searches
 from synlm.data.normalization import TEXT_COVERS_END, text_normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
@@ -135,7 +136,7 @@ class ModelScorer:
     def _log_probs(self, rows: list[list[int]]) -> list[np.ndarray]:
         """Each row's target log-probabilities: its tokens, then ``<eos>``, (n + 1,); for a
         transition LM (an RNNG), its beam search's word log-probabilities, then the end's."""
-        if hasattr(self.model, "search_ids"):
+        if isinstance(self.model, Searches):
             results = self.model.search_ids(rows)
             return [np.array([*r.word_log_probs, r.end_log_prob]) for r in results]
         eos = self.vocab.eos_id
