@@ -11,7 +11,7 @@ from conftest import TINY_OVERRIDES, local_gpt2, run_cli
 from synlm.catalog import REPO_CONFIGS, list_components
 from synlm.config import from_config
 from synlm.model import SyntaxModel
-from synlm.transition.lm import TransitionRecipe
+from synlm.transition.lm import TransitionLM
 
 EXPERIMENTS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
                      [*REPO_CONFIGS.glob("*.yaml"), *REPO_CONFIGS.glob("generation/*.yaml"),
@@ -110,7 +110,7 @@ def test_every_config_builds(name: str) -> None:
     gpt2 = "gpt2" in name
     model = from_config(str(REPO_CONFIGS / name),
                         [*tiny(name), *(hub_free() if gpt2 else [])])
-    if isinstance(model, TransitionRecipe):  # its action vocabulary comes from the trees
+    if isinstance(model, TransitionLM):  # its action vocabulary comes from the trees
         assert model.model.n_actions == len(model.datamodule.action_vocab)
         return
     model.setup("validate")  # asks the DataModule for each head's gold
