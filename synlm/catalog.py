@@ -13,11 +13,15 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from synlm.errors import InputError
+
+T = TypeVar("T")
 
 PACKAGE = Path(__file__).resolve().parent
 #: The shipped configs, inside the package (``configs/`` in a checkout links here), so that
@@ -117,16 +121,23 @@ def _recipes() -> list[ClassSource]:
 
 def recipe(name: str | None) -> ClassSource:
     """The recipe a config's ``model.class_path`` or a checkpoint's ``synlm.model_class``
-    names, by short or full name (a full name as it was written: ``RNNGLM`` was
-    ``synlm.transition.lm.RNNGLM``); None names ``SyntaxLM``. An unknown name is an
-    ``InputError`` listing the recipes, with the closest."""
-    found = {c.name: c for c in _recipes()}
+    names (``recipe_named``), as its source states it."""
+    recipes = _recipes()
+    return recipe_named(name, {c.name: c for c in recipes},
+                        [c.name for c in recipes if c.module != FORMER])
+
+
+def recipe_named(name: str | None, recipes: Mapping[str, T], listed: Sequence[str]) -> T:
+    """The one of ``recipes`` (by short class name) that ``name`` names, by short or full
+    name (a full name as it was written: ``RNNGLM`` was ``synlm.transition.lm.RNNGLM``);
+    None names ``SyntaxLM``. An unknown name is an ``InputError`` listing ``listed``, with
+    the closest. (``synlm.registry.recipe_class`` asks the same of the imported classes.)"""
     if name is None:
-        return found["SyntaxLM"]
+        return recipes["SyntaxLM"]
     short = name.rpartition(".")[2]
-    if short in found and (short == name or name.startswith("synlm.")):
-        return found[short]
-    listed = sorted(c.name for c in found.values() if c.module != FORMER)
+    if short in recipes and (short == name or name.startswith("synlm.")):
+        return recipes[short]
+    listed = sorted(listed)
     closest = difflib.get_close_matches(short, listed, n=1)
     raise InputError(f"model.class_path {name}: expected one of {', '.join(listed)}"
                      + (f"; did you mean {closest[0]}?" if closest else ""))

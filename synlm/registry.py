@@ -1,11 +1,11 @@
 """The components themselves: importing this module imports every component package, which
 registers their classes for short ``class_path`` names in configs (jsonargparse resolves
-among imported subclasses), and ``recipe_class`` imports the recipe a config or checkpoint
-names. What they are by name, without importing them, is ``synlm.catalog``."""
+among imported subclasses), and ``recipe_class`` finds the recipe a config or checkpoint
+names among them. What they are by name, without importing them, is ``synlm.catalog``."""
 
 from __future__ import annotations
 
-import importlib
+import lightning.pytorch as pl
 
 import synlm.backbones
 import synlm.callbacks
@@ -13,6 +13,7 @@ import synlm.data.generation_corpora
 import synlm.data.synthetic
 import synlm.data.treebanks
 import synlm.heads
+import synlm.lm
 import synlm.transition.former  # the transition models and their recipe, former names too
 from synlm import catalog
 
@@ -35,7 +36,9 @@ def backbone_classes() -> list[type]:
 
 
 def recipe_class(name: str | None) -> type:
-    """The LightningModule ``name`` names (``catalog.recipe``: short or full, a former name
-    too; None: ``SyntaxLM``), imported."""
-    found = catalog.recipe(name)
-    return getattr(importlib.import_module(found.module), found.name)
+    """The LightningModule ``name`` names (``catalog.recipe_named``: short or full, a former
+    name too; None: ``SyntaxLM``) among the imported ones, as the catalog finds it in the
+    source (a test checks they agree) without reading every file at each start."""
+    imported = [c for c in subclasses(pl.LightningModule) if c.__module__.startswith("synlm.")]
+    return catalog.recipe_named(name, {c.__name__: c for c in imported},
+                                [c.__name__ for c in imported if c.__module__ != catalog.FORMER])

@@ -167,6 +167,23 @@ def test_capabilities_are_types() -> None:
         require(transition, Samples, "synlm generate")
 
 
+def test_a_structure_from_a_model_that_induces_none_is_one_line() -> None:
+    from synlm.parsing import check_structure, default_structure
+
+    plain = type("Plain", (), {})()
+    with pytest.raises(InputError, match=r"^--structure syd: the model \(Plain\) has no "
+                       r"induced structures \(InducesStructures\)$"):
+        check_structure(plain, "syd")
+    with pytest.raises(InputError, match=r"model \(Plain\) induces no structure$"):
+        default_structure(plain)
+
+
+def test_loading_a_syntax_lm_leaves_the_rng_alone() -> None:
+    before = torch.get_rng_state()
+    assert isinstance(load_model(str(CHECKPOINTS / "onlstm_syd_v0.ckpt")), SyntaxLM)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
 def test_generate_on_a_transition_lm_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     path = CHECKPOINTS / "rnng_v0.ckpt"
     assert run_cli(["generate", "--ckpt_path", str(path)]) == 2
