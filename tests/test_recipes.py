@@ -141,6 +141,19 @@ def test_a_config_of_the_former_form_builds_the_same_model(name: str, tmp_path: 
         {k: v for k, v in loaded.hparams.items() if k != "optimizer"}
 
 
+def test_a_former_run_is_tested_with_its_own_config() -> None:
+    """``synlm test --ckpt_path FORMER.ckpt`` reads the config the run saved (the former
+    form), whose recipe the command line finds by its name: jsonargparse then builds it
+    as the run did."""
+    from synlm.lightning_cli import model_class_of, with_saved_config
+
+    args = with_saved_config(["test", "--ckpt_path", str(CHECKPOINTS / "rnng_v0.ckpt")])
+    assert model_class_of(args).__name__ == "RNNGLM"
+    assert model_class_of([*args, "--model.class_path", "TransitionLM"]) is TransitionLM
+    with pytest.raises(InputError, match="SyntaxLM takes its arguments under model:"):
+        model_class_of([*args, "--model.class_path", "SyntaxLM"])
+
+
 def test_transition_lm_takes_any_form_of_its_model() -> None:
     """A model built already, a ``{"class_path", "init_args"}`` dict (a checkpoint's) and a
     builder of ``(vocab_size, n_actions)`` (the CLI's) give the same recipe."""

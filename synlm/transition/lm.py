@@ -39,7 +39,7 @@ from synlm.errors import InputError
 from synlm.lm import attached_trainer, with_scheduler
 from synlm.metrics.parsing import ParsingF1
 from synlm.metrics.structures import prune_leaves, scored_rows
-from synlm.modules.recorded import build
+from synlm.modules.recorded import RecordsInit, build
 from synlm.outputs import ActionBatch
 from synlm.runtime.runs import restore_rng_if_resuming, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
@@ -259,17 +259,15 @@ class TransitionLM(pl.LightningModule):
 def _built(model: Callable[[int, int], TransitionModel] | Mapping[str, Any] | TransitionModel,
            vocab_size: int, n_actions: int) -> TransitionModel:
     """The ``TransitionModel`` that ``TransitionLM``'s ``model`` argument describes."""
-    if isinstance(model, TransitionModel):
-        return model
     if isinstance(model, Mapping):
         init_args = {**model.get("init_args", {}), "vocab_size": vocab_size,
                      "n_actions": n_actions}
         model = build({"class_path": model["class_path"], "init_args": init_args})
-    else:
+    elif not isinstance(model, TransitionModel):
         model = model(vocab_size, n_actions)
-    if not isinstance(model, TransitionModel):
+    if not isinstance(model, TransitionModel) or not isinstance(model, RecordsInit):
         raise InputError(f"model.model: {type(model).__name__} is not a TransitionModel "
-                         "(synlm.transition.model)")
+                         "(synlm.transition.model) saved as its config (RecordsInit)")
     return model
 
 
