@@ -90,12 +90,13 @@ from rnng_speed import (
 from synlm.backbones.transformer import Transformer
 from synlm.model import SyntaxModel
 from synlm.outputs import ActionBatch
-from synlm.transition.action_transformer import ATTENTIONS, ActionTransformer
+from synlm.transition.action_transformer import ActionTransformer
+from synlm.transition.attention import ATTENTIONS
+from synlm.transition.attention.plm_mask import plm_mask_attention
+from synlm.transition.attention.tg import tg_layout
 from synlm.transition.beam import BeamSettings, search_sentences
 from synlm.transition.parser_state import NO_ACTION, REDUCE
-from synlm.transition.plm_masks import plm_mask_attention
 from synlm.transition.rnng import RNNG
-from synlm.transition.tg_masks import tg_layout
 
 #: configs/plm.yaml's PTB size and recipe.
 SIZE, LAYERS, HEADS, FFN, DROPOUT = 256, 4, 4, 1024, 0.1

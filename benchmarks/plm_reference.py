@@ -1,4 +1,4 @@
-"""Reference fixtures for ``synlm.syntax.plm`` and ``synlm.transition.plm_masks``, from
+"""Reference fixtures for ``synlm.syntax.plm`` and ``synlm.transition.attention.plm_mask``, from
 IBM/transformers-struct-guidance (commit 17716af, MIT licence): the lines ``src/get_oracle.py
 --gen`` prints for synlm's trees, and the attention masks ``src/plm-gen.py`` gives PLM-mask.
 

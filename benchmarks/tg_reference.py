@@ -1,4 +1,4 @@
-"""Reference fixture for ``synlm.transition.tg_masks``: the attention masks and relative
+"""Reference fixture for ``synlm.transition.attention.tg``: the attention masks and relative
 positions of Transformer Grammars (Sartran et al. 2022, TACL) as the released masking code of
 deepmind/transformer_grammars (commit edfb9ea, Apache 2.0 licence) computes them for synlm's
 trees.

@@ -18,8 +18,9 @@ class Searches(Protocol):
     word log-probabilities are the beam's, and the beam's sizes can be set."""
 
     def use_beam(self, beam_size: int | None = None, word_beam_size: int | None = None,
-                 shift_size: int | None = None) -> None:
-        """Search with these sizes from now on; one left unset keeps its value."""
+                 shift_size: int | None = None, convention: str | None = None) -> None:
+        """Search with these sizes and surprisal convention from now on; one left unset
+        keeps its value."""
 
     def search_ids(self, rows: Sequence[Sequence[int]]) -> list[Any]:
         """One ``SearchResult`` per sentence given as word ids."""

@@ -44,7 +44,7 @@ from lightning.pytorch.utilities.exceptions import (
 from torch.optim import Optimizer
 
 from synlm import __version__
-from synlm.callbacks import ParameterSummary, SynLMProgressBar, TokensPerSecond
+from synlm.callbacks import ParameterSummary, ProgressLines, SynLMProgressBar, TokensPerSecond
 from synlm.data.datamodule import SynLMDataModule
 from synlm.errors import InputError, SettingError, SynLMError, report, show_traceback
 from synlm.lm import SyntaxLM
@@ -482,7 +482,8 @@ class SynLMCLI(LightningCLI):
         among the logged values (``LearningRateMonitor``); ``logger: false`` logs nothing
         and keeps only the checkpoints in the next ``version_N``. Callbacks: the configured
         ones, ``RunCheckpoint`` (fit only, unless ``enable_checkpointing: false``) and
-        ``TokensPerSecond``; Lightning's default progress bar becomes ``SynLMProgressBar``."""
+        ``TokensPerSecond``; Lightning's default progress bar becomes ``SynLMProgressBar``, and
+        with stderr not a terminal (a log file) ``ProgressLines`` prints beside any bar."""
         config = self.config_init[self.subcommand] if self.subcommand else self.config_init
         root = Path(config.trainer.default_root_dir)
         configured = config.trainer.logger
@@ -515,6 +516,8 @@ class SynLMCLI(LightningCLI):
         bar = trainer.progress_bar_callback
         if type(bar) is RichProgressBar:  # Lightning's default, not one configured
             trainer.callbacks[trainer.callbacks.index(bar)] = SynLMProgressBar()
+        if bar is not None and not sys.stderr.isatty():  # a log file: lines it can show
+            trainer.callbacks.append(ProgressLines())
         for i, callback in enumerate(trainer.callbacks):
             if type(callback) in (ModelSummary, RichModelSummary):  # Lightning's default too
                 trainer.callbacks[i] = ParameterSummary()

@@ -92,6 +92,12 @@ class SynlmLM(LM):
     - ``generate_until``: not offered (an export, ``synlm export-hf``, generates through
       lm-eval's ``hf`` model).
 
+    A transition LM (RNNG, PLM, PLM-mask, TG) is scored by its beam search under its
+    surprisal convention (``search_convention``; ``synlm.transition.beam.CONVENTIONS``). A
+    text its beam finds no tree for ("no parse within the beam") has log-likelihood -inf
+    (lm-eval has no way to leave a request out): such requests are counted
+    (``no_parse``) and each call that meets one logs a warning with the count.
+
     Args:
         ckpt_path: a checkpoint or run folder (``synlm.loading.load_model``).
         model: a ``SyntaxLM`` already loaded, instead of ``ckpt_path``.
@@ -105,12 +111,15 @@ class SynlmLM(LM):
             unset: the checkpoint's, the reference's 100).
         word_beam_size: likewise (10).
         shift_size: likewise (1).
+        search_convention: likewise (``renormalised_given_length`` or ``all_actions``;
+            unset: the model's released one).
     """
 
     def __init__(self, ckpt_path: str | None = None, model: Any = None,
                  batch_size: int | str = DEFAULT_BATCH_SIZE, device: str | None = None,
                  greedy: bool = True, beam_size: int | None = None,
-                 word_beam_size: int | None = None, shift_size: int | None = None) -> None:
+                 word_beam_size: int | None = None, shift_size: int | None = None,
+                 search_convention: str | None = None) -> None:
         super().__init__()
         if (ckpt_path is None) == (model is None):
             raise InputError("the synlm model of lm-eval needs ckpt_path=RUN (a checkpoint "
@@ -121,9 +130,19 @@ class SynlmLM(LM):
             model = load_model(str(ckpt_path), "ckpt_path")
         searches = isinstance(model, Searches)
         if searches:
-            model.use_beam(beam_size, word_beam_size, shift_size)
+            model.use_beam(beam_size, word_beam_size, shift_size, search_convention)
+        else:
+            given = next((name for name, value in (
+                ("beam_size", beam_size), ("word_beam_size", word_beam_size),
+                ("shift_size", shift_size), ("search_convention", search_convention))
+                if value is not None), None)
+            if given:
+                raise InputError(f"{given}: the model has no beam search; it is a setting of "
+                                 "transition LMs (RNNG, PLM, PLM-mask, TG)")
         self.scorer = ModelScorer(model, _batch_size(batch_size), _device(device))
         self.greedy = greedy and not searches
+        #: Requests whose text had no parse within the beam (log-likelihood -inf).
+        self.no_parse = 0
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str,
@@ -149,6 +168,20 @@ class SynlmLM(LM):
         unique = list(dict.fromkeys(sentences))
         return dict(zip(unique, self.scorer.score([list(words) for words in unique])))
 
+    def _log_likelihood(self, sentence: ScoredSentence, first: int = 0) -> float:
+        """The summed log-probabilities of ``sentence``'s words from ``first`` on; -inf,
+        counted in ``no_parse``, for a sentence with no parse within the beam."""
+        if not sentence.parsed:
+            self.no_parse += 1
+            return float("-inf")
+        return float(sum(sentence.word_log_probs[first:]))  # type: ignore[index]
+
+    def _warn_no_parse(self, before: int, requests: int) -> None:
+        if self.no_parse > before:
+            log.warning("synlm: %d of %d requests have no parse within the beam (even with "
+                        "no stack bound): log-likelihood -inf", self.no_parse - before,
+                        requests)
+
     def loglikelihood(self, requests: list[Any]) -> list[tuple[float, bool]]:
         """For each ``(context, continuation)``: log p(continuation words | <eos>, context
         words) and whether the continuation is the model's greedy choice (class
@@ -160,17 +193,20 @@ class SynlmLM(LM):
         greedy = self._greedy([(context + continuation, len(context))
                                for context, continuation in parts]) if self.greedy else \
             [False] * len(parts)
-        results = []
-        for (context, continuation), is_greedy in zip(parts, greedy):
-            sentence = scored[context + continuation]
-            results.append((float(sum(sentence.word_log_probs[len(context):])), is_greedy))
+        before = self.no_parse
+        results = [(self._log_likelihood(scored[context + continuation], len(context)),
+                    is_greedy) for (context, continuation), is_greedy in zip(parts, greedy)]
+        self._warn_no_parse(before, len(parts))
         return results
 
     def loglikelihood_rolling(self, requests: list[Any]) -> list[float]:
         """Each text's log-probability: its words' (class docstring), without the end."""
         texts = [tuple(self.scorer.words(request.args[0])) for request in requests]
         scored = self._score(texts)
-        return [float(sum(scored[words].word_log_probs)) for words in texts]
+        before = self.no_parse
+        results = [self._log_likelihood(scored[words]) for words in texts]
+        self._warn_no_parse(before, len(texts))
+        return results
 
     def generate_until(self, requests: list[Any]) -> list[str]:
         raise NotImplementedError(

@@ -13,14 +13,15 @@ from test_rnng import TREES, all_parses, assert_learns_ten_trees, encoded
 
 from synlm.errors import InputError, SettingError
 from synlm.syntax.actions import ActionError, ActionVocab
-from synlm.transition.action_transformer import ATTENTIONS, ActionTransformer
+from synlm.transition.action_transformer import ActionTransformer
+from synlm.transition.attention import ATTENTIONS
 from synlm.transition.beam import BeamSettings, search_batch, search_sentences
 from synlm.transition.parser_state import NO_ACTION
 
 POLICIES = list(ATTENTIONS)
 
 
-def random_model(vocab_size: int, n_actions: int, attention: str, seed: int = 0,
+def random_model(vocab_size: int, n_actions: int, attention: object, seed: int = 0,
                  **kwargs) -> ActionTransformer:
     """A float64 action Transformer in eval mode whose weights are far from uniform."""
     torch.manual_seed(seed)
@@ -95,11 +96,12 @@ def test_teacher_forcing_equals_one_action_at_a_time(grammar, attention):
     forced = model(w, a, n)
     stepped = one_at_a_time(model, w, a)
     torch.testing.assert_close(stepped.sum(1), forced.joint, rtol=0, atol=1e-10)
+    # action by action: a SHIFT's p(SHIFT) times p(word | SHIFT), its word's entry, is the
+    # cache's joint SHIFT column
     shifts = a == 0
-    split = forced.action_log_probs.masked_fill(shifts, 0.0).sum(1)
-    torch.testing.assert_close(split + forced.word_log_probs.sum(1)
-                               + forced.action_log_probs.masked_fill(~shifts, 0.0).sum(1),
-                               forced.joint, rtol=0, atol=1e-12)
+    word_of_shift = forced.word_log_probs.gather(1, (shifts.cumsum(1) - 1).clamp(min=0))
+    torch.testing.assert_close(forced.action_log_probs + torch.where(shifts, word_of_shift, 0.0),
+                               stepped, rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("attention", POLICIES)
@@ -133,8 +135,7 @@ def test_batched_equals_one_sentence_at_a_time(grammar, attention):
         torch.testing.assert_close(batched.joint[i], alone.joint[0], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("attention", POLICIES)
-def test_beam_equals_the_exact_marginal(attention):
+def assert_beam_equals_the_exact_marginal(attention: object) -> None:
     """One nonterminal, three words, at most two NT in a row: 63 trees. The beam that holds
     them all sums their joint probabilities; its best parse is the best tree; a smaller
     beam gives less."""
@@ -151,6 +152,11 @@ def test_beam_equals_the_exact_marginal(attention):
     assert list(full.parses[0][0]) == parses[int(joint.argmax())]
     small = search_batch(model, words, torch.tensor([n]), BeamSettings(5, 5, 1))[0]
     assert sum(small.word_log_probs) + small.end_log_prob < exact - 0.01
+
+
+@pytest.mark.parametrize("attention", POLICIES)
+def test_beam_equals_the_exact_marginal(attention):
+    assert_beam_equals_the_exact_marginal(attention)
 
 
 @pytest.mark.parametrize("attention", POLICIES)

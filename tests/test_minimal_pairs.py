@@ -117,7 +117,8 @@ def test_hand_made_pairs_scored_once_and_judged_strictly() -> None:
     assert summarize(records) == {
         "accuracy": round(5 / 8, 4), "in_vocabulary_accuracy": round(4 / 7, 4),
         "unknown_share": round(1 / 8, 4), "pairs": 8, "correct": 5,
-        "in_vocabulary_pairs": 7, "in_vocabulary_correct": 4, "same_words_pairs": 1}
+        "in_vocabulary_pairs": 7, "in_vocabulary_correct": 4, "same_words_pairs": 1,
+        "no_parse_pairs": 0}
 
 
 def test_eos_adds_the_end_and_no_known_pair_gives_none() -> None:
@@ -141,7 +142,8 @@ def test_blimp_summary_averages_paradigms_as_the_paper_does() -> None:
     # Paradigms a = 1, b = 1/4, c = 1: their mean 0.75, not the pooled 4/7.
     assert summary["overall"] == {"accuracy": 0.75, "in_vocabulary_accuracy": 0.625,
                                   "unknown_share": 0.3333, "paradigms": 3, "pairs": 7,
-                                  "in_vocabulary_pairs": 6, "same_words_pairs": 0}
+                                  "in_vocabulary_pairs": 6, "same_words_pairs": 0,
+                                  "no_parse_pairs": 0}
     assert summary["phenomena"]["x"]["accuracy"] == 0.625  # pooled would be 0.5
     assert summary["phenomena"]["y"]["in_vocabulary_accuracy"] is None
     assert summary["paradigms"]["b"]["accuracy"] == 0.25

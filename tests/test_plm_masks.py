@@ -1,4 +1,4 @@
-"""PLM-mask's attention masks (``synlm.transition.plm_masks``): hand-drawn trees, the masks
+"""PLM-mask's attention masks (``synlm.transition.attention.plm_mask``): hand-drawn trees, the masks
 IBM/transformers-struct-guidance ``src/plm-gen.py`` gives every tree of
 ``tests/fixtures/plm/masks.json`` (``benchmarks/plm_reference.py masks``), causality, row
 independence, and the one-step form beam search uses against the whole-sequence form."""
@@ -20,7 +20,7 @@ from synlm.syntax.actions import ActionError
 from synlm.syntax.plm import PLM_REDUCE, plm_tokens
 from synlm.syntax.readers import read_trees
 from synlm.syntax.trees import clean_tree
-from synlm.transition.plm_masks import PLMMaskState, innermost_open, plm_mask_attention
+from synlm.transition.attention.plm_mask import PLMMaskState, innermost_open, plm_mask_attention
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MASKS = json.loads((FIXTURES / "plm" / "masks.json").read_text())

@@ -15,7 +15,7 @@ import torch
 import synlm.callbacks.throughput as throughput
 import synlm.runtime.runs
 from conftest import TINY_OVERRIDES, run_cli
-from synlm.callbacks import TokensPerSecond
+from synlm.callbacks import ProgressLines, TokensPerSecond
 from synlm.catalog import REPO_CONFIGS
 from synlm.lightning_cli import SynLMCLI
 
@@ -106,3 +106,39 @@ def test_tensorboard_without_the_package_is_one_line(
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "pip install 'synlm[tensorboard]'" in line
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_log_file_gets_a_line_every_tenth_of_an_epoch_and_at_every_validation(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cli = SynLMCLI(args=[*QUICKSTART, "--trainer.max_epochs=2",
+                         f"--trainer.default_root_dir={tmp_path}"], run=False)
+    lines = [c for c in cli.trainer.callbacks if isinstance(c, ProgressLines)]
+    assert len(lines) == 1  # pytest's captured stderr is no terminal
+    cli.trainer.fit(cli.model, cli.datamodule)
+    printed = [line for line in capsys.readouterr().err.splitlines()
+               if line.startswith("synlm fit: ")]
+    batches = [line for line in printed if ", batch " in line]
+    validations = [line for line in printed if ": validation at " in line]
+    for epoch in (0, 1):  # a line as each tenth of the epoch's n batches is passed: ten
+        done = [line.split(", batch ")[1].split(" ")[0].split("/") for line in batches
+                if line.startswith(f"synlm fit: epoch {epoch},")]
+        n = int(done[0][1])  # the stream's batches (its offset varies from epoch to epoch)
+        assert n >= 10 and [int(k) for k, _ in done] == \
+            [k for k in range(1, n + 1) if k * 10 // n > (k - 1) * 10 // n]
+        assert len(done) == 10
+    assert all(", loss " in line and ", tok/s " in line for line in batches)
+    assert len(validations) == 2 and all("val ppl " in line and "val uf1 " in line
+                                         for line in validations)
+    assert printed.index(validations[0]) == 10  # after the first epoch's ten lines
+
+
+def test_no_progress_lines_on_a_terminal_or_without_a_progress_display(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def callbacks(*extra: str) -> list[Any]:
+        cli = SynLMCLI(args=[*QUICKSTART, *extra, f"--trainer.default_root_dir={tmp_path}"],
+                       run=False)
+        return [c for c in cli.trainer.callbacks if isinstance(c, ProgressLines)]
+
+    assert callbacks("--trainer.enable_progress_bar=false") == []
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    assert callbacks() == []

@@ -105,8 +105,15 @@ def test_batched_equals_one_sentence_at_a_time(grammar):
         torch.testing.assert_close(batched.word_log_probs[i, :N], alone.word_log_probs[0],
                                    rtol=0, atol=1e-12)
         assert (batched.action_log_probs[i, A:] == 0).all()
-    torch.testing.assert_close(batched.joint, batched.action_log_probs.sum(1)
-                               + batched.word_log_probs.sum(1))
+    # the joint is log p(x, y) of the stack fed one action at a time, every action legal
+    state, stepped = model.initial_state(len(trees), stack_size=16), torch.zeros_like(batched.joint)
+    for t in range(a.size(1)):
+        word = w.gather(1, state.parser.pointer.clamp(max=w.size(1) - 1)[:, None])[:, 0]
+        log_probs = model.next_log_probs(state, word, torch.ones(len(trees), len(vocab),
+                                                                 dtype=torch.bool))
+        stepped += log_probs.gather(1, a[:, t:t + 1].clamp(min=0))[:, 0].where(a[:, t] >= 0, 0.0)
+        state = model.advance(state, a[:, t], word)
+    torch.testing.assert_close(batched.joint, stepped, rtol=0, atol=1e-12)
 
 
 def legal_of(history: list[int], n_words: int, limits: Limits | None = None) -> list[bool]:

@@ -492,7 +492,7 @@ def test_evaluate_suite_with_a_unigram_scorer() -> None:
     assert result.summary() == {"suite": "handmade", "items": 4, "accuracy": 0.75,
                                 "in_vocabulary_accuracy": pytest.approx(2 / 3),
                                 "in_vocabulary_items": 3, "unknown_share": 0.25,
-                                "empty_region_items": 4}
+                                "empty_region_items": 4, "no_parse_items": 0}
 
 
 def test_in_vocabulary_accuracy_is_none_when_every_item_has_an_unknown() -> None:

@@ -1,4 +1,4 @@
-"""Transformer Grammars' attention (synlm.transition.tg_masks): the masks and relative
+"""Transformer Grammars' attention (synlm.transition.attention.tg): the masks and relative
 positions of small trees written out by hand; equality with the released masking code of
 deepmind/transformer_grammars on the trees of tests/fixtures/tg (made by
 benchmarks/tg_reference.py); causality; a row's layout independent of the other rows and
@@ -17,7 +17,7 @@ from torch import Tensor
 
 from synlm.errors import InputError, SettingError
 from synlm.syntax.actions import ActionError
-from synlm.transition.tg_masks import TGLayout, TGState, tg_layout
+from synlm.transition.attention.tg import TGLayout, TGState, tg_layout
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tg" / "reference.json"
 S, R, A, B, C = 0, 1, 2, 3, 4  # SHIFT, REDUCE and three NT ids

@@ -1,5 +1,6 @@
-"""Comparing evaluated models (synlm.tse.compare): per-unit outcomes, the item bootstrap, the
-paired randomisation test, the side-by-side tables in Markdown, CSV and LaTeX, and the plots.
+"""Comparing evaluated models (synlm.tse.compare, .measures, .statistics, .tables, .plots):
+per-unit outcomes, the item bootstrap, the paired randomisation test, the side-by-side
+tables in Markdown, CSV and LaTeX, and the plots.
 Every result is built by hand from a few records: no model, no benchmark data."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from synlm.errors import InputError
-from synlm.tse import compare
+from synlm.tse import compare, measures, plots, statistics, tables
 from synlm.tse.benchmarks import BenchmarkResult, score_benchmarks
 from synlm.tse.blimp import summarize_blimp
 from synlm.tse.minimal_pairs import MinimalPair
@@ -92,27 +93,27 @@ def test_item_outcomes_are_each_units_items_in_record_order() -> None:
     """A BLiMP paradigm, a SyntaxGym suite, a Marvin & Linzen Table 1 row (its _anim and
     _inanim templates pooled, rows in Table 1's order); a record field chosen by name, records
     without it left out; in vocabulary, the unknown ones out and a unit left empty gone."""
-    assert compare.item_outcomes(AWD["blimp"]) == {
+    assert measures.item_outcomes(AWD["blimp"]) == {
         "anaphor_gender_agreement": [True, True, False, True], "wh_island": [True, True, False]}
-    assert compare.item_outcomes(AWD["blimp"], in_vocabulary=True) == {
+    assert measures.item_outcomes(AWD["blimp"], in_vocabulary=True) == {
         "anaphor_gender_agreement": [True, True, True], "wh_island": [True, True, False]}
-    assert compare.item_outcomes(AWD["syntaxgym"], "unknown")["npi_orc_any"] == [True, False,
-                                                                                 False]
+    assert measures.item_outcomes(AWD["syntaxgym"], "unknown")["npi_orc_any"] == [True, False,
+                                                                                  False]
     npi = {"grammatical_gt_intrusive": True}
     ml = BenchmarkResult("marvin_linzen", {}, [
         ml_record("prep_inanim", True), ml_record("simple_npi_anim", False, **npi),
         ml_record("simple_agrmt", False, unknown=True), ml_record("prep_anim", False)], {})
-    assert compare.item_outcomes(ml) == {
+    assert measures.item_outcomes(ml) == {
         "Subject-verb agreement/Simple": [False],
         "Subject-verb agreement/Across a prepositional phrase": [True, False],
         "Negative polarity items/Simple": [False]}
-    assert compare.item_outcomes(ml, in_vocabulary=True) == {
+    assert measures.item_outcomes(ml, in_vocabulary=True) == {
         "Subject-verb agreement/Across a prepositional phrase": [True, False],
         "Negative polarity items/Simple": [False]}
-    assert compare.item_outcomes(ml, "grammatical_gt_intrusive") == {
+    assert measures.item_outcomes(ml, "grammatical_gt_intrusive") == {
         "Negative polarity items/Simple": [True]}
     with pytest.raises(InputError, match="no record has the field 'typo'"):
-        compare.item_outcomes(ml, "typo")
+        measures.item_outcomes(ml, "typo")
 
 
 # --------------------------------------------------------------------------- bootstrap
@@ -120,12 +121,12 @@ def test_item_outcomes_are_each_units_items_in_record_order() -> None:
 
 def test_the_bootstrap_interval_holds_the_estimate_and_narrows_with_more_items() -> None:
     few = [True] * 7 + [False] * 3
-    low, high = compare.bootstrap_interval(few)
+    low, high = statistics.bootstrap_interval(few)
     assert low < 0.7 < high
-    many_low, many_high = compare.bootstrap_interval(few * 100)
+    many_low, many_high = statistics.bootstrap_interval(few * 100)
     assert many_low < 0.7 < many_high
     assert many_high - many_low < (high - low) / 5  # about 1/sqrt(100) as wide
-    assert compare.bootstrap_interval({"x": few}) == (low, high)  # one unit, as a mapping
+    assert statistics.bootstrap_interval({"x": few}) == (low, high)  # one unit, as a mapping
 
 
 def test_the_bootstrap_interval_of_a_fixed_seed() -> None:
@@ -133,16 +134,16 @@ def test_the_bootstrap_interval_of_a_fixed_seed() -> None:
     default_rng(0): the percentile intervals of the mean of the unit accuracies (0.5200) and
     of the pooled accuracy (33/60 = 0.55), golden values; another seed, another interval."""
     units = {"a": [i % 3 != 0 for i in range(37)], "b": [i % 5 in (1, 3) for i in range(23)]}
-    assert compare.bootstrap_interval(units) == pytest.approx((0.3977086, 0.6369565))
-    assert compare.bootstrap_interval(units, compare.pooled) == pytest.approx((0.4333333,
-                                                                               0.6666667))
-    assert compare.bootstrap_interval(units, level=0.9) == pytest.approx((0.4164512, 0.6204465))
-    assert compare.bootstrap_interval(units, seed=1) == pytest.approx((0.3977086, 0.6392479))
+    assert statistics.bootstrap_interval(units) == pytest.approx((0.3977086, 0.6369565))
+    assert statistics.bootstrap_interval(units, statistics.pooled) == pytest.approx((0.4333333,
+                                                                                     0.6666667))
+    assert statistics.bootstrap_interval(units, level=0.9) == pytest.approx((0.4164512, 0.6204465))
+    assert statistics.bootstrap_interval(units, seed=1) == pytest.approx((0.3977086, 0.6392479))
 
 
 def test_a_model_against_itself_differs_by_nothing() -> None:
     outcomes = {"a": [True, False, True, True], "b": [False, True]}
-    test = compare.paired_test(outcomes, outcomes)
+    test = statistics.paired_test(outcomes, outcomes)
     assert test["difference"] == test["low"] == test["high"] == 0.0
     assert test["p_value"] == 1.0
     assert (test["units"], test["items"], test["resamples"]) == (2, 6, 1000)
@@ -154,21 +155,21 @@ def test_90_against_50_of_the_same_100_items_is_significant() -> None:
     (probability 2^-39): p is its least, 1/1001."""
     a = [True] * 90 + [False] * 10
     b = [True] * 50 + [False] * 50
-    test = compare.paired_test(a, b)
+    test = statistics.paired_test(a, b)
     assert (test["a"], test["b"]) == (0.9, 0.5)
     assert test["difference"] == pytest.approx(0.4)
     assert test["p_value"] == pytest.approx(1 / 1001) and test["p_value"] < 0.01
     assert 0.25 < test["low"] < 0.4 < test["high"] < 0.55
-    reverse = compare.paired_test(b, a)
+    reverse = statistics.paired_test(b, a)
     assert reverse["difference"] == pytest.approx(-0.4)
     assert reverse["p_value"] == test["p_value"]
 
 
 def test_the_paired_test_needs_the_same_items() -> None:
     with pytest.raises(InputError, match="unit 'a' has 3 items in one and 2 in another"):
-        compare.paired_test({"a": [True, False, True]}, {"a": [True, False]})
+        statistics.paired_test({"a": [True, False, True]}, {"a": [True, False]})
     with pytest.raises(InputError, match="different units"):
-        compare.paired_test({"a": [True]}, {"b": [True]})
+        statistics.paired_test({"a": [True]}, {"b": [True]})
 
 
 def test_paired_tests_compare_two_models_on_each_headline_measure() -> None:
@@ -234,22 +235,22 @@ syntaxgym/unknown\_share & 0.167 (n=7) & 0.167 (n=7) & 0.167 (n=7) \\
 
 
 @pytest.fixture(scope="module")
-def table() -> compare.Table:
+def table() -> tables.Table:
     return compare.comparison_table({"awd": AWD, "onlstm": ONLSTM}, {"awd": UNTRAINED})
 
 
-def test_the_headline_table_in_markdown_csv_and_latex(table: compare.Table) -> None:
+def test_the_headline_table_in_markdown_csv_and_latex(table: tables.Table) -> None:
     """Two models, the first with its untrained baseline over two seeds (their mean): each
     value with its interval and its count; SyntaxGym's scores leave out the excluded
     nn-nv-rpl (the paper's 31 suites); the LaTeX is a booktabs tabular, the title and notes
     as comments."""
     assert table.columns == ["awd", "awd untrained (2 seeds)", "onlstm"]
-    assert compare.to_markdown(table) == MARKDOWN
-    assert compare.to_csv(table) == CSV
-    assert compare.to_latex(table) == LATEX + "".join(f"% {note}\n" for note in table.notes)
+    assert tables.to_markdown(table) == MARKDOWN
+    assert tables.to_csv(table) == CSV
+    assert tables.to_latex(table) == LATEX + "".join(f"% {note}\n" for note in table.notes)
 
 
-def test_the_table_values_are_the_headline_and_the_seed_mean(table: compare.Table) -> None:
+def test_the_table_values_are_the_headline_and_the_seed_mean(table: tables.Table) -> None:
     rows = dict(table.rows)
     for name, results in (("awd", AWD), ("onlstm", ONLSTM)):
         column = table.columns.index(name)
@@ -261,22 +262,22 @@ def test_the_table_values_are_the_headline_and_the_seed_mean(table: compare.Tabl
     assert rows["blimp/accuracy"][1].value == pytest.approx(sum(seeds) / 2, abs=5e-5)
     # one model, one result: the interval is bootstrap_interval's with the same seed
     assert (rows["blimp/accuracy"][0].low, rows["blimp/accuracy"][0].high) == \
-        compare.bootstrap_interval(compare.item_outcomes(AWD["blimp"]))
+        statistics.bootstrap_interval(measures.item_outcomes(AWD["blimp"]))
 
 
-def test_latex_escapes_its_special_characters(table: compare.Table) -> None:
-    assert compare.latex_escape("in_vocabulary 95% a&b #1 $x {y} ~^\\") == (
+def test_latex_escapes_its_special_characters(table: tables.Table) -> None:
+    assert tables.latex_escape("in_vocabulary 95% a&b #1 $x {y} ~^\\") == (
         r"in\_vocabulary 95\% a\&b \#1 \$x \{y\} \textasciitilde{}\textasciicircum{}"
         r"\textbackslash{}")
-    body = [line for line in compare.to_latex(table).splitlines() if not line.startswith("%")]
+    body = [line for line in tables.to_latex(table).splitlines() if not line.startswith("%")]
     assert all("_" not in line.replace(r"\_", "") for line in body)
 
 
-def test_write_tables_writes_the_three_files_whole(table: compare.Table, tmp_path: Path) -> None:
-    paths = compare.write_tables(table, tmp_path / "out" / "headline")
+def test_write_tables_writes_the_three_files_whole(table: tables.Table, tmp_path: Path) -> None:
+    paths = tables.write_tables(table, tmp_path / "out" / "headline")
     assert [p.name for p in paths] == ["headline.md", "headline.csv", "headline.tex"]
     assert paths[0].read_text() == MARKDOWN and paths[1].read_text() == CSV
-    assert paths[2].read_text() == compare.to_latex(table)
+    assert paths[2].read_text() == tables.to_latex(table)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in paths)
 
 
@@ -401,15 +402,15 @@ def test_the_table_recomputes_what_the_benchmarks_report() -> None:
 
 def test_the_plots_are_png_and_svg(tmp_path: Path) -> None:
     models = {"awd": AWD, "onlstm": ONLSTM}
-    paths = compare.plot_units(models, "syntaxgym", tmp_path / "circuits", kind="circuits",
-                               baselines={"awd": UNTRAINED}, resamples=50)
+    paths = plots.plot_units(models, "syntaxgym", tmp_path / "circuits", kind="circuits",
+                             baselines={"awd": UNTRAINED}, resamples=50)
     assert paths == [tmp_path / "circuits.png", tmp_path / "circuits.svg"]
     assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert ET.parse(paths[1]).getroot().tag == "{http://www.w3.org/2000/svg}svg"
-    paths = compare.plot_units(models, "blimp", tmp_path / "phenomena.png", kind="phenomena",
-                               intervals=False)
+    paths = plots.plot_units(models, "blimp", tmp_path / "phenomena.png", kind="phenomena",
+                             intervals=False)
     assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and paths[1].exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "circuits.png", "circuits.svg", "phenomena.png", "phenomena.svg"]
     with pytest.raises(InputError, match="circuits are groups of syntaxgym"):
-        compare.plot_units(models, "blimp", tmp_path / "x", kind="circuits")
+        plots.plot_units(models, "blimp", tmp_path / "x", kind="circuits")

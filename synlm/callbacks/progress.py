@@ -1,9 +1,13 @@
-"""What ``synlm fit`` shows on the console: Lightning's rich bar with short metric names, and
-the model's size in one line instead of Lightning's summary table."""
+"""What ``synlm fit`` shows on the console: Lightning's rich bar with short metric names, a
+plain progress line for a log file (``ProgressLines``), and the model's size in one line
+instead of Lightning's summary table."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import sys
+import time
+from typing import Any, TextIO
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelSummary, RichProgressBar
@@ -34,9 +38,70 @@ class SynLMProgressBar(RichProgressBar):
                     ) -> dict[str, Any]:
         items = super().get_metrics(trainer, pl_module)
         items.pop("v_num", None)
-        if "tok/s" in (shown := {SHORT_NAMES.get(k, k): v for k, v in items.items()}):
-            shown["tok/s"] = f"{shown['tok/s']:.0f}"
-        return shown
+        return short_metrics(items)
+
+
+def short_metrics(items: dict[str, Any]) -> dict[str, Any]:
+    """The values by ``SHORT_NAMES`` (others keep their names), tokens/s as a whole number."""
+    shown = {SHORT_NAMES.get(k, k): v for k, v in items.items()}
+    if "tok/s" in shown:
+        shown["tok/s"] = f"{float(shown['tok/s']):.0f}"
+    return shown
+
+
+def _value(value: Any) -> str:
+    value = float(value)
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+class ProgressLines(pl.Callback):
+    """A plain line on stderr at every tenth of a training epoch and after every validation,
+    for a run whose output goes to a log file (a bar draws nothing there until it ends)::
+
+        synlm fit: epoch 1, batch 40/200 (20%), step 240, loss 4.32, tok/s 2970, 12 s
+        synlm fit: validation at epoch 1, step 400: val ppl 70.2, val uf1 34.8, 31 s
+
+    An epoch of unknown length (an iterable dataset) gets a line every ``every`` batches.
+    Only the first process prints."""
+
+    def __init__(self, every: int = 50, file: TextIO | None = None) -> None:
+        self.every = every
+        self.file = file
+        self._start = time.monotonic()
+
+    def _print(self, trainer: pl.Trainer, text: str) -> None:
+        if trainer.is_global_zero:
+            print(f"synlm fit: {text}, {time.monotonic() - self._start:.0f} s",
+                  file=self.file or sys.stderr, flush=True)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start = time.monotonic()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           outputs: Any, batch: Any, batch_idx: int) -> None:
+        done, total = batch_idx + 1, trainer.num_training_batches
+        if math.isinf(total):
+            due, where = done % self.every == 0, f"batch {done}"
+        else:
+            due = done * 10 // total > batch_idx * 10 // total
+            where = f"batch {done}/{total} ({done / total:.0%})"
+        if not due:
+            return
+        shown = short_metrics({k: v for k, v in trainer.progress_bar_metrics.items()
+                               if not k.startswith("val/")})
+        values = "".join(f", {name} {_value(v) if name != 'tok/s' else v}"
+                         for name, v in shown.items())
+        self._print(trainer, f"epoch {trainer.current_epoch}, {where}, "
+                             f"step {trainer.global_step}{values}")
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        shown = short_metrics({k: v for k, v in trainer.callback_metrics.items()
+                               if k.startswith("val/")})
+        values = ", ".join(f"{name} {_value(v)}" for name, v in shown.items())
+        self._print(trainer, f"validation at epoch {trainer.current_epoch}, step "
+                             f"{trainer.global_step}: {values or 'no values logged'}")
 
 
 class ParameterSummary(ModelSummary):

@@ -10,7 +10,11 @@ Face causal LMs on BLiMP, SyntaxGym and Marvin & Linzen (docs/syntactic-evaluati
 
 Each sentence is scored from a fresh state, its words normalised as the training corpus was
 (saved in the checkpoint), under each benchmark's reference convention for the end of the
-sentence unless ``--eos``/``--no-eos`` says otherwise. Prints one JSON object on stdout: the
+sentence unless ``--eos``/``--no-eos`` says otherwise. A transition LM (RNNG, PLM, PLM-mask,
+TG) is scored by its beam search under its surprisal convention (``--search-convention``;
+``synlm.transition.beam.CONVENTIONS``), which each benchmark's convention names; ``--eos`` is
+refused for one whose end term is 0 by construction, and a pair or item with a sentence the
+beam finds no tree for is counted apart (``no_parse``). Prints one JSON object on stdout: the
 headline numbers (``headline``), each benchmark's full summary and the conventions used; a
 table of the headline on stderr. The benchmark files are looked for under
 ``$SYNLM_DATA_DIR`` (or ``--data-dir``); ``--download`` fetches missing ones.
@@ -105,13 +109,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "BLiMP paradigm and Marvin & Linzen case, items of each SyntaxGym suite")
     p.add_argument("--batch-size", type=_at_least_one, default=64,
                    help="sentences per forward pass")
-    beam = p.add_argument_group("transition LMs (RNNG): word-synchronous beam search")
-    beam.add_argument("--beam-size", type=_at_least_one, default=100,
-                      help="items expanded between two words (default 100, the reference's)")
-    beam.add_argument("--word-beam-size", type=_at_least_one, default=10,
-                      help="items kept at each word (default 10)")
-    beam.add_argument("--shift-size", type=int, default=1,
-                      help="fast-track shifts from outside the beam (default 1)")
+    beam = p.add_argument_group("transition LMs (RNNG, PLM, PLM-mask, TG): word-synchronous "
+                                "beam search; unset: the checkpoint's")
+    beam.add_argument("--beam-size", type=_at_least_one, default=None,
+                      help="items expanded between two words (the reference's 100)")
+    beam.add_argument("--word-beam-size", type=_at_least_one, default=None,
+                      help="items kept at each word (10)")
+    beam.add_argument("--shift-size", type=int, default=None,
+                      help="fast-track shifts from outside the beam (RNNG 1, PLM 5)")
+    beam.add_argument("--search-convention", choices=("renormalised_given_length",
+                                                      "all_actions"), default=None,
+                      help="the surprisals: renormalised over the legal actions given the "
+                      "length (the RNNG's released search) or over every action (the "
+                      "action Transformers'); unset: each model's released one")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (auto: cuda when "
                    "available)")
     p.add_argument("--data-dir", help="the data folder (default $SYNLM_DATA_DIR)")
@@ -211,12 +221,22 @@ class Evaluated:
 def evaluate_scorer(scorer: Any, loaded: dict[str, list[Any]],
                     eos: bool | None) -> dict[str, BenchmarkResult]:
     """The benchmarks ``load_benchmarks`` read, scored with ``scorer`` under ``eos`` (None:
-    each benchmark's reference convention), with progress shown a benchmark."""
+    each benchmark's reference convention), with progress shown a benchmark; a transition
+    LM's results name its surprisal convention (``search_convention``)."""
     shown = ProgressScorer(scorer)
     results = {}
     for name, data in loaded.items():
         shown.label = name
         results.update(score_benchmarks({name: data}, shown, eos))
+    convention = getattr(scorer, "convention", None)
+    if convention is not None:
+        from synlm.transition.types import CONVENTIONS, RENORMALISED
+
+        for result in results.values():
+            result.convention["search_convention"] = convention
+            result.convention["search_text"] = CONVENTIONS[convention]
+            if convention == RENORMALISED:
+                result.convention["eos_term"] = "0 by construction: --eos changes nothing"
     return results
 
 
@@ -237,6 +257,17 @@ def unknown_warnings(results: dict[str, BenchmarkResult], threshold: float,
             f"compare the in_vocabulary numbers (docs/syntactic-evaluation.md)"
             for result in results.values()
             if result.unknown_share is not None and result.unknown_share > threshold]
+
+
+def no_parse_warnings(results: dict[str, BenchmarkResult], name: str) -> list[str]:
+    """A line for each benchmark with pairs or items the beam found no tree for."""
+    from synlm.tse.minimal_pairs import is_unparsed
+
+    counts = {result.name: sum(map(is_unparsed, result.records))
+              for result in results.values()}
+    return [f"{PROG}: warning: {name}: {benchmark}: {count} pairs or items have a sentence "
+            "with no parse within the beam (even with no stack bound); counted apart "
+            "(no_parse), outside the accuracies" for benchmark, count in counts.items() if count]
 
 
 def write_records(path: str, runs: Sequence[Evaluated]) -> int:
@@ -285,6 +316,9 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return "--untrained needs --ckpt_path (the untrained copies of its models)"
     if args.untrained < 0:
         return f"--untrained: must be at least 0, got {args.untrained}"
+    if args.hf and given_beam_flag(args):
+        return f"{given_beam_flag(args)}: a Hugging Face model has no beam search; the beam " \
+               "flags are for synlm's transition LMs (RNNG, PLM, PLM-mask, TG)"
     if bool(args.sentences) != bool(args.surprisals):
         return "--sentences and --surprisals go together: the sentences to score, the table"
     missing = [p for p in [*args.pairs, *filter(is_suite_file, args.suites or ())]
@@ -302,11 +336,45 @@ def load_model(path: str) -> Any:
     return load(path)
 
 
+#: The flags of a transition LM's search, by their ``args`` names.
+BEAM_FLAGS = ("beam_size", "word_beam_size", "shift_size", "search_convention")
+
+
+def given_beam_flag(args: argparse.Namespace) -> str | None:
+    """The first beam flag given (``--beam-size``), if any."""
+    return next((f"--{name.replace('_', '-')}" for name in BEAM_FLAGS
+                 if getattr(args, name) is not None), None)
+
+
 def with_beam(model: Any, args: argparse.Namespace) -> Any:
     """``model`` searching with the beam flags, if it is a transition LM (an RNNG)."""
     if isinstance(model, Searches):
-        model.use_beam(args.beam_size, args.word_beam_size, args.shift_size)
+        model.use_beam(args.beam_size, args.word_beam_size, args.shift_size,
+                       args.search_convention)
     return model
+
+
+def end_is_certain(model: Any, convention: str | None = None) -> bool:
+    """Whether ``model``'s end-of-sentence term is 0 by construction: a search that
+    renormalises over the legal actions given the length (after the last word only the
+    closing actions are legal); ``convention``: the one asked for (None: the model's)."""
+    return isinstance(model, Searches) and \
+        (convention or model.search_convention) == "renormalised_given_length"
+
+
+def check_model_flags(args: argparse.Namespace, models: Sequence[tuple[str, Any]]) -> None:
+    """One-line errors for what the named models cannot honour: a beam flag when none of
+    them searches, ``--eos`` for a single model whose end term is 0 by construction (several
+    models: that model's conventions say so instead)."""
+    flag = given_beam_flag(args)
+    if flag and not any(isinstance(model, Searches) for _, model in models):
+        raise InputError(f"{flag}: {models[0][0]} has no beam search; the beam flags are for "
+                         "transition LMs (RNNG, PLM, PLM-mask, TG)")
+    if args.eos and len(models) == 1 and end_is_certain(models[0][1], args.search_convention):
+        raise InputError(f"--eos: the end-of-sentence term of {models[0][0]} is 0 by "
+                         "construction (its search renormalises over the legal actions given "
+                         "the length: renormalised_given_length); drop --eos, or add "
+                         "--search-convention all_actions")
 
 
 def _scorers(args: argparse.Namespace,
@@ -324,9 +392,11 @@ def _scorers(args: argparse.Namespace,
                                 trust_remote_code=args.trust_remote_code), [])
                 for name in args.hf]
     if args.ckpt_path:
+        loaded = [(path, load_model(path)) for path in args.ckpt_path]
+        check_model_flags(args, loaded)
         out = []
-        for path in args.ckpt_path:
-            model = with_beam(load_model(path), args)
+        for path, model in loaded:
+            model = with_beam(model, args)
             chance = [ModelScorer(with_beam(untrained_copy(model, seed), args), args.batch_size,
                                   device)
                       for seed in range(args.untrained)]
@@ -335,8 +405,10 @@ def _scorers(args: argparse.Namespace,
     if build_model is None:
         raise InputError("--config needs the CLI's model builder; run `synlm evaluate-syntax`")
     name = f"{args.config} untrained, seeds 0-{args.seeds - 1}"
-    untrained = [with_beam(untrained_model(build_model, args.config, seed, args.set), args)
+    untrained = [untrained_model(build_model, args.config, seed, args.set)
                  for seed in range(args.seeds)]
+    check_model_flags(args, [(args.config, untrained[0])])
+    untrained = [with_beam(model, args) for model in untrained]
     return [(name, None, [ModelScorer(model, args.batch_size, device) for model in untrained])]
 
 
@@ -354,11 +426,21 @@ def score_sentences(scorer: Any, path: str, out: str) -> int:
         lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"--sentences: cannot read {path} ({err})") from None
-    sentences = [scorer.words(line) for line in lines if line]
-    if not sentences:
+    numbered = [(number, scorer.words(line)) for number, line in enumerate(lines, 1) if line]
+    if not numbered:
         raise InputError(f"--sentences: {path} holds no sentence")
-    atomic_write_text(Path(out), token_table(ProgressScorer(scorer, "sentences")
-                                             .score(sentences)))
+    if getattr(scorer, "convention", None) is not None:
+        empty = next((number for number, words in numbered if not words), None)
+        if empty is not None:
+            raise InputError(f"--sentences: {path}:{empty}: no words (after the corpus's "
+                             "normalisation); a transition LM generates at least one")
+    sentences = [words for _, words in numbered]
+    scored = ProgressScorer(scorer, "sentences").score(sentences)
+    unparsed = [number for (number, _), s in zip(numbered, scored) if not s.parsed]
+    if unparsed:
+        print(f"{PROG}: warning: {path}: lines {', '.join(map(str, unparsed))}: no parse "
+              "within the beam; left out of the table", file=sys.stderr)
+    atomic_write_text(Path(out), token_table(scored))
     return len(sentences)
 
 
@@ -389,7 +471,7 @@ def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str,
             summary["untrained"] = chance_row(first.untrained)
         return summary
     summary["models"] = {run.name: {
-        "headline": headline(run.results),
+        "headline": headline(run.results), "conventions": conventions(run.results),
         **({"untrained": chance_row(run.untrained)} if run.untrained else {})} for run in runs}
     return summary
 
@@ -405,7 +487,8 @@ def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
         from synlm.tse.surprisal_tables import region_table
 
         records = [{"model": run.name, **r} if len(runs) > 1 else r for run in runs
-                   if "syntaxgym" in run.results for r in run.results["syntaxgym"].records]
+                   if "syntaxgym" in run.results for r in run.results["syntaxgym"].records
+                   if "surprisals" in r]  # an item without a parse has none
         atomic_write_text(Path(args.regions), region_table(records))
         summary["regions"] = args.regions
     if args.report:
@@ -415,7 +498,7 @@ def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
 def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
     """The side-by-side tables (headline and per unit, with item-bootstrap intervals and each
     model's untrained column), a paired test for two models, and the plots."""
-    from synlm.tse import compare
+    from synlm.tse import compare, plots, tables
 
     folder.mkdir(parents=True, exist_ok=True)
     models = {run.name: run.results for run in runs}
@@ -423,11 +506,11 @@ def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
     written: list[Path] = []
     for level in ("headline", "unit"):
         table = compare.comparison_table(models, baselines, level=level)
-        written += compare.write_tables(table, folder / level)
+        written += tables.write_tables(table, folder / level)
     for benchmark, kind in (("syntaxgym", "circuits"), ("blimp", "phenomena")):
         if all(benchmark in results for results in models.values()):
-            written += compare.plot_units(models, benchmark, folder / kind, kind=kind,
-                                          baselines=baselines)
+            written += plots.plot_units(models, benchmark, folder / kind, kind=kind,
+                                        baselines=baselines)
     report: dict[str, Any] = {"files": [str(path) for path in written]}
     if len(runs) == 2:
         report["paired"] = compare.paired_tests(runs[0].results, runs[1].results)
@@ -465,6 +548,10 @@ def main(argv: list[str] | None = None,
             runs.append(Evaluated(name, results, untrained, _vocab_size(scorer or chance[0])))
             for line in unknown_warnings(results or untrained[0], args.warn_unknown,
                                          runs[-1].vocab_size):
+                print(line, file=sys.stderr)
+            unparsed = no_parse_warnings(results, name) + [
+                line for r in untrained for line in no_parse_warnings(r, f"{name} untrained")]
+            for line in unparsed:
                 print(line, file=sys.stderr)
         summary = summarize_runs(args, runs)
         write_outputs(args, runs if not args.config else [

@@ -12,7 +12,10 @@ trees a model induces for raw text. See docs/evaluation.md for the protocols.
 A checkpoint's structures are what its backbone and heads declare (``SyntaxLM.structures``);
 each is decoded by its kind: distances and spans into trees scored by UF1, arcs into heads
 scored by UAS. Words are normalised as the training corpus was (saved in the checkpoint).
-Trees are written as ``--format`` says (docs/visualisation.md).
+Trees are written as ``--format`` says (docs/visualisation.md). A transition LM's beam can
+find no tree for a sentence ("no parse within the beam"): its line is empty (json: ``"tree":
+null``), a line on stderr counts such sentences, and a scored treebank leaves them out of
+the F1 and counts them (``no_parse``).
 """
 
 from __future__ import annotations
@@ -142,7 +145,8 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         sentences = input_sentences(args.input)
         share = unknown_words(model, sentences, "the input's words") if model else None
         trees = induce(sentences)
-        write_trees(trees, args.format, args.output)
+        report_no_parse(trees)
+        write_trees(trees, args.format, args.output, sentences=sentences)
         if args.output:
             print(json.dumps({"n_sentences": len(trees), "output": args.output,
                               **({} if share is None else {"unknown_share": share})}))
@@ -155,6 +159,9 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         return 1
     preds = induce([g.leaves() for g in golds])
     _write_predictions(args, preds, golds)
+    unparsed = report_no_parse(preds)
+    golds = [g for p, g in zip(preds, golds) if p is not None]
+    preds = [p for p in preds if p is not None]
     share = (unknown_words(model, [g.leaves() for g in golds], "the treebank's words")
              if model is not None else None)
     result: dict[str, Any] = {
@@ -167,9 +174,22 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         "max_length": args.max_length,
         **evaluate(preds, golds),
         **({} if share is None else {"unknown_share": share}),
+        **({"no_parse": unparsed} if unparsed else {}),
     }
     print(json.dumps(result))
     return 0
+
+
+def report_no_parse(trees: Sequence[Tree | None]) -> int:
+    """How many sentences have no tree (a transition LM's beam found none), said in one
+    line on stderr when there are any."""
+    missing = [i for i, tree in enumerate(trees, 1) if tree is None]
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
+        print(f"synlm parse: {len(missing)} of {len(trees)} sentences have no parse within "
+              f"the beam (sentences {shown}): an empty tree each, left out of any score",
+              file=sys.stderr)
+    return len(missing)
 
 
 def input_sentences(source: str) -> list[list[str]]:
@@ -196,9 +216,22 @@ def output_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-def format_tree(tree: Tree, fmt: str, gold: Tree | None = None) -> str:
+def format_tree(tree: Tree | None, fmt: str, gold: Tree | None = None,
+                words: Sequence[str] | None = None) -> str:
     """One sentence's tree (with ``gold``: and its gold tree) in the text format ``fmt``
-    (bracket, pretty or json), ending in a newline (pretty: a blank line)."""
+    (bracket, pretty or json), ending in a newline (pretty: a blank line); a sentence with
+    no tree (None: no parse within the beam) is an empty line (json: ``"tree": null``, its
+    ``words``; pretty: a line that says so)."""
+    if tree is None:
+        words = list(words if words is not None else gold.leaves() if gold is not None else [])
+        if fmt == "json":
+            record = {"words": words, "tree": None, "no_parse": True}
+            if gold is not None:
+                record["gold"] = to_bracket(gold)
+            return json.dumps(record) + "\n"
+        if fmt == "pretty":
+            return f"(no parse within the beam: {' '.join(words)})\n\n"
+        return "\n" if gold is None else f"predicted: \ngold: {to_bracket(gold)}\n"
     if fmt == "json":
         record = {"words": tree.leaves(), "tree": to_bracket(tree)}
         if gold is not None:
@@ -211,21 +244,25 @@ def format_tree(tree: Tree, fmt: str, gold: Tree | None = None) -> str:
     return f"predicted: {to_bracket(tree)}\ngold: {to_bracket(gold)}\n"
 
 
-def write_trees(trees: Sequence[Tree], fmt: str, output: str | None = None,
-                golds: Sequence[Tree] | None = None) -> None:
+def write_trees(trees: Sequence[Tree | None], fmt: str, output: str | None = None,
+                golds: Sequence[Tree] | None = None,
+                sentences: Sequence[Sequence[str]] | None = None) -> None:
     """``trees`` (each beside its gold tree if ``golds`` are given) in ``fmt`` to the file
     ``output``, else to stdout; svg: ``NNNN.svg`` (sentence 1 is ``0001.svg``) in the folder
-    ``output``, made if missing."""
+    ``output``, made if missing, none for a sentence without a tree (None; the others as
+    ``format_tree`` writes it, with its words from ``sentences``)."""
     pairs = list(zip(trees, golds if golds is not None else [None] * len(trees)))
+    words = list(sentences) if sentences is not None else [None] * len(trees)
     if fmt == "svg":
         if output is None:
             raise ValueError("svg writes one picture per sentence: give a folder as output")
         folder = Path(output)
         folder.mkdir(parents=True, exist_ok=True)
         for i, (tree, gold) in enumerate(pairs, 1):
-            (folder / f"{i:04d}.svg").write_text(viz.svg(tree, gold), encoding="utf-8")
+            if tree is not None:
+                (folder / f"{i:04d}.svg").write_text(viz.svg(tree, gold), encoding="utf-8")
         return
-    text = "".join(format_tree(tree, fmt, gold) for tree, gold in pairs)
+    text = "".join(format_tree(tree, fmt, gold, w) for (tree, gold), w in zip(pairs, words))
     if output:
         Path(output).write_text(text, encoding="utf-8")
     else:
@@ -280,7 +317,10 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) 
         model = untrained_model(build_model, args.config, seed, args.set)
         structure = args.structure or default_structure(model)
         preds = model_trees(model, words, structure, args.layer, args.biased, args.batch_size)
-        results.append(evaluate(preds, golds))
+        unparsed = report_no_parse(preds)
+        results.append({**evaluate([p for p in preds if p is not None],
+                                   [g for p, g in zip(preds, golds) if p is not None]),
+                        **({"no_parse": unparsed} if structure == BEAM else {})})
     print(json.dumps({"treebank": str(args.treebank),
                       "trees": f"{args.config}:{structure}:untrained:seeds 0-{args.seeds - 1}",
                       "protocol": args.protocol, "max_length": args.max_length,

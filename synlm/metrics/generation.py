@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -230,7 +231,9 @@ def lm_score(model: ScoringLM, samples: Sequence[Tokens], batch_size: int = 32) 
     ``model.vocab`` (unknown words as ``<unk>``; a vocabulary without one raises). With a
     subword vocabulary the words are first split into subwords and the mean is per subword
     token. Not in the released code. An empty sample is scored as its one ``<eos>`` (the model
-    ending it at once); no sample at all gives NaN.
+    ending it at once); no sample at all gives NaN. A transition LM's search can find no tree
+    for a sample ("no parse within the beam"): such samples are left out of the mean and
+    counted in a warning.
     """
     from synlm.tse.scoring import ModelScorer
 
@@ -240,6 +243,12 @@ def lm_score(model: ScoringLM, samples: Sequence[Tokens], batch_size: int = 32) 
     if not samples:
         return math.nan
     scored = ModelScorer(model, batch_size).score([list(sample) for sample in samples])
+    if unparsed := sum(not s.parsed for s in scored):
+        warnings.warn(f"lm_score: {unparsed} of {len(scored)} samples have no parse within "
+                      "the oracle's beam and are left out of the mean", stacklevel=2)
+        scored = [s for s in scored if s.parsed]
+        if not scored:
+            return math.nan
     total = -math.fsum(p for s in scored for p in (*s.token_log_probs, s.eos_log_prob))
     return total / sum(len(s.tokens) + 1 for s in scored)
 

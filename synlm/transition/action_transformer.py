@@ -11,31 +11,36 @@ generates. One softmax over the words and the non-``SHIFT`` actions gives each n
     log p(x, y) = Σ_t log p(a_t, x | a_<t)
 
 with E_out the word and action embeddings (tied, as GPT-2 ties its output). The attention
-``attention`` decides what each token reads:
+policy ``attention`` (``synlm.transition.attention``, a file each) decides what each token
+reads, and how positions enter:
 
 - ``causal`` (PLM, Qian et al. 2021 §3.1): every earlier token, as a GPT-2 over the action
   sequence; learned absolute positions.
 - ``plm_mask`` (PLM-mask, Qian et al. 2021 §3.2): as ``causal`` except two heads of every
   layer, the buffer head, which reads only the tokens before the innermost open ``NT``,
-  and the stack head, which reads only the tokens from it on (``synlm.transition
-  .plm_masks``).
+  and the stack head, which reads only the tokens from it on.
 - ``tg`` (Transformer Grammars, Sartran et al. 2022 §2): each ``REDUCE`` is two tokens, the
   closing bracket ``X)`` twice; the first (COMPOSE attention) reads the opening ``NT`` and
   the children still on the stack and replaces them on it, every other token (STACK
   attention) reads the stack; no absolute positions: Transformer-XL relative attention
-  (Dai et al. 2019 eq. 4) whose relative position is the difference of tree depths
-  (``synlm.transition.tg_masks``), clipped to [−1, 62] as the paper's configuration::
+  (Dai et al. 2019 eq. 4) whose relative position is the difference of tree depths,
+  clipped to [−1, 62] as the paper's configuration::
 
       logit(i, j) = ((q_i + u)·k_j + (q_i + v)·W_r φ(clip(depth_i − depth_j))) / √d
 
   with φ the sinusoidal encoding of the released code. The first copy predicts nothing.
+- a policy of one's own (``AttentionPolicy``), by ``class_path`` or as an instance.
+
+The model reads only what the policy provides (``synlm.transition.attention.base``): the
+tokens and masks of a batch, its rows' state in search and what a step adds, and whether
+there are absolute positions, relative attention or closing brackets.
 
 Every policy runs on the same GELU layers, pre-norm as GPT-2's (``x + Attn(LN(x))``,
 ``x + FFN(LN(x))``, a final LayerNorm; PLM's default) or post-norm as Transformer-XL's
-(``LN(x + Attn(x))``, ``LN(x + FFN(x))``; TG's default). Teacher forcing runs a whole batch
-of sequences with masks built for the batch at once; beam search (``synlm.transition.beam``)
-feeds one action per row and step, each row's keys and values kept in a cache
-(``ActionTransformerState``).
+(``LN(x + Attn(x))``, ``LN(x + FFN(x))``; TG's default): the policy's ``pre_norm`` unless
+``pre_norm`` is set. Teacher forcing runs a whole batch of sequences with masks built for
+the batch at once; beam search (``synlm.transition.beam``) feeds one action per row and
+step, each row's keys and values kept in a cache (``ActionTransformerState``).
 
 Where the released models differ (subword tokens, the labelled closing bracket TG predicts,
 GPT-2's sizes) is written in docs/reference-implementations.md.
@@ -43,9 +48,10 @@ GPT-2's sizes) is written in docs/reference-implementations.md.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +59,14 @@ from torch import Tensor, nn
 
 from synlm import errors
 from synlm.modules.recorded import RecordsInit
+from synlm.transition.attention import POLICIES, Attention, build_policy
+from synlm.transition.attention.base import (
+    AttentionPolicy,
+    AttentionState,
+    BatchMasks,
+    StepMasks,
+    opened_by,
+)
 from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import (
     FIRST_NT,
@@ -62,60 +76,24 @@ from synlm.transition.parser_state import (
     Limits,
     ParserState,
 )
-from synlm.transition.plm_masks import PLMMaskState, plm_mask_attention
-from synlm.transition.rnng import RNNGOutput, full_precision
-from synlm.transition.structure import RowState, StepMasks
-from synlm.transition.tg_masks import TGState, tg_layout
-
-Attention = Literal["causal", "plm_mask", "tg"]
-ATTENTIONS: tuple[str, ...] = ("causal", "plm_mask", "tg")
+from synlm.transition.structure import RowState
+from synlm.transition.types import RNNGOutput, full_precision
 
 
-@dataclass
-class CausalState(RowState):
-    """PLM's incremental attention: each new token reads every earlier one.
-
-    Attributes:
-        length: (R,) tokens so far (the start token included).
-        capacity: the cache positions.
-    """
-
-    length: Tensor
-    capacity: int
-
-    @classmethod
-    def initial(cls, rows: int, capacity: int, device: torch.device | str | None = None
-                ) -> CausalState:
-        """R rows holding the start token at position 0."""
-        return cls(torch.ones(rows, dtype=torch.long, device=device), capacity)
-
-    def step(self, actions: Tensor) -> StepMasks:
-        """One token per row with an action (R,) (-1: none), at the next position."""
-        present = actions != NO_ACTION  # (R,)
-        if bool((self.length[present] >= self.capacity).any()):
-            raise errors.InputError(f"an action sequence is longer than the cache's "
-                                    f"{self.capacity - 1} actions")
-        keys = torch.arange(self.capacity, device=actions.device)  # (S,)
-        allowed = torch.where(present[:, None], keys <= self.length[:, None], keys == 0)
-        masks = StepMasks(self.length[:, None].clone(), present[:, None],
-                          allowed[:, None, None, :])
-        self.length += present.long()
-        return masks
-
-
-def _relative_encodings(max_relative: int, min_relative: int, size: int) -> Tensor:
-    """Transformer-XL's sinusoids for the relative positions ``max_relative`` down to
-    ``min_relative`` (rows), as the released Transformer Grammars builds them:
+def _relative_encodings(lowest: int, highest: int, size: int) -> Tensor:
+    """Transformer-XL's sinusoids for the relative positions ``highest`` down to ``lowest``
+    (rows), as the released Transformer Grammars builds them:
     ``[sin(r·ω_0..) , cos(r·ω_0..)]`` with ω_i = 10000^(−2i / size)."""
     inv_freq = 10000.0 ** (-torch.arange(0, size, 2, dtype=torch.float64) / size)  # (size/2,)
-    r = torch.arange(max_relative, min_relative - 1, -1, dtype=torch.float64)  # (n_rel,)
+    r = torch.arange(highest, lowest - 1, -1, dtype=torch.float64)  # (n_rel,)
     angles = r[:, None] * inv_freq[None, :]
     return torch.cat([angles.sin(), angles.cos()], 1).float()  # (n_rel, size)
 
 
 class ActionAttention(nn.Module):
-    """Multi-head self-attention under a given mask, with Transformer-XL relative depth
-    attention when ``relative`` (module docstring)."""
+    """Multi-head self-attention under a given mask, with Transformer-XL relative attention
+    over the policy's relative positions (TG's depth differences) when ``relative`` (module
+    docstring)."""
 
     def __init__(self, size: int, n_heads: int, dropout: float, relative: bool) -> None:
         super().__init__()
@@ -201,8 +179,8 @@ class ActionTransformerState(RowState):
 
     Attributes:
         parser: pointer, open constituents, ... (``ParserState``).
-        structure: the attention policy's own rows (``CausalState``, ``PLMMaskState``,
-            ``TGState``).
+        structure: the attention policy's own rows (its ``AttentionState``: ``CausalState``,
+            ``PLMMaskState``, ``TGState``, ...).
         cache: (R, L, 2, nh, S, hd) every layer's keys and values per position.
         top: (R, C) the top layer (normed) at the last token: what predicts the next.
         open_top: (R, D) the stack size just after each open ``NT``, innermost last.
@@ -210,7 +188,7 @@ class ActionTransformerState(RowState):
     """
 
     parser: ParserState
-    structure: RowState
+    structure: AttentionState
     cache: Tensor
     top: Tensor
     open_top: Tensor
@@ -220,7 +198,7 @@ class ActionTransformerState(RowState):
     ROWS = ("top", "open_top", "open_label")
 
     def used(self) -> int:
-        """The cache positions the longest row has filled (every policy's ``structure``
+        """The cache positions the longest row has filled (the policy's ``structure``
         counts its tokens in ``length``): beyond them no row has anything to read."""
         return int(self.structure.length.max())
 
@@ -249,43 +227,69 @@ class ActionTransformerState(RowState):
         self.cache[rows, ..., :used, :] = source.cache[source_rows, ..., :used, :]
 
 
+def _predictors(masks: BatchMasks, n_actions: int) -> Tensor:
+    """(B, A) long: the token whose top layer predicts each action of a batch laid out as
+    ``masks``: the start token for the first, then the last predicting token that stands
+    for the action before."""
+    source = masks.source
+    B, T = source.shape
+    by_token = torch.where(masks.predicts & (source >= 0), source + 1, n_actions)  # (B, T)
+    last = torch.zeros(B, n_actions + 1, dtype=torch.long, device=source.device)
+    last.scatter_reduce_(1, by_token, torch.arange(T, device=source.device).expand(B, T),
+                         "amax")
+    return last[:, :n_actions]
+
+
 class ActionTransformer(RecordsInit, TransitionModel):
-    """A Transformer over top-down actions with the attention ``attention`` (module
+    """A Transformer over top-down actions with the attention policy ``attention`` (module
     docstring).
 
     Args:
         vocab_size: V, the word vocabulary.
         n_actions: the action vocabulary (``ActionVocab``: SHIFT, REDUCE, NT(X)...).
         attention: ``causal`` (PLM), ``plm_mask`` (PLM-mask) or ``tg`` (Transformer
-            Grammars).
+            Grammars), the names of ``synlm.transition.attention.POLICIES``; or a policy of
+            one's own: an ``AttentionPolicy``, its ``{"class_path", "init_args"}`` config or
+            its dotted class path.
         size: the model width (GPT-2 small: 768).
         num_layers: layers (12).
         num_heads: heads per layer (12).
         ffn_size: the feed-forward width (4 × size).
         dropout: on the embeddings, the attention weights, after attention and after the
             feed-forward network (GPT-2: 0.1).
-        max_positions: learned absolute positions (``causal``, ``plm_mask``; GPT-2: 1024):
-            the longest action sequence plus one.
+        max_positions: learned absolute positions (a policy with ``absolute_positions``:
+            ``causal``, ``plm_mask``; GPT-2: 1024): the longest action sequence plus one.
         buffer_head: ``plm_mask``'s buffer head (Qian et al.'s released runs: 0).
         stack_head: ``plm_mask``'s stack head (1).
         min_relative: ``tg``'s smallest relative position (the paper's configuration: −1).
         max_relative: ``tg``'s largest; larger depth differences are clipped to it (62).
         pre_norm: LayerNorm before each sublayer plus a final one (GPT-2's), or after each
-            (Transformer-XL's); None: as each paper's model, pre-norm for ``causal`` and
-            ``plm_mask``, post-norm for ``tg``.
+            (Transformer-XL's); None: the policy's (each paper's model: pre-norm for
+            ``causal`` and ``plm_mask``, post-norm for ``tg``).
         max_open: most constituents open at once in search (``Limits``).
         max_consecutive: most ``NT`` in a row in search.
+
+    The four policy settings (``buffer_head`` .. ``max_relative``) go to the named policy
+    that takes them; one that the policy does not take (``buffer_head`` with ``tg``, any
+    with a policy given by class path) must keep its default: a one-line ``SettingError``
+    otherwise, as it would change nothing.
     """
 
-    def __init__(self, vocab_size: int, n_actions: int, attention: Attention = "causal",
-                 size: int = 256, num_layers: int = 4, num_heads: int = 4,
-                 ffn_size: int | None = None, dropout: float = 0.1, max_positions: int = 1024,
-                 buffer_head: int = 0, stack_head: int = 1, min_relative: int = -1,
-                 max_relative: int = 62, pre_norm: bool | None = None, max_open: int = 100,
+    #: The action orders it decodes (``synlm.syntax.actions.ORDERS``): every policy's
+    #: masks and its search read top-down actions.
+    action_orders: ClassVar[tuple[str, ...]] = ("top_down",)
+    #: Its search's released convention (``synlm.transition.beam.CONVENTIONS``): the
+    #: released PLM search normalises over every word and action, as training does.
+    search_convention: ClassVar[str] = "all_actions"
+
+    def __init__(self, vocab_size: int, n_actions: int,
+                 attention: Attention | AttentionPolicy = "causal", size: int = 256,
+                 num_layers: int = 4, num_heads: int = 4, ffn_size: int | None = None,
+                 dropout: float = 0.1, max_positions: int = 1024, buffer_head: int = 0,
+                 stack_head: int = 1, min_relative: int = -1, max_relative: int = 62,
+                 pre_norm: bool | None = None, max_open: int = 100,
                  max_consecutive: int = 8) -> None:
         super().__init__()
-        if attention not in ATTENTIONS:
-            raise errors.SettingError("attention", attention, " | ".join(ATTENTIONS))
         for name, value in (("vocab_size", vocab_size), ("size", size),
                             ("num_layers", num_layers), ("num_heads", num_heads),
                             ("max_positions", max_positions), ("max_open", max_open),
@@ -295,26 +299,30 @@ class ActionTransformer(RecordsInit, TransitionModel):
         errors.probability("dropout", dropout)
         if size % num_heads:
             raise errors.SettingError("size", size, f"a multiple of num_heads={num_heads}")
-        if max_relative < min_relative:
-            raise errors.SettingError("max_relative", max_relative,
-                                      f"at least min_relative={min_relative}")
-        self.vocab_size, self.n_actions, self.attention = vocab_size, n_actions, attention
-        self.num_heads, self.buffer_head, self.stack_head = num_heads, buffer_head, stack_head
+        defaults = inspect.signature(ActionTransformer.__init__).parameters
+        settings = {name: (value, defaults[name].default) for name, value in (
+            ("buffer_head", buffer_head), ("stack_head", stack_head),
+            ("min_relative", min_relative), ("max_relative", max_relative))}
+        self.policy = build_policy(attention, settings)
+        self.policy.check(num_heads)
+        #: the policy as a config value: its name, or its ``{"class_path", "init_args"}``
+        self.attention: Any = attention if isinstance(attention, str) and attention in POLICIES \
+            else self.policy.init_config
+        self.vocab_size, self.n_actions, self.num_heads = vocab_size, n_actions, num_heads
         self.max_positions = max_positions
         self.limits = Limits(max_open, max_consecutive)
         self.embedding = nn.Embedding(vocab_size, size)  # words (tied output)
         self.action_embedding = nn.Embedding(n_actions, size)  # REDUCE, NT(X) (tied); row 0 unused
         self.start = nn.Parameter(torch.zeros(size))
-        relative = attention == "tg"
-        if relative:
-            self.closing_embedding = nn.Embedding(n_actions, size)  # X) by X's NT id
-            self.min_relative, self.max_relative = min_relative, max_relative
-            self.register_buffer("encodings", _relative_encodings(max_relative, min_relative,
-                                                                  size), persistent=False)
-        else:
-            self.position_embedding = nn.Embedding(max_positions, size)
+        self.closing_embedding = nn.Embedding(n_actions, size) \
+            if self.policy.closing_brackets else None  # X) by X's NT id
+        self.position_embedding = nn.Embedding(max_positions, size) \
+            if self.policy.absolute_positions else None
+        relative = self.policy.relative_range is not None
+        self.register_buffer("encodings", _relative_encodings(*self.policy.relative_range, size)
+                             if relative else None, persistent=False)
         self.drop = nn.Dropout(dropout)
-        self.pre_norm = attention != "tg" if pre_norm is None else pre_norm
+        self.pre_norm = self.policy.pre_norm if pre_norm is None else pre_norm
         self.layers = nn.ModuleList(
             ActionLayer(size, num_heads, ffn_size or 4 * size, dropout, relative, self.pre_norm)
             for _ in range(num_layers))
@@ -335,22 +343,23 @@ class ActionTransformer(RecordsInit, TransitionModel):
                 nn.init.zeros_(p)
 
     # ------------------------------------------------------------------ tokens
-    def _token_embedding(self, actions: Tensor, words: Tensor, closing: Tensor) -> Tensor:
+    def _token_embedding(self, actions: Tensor, words: Tensor, closing: Tensor | None
+                         ) -> Tensor:
         """The input of action tokens (...): a ``SHIFT``'s word ``words``, an ``NT``'s or
-        ``REDUCE``'s action embedding, or (``tg``) for a ``REDUCE`` the closing bracket of
-        the ``NT`` ``closing``."""
+        ``REDUCE``'s action embedding, or (a policy with ``closing_brackets``) for a
+        ``REDUCE`` the closing bracket of the ``NT`` ``closing``."""
         word = self.embedding(words.clamp(min=0))
         action = self.action_embedding(actions.clamp(min=0))
-        if self.attention == "tg":
+        if self.closing_embedding is not None:
             action = torch.where((actions == REDUCE)[..., None],
                                  self.closing_embedding(closing.clamp(min=0)), action)
         return torch.where((actions == SHIFT)[..., None], word, action)
 
     def _input(self, tokens: Tensor, positions: Tensor, is_start: Tensor) -> Tensor:
-        """Token embeddings (B, T, C) plus absolute positions (not ``tg``), the start token
-        where ``is_start`` (B, T), with dropout."""
+        """Token embeddings (B, T, C) plus absolute positions (a policy with
+        ``absolute_positions``), the start token where ``is_start`` (B, T), with dropout."""
         x = torch.where(is_start[..., None], self.start.to(tokens.dtype), tokens)
-        if self.attention != "tg":
+        if self.position_embedding is not None:
             if int(positions.max()) >= self.max_positions:
                 raise errors.InputError(
                     f"an action sequence of {int(positions.max())} actions is longer than "
@@ -358,9 +367,13 @@ class ActionTransformer(RecordsInit, TransitionModel):
             x = x + self.position_embedding(positions)
         return self.drop(x)
 
-    def _relative_index(self, relative: Tensor) -> Tensor:
-        """Rows of ``encodings`` for depth differences ``relative`` (clipped)."""
-        return self.max_relative - relative.clamp(self.min_relative, self.max_relative)
+    def _relative_index(self, relative: Tensor | None) -> Tensor | None:
+        """Rows of ``encodings`` for relative positions ``relative`` (clipped to the policy's
+        ``relative_range``); None without."""
+        if relative is None:
+            return None
+        lowest, highest = self.policy.relative_range
+        return highest - relative.clamp(lowest, highest)
 
     def _log_softmax_parts(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """From hidden states (..., C): word logits (..., V), action logits (..., n_actions)
@@ -382,38 +395,21 @@ class ActionTransformer(RecordsInit, TransitionModel):
         shifts = actions == SHIFT
         word_index = shifts.long().cumsum(1) - 1  # (B, A) a SHIFT's word's index
         word_of_action = words.gather(1, word_index.clamp(0, words.size(1) - 1))  # its word
-        if self.attention == "tg":
-            layout = tg_layout(actions)
-            source = layout.source  # (B, T) the action each token stands for
-            known = source >= 0
-            at = source.clamp(min=0)
-            token_actions = torch.where(known, actions.gather(1, at), NO_ACTION)
-            opening_action = actions.gather(1, layout.source.gather(
-                1, layout.opening.clamp(min=0)).clamp(min=0))  # (B, T)
-            tokens = self._token_embedding(token_actions, word_of_action.gather(1, at),
-                                           opening_action)
-            T = source.size(1)
-            is_start = torch.arange(T, device=device)[None] == 0
-            x = self._input(tokens, torch.zeros_like(source), is_start.expand(B, T))
-            allowed, relative = layout.mask[:, None], self._relative_index(layout.relative)
-            # the token that predicts action t: the start token, then the last token of a_t-1
-            last = torch.zeros(B, A + 1, dtype=torch.long, device=device)
-            by_token = torch.where(known & ~layout.compose, source + 1, A)  # (B, T)
-            last.scatter_(1, by_token, torch.arange(T, device=device).expand(B, T))
-            predictor = torch.cat([torch.zeros(B, 1, dtype=torch.long, device=device),
-                                   last[:, 1:A]], 1)  # (B, A)
-        else:
-            tokens = F.pad(self._token_embedding(actions, word_of_action, actions), (0, 0, 1, 0))
-            T = A + 1
-            positions = torch.arange(T, device=device).expand(B, T)
-            x = self._input(tokens, positions, positions == 0)
-            allowed = None if self.attention == "causal" else plm_mask_attention(
-                actions, self.num_heads, self.buffer_head, self.stack_head)
-            relative = None
-            predictor = torch.arange(A, device=device).expand(B, A)
-        encodings = getattr(self, "encodings", None)
+        masks = self.policy.masks(actions, self.num_heads)
+        T = masks.source.size(1)
+        # each token's action, word and closed NT; column A: the start token's and padding's
+        at = torch.where(masks.source >= 0, masks.source, A)  # (B, T)
+        padded = F.pad(actions, (0, 1), value=NO_ACTION)  # (B, A + 1)
+        closing = None if self.closing_embedding is None else \
+            padded.gather(1, opened_by(padded)).gather(1, at)
+        tokens = self._token_embedding(padded.gather(1, at),
+                                       F.pad(word_of_action, (0, 1)).gather(1, at), closing)
+        positions = torch.arange(T, device=device).expand(B, T)
+        x = self._input(tokens, positions, positions == 0)
+        relative = self._relative_index(masks.relative)
         for layer in self.layers:
-            x = layer(x, allowed, relative, encodings)  # (B, T, C)
+            x = layer(x, masks.allowed, relative, self.encodings)  # (B, T, C)
+        predictor = _predictors(masks, A)
         h = self.final_norm(x).gather(1, predictor[..., None].expand(B, A, x.size(-1)))
         word_logits, action_logits, words_norm, norm = self._log_softmax_parts(h)  # (B, A, ·)
         gold = actions.clamp(min=0)
@@ -430,9 +426,8 @@ class ActionTransformer(RecordsInit, TransitionModel):
 
     # ------------------------------------------------------------------ search
     def cache_positions(self, max_actions: int) -> int:
-        """The cache positions a row needs for ``max_actions`` actions: the start token,
-        one per action, and (``tg``) one more per ``REDUCE``, at most half the actions."""
-        return 1 + max_actions + (max_actions // 2 + 1 if self.attention == "tg" else 0)
+        """The cache positions a row needs for ``max_actions`` actions (the policy's)."""
+        return self.policy.cache_positions(max_actions)
 
     def initial_state(self, rows: int, stack_size: int, max_actions: int = 200
                       ) -> ActionTransformerState:
@@ -441,13 +436,7 @@ class ActionTransformer(RecordsInit, TransitionModel):
         weight = self.embedding.weight
         device = weight.device
         S = self.cache_positions(max_actions)
-        if self.attention == "causal":
-            structure: RowState = CausalState.initial(rows, S, device)
-        elif self.attention == "plm_mask":
-            structure = PLMMaskState.initial(rows, S, self.num_heads, self.buffer_head,
-                                             self.stack_head, device)
-        else:
-            structure = TGState.initial(rows, S, device)
+        structure = self.policy.initial_state(rows, S, self.num_heads, device)
         nh = self.num_heads
         cache = weight.new_zeros(rows, len(self.layers), 2, nh, S, weight.size(1) // nh)
         stack = torch.zeros(rows, stack_size, dtype=torch.long, device=device)
@@ -457,8 +446,8 @@ class ActionTransformer(RecordsInit, TransitionModel):
         start = StepMasks(torch.zeros(rows, 1, dtype=torch.long, device=device),
                           torch.ones(rows, 1, dtype=torch.bool, device=device),
                           torch.arange(S, device=device).eq(0).expand(rows, 1, 1, S),
-                          torch.zeros(rows, 1, S, dtype=torch.long, device=device)
-                          if self.attention == "tg" else None)
+                          None if self.encodings is None else
+                          torch.zeros(rows, 1, S, dtype=torch.long, device=device))
         self._run(state, start, weight.new_zeros(rows, 1, weight.size(1)),
                   torch.ones(rows, 1, dtype=torch.bool, device=device))
         return state
@@ -471,11 +460,10 @@ class ActionTransformer(RecordsInit, TransitionModel):
         x = self._input(tokens, step.positions, is_start)
         used = state.used()
         allowed = step.allowed[..., :used]
-        relative = None if step.relative is None else \
-            self._relative_index(step.relative[..., :used])
-        encodings = getattr(self, "encodings", None)
+        relative = None if step.relative is None else step.relative[..., :used]
         for i, layer in enumerate(self.layers):
-            x = layer(x, allowed, relative, encodings, cache=state.cache[:, i], step=step)
+            x = layer(x, allowed, self._relative_index(relative), self.encodings,
+                      cache=state.cache[:, i], step=step)
         fed = step.present[:, -1]
         state.top = torch.where(fed[:, None], self.final_norm(x[:, -1]), state.top)
 
@@ -500,12 +488,17 @@ class ActionTransformer(RecordsInit, TransitionModel):
         state.parser = p.after(actions, new_top)
         return state
 
-    def next_log_probs(self, state: ActionTransformerState, words: Tensor, legal: Tensor
-                       ) -> Tensor:
+    def next_log_probs(self, state: ActionTransformerState, words: Tensor, legal: Tensor,
+                       renormalise: bool = False) -> Tensor:
         """(R, n_actions): log p of each next action, the ``SHIFT`` column joint with its
         word ``words`` (R,); -inf where not ``legal`` (R, n_actions). The softmax is over
-        every word and action, as in training (the released PLM's search too)."""
-        word_logits, action_logits, _, norm = self._log_softmax_parts(state.top)
+        every word and action, as in training (the released PLM's search too), or with
+        ``renormalise`` over the words and actions legal there."""
+        word_logits, action_logits, words_norm, norm = self._log_softmax_parts(state.top)
+        if renormalise:  # log Σ over the legal tokens: every word if SHIFT is legal
+            norm = torch.logaddexp(
+                words_norm.masked_fill(~legal[:, SHIFT], float("-inf")),
+                action_logits[:, 1:].masked_fill(~legal[:, 1:], float("-inf")).logsumexp(-1))
         shift = word_logits.gather(1, words.clamp(min=0)[:, None])[:, 0] - norm
         log_probs = torch.cat([shift[:, None], action_logits[:, 1:] - norm[:, None]], 1)
         return log_probs.masked_fill(~legal, float("-inf"))

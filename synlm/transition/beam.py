@@ -20,44 +20,41 @@ The prefix probability after word i is approximated by the sum over that beam::
 and after the last word the items that close the root give log p(x) (the end of the
 sentence). The search is generic over a transition LM (``TransitionLM``): the RNNG here, any
 model with the same three methods.
+
+Which quantity the surprisals are depends on how each action's probability is normalised
+(``CONVENTIONS``): over the actions legal at that point (``renormalised_given_length``, as
+rnng-pytorch's beam search), which depend on the sentence's length (no ``NT`` after the last
+word, no ``REDUCE`` of the root before it), so that a word's log-probability is
+log p(x_i | x_<i, n) and the end of the sentence is certain (its term 0); or over every
+action as in training (``all_actions``, as the released PLM's search), the mass of the
+illegal actions lost, so that it is log p(x_i | x_<i) and the end term is a real
+log p(end | x). Each model declares its released convention (``search_convention``);
+``BeamSettings.convention`` selects the other.
+
+A beam can empty: every item of a long sentence may fill its stack (``max_stack``) with the
+root still open and words left, where no action is legal. (The action budget cannot empty
+it: an ``NT`` is legal only with room left to finish the sentence.) Such a sentence is
+searched again, alone, with no stack bound; if that empties too, its result says so
+(``SearchResult.parsed`` False: no log-probabilities, no parse), never NaN.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from synlm import errors
-from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT, Limits
-
-
-class TransitionState(Protocol):
-    """A batch of R stacks: its ``parser`` (``ParserState``) and row selection."""
-
-    parser: Any
-
-    def select(self, index: Tensor, out: Any = None) -> TransitionState: ...
-
-    def assign(self, rows: Tensor, source: Any, source_rows: Tensor) -> None: ...
-
-
-class TransitionLM(Protocol):
-    """What the search asks of a model: R empty stacks, the log-probabilities of the next
-    actions (the ``SHIFT`` column joint with the word it generates), and a step."""
-
-    n_actions: int
-    limits: Limits
-
-    def initial_state(self, rows: int, stack_size: int, max_actions: int) -> TransitionState:
-        ...
-
-    def next_log_probs(self, state: Any, words: Tensor, legal: Tensor) -> Tensor: ...
-
-    def advance(self, state: Any, actions: Tensor, words: Tensor) -> TransitionState: ...
+from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT
+from synlm.transition.types import (
+    CONVENTIONS,
+    RENORMALISED,
+    SearchResult,
+    TransitionLM,
+)
 
 
 @dataclass(frozen=True)
@@ -70,27 +67,38 @@ class BeamSettings:
         shift_size: the fast track: word-generating successors taken from outside the beam.
         max_stack: the bound on the stack of a sentence (the reference's
             ``stack_size_bound``): its stack has ``ceil(min(n + 20, max_stack) / 8) * 8``
-            slots for n words.
+            slots for n words; None: no bound (``stack_slots``), how a sentence whose beam
+            emptied is searched again.
         max_memory_mb: sentences are searched in batches whose stacks fit in this much
             memory (a sentence too long for it is searched alone).
         batch_size: most sentences searched at once.
+        convention: ``renormalised_given_length`` or ``all_actions`` (``CONVENTIONS``);
+            None: the model's released one (``TransitionLM.search_convention``).
     """
 
     beam_size: int = 100
     word_beam_size: int = 10
     shift_size: int = 1
-    max_stack: int = 100
+    max_stack: int | None = 100
     max_memory_mb: float = 2048.0
     batch_size: int = 32
+    convention: str | None = None
 
     def __post_init__(self) -> None:
         errors.at_least("beam_size", self.beam_size)
         errors.at_least("word_beam_size", self.word_beam_size)
         errors.at_least("shift_size", self.shift_size, 0)
-        errors.at_least("max_stack", self.max_stack, 8)
+        if self.max_stack is not None:
+            errors.at_least("max_stack", self.max_stack, 8)
         errors.at_least("batch_size", self.batch_size)
         if self.max_memory_mb <= 0:
             raise errors.SettingError("max_memory_mb", self.max_memory_mb, "a size > 0")
+        if self.convention is not None and self.convention not in CONVENTIONS:
+            raise errors.SettingError("convention", self.convention, " | ".join(CONVENTIONS))
+
+    def convention_of(self, model: Any) -> str:
+        """The convention a search of ``model`` computes: this one's, else the model's."""
+        return self.convention or model.search_convention
 
     @property
     def done_size(self) -> int:
@@ -98,29 +106,12 @@ class BeamSettings:
         return min(2 * self.beam_size, self.beam_size + 5 * self.shift_size)
 
 
-@dataclass(frozen=True)
-class SearchResult:
-    """One sentence's search (natural logs).
-
-    Attributes:
-        word_log_probs: log p(x_i | x_<i) ≈ the change of the beam's log-sum at word i (the
-            negated surprisal).
-        end_log_prob: log p(end | x): the log-sum over the finished trees minus that after
-            the last word.
-        parses: the final beam, best first: (action ids, log p(x, y)).
-    """
-
-    word_log_probs: tuple[float, ...]
-    end_log_prob: float
-    parses: tuple[tuple[tuple[int, ...], float], ...]
-
-    @property
-    def surprisals(self) -> tuple[float, ...]:
-        return tuple(-lp for lp in self.word_log_probs)
-
-
-def stack_slots(n_words: int, max_stack: int) -> int:
-    """A sentence's stack slots (``BeamSettings.max_stack``)."""
+def stack_slots(n_words: int, max_stack: int | None, max_open: int = 100) -> int:
+    """A sentence's stack slots (``BeamSettings.max_stack``); with no bound, room for every
+    tree of n words with at most ``max_open`` constituents open (each item on the stack is
+    an open ``NT`` or covers a word; an ``NT`` asks for two free slots)."""
+    if max_stack is None:
+        return math.ceil((n_words + max_open + 3) / 8) * 8
     return math.ceil(min(n_words + 20, max_stack) / 8) * 8
 
 
@@ -173,9 +164,12 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
     ``lengths`` (B,), all at once; the model in eval mode."""
     B, N = words.shape
     K, Kd, nA = settings.beam_size, settings.done_size, model.n_actions
+    # the model's own convention by its default, another one asked for by name
+    convention = {} if settings.convention is None else {
+        "renormalise": settings.convention == RENORMALISED}
     device = words.device
-    slots = torch.tensor([stack_slots(int(n), settings.max_stack) for n in lengths],
-                         device=device)
+    slots = torch.tensor([stack_slots(int(n), settings.max_stack, model.limits.max_open)
+                          for n in lengths], device=device)
     budget = action_budget(lengths)
     limits = replace(model.limits, stack_size=slots.repeat_interleave(K),
                      max_actions=budget.repeat_interleave(K))
@@ -207,7 +201,8 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
                 break
             active = (beam.scores > float("-inf")).view(-1)
             legal = beam.state.parser.legal_actions(row_lengths, nA, limits) & active[:, None]
-            log_probs = model.next_log_probs(beam.state, next_word, legal).double()
+            log_probs = model.next_log_probs(beam.state, next_word, legal,
+                                             **convention).double()
             total = (log_probs.view(B, K, nA) + beam.scores[..., None]).view(B, K * nA)
             scores, order = total.sort(1, descending=True)
             item, action = order // nA, order % nA
@@ -274,7 +269,10 @@ def _parses(beam: _Beam, b: int) -> tuple[tuple[tuple[int, ...], float], ...]:
 
 def _result(prefix: list[Tensor], b: int, n: int,
             parses: tuple[tuple[tuple[int, ...], float], ...]) -> SearchResult:
-    """Sentence b's result from the beam's log-sums after each word (``prefix``)."""
+    """Sentence b's result from the beam's log-sums after each word (``prefix``); a beam
+    that emptied (no parse) has none."""
+    if not parses:
+        return SearchResult(None, None, ())
     sums = [0.0] + [float(prefix[i][b]) for i in range(n + 1)]
     return SearchResult(word_log_probs=tuple(sums[i + 1] - sums[i] for i in range(n)),
                         end_log_prob=sums[n + 1] - sums[n], parses=parses)
@@ -292,14 +290,21 @@ def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
     """``search_batch`` over the rows of ``words`` (B, N) (padded past ``lengths`` (B,)),
     in batches of similar length whose stacks fit ``settings.max_memory_mb``: a beam item's
     stack is measured on the model (``initial_state``) and each batch holds at most
-    ``settings.batch_size`` sentences; the results in the given order."""
+    ``settings.batch_size`` sentences; the results in the given order. A sentence whose beam
+    emptied is searched again alone with no stack bound (module docstring). A sentence of
+    no words is an ``InputError`` naming it (a tree generates a word before its root
+    closes)."""
+    empty = [i for i, n in enumerate(lengths.tolist()) if n < 1]
+    if empty:
+        raise errors.InputError(f"sentence {empty[0] + 1}: no words; a transition LM "
+                                "generates at least one word under its root")
     order = sorted(range(len(lengths)), key=lambda i: -int(lengths[i]))
     rows_per_sentence = settings.beam_size + settings.done_size
     results: list[SearchResult | None] = [None] * len(order)
     start = 0
     while start < len(order):
         longest = int(lengths[order[start]])
-        slots = stack_slots(longest, settings.max_stack)
+        slots = stack_slots(longest, settings.max_stack, model.limits.max_open)
         # live copies of each item while a step selects and advances: about three
         budget = int(action_budget(lengths[order[start]])) + 1
         per_sentence = 3 * rows_per_sentence * _nbytes(model.initial_state(1, slots, budget))
@@ -311,4 +316,11 @@ def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
         for i, result in zip(chunk, found, strict=True):
             results[i] = result
         start += len(chunk)
+    if settings.max_stack is not None:
+        unbounded = replace(settings, max_stack=None)
+        for i, result in enumerate(results):
+            if result is not None and not result.parsed:
+                n = lengths[i:i + 1]
+                (again,) = search_batch(model, words[i:i + 1, :int(n)], n, unbounded)
+                results[i] = replace(again, unbounded_stack=True)
     return results  # type: ignore[return-value]

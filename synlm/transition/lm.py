@@ -17,6 +17,9 @@ and test adds the language-model perplexity of word-synchronous beam search
 F1 of its best trees::
 
     beam_ppl = exp(−Σ_sentences Σ_i log p̂(x_i | x_<i) / Σ words)    (no end-of-sentence term)
+
+over the sentences the search parses: one whose beam empties twice (``synlm.transition.beam``)
+is left out of ``beam_ppl`` and of the F1, and counted (``test/no_parse``, and a warning).
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from typing import Any, ClassVar, Literal
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.cli import instantiate_class
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torchmetrics import SumMetric
 
+from synlm import errors
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.normalization import normalizer
 from synlm.data.subwords import load_vocab
@@ -43,10 +48,11 @@ from synlm.modules.recorded import RecordsInit, build
 from synlm.outputs import ActionBatch
 from synlm.runtime.runs import restore_rng_if_resuming, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
-from synlm.transition.beam import BeamSettings, SearchResult, search_sentences
+from synlm.transition.beam import BeamSettings, search_sentences
 from synlm.transition.model import TransitionModel
+from synlm.transition.types import NO_PARSE, SearchResult
 
-_SUMS = ("action_ll", "word_ll", "actions", "words", "beam_ll", "beam_words")
+_SUMS = ("action_ll", "word_ll", "actions", "words", "beam_ll", "beam_words", "no_parse")
 
 
 class TransitionLM(pl.LightningModule):
@@ -119,6 +125,7 @@ class TransitionLM(pl.LightningModule):
         trainer = attached_trainer(self)
         datamodule = trainer.datamodule if trainer is not None else None
         if isinstance(datamodule, SynLMDataModule):
+            check_action_order(self.model, datamodule.action_order)
             self.vocab = datamodule.vocab
             self.normalization = datamodule.normalization
             self.action_vocab = datamodule.action_vocab
@@ -151,13 +158,16 @@ class TransitionLM(pl.LightningModule):
     def test_step(self, batch: ActionBatch, batch_idx: int) -> None:
         self._joint(batch, "test")
         results = self.search(batch.words, batch.word_lengths)
-        self._add("test", beam_ll=sum(sum(r.word_log_probs) for r in results),
-                  beam_words=batch.n_words)
+        parsed = [b for b, r in enumerate(results) if r.parsed]
+        self._add("test", beam_ll=sum(sum(results[b].word_log_probs) for b in parsed),
+                  beam_words=sum(int(batch.word_lengths[b]) for b in parsed),
+                  no_parse=len(results) - len(parsed))
         rows, golds, keep = scored_rows(batch.sentences)
-        preds = [prune_leaves(self.best_tree(results[b], s.words), mask)
-                 for (b, s), mask in zip(rows, keep)]
-        if golds:
-            self.parsing.update(preds, golds)
+        scored = [(b, s, mask, gold) for (b, s), mask, gold in zip(rows, keep, golds)
+                  if results[b].parsed]
+        if scored:
+            self.parsing.update([prune_leaves(self.best_tree(results[b], s.words), mask)
+                                 for b, s, mask, _ in scored], [g for *_, g in scored])
 
     def on_validation_epoch_end(self) -> None:
         self._log_perplexities("val")
@@ -181,6 +191,10 @@ class TransitionLM(pl.LightningModule):
                "action_ppl": s["action_ll"] / s["actions"], "word_ppl": s["word_ll"] / s["words"]}
         if s["beam_words"] > 0:
             ppl["beam_ppl"] = s["beam_ll"] / s["beam_words"]
+        if s["no_parse"] > 0:
+            self.log(f"{stage}/no_parse", float(s["no_parse"]))
+            rank_zero_warn(f"{int(s['no_parse'])} {stage} sentences have {NO_PARSE} (even "
+                           "with no stack bound): left out of beam_ppl and the F1")
         for name, mean_ll in ppl.items():
             self.log(f"{stage}/{name}", torch.exp(-mean_ll).float(), prog_bar=name == "joint_ppl")
 
@@ -200,6 +214,8 @@ class TransitionLM(pl.LightningModule):
     def search_ids(self, rows: Sequence[Sequence[int]]) -> list[SearchResult]:
         """``search`` of sentences given as lists of word ids, padded here, on the model's
         device."""
+        if not rows:
+            return []
         device = next(self.model.parameters()).device
         words = torch.zeros(len(rows), max(1, *map(len, rows)), dtype=torch.long)
         for b, ids in enumerate(rows):
@@ -208,22 +224,33 @@ class TransitionLM(pl.LightningModule):
                            torch.tensor([len(ids) for ids in rows], device=device))
 
     def use_beam(self, beam_size: int | None = None, word_beam_size: int | None = None,
-                 shift_size: int | None = None) -> None:
-        """Search with these sizes from now on; one left unset keeps its value."""
+                 shift_size: int | None = None, convention: str | None = None) -> None:
+        """Search with these sizes (and surprisal ``convention``,
+        ``synlm.transition.beam.CONVENTIONS``) from now on; one left unset keeps its value."""
         sizes = {"beam_size": beam_size, "word_beam_size": word_beam_size,
                  "shift_size": shift_size}
-        self.beam = replace(self.beam, **{k: int(v) for k, v in sizes.items() if v is not None})
+        self.beam = replace(self.beam, **{k: int(v) for k, v in sizes.items() if v is not None},
+                            convention=convention or self.beam.convention)
+
+    @property
+    def search_convention(self) -> str:
+        """The surprisal convention its search computes (``synlm.transition.beam``)."""
+        return self.beam.convention_of(self.model)
 
     def parse(self, sentences: Sequence[Sequence[str]]) -> list[Any]:
         """The best tree beam search finds for each sentence (words as the corpus writes
-        them, normalised as the training corpus was; the trees hold the given words)."""
+        them, normalised as the training corpus was; the trees hold the given words); None
+        for a sentence with no parse within the beam."""
         normalize = normalizer(self.normalization)
         results = self.search_ids([self.vocab.encode([normalize(w) for w in words])
                                    for words in sentences])
         return [self.best_tree(r, s) for r, s in zip(results, sentences, strict=True)]
 
     def best_tree(self, result: SearchResult, words: Sequence[str]) -> Any:
-        """The best tree of a search over ``words`` (an ``nltk.Tree``, words as leaves)."""
+        """The best tree of a search over ``words`` (an ``nltk.Tree``, words as leaves);
+        None when the search found none (``SearchResult.parsed``)."""
+        if not result.parsed:
+            return None
         actions = self.action_vocab.decode(result.parses[0][0])
         return tree_of(actions, list(words))
 
@@ -269,6 +296,15 @@ def _built(model: Callable[[int, int], TransitionModel] | Mapping[str, Any] | Tr
         raise InputError(f"model.model: {type(model).__name__} is not a TransitionModel "
                          "(synlm.transition.model) saved as its config (RecordsInit)")
     return model
+
+
+def check_action_order(model: Any, order: str) -> None:
+    """A ``SettingError`` naming ``data.action_order`` unless ``model`` decodes ``order``
+    (its ``action_orders``)."""
+    if order not in model.action_orders:
+        raise errors.SettingError("data.action_order", order,
+                                  f"{' | '.join(model.action_orders)}: the "
+                                  f"{type(model).__name__} decodes only those")
 
 
 def __getattr__(name: str) -> Any:

@@ -32,6 +32,7 @@ does not have (docs/reference-implementations.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -50,11 +51,7 @@ from synlm.transition.parser_state import (
     stack_depth,
 )
 from synlm.transition.trace import Trace
-
-
-def full_precision(x: Tensor) -> Tensor:
-    """Logits in at least single precision (half-precision runs normalise in float32)."""
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+from synlm.transition.types import RNNGOutput, full_precision
 
 
 @dataclass
@@ -181,21 +178,6 @@ class Composition(nn.Module):
         return F.relu(self.output(self.dropout(both)))
 
 
-@dataclass
-class RNNGOutput:
-    """Teacher-forced log-probabilities of gold actions and words (natural log).
-
-    Attributes:
-        action_log_probs: (B, A) log p(a_t | a_<t), 0 at padding.
-        word_log_probs: (B, N) log p(x_i | a_<t(i)), 0 at padding.
-        joint: (B,) log p(x, y) = the two summed.
-    """
-
-    action_log_probs: Tensor
-    word_log_probs: Tensor
-    joint: Tensor
-
-
 class RNNG(RecordsInit, TransitionModel):
     """A batched generative top-down RNNG (module docstring).
 
@@ -212,6 +194,13 @@ class RNNG(RecordsInit, TransitionModel):
         max_open: most constituents open at once in search (``Limits``).
         max_consecutive: most ``NT`` in a row in search.
     """
+
+    #: The action orders it decodes (``synlm.syntax.actions.ORDERS``): its stack runs
+    #: top-down actions, and beam search and parsing decode them.
+    action_orders: ClassVar[tuple[str, ...]] = ("top_down",)
+    #: Its search's released convention (``synlm.transition.beam.CONVENTIONS``): the
+    #: released beam search renormalises over the legal actions.
+    search_convention: ClassVar[str] = "renormalised_given_length"
 
     def __init__(self, vocab_size: int, n_actions: int, input_size: int = 256,
                  hidden_size: int = 256, num_layers: int = 2, dropout: float = 0.3,
@@ -305,12 +294,16 @@ class RNNG(RecordsInit, TransitionModel):
         """u = ReLU(W_u drop(h) + b_u): (..., H) -> (..., W)."""
         return F.relu(self.output(self.dropout(top_hidden)))
 
-    def next_log_probs(self, state: RNNGState, words: Tensor, legal: Tensor) -> Tensor:
-        """(R, A): log p(action) over the ``legal`` actions (R, A) of each row, the
-        ``SHIFT`` column joint with its word ``words`` (R,) (-inf where illegal)."""
+    def next_log_probs(self, state: RNNGState, words: Tensor, legal: Tensor,
+                       renormalise: bool = True) -> Tensor:
+        """(R, A): log p(action) of each row, the ``SHIFT`` column joint with its word
+        ``words`` (R,), -inf where not ``legal`` (R, A): normalised over the legal actions
+        (``renormalise``, the released search) or over every action."""
         u = self.contexts(state.top)  # (R, W)
-        logits = full_precision(self.action_decoder(u)).masked_fill(~legal, float("-inf"))
-        log_probs = logits.log_softmax(-1)
+        logits = full_precision(self.action_decoder(u))
+        if renormalise:
+            logits = logits.masked_fill(~legal, float("-inf"))
+        log_probs = logits.log_softmax(-1).masked_fill(~legal, float("-inf"))
         log_probs = log_probs.masked_fill(log_probs.isnan(), float("-inf"))  # none legal
         word = -F.cross_entropy(full_precision(self.word_decoder(u)), words.clamp(min=0),
                                 reduction="none")

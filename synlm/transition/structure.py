@@ -1,11 +1,8 @@
-"""What an action Transformer's attention policy tracks per row while actions are fed one at
-a time (beam search), and what one step hands the attention.
+"""Per-row state for beam search, and the check every mask builder makes of its actions.
 
-An action Transformer (``synlm.transition.action_transformer``) reads a sentence's top-down
-actions (``synlm.syntax.actions``) as tokens: position 0 is a start token, then one token
-per action, or two for a ``REDUCE`` in Transformer Grammars (its closing bracket is
-duplicated). A policy's ``RowState`` knows, for each row, which earlier positions each new
-token may attend to; ``step`` returns that as ``StepMasks`` and updates the rows in place.
+A ``RowState`` is a dataclass of per-row tensors with the row selection beam search needs:
+the parser's (``synlm.transition.parser_state``), an attention policy's
+(``synlm.transition.attention``) and the action Transformer's are ones.
 """
 
 from __future__ import annotations
@@ -55,28 +52,6 @@ def _select(value: object, index: Tensor) -> object:
     if isinstance(value, RowState):
         return value.select(index)
     return value.index_select(0, index) if isinstance(value, Tensor) else value
-
-
-@dataclass
-class StepMasks:
-    """What one step of R rows feeds the attention: N new token slots per row (1, or 2 in
-    Transformer Grammars), each attending over the S cache positions (its own included).
-
-    Attributes:
-        positions: (R, N) the cache position each new token is written to.
-        present: (R, N) bool: the slot holds a token (a row without an action, or a
-            Transformer Grammars step that is not a ``REDUCE``, leaves slots empty; an empty
-            slot is computed but never written, and its ``allowed`` row holds key 0 only).
-        allowed: (R, G, N, S) bool: the keys each new token may attend to; G is 1 (every
-            head alike) or the number of heads (a mask per head).
-        relative: (R, N, S) long: the relative position of each key (Transformer
-            Grammars' depth differences), or None (the policy has none).
-    """
-
-    positions: Tensor
-    present: Tensor
-    allowed: Tensor
-    relative: Tensor | None = None
 
 
 def check_actions(actions: Tensor) -> None:

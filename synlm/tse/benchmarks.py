@@ -126,11 +126,12 @@ def _pair_benchmark(name: str) -> Callable[[Sequence[MinimalPair], Scorer, bool 
 def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> BenchmarkResult:
     """Region surprisals as syntaxgym-core's runner gives them (``evaluate_suites``). The
     in-vocabulary SG score averages each suite's accuracy over its items without an unknown
-    word in a critical region (suites with none left out)."""
+    word in a critical region (suites with none left out); items without a parse (a
+    transition LM's) are left out of both and counted (``no_parse_items``)."""
     reference = getattr(scorer, "syntaxgym_mapping", "heuristic") == "heuristic"
     used = reference if eos is None else eos
     results = evaluate_suites(suites, scorer, used)
-    score = sg_score({r.suite: r.accuracy for r in results})
+    score = sg_score({r.suite: r.accuracy for r in results if r.accuracy is not None})
     known = {r.suite: r.in_vocabulary_accuracy for r in results
              if r.in_vocabulary_accuracy is not None and not is_excluded(r.suite)}
     known_score = sg_score(known) if known else None
@@ -138,7 +139,8 @@ def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> Ben
     summary = {
         "sg_score": _rounded(score.score),
         "in_vocabulary_sg_score": _rounded(known_score.score if known_score else None),
-        "unknown_share": _rounded(fmean(r.unknown_share for r in included)),
+        "unknown_share": _rounded(fmean(r.unknown_share for r in included
+                                        if r.unknown_share is not None)),
         "circuits": {c: _rounded(v) for c, v in score.circuits.items()},
         "in_vocabulary_circuits": {c: _rounded(v) for c, v in
                                    (known_score.circuits if known_score else {}).items()},
@@ -149,6 +151,7 @@ def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> Ben
         "items": sum(len(r.items) for r in included),
         "in_vocabulary_items": sum(r.in_vocabulary_items for r in included),
         "empty_region_items": sum(r.empty_region_items for r in included),
+        "no_parse_items": sum(r.no_parse_items for r in included),
     }
     records = [record for r in results for record in r.records()]
     return BenchmarkResult("syntaxgym", summary, _tagged("syntaxgym", records), {

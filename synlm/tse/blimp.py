@@ -194,7 +194,8 @@ def summarize_blimp(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """``paradigms``: ``summarize`` of each paradigm; ``phenomena`` and ``overall``: the
     paper's averages (``paper_average``) of the paradigms' ``accuracy``,
     ``in_vocabulary_accuracy`` (over the paradigms that have in-vocabulary pairs) and
-    ``unknown_share``, with the numbers of paradigms and pairs behind them."""
+    ``unknown_share``, with the numbers of paradigms and pairs behind them (a paradigm
+    whose every pair has no parse, ``no_parse_pairs``, is left out of the averages)."""
     paradigms = {uid: summarize(group) for uid, group in group_by(records, _uid).items()}
     phenomenon_of = {record["UID"]: record["phenomenon"] for record in records}
     averages = {measure: paper_average(values, phenomenon_of)
@@ -215,11 +216,12 @@ def _paradigm_measures(paradigms: Mapping[str, Mapping[str, Any]]
                        ) -> dict[str, dict[str, float | None]]:
     """Each paradigm's accuracy, in-vocabulary accuracy and unknown share, unrounded."""
     return {
-        "accuracy": {u: s["correct"] / s["pairs"] for u, s in paradigms.items()},
+        "accuracy": {u: s["correct"] / s["pairs"] if s["pairs"] else None
+                     for u, s in paradigms.items()},
         "in_vocabulary_accuracy": {
             u: s["in_vocabulary_correct"] / s["in_vocabulary_pairs"]
             if s["in_vocabulary_pairs"] else None for u, s in paradigms.items()},
-        "unknown_share": {u: 1 - s["in_vocabulary_pairs"] / s["pairs"]
+        "unknown_share": {u: 1 - s["in_vocabulary_pairs"] / s["pairs"] if s["pairs"] else None
                           for u, s in paradigms.items()},
     }
 
@@ -231,7 +233,8 @@ def _averaged(values: Mapping[str, float | None],
             "paradigms": len(summaries),
             "pairs": sum(s["pairs"] for s in summaries),
             "in_vocabulary_pairs": sum(s["in_vocabulary_pairs"] for s in summaries),
-            "same_words_pairs": sum(s["same_words_pairs"] for s in summaries)}
+            "same_words_pairs": sum(s["same_words_pairs"] for s in summaries),
+            "no_parse_pairs": sum(s["no_parse_pairs"] for s in summaries)}
 
 
 def _uid(record: Mapping[str, Any]) -> str:

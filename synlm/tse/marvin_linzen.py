@@ -46,6 +46,7 @@ from synlm.tse.minimal_pairs import (
     MinimalPair,
     fraction,
     group_by,
+    is_unparsed,
     missing_file,
     summarize,
     summarize_by,
@@ -264,11 +265,12 @@ def _pair(record: Mapping[str, Any], where: str) -> MinimalPair:
 
 def with_npi_comparisons(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The records, each NPI item's with its three pairwise outcomes (``NPI_COMPARISONS``,
-    True when the first sentence's log-probability is strictly greater)."""
+    True when the first sentence's log-probability is strictly greater; none for an item
+    without a parse)."""
     out = []
     for record in records:
         record = dict(record)
-        if record["template"] in NPI_TEMPLATES:
+        if record["template"] in NPI_TEMPLATES and not is_unparsed(record):
             log_probs = (record["good_log_prob"], *record["bad_log_probs"])
             record.update({key: log_probs[a] > log_probs[b]
                            for key, (a, b) in NPI_COMPARISONS.items()})
@@ -279,8 +281,10 @@ def with_npi_comparisons(records: Sequence[Mapping[str, Any]]) -> list[dict[str,
 def summarize_npi(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """An NPI row as the released analysis reports it: each pairwise accuracy of
     ``NPI_COMPARISONS`` pooled over the items (and over the in-vocabulary items, with their
-    count), the unknown share, and synlm's "beats both" summary (``summarize``)."""
+    count), the unknown share, and synlm's "beats both" summary (``summarize``); items
+    without a parse are left out, counted in ``no_parse_pairs``."""
     both = summarize(records)
+    records = [r for r in records if not is_unparsed(r)]
     known = [r for r in records if not r["unknown"]]
     return {
         **{key: fraction(sum(r[key] for r in records), len(records)) for key in NPI_COMPARISONS},
@@ -290,6 +294,7 @@ def summarize_npi(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                           for key in NPI_COMPARISONS},
         "in_vocabulary_pairs": len(known),
         "same_words_pairs": both["same_words_pairs"],
+        "no_parse_pairs": both["no_parse_pairs"],
         "synlm_beats_both": both,
     }
 

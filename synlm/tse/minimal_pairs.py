@@ -18,6 +18,11 @@ A model with a closed word vocabulary reads some benchmark words as ``<unk>``; w
 tells the sentences apart is unknown the comparison says little about syntax. Each pair
 therefore records whether any of its differing words (``differing_words``) was read as
 unknown, and summaries give the accuracy over all pairs and over the pairs without one.
+
+A transition LM's beam search can find no tree for a sentence (``ScoredSentence.parsed``
+False): a pair with such a sentence has no log-probabilities and no ``correct`` (its record
+says ``no_parse``), is neither right nor wrong, and summaries count it apart
+(``no_parse_pairs``), outside every accuracy and share.
 """
 
 from __future__ import annotations
@@ -75,7 +80,9 @@ def evaluate_pairs(pairs: Sequence[MinimalPair], scorer: Scorer,
     once, all in one ``scorer.score`` call. A record holds the pair's ``ids``, its sentences
     (``good``, ``bad``), their log-probabilities (``good_log_prob``, ``bad_log_probs``; with
     the end of sentence when ``eos``), ``correct``, ``unknown`` (a differing word, against any
-    alternative, was read as unknown) and ``differing_words`` (each once, in order).
+    alternative, was read as unknown) and ``differing_words`` (each once, in order); a pair
+    with a sentence of no parse has ``no_parse`` instead of the log-probabilities and
+    ``correct``.
     """
     words_of: dict[str, tuple[str, ...]] = {}
     for pair in pairs:
@@ -93,21 +100,25 @@ def evaluate_pairs(pairs: Sequence[MinimalPair], scorer: Scorer,
 
 def _record(pair: MinimalPair, scored: list[ScoredSentence], eos: bool) -> dict[str, Any]:
     good, *bads = scored
-    good_log_prob = good.total(eos)
-    bad_log_probs = [bad.total(eos) for bad in bads]
     words: list[str] = []
     unknown = False
     for bad in bads:
         for i1, i2, j1, j2 in differences(good.words, bad.words):
             words.extend((*good.words[i1:i2], *bad.words[j1:j2]))
             unknown = unknown or any(good.unknown[i1:i2]) or any(bad.unknown[j1:j2])
+    if all(s.parsed for s in scored):
+        good_log_prob = good.total(eos)
+        bad_log_probs = [bad.total(eos) for bad in bads]
+        outcome: dict[str, Any] = {
+            "good_log_prob": good_log_prob, "bad_log_probs": bad_log_probs,
+            "correct": all(good_log_prob > bad for bad in bad_log_probs)}
+    else:
+        outcome = {"no_parse": True}
     return {
         **pair.ids,
         "good": pair.good,
         "bad": list(pair.bad),
-        "good_log_prob": good_log_prob,
-        "bad_log_probs": bad_log_probs,
-        "correct": all(good_log_prob > bad for bad in bad_log_probs),
+        **outcome,
         "unknown": unknown,
         "differing_words": list(dict.fromkeys(words)),
         "same_words": any(good.words == bad.words for bad in bads),
@@ -120,11 +131,13 @@ def fraction(part: float, whole: float) -> float | None:
 
 
 def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Pooled over the records: ``accuracy`` (all pairs), ``in_vocabulary_accuracy`` (pairs
-    with no unknown differing word; None when there is none), ``unknown_share`` (the share of
-    pairs with one) and the counts behind them, ``same_words_pairs`` among them (pairs the
-    model reads as the same words: a tie, counted wrong)."""
-    records = list(records)
+    """Pooled over the records with a parse (every record but a transition LM's ``no_parse``
+    ones): ``accuracy`` (all those pairs), ``in_vocabulary_accuracy`` (pairs with no unknown
+    differing word; None when there is none), ``unknown_share`` (the share of pairs with
+    one) and the counts behind them, ``same_words_pairs`` among them (pairs the model reads
+    as the same words: a tie, counted wrong); ``no_parse_pairs``: the pairs left out."""
+    everything = list(records)
+    records = [r for r in everything if not is_unparsed(r)]
     known = [r for r in records if not r["unknown"]]
     return {
         "accuracy": fraction(sum(r["correct"] for r in records), len(records)),
@@ -135,7 +148,13 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "in_vocabulary_pairs": len(known),
         "in_vocabulary_correct": sum(r["correct"] for r in known),
         "same_words_pairs": sum(r.get("same_words", False) for r in records),
+        "no_parse_pairs": len(everything) - len(records),
     }
+
+
+def is_unparsed(record: Mapping[str, Any]) -> bool:
+    """Whether a pair's or item's record is one without a parse (``no_parse``)."""
+    return bool(record.get("no_parse"))
 
 
 def group_by(records: Iterable[Mapping[str, Any]],

@@ -25,22 +25,31 @@ class ScoredSentence:
     subwords otherwise); ``unknown[i]`` says whether word i was read as the unknown token.
     ``eos_log_prob`` is the log-probability of the end of the sentence after the last word
     (None for a scorer that does not model it).
+
+    A transition LM's beam search can find no tree for a sentence (``parsed`` False, "no
+    parse within the beam"): it then has no log-probabilities (``word_log_probs``,
+    ``token_log_probs`` and ``eos_log_prob`` None), and the benchmarks count it apart.
     """
 
     words: tuple[str, ...]
-    word_log_probs: tuple[float, ...]
+    word_log_probs: tuple[float, ...] | None
     unknown: tuple[bool, ...]
     eos_log_prob: float | None
     tokens: tuple[str, ...]  # the model's tokens, in order (``<unk>`` where unknown)
-    token_log_probs: tuple[float, ...]
+    token_log_probs: tuple[float, ...] | None
+    parsed: bool = True
 
     def total(self, eos: bool = False) -> float:
         """log p(sentence): the words' log-probabilities and, with ``eos``, its end's (the
         reference scorers of BLiMP and Marvin & Linzen leave the end out: the default)."""
+        if not self.parsed:
+            raise ValueError(f"{' '.join(self.words)!r}: no parse within the beam, so no "
+                             "log-probability; count it apart (ScoredSentence.parsed)")
         if eos and self.eos_log_prob is None:
             raise ValueError("this scorer gives no end-of-sentence probability; score "
                              "without the end-of-sentence term (eos=False)")
-        return sum(self.word_log_probs) + (self.eos_log_prob if eos else 0.0)  # type: ignore[operator]
+        return sum(self.word_log_probs) + (  # type: ignore[arg-type]
+            self.eos_log_prob if eos else 0.0)  # type: ignore[operator]
 
 
 class Scorer(Protocol):

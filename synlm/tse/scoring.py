@@ -71,6 +71,12 @@ class ModelScorer:
     the model back in the mode it found it in; the model stays where it is unless ``device``
     names another place, where it is moved once, here.
 
+    A transition LM (an RNNG, PLM, Transformer Grammar) is scored by its word-synchronous
+    beam search (``synlm.transition.beam``): its ``convention`` says which quantity that is
+    (``renormalised_given_length`` or ``all_actions``), and a sentence the beam finds no tree
+    for is ``ScoredSentence.parsed`` False; a sentence of no words is an ``InputError``
+    naming it (such a model generates a word before its root closes).
+
     Args:
         model: the language model (its ``vocab`` and ``normalization`` set, as a checkpoint
             or ``setup`` sets them).
@@ -100,6 +106,12 @@ class ModelScorer:
     #: predict ``<eos>`` after every sentence.
     syntaxgym_mapping = "heuristic"
 
+    @property
+    def convention(self) -> str | None:
+        """A transition LM's surprisal convention (``synlm.transition.beam.CONVENTIONS``);
+        None for a model that reads every word left to right (no search)."""
+        return getattr(self.model, "search_convention", None)
+
     def words(self, text: str) -> list[str]:
         return self._text(text)
 
@@ -124,6 +136,11 @@ class ModelScorer:
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         encoded = [self.encode(words) for words in sentences]
+        if self.convention is not None:
+            empty = next((i for i, (ids, _, _) in enumerate(encoded) if not ids), None)
+            if empty is not None:
+                raise InputError(f"sentence {empty + 1} of {len(sentences)}: no words; a "
+                                 "transition LM generates at least one word under its root")
 
         def batch(chunk: list[int]) -> list[ScoredSentence]:
             rows = self._log_probs([encoded[i][0] for i in chunk])
@@ -133,12 +150,14 @@ class ModelScorer:
             return by_length([len(ids) for ids, _, _ in encoded], self.batch_size, batch,
                              self.progress)
 
-    def _log_probs(self, rows: list[list[int]]) -> list[np.ndarray]:
+    def _log_probs(self, rows: list[list[int]]) -> list[np.ndarray | None]:
         """Each row's target log-probabilities: its tokens, then ``<eos>``, (n + 1,); for a
-        transition LM (an RNNG), its beam search's word log-probabilities, then the end's."""
+        transition LM (an RNNG), its beam search's word log-probabilities, then the end's
+        (None: no parse within the beam)."""
         if isinstance(self.model, Searches):
             results = self.model.search_ids(rows)
-            return [np.array([*r.word_log_probs, r.end_log_prob]) for r in results]
+            return [np.array([*r.word_log_probs, r.end_log_prob]) if r.parsed else None
+                    for r in results]
         eos = self.vocab.eos_id
         tokens = sentence_rows(rows, eos).to(self.device)
         log_probs = self.model.target_log_probs(tokens[:, :-1], tokens[:, 1:])
@@ -146,7 +165,12 @@ class ModelScorer:
         return [log_probs[b, :len(ids) + 1] for b, ids in enumerate(rows)]
 
     def _scored(self, words: Sequence[str], ids: list[int], word_index: list[int],
-                unknown: list[bool], row: np.ndarray) -> ScoredSentence:
+                unknown: list[bool], row: np.ndarray | None) -> ScoredSentence:
+        if row is None:
+            return ScoredSentence(words=tuple(words), word_log_probs=None,
+                                  unknown=tuple(unknown), eos_log_prob=None,
+                                  tokens=tuple(self.vocab.decode(ids)), token_log_probs=None,
+                                  parsed=False)
         per_word = np.zeros(len(words))
         np.add.at(per_word, np.asarray(word_index, dtype=np.int64), row[:-1])
         return ScoredSentence(words=tuple(words), word_log_probs=tuple(per_word.tolist()),

@@ -65,10 +65,13 @@ def token_table(scored: Sequence[ScoredSentence], base: float = 2,
     ``token``, ``surprisal`` (-log_base p; bits by default), tab-separated under a header,
     ids from 1; each sentence's tokens, then ``eos_token`` (the scorer's end-of-sentence
     token) where its ``eos_log_prob`` is not None. Every token's true surprisal, the first
-    one's included (lm-zoo writes 0 there: the module's docs)."""
+    one's included (lm-zoo writes 0 there: the module's docs). A sentence a transition LM
+    has no parse for (``ScoredSentence.parsed`` False) has no rows; the ids keep counting."""
     unit_name(base)
     lines = ["\t".join(TOKEN_COLUMNS)]
     for s, sentence in enumerate(scored, start=1):
+        if not sentence.parsed:
+            continue
         if len(sentence.tokens) != len(sentence.token_log_probs):
             raise InputError(f"sentence {s}: {len(sentence.tokens)} tokens but "
                              f"{len(sentence.token_log_probs)} token log-probabilities")

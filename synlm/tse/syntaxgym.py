@@ -350,16 +350,21 @@ class ItemResult:
     prediction's truth, the critical-region words read as unknown (in any condition), and
     the critical regions whose text the model reads as nothing (condition -> region numbers:
     punctuation a PTB model deletes; their surprisal is 0, so a prediction over them tests
-    nothing)."""
+    nothing). ``parsed`` False: a transition LM's beam found no tree for a condition's
+    sentence; the item has no surprisals nor predictions and is counted apart."""
 
     item: int
     surprisals: dict[str, dict[int, float]]
     predictions: tuple[bool, ...]
     unknown_words: tuple[str, ...]
     empty_regions: dict[str, tuple[int, ...]]
+    parsed: bool = True
 
     @property
     def correct(self) -> bool:
+        if not self.parsed:
+            raise ValueError(f"item {self.item}: no parse within the beam, neither right nor "
+                             "wrong")
         return all(self.predictions)
 
     @property
@@ -373,50 +378,64 @@ def _mean(values: Sequence[float]) -> float:
 
 @dataclass(frozen=True)
 class SuiteResult:
-    """A suite's items evaluated, and its accuracies."""
+    """A suite's items evaluated, and its accuracies: over the items with a parse (every
+    item but those of ``no_parse_items``)."""
 
     suite: str
     items: tuple[ItemResult, ...]
 
     @property
-    def accuracy(self) -> float:
-        """The share of items whose predictions all hold."""
-        return _mean([item.correct for item in self.items])
+    def scored(self) -> tuple[ItemResult, ...]:
+        """The items with a parse (``ItemResult.parsed``)."""
+        return tuple(item for item in self.items if item.parsed)
+
+    @property
+    def no_parse_items(self) -> int:
+        """How many items have a sentence with no parse within the beam (left out)."""
+        return len(self.items) - len(self.scored)
+
+    @property
+    def accuracy(self) -> float | None:
+        """The share of items whose predictions all hold; None when no item has a parse."""
+        return _mean([item.correct for item in self.scored]) if self.scored else None
 
     @property
     def in_vocabulary_items(self) -> int:
         """How many items have no unknown critical word."""
-        return sum(not item.unknown for item in self.items)
+        return sum(not item.unknown for item in self.scored)
 
     @property
     def in_vocabulary_accuracy(self) -> float | None:
         """The accuracy over items with no unknown critical word; None when there are none."""
-        known = [item.correct for item in self.items if not item.unknown]
+        known = [item.correct for item in self.scored if not item.unknown]
         return _mean(known) if known else None
 
     @property
-    def unknown_share(self) -> float:
+    def unknown_share(self) -> float | None:
         """The share of items with an unknown word in a critical region."""
-        return _mean([item.unknown for item in self.items])
+        return _mean([item.unknown for item in self.scored]) if self.scored else None
 
     @property
     def empty_region_items(self) -> int:
         """How many items read a critical region as nothing (``ItemResult.empty_regions``)."""
-        return sum(bool(item.empty_regions) for item in self.items)
+        return sum(bool(item.empty_regions) for item in self.scored)
 
     def summary(self) -> dict[str, Any]:
         return {"suite": self.suite, "items": len(self.items), "accuracy": self.accuracy,
                 "in_vocabulary_accuracy": self.in_vocabulary_accuracy,
                 "in_vocabulary_items": self.in_vocabulary_items,
                 "unknown_share": self.unknown_share,
-                "empty_region_items": self.empty_region_items}
+                "empty_region_items": self.empty_region_items,
+                "no_parse_items": self.no_parse_items}
 
     def records(self) -> list[dict[str, Any]]:
-        """One JSON-ready dict an item."""
+        """One JSON-ready dict an item (one without a parse: ``no_parse``, and neither
+        surprisals, predictions nor ``correct``)."""
         return [{"suite": self.suite, "item": item.item,
-                 "surprisals": {condition: {str(r): value for r, value in regions.items()}
-                                for condition, regions in item.surprisals.items()},
-                 "predictions": list(item.predictions), "correct": item.correct,
+                 **({"surprisals": {condition: {str(r): value for r, value in regions.items()}
+                                    for condition, regions in item.surprisals.items()},
+                     "predictions": list(item.predictions), "correct": item.correct}
+                    if item.parsed else {"no_parse": True}),
                  "unknown": item.unknown, "unknown_words": list(item.unknown_words),
                  "empty_regions": {c: list(r) for c, r in item.empty_regions.items()}}
                 for item in self.items]
@@ -435,8 +454,9 @@ def _item_result(suite: Suite, critical: set[int], item: Item,
                              f"for a sentence of {sum(map(len, condition_words))}")
         regions = map_regions(condition_words, sentence.unknown,
                               [covers_end(c) for c in condition.contents], heuristic)
-        values = region_surprisals(sentence, regions, len(condition_words), eos, where)
-        surprisals[condition.name] = dict(zip(condition.region_numbers, values))
+        if sentence.parsed:
+            values = region_surprisals(sentence, regions, len(condition_words), eos, where)
+            surprisals[condition.name] = dict(zip(condition.region_numbers, values))
         # an unknown word in a critical region of the text, wherever its surprisal counts
         numbers = condition.region_numbers
         own = [(w, numbers[index]) for index, region in enumerate(condition_words)
@@ -449,13 +469,16 @@ def _item_result(suite: Suite, critical: set[int], item: Item,
             if number in critical and content.strip() and index not in counted)
         if nothing:
             empty[condition.name] = nothing
+    unknown_words = tuple(dict.fromkeys(unknown))
+    if not all(sentence.parsed for sentence in scored):
+        return ItemResult(item.number, {}, (), unknown_words, empty, parsed=False)
 
     def surprisal(region: Region, condition: str) -> float:
         values = surprisals[condition]
         return sum(values.values()) if region == "*" else values[region]
 
     truths = tuple(bool(evaluate(p, surprisal)) for p in suite.predictions)
-    return ItemResult(item.number, surprisals, truths, tuple(dict.fromkeys(unknown)), empty)
+    return ItemResult(item.number, surprisals, truths, unknown_words, empty)
 
 
 def _always(text: str) -> bool:

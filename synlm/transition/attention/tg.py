@@ -1,8 +1,8 @@
-"""The attention masks and relative positions of Transformer Grammars (Sartran et al. 2022,
-"Transformer Grammars: Augmenting Transformer Language Models with Syntactic Inductive
-Biases at Scale", TACL, §2).
+"""The attention of Transformer Grammars (Sartran et al. 2022, "Transformer Grammars:
+Augmenting Transformer Language Models with Syntactic Inductive Biases at Scale", TACL, §2):
+its masks and relative positions, with no absolute positions and post-norm layers.
 
-An action Transformer (``synlm.transition.structure``) reads a sentence's top-down actions
+An action Transformer (``synlm.transition.action_transformer``) reads a sentence's top-down actions
 as tokens. For Transformer Grammars, position 0 is the start token (TG's ``<s>``), then one
 token per action, except that a ``REDUCE`` is two tokens: the closing bracket ``X)`` (COMPOSE
 attention; it predicts nothing) and its copy (STACK attention). This is the Choe-Charniak
@@ -32,7 +32,7 @@ code's masks for comparison).
 later COMPOSE token whose opening bracket is at or before it (the innermost constituent
 that holds it as a child closes), so one (B, T, T) comparison finds every token's pop time
 and the mask follows from it. ``TGState`` gives the same rows one action at a time, for
-beam search.
+beam search. ``TGPolicy`` is ``attention: tg`` (``synlm.transition.attention.base``).
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from synlm.errors import InputError, at_least
+from synlm.errors import InputError, SettingError, at_least
 from synlm.syntax.actions import ActionError
+from synlm.transition.attention.base import AttentionPolicy, BatchMasks, StepMasks, opened_by
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT
-from synlm.transition.structure import RowState, StepMasks, check_actions
+from synlm.transition.structure import RowState, check_actions
 
 #: Slots of a ``TGState.step``: the COMPOSE copy of a ``REDUCE``, then the action's token.
 COMPOSE_SLOT, TOKEN_SLOT = 0, 1
@@ -150,11 +151,7 @@ def tg_layout(actions: Tensor) -> TGLayout:
     lengths = 1 + width.sum(1)
     tokens = int(lengths.max()) if batch else 1
     depth_of = before + 1 - closes.long()  # (B, A): the closing bracket's depth is its NT's
-    # a REDUCE's NT: the last NT before it at its depth (a later one would have been closed)
-    match = opens[:, None, :] & (depth_of[:, None, :] == depth_of[:, :, None]) \
-        & (index[None, :] < index[:, None])
-    opened_by = torch.where(match, index, 0).amax(-1)
-    opening_of = torch.where(closes, last.gather(1, opened_by), -1)  # (B, A)
+    opening_of = torch.where(closes, last.gather(1, opened_by(actions)), -1)  # (B, A)
 
     # scatter the actions onto their tokens; column ``tokens`` takes what is not a token
     dump = torch.full_like(last, tokens)
@@ -300,3 +297,34 @@ class TGState(RowState):
             raise ActionError(f"{where}: no constituent is open; expected NT(X) first")
         raise ActionError(f"{where}: the tree is complete (its root closed at action "
                           f"{i - 1}); expected no action (-1)")
+
+
+class TGPolicy(AttentionPolicy):
+    """``attention: tg`` (module docstring): each ``REDUCE`` read as its closing bracket
+    twice, STACK and COMPOSE attention, relative positions the depth differences clipped to
+    [``min_relative``, ``max_relative``] (the paper's configuration: [−1, 62]), no absolute
+    positions, post-norm layers (Transformer-XL's)."""
+
+    pre_norm = False
+    absolute_positions = False
+    closing_brackets = True
+
+    def __init__(self, min_relative: int = -1, max_relative: int = 62) -> None:
+        if max_relative < min_relative:
+            raise SettingError("max_relative", max_relative,
+                               f"at least min_relative={min_relative}")
+        self.relative_range = (min_relative, max_relative)
+
+    def masks(self, actions: Tensor, num_heads: int) -> BatchMasks:
+        layout = tg_layout(actions)
+        return BatchMasks(source=layout.source, predicts=~layout.compose,
+                          allowed=layout.mask[:, None], relative=layout.relative)
+
+    def initial_state(self, rows: int, capacity: int, num_heads: int,
+                      device: torch.device | str | None = None) -> TGState:
+        return TGState.initial(rows, capacity, device)
+
+    def cache_positions(self, max_actions: int) -> int:
+        """The start token, one per action and one more per ``REDUCE``: at most half the
+        actions (each closes a constituent an ``NT`` opened)."""
+        return 1 + max_actions + max_actions // 2 + 1

@@ -1,8 +1,8 @@
-"""The attention masks of PLM-mask (Qian et al. 2021, "Structural Guidance for Transformer
-Language Models", ACL): two heads of an action Transformer see either side of the innermost
-open constituent.
+"""PLM-mask's attention (Qian et al. 2021, "Structural Guidance for Transformer Language
+Models", ACL, §3.2): two heads of an action Transformer see either side of the innermost
+open constituent; the other heads, the positions and the layers are PLM's.
 
-An action Transformer (``synlm.transition.structure``) reads a sentence's top-down actions
+An action Transformer (``synlm.transition.action_transformer``) reads a sentence's top-down actions
 as tokens: position 0 is the start token (``[START]``), then one token per action, a
 ``SHIFT`` standing for its word. After each token, the constituents opened and not yet closed
 form a stack; the innermost one was opened by an ``NT(X)`` token at some position p. As in
@@ -26,20 +26,22 @@ scores; here it is boolean (allowed or not). Where the reference pads a batch, a
 query row attends to every real key; here it attends to key 0 only (its output is unused).
 
 ``plm_mask_attention`` gives the masks of a batch of action sequences; ``PLMMaskState``
-gives the same rows one step at a time, for beam search.
+gives the same rows one step at a time, for beam search; ``PLMMaskPolicy`` is
+``attention: plm_mask`` (``synlm.transition.attention.base``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
 from synlm.errors import InputError, SettingError, at_least
 from synlm.syntax.actions import ActionError
+from synlm.transition.attention.base import AttentionPolicy, BatchMasks, StepMasks, causal_masks
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE
-from synlm.transition.structure import RowState, StepMasks, check_actions
+from synlm.transition.structure import RowState, check_actions
 
 #: The heads the reference restricts (``--buffer_head 0 --stack_head 1``).
 BUFFER_HEAD, STACK_HEAD = 0, 1
@@ -232,3 +234,23 @@ class PLMMaskState(RowState):
             raise ActionError(f"{what}: a REDUCE that closes no constituent: none is open")
         raise InputError(f"{what} (NT) opens more than max_open="
                          f"{self.open_positions.size(1)} constituents")
+
+
+class PLMMaskPolicy(AttentionPolicy):
+    """``attention: plm_mask`` (module docstring): PLM's tokens, positions and layers, the
+    heads ``buffer_head`` and ``stack_head`` restricted as the released ``plm-gen.py``."""
+
+    def __init__(self, buffer_head: int = BUFFER_HEAD, stack_head: int = STACK_HEAD) -> None:
+        self.buffer_head, self.stack_head = buffer_head, stack_head
+
+    def check(self, num_heads: int) -> None:
+        check_heads(num_heads, self.buffer_head, self.stack_head)
+
+    def masks(self, actions: Tensor, num_heads: int) -> BatchMasks:
+        allowed = plm_mask_attention(actions, num_heads, self.buffer_head, self.stack_head)
+        return replace(causal_masks(actions), allowed=allowed)
+
+    def initial_state(self, rows: int, capacity: int, num_heads: int,
+                      device: torch.device | str | None = None) -> PLMMaskState:
+        return PLMMaskState.initial(rows, capacity, num_heads, self.buffer_head,
+                                    self.stack_head, device)

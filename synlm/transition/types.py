@@ -1,0 +1,110 @@
+"""What the transition models share: the contract beam search (``synlm.transition.beam``)
+holds a model to (``TransitionLM``, its rows ``TransitionState``), what teacher forcing
+returns (``RNNGOutput``), what a search returns (``SearchResult``) and the precision the
+softmaxes are taken in (``full_precision``). The RNNG (``synlm.transition.rnng``) and the
+action Transformer (``synlm.transition.action_transformer``) import them from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from synlm.transition.parser_state import Limits
+
+RENORMALISED, ALL_ACTIONS = "renormalised_given_length", "all_actions"
+#: How a search normalises each action's probability (module docstring), by name.
+CONVENTIONS: dict[str, str] = {
+    RENORMALISED: "each action renormalised over the actions legal given the sentence's "
+    "length (rnng-pytorch's search): log p(x_i | x_<i, n); the end term is 0 by construction",
+    ALL_ACTIONS: "each action normalised over every action, as in training (the released "
+    "PLM's search): log p(x_i | x_<i); the end term is log p(end | x)",
+}
+#: What a sentence whose beam emptied, twice, is marked as (``SearchResult.parsed`` False).
+NO_PARSE = "no parse within the beam"
+
+
+def full_precision(x: Tensor) -> Tensor:
+    """Logits in at least single precision (half-precision runs normalise in float32)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+@dataclass
+class RNNGOutput:
+    """Teacher-forced log-probabilities of gold actions and words (natural log).
+
+    Attributes:
+        action_log_probs: (B, A) log p(a_t | a_<t), 0 at padding.
+        word_log_probs: (B, N) log p(x_i | a_<t(i)), 0 at padding.
+        joint: (B,) log p(x, y) = the two summed.
+    """
+
+    action_log_probs: Tensor
+    word_log_probs: Tensor
+    joint: Tensor
+
+
+class TransitionState(Protocol):
+    """A batch of R stacks: its ``parser`` (``ParserState``) and row selection."""
+
+    parser: Any
+
+    def select(self, index: Tensor, out: Any = None) -> TransitionState: ...
+
+    def assign(self, rows: Tensor, source: Any, source_rows: Tensor) -> None: ...
+
+
+class TransitionLM(Protocol):
+    """What the search asks of a model: R empty stacks, the log-probabilities of the next
+    actions (the ``SHIFT`` column joint with the word it generates; renormalised over the
+    legal actions or not, ``CONVENTIONS``), and a step; and its released convention."""
+
+    n_actions: int
+    limits: Limits
+    search_convention: str
+
+    def initial_state(self, rows: int, stack_size: int, max_actions: int) -> TransitionState:
+        ...
+
+    def next_log_probs(self, state: Any, words: Tensor, legal: Tensor,
+                       renormalise: bool = ...) -> Tensor:
+        """``renormalise`` defaults to the model's ``search_convention``."""
+        ...
+
+    def advance(self, state: Any, actions: Tensor, words: Tensor) -> TransitionState: ...
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One sentence's search (natural logs).
+
+    Attributes:
+        word_log_probs: log p(x_i | x_<i) ≈ the change of the beam's log-sum at word i (the
+            negated surprisal; given n under ``renormalised_given_length``); None when the
+            beam emptied (``parsed``).
+        end_log_prob: log p(end | x): the log-sum over the finished trees minus that after
+            the last word (0 under ``renormalised_given_length``); None when the beam
+            emptied.
+        parses: the final beam, best first: (action ids, log p(x, y)); empty when the beam
+            emptied.
+        unbounded_stack: the sentence was searched again without the stack bound (its
+            first beam emptied).
+    """
+
+    word_log_probs: tuple[float, ...] | None
+    end_log_prob: float | None
+    parses: tuple[tuple[tuple[int, ...], float], ...]
+    unbounded_stack: bool = False
+
+    @property
+    def parsed(self) -> bool:
+        """Whether the search found a tree (False: ``NO_PARSE``, no log-probabilities)."""
+        return self.word_log_probs is not None
+
+    @property
+    def surprisals(self) -> tuple[float, ...] | None:
+        if self.word_log_probs is None:
+            return None
+        return tuple(-lp for lp in self.word_log_probs)

@@ -1,0 +1,116 @@
+"""Side-by-side tables: a ``Table`` of ``Cell``s (a value, its interval and the number of
+pairs or items it rests on), written as Markdown (``to_markdown``), CSV (``to_csv``) and a
+booktabs LaTeX ``tabular`` (``to_latex``), or all three at once (``write_tables``).
+``synlm.tse.compare.comparison_table`` fills one from evaluated models."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from synlm.data.vocab import atomic_write_text
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One figure of a table: the ``value`` (None where there is nothing to measure: no such
+    benchmark, or no pair or item left), its interval (``low``, ``high``; None without one)
+    and ``n``, the number of pairs or items it rests on (in vocabulary: those without an
+    unknown word where it matters)."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    n: int = 0
+
+
+@dataclass(frozen=True)
+class Table:
+    """Side-by-side numbers: ``columns`` names the value columns (the row labels come
+    first, under ``measure``); each row is a label and a ``Cell`` a column."""
+
+    columns: list[str]
+    rows: list[tuple[str, list[Cell]]]
+    title: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _cell_text(cell: Cell, digits: int, missing: str) -> str:
+    if cell.value is None:
+        return missing
+    text = f"{cell.value:.{digits}f}"
+    if cell.low is not None and cell.high is not None:
+        text += f" [{cell.low:.{digits}f}, {cell.high:.{digits}f}]"
+    return f"{text} (n={cell.n})"
+
+
+def to_markdown(table: Table, digits: int = 3) -> str:
+    """The table in Markdown: the title, the table (``value [low, high] (n=...)``, ``—``
+    where there is nothing to measure), the notes as a list."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", r"\|") for c in cells) + " |"
+
+    lines = [table.title, ""] if table.title else []
+    lines += [line(["measure", *table.columns]),
+              "|" + "|".join(["---", *["---:"] * len(table.columns)]) + "|"]
+    lines += [line([label, *(_cell_text(c, digits, "—") for c in cells)])
+              for label, cells in table.rows]
+    if table.notes:
+        lines += ["", *(f"- {note}" for note in table.notes)]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(table: Table) -> str:
+    """The table's numbers as CSV (``csv`` module): ``measure``, then for each column its
+    value and ``<column> low``, ``<column> high``, ``<column> n``; fractions to 6 places,
+    empty where there is none. The title and notes are the Markdown and LaTeX files'."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["measure", *(f"{c}{part}" for c in table.columns
+                                  for part in ("", " low", " high", " n"))])
+    for label, cells in table.rows:
+        writer.writerow([label, *(part for cell in cells for part in (
+            *(("" if v is None else f"{v:.6f}") for v in (cell.value, cell.low, cell.high)),
+            cell.n))])
+    return out.getvalue()
+
+
+_LATEX_SPECIAL = re.compile(r"[\\&%$#_{}~^]")
+_LATEX = {"\\": r"\textbackslash{}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped (``_`` as ``\\_``, ...)."""
+    return _LATEX_SPECIAL.sub(lambda m: _LATEX.get(m.group(), "\\" + m.group()), text)
+
+
+def to_latex(table: Table, digits: int = 3) -> str:
+    """The table as a booktabs ``tabular`` (``\\usepackage{booktabs}``), labels and headers
+    escaped, ``--`` where there is nothing to measure; the title and notes as ``%`` comments
+    (the caption is the paper's to write)."""
+    lines = [f"% {table.title}"] if table.title else []
+    lines += [r"\begin{tabular}{l" + "r" * len(table.columns) + "}", r"\toprule",
+              " & ".join(latex_escape(c) for c in ["measure", *table.columns]) + r" \\",
+              r"\midrule"]
+    lines += [" & ".join([latex_escape(label),
+                          *(latex_escape(_cell_text(c, digits, "--")) for c in cells)]) + r" \\"
+              for label, cells in table.rows]
+    lines += [r"\bottomrule", r"\end{tabular}", *(f"% {note}" for note in table.notes)]
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(table: Table, out_stem: Path) -> list[Path]:
+    """``<out_stem>.md``, ``.csv`` and ``.tex`` side by side, each written whole or not at
+    all (a temporary file, then a rename); their paths."""
+    out_stem = Path(out_stem)
+    paths = []
+    for suffix, text in ((".md", to_markdown(table)), (".csv", to_csv(table)),
+                         (".tex", to_latex(table))):
+        path = out_stem.with_name(out_stem.name + suffix)
+        atomic_write_text(path, text)
+        paths.append(path)
+    return paths

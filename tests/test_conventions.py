@@ -1,0 +1,170 @@
+"""What the structure models compute and refuse: the two surprisal conventions of a
+transition LM's search (renormalised over the legal actions given the length, whose end term
+is 0; or over every action, whose end term is real), each model's released one by default
+and named in ``evaluate-syntax``'s output; ``--eos`` refused where the end term is 0 by
+construction; beam flags refused for a model without a search; an action order a model does
+not decode refused at ``fit``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from test_beam_failures import tiny_rnng
+from test_evaluate_syntax import unigram_model
+
+from conftest import TINY_OVERRIDES, run_cli
+from synlm.catalog import REPO_CONFIGS
+from synlm.commands import evaluate_syntax
+from synlm.transition.action_transformer import ActionTransformer
+from synlm.transition.beam import BeamSettings, search_sentences
+from synlm.transition.parser_state import FIRST_NT, REDUCE, SHIFT
+from synlm.transition.rnng import RNNG
+
+V, N_ACTIONS = 7, 5
+
+
+def models() -> dict[str, torch.nn.Module]:
+    torch.manual_seed(0)
+    return {"rnng": RNNG(V, N_ACTIONS, 8, 8, 1, 0.0).eval(),
+            **{attention: ActionTransformer(V, N_ACTIONS, attention, size=8, num_layers=1,
+                                            num_heads=2, dropout=0.0).eval()
+               for attention in ("causal", "plm_mask", "tg")}}
+
+
+@pytest.mark.parametrize("name", ["rnng", "causal", "plm_mask", "tg"])
+def test_renormalised_sums_to_one_over_the_legal_actions_all_actions_does_not(name: str
+                                                                              ) -> None:
+    """After NT(S) (SHIFT and NT legal, REDUCE not): Σ_w p(SHIFT, w) + Σ p(NT) is 1 when
+    renormalised, less than 1 over every action (REDUCE's mass lost); the two differ by one
+    constant over the legal actions."""
+    model = models()[name]
+    state = model.initial_state(V, 16, 50)
+    state = model.advance(state, torch.full((V,), FIRST_NT), torch.zeros(V, dtype=torch.long))
+    words = torch.arange(V)  # row w asks for word w
+    legal = state.parser.legal_actions(torch.full((V,), 3), N_ACTIONS, model.limits)
+    assert legal[:, SHIFT].all() and not legal[:, REDUCE].any() and legal[:, FIRST_NT:].all()
+    with torch.no_grad():
+        renormalised = model.next_log_probs(state, words, legal, renormalise=True).double()
+        every = model.next_log_probs(state, words, legal, renormalise=False).double()
+
+    def total(log_probs: torch.Tensor) -> float:
+        shift = torch.logsumexp(log_probs[:, SHIFT], 0)  # over the words
+        return float(torch.logsumexp(torch.cat([shift[None], log_probs[0, FIRST_NT:]]), 0))
+
+    assert total(renormalised) == pytest.approx(0.0, abs=1e-6)
+    assert total(every) < -1e-4
+    gap = (renormalised - every)[legal]
+    assert torch.allclose(gap, gap[0].expand_as(gap), atol=1e-6)
+    assert float(gap[0]) == pytest.approx(-total(every), abs=1e-6)
+    assert (renormalised[~legal] == float("-inf")).all()
+    assert (every[~legal] == float("-inf")).all()
+
+
+@pytest.mark.parametrize("name", ["rnng", "causal", "tg"])
+def test_the_end_term_is_zero_only_when_renormalised(name: str) -> None:
+    model = models()[name]
+    assert model.search_convention == ("renormalised_given_length" if name == "rnng"
+                                       else "all_actions")
+    words, n = torch.tensor([[1, 2, 3, 4]]), torch.tensor([4])
+    ends = {}
+    for convention in ("renormalised_given_length", "all_actions", None):
+        (result,) = search_sentences(model, words, n, BeamSettings(8, 4, 1,
+                                                                   convention=convention))
+        ends[convention] = result.end_log_prob
+    assert ends["renormalised_given_length"] == pytest.approx(0.0, abs=1e-9)
+    assert ends["all_actions"] < -1e-3
+    assert ends[None] == ends[model.search_convention]
+
+
+def pairs_file(tmp_path: Path) -> Path:
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": "the dog sleeps",
+                                 "sentence_bad": "the dog sees"}) + "\n")
+    return pairs
+
+
+def test_eos_is_refused_where_the_end_term_is_zero(capsys: pytest.CaptureFixture,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: (
+        unigram_model() if path == "lstm.ckpt" else tiny_rnng()))
+    pairs = str(pairs_file(tmp_path))
+    assert run_cli(["evaluate-syntax", "--ckpt_path", "rnng.ckpt", "--pairs", pairs,
+                    "--eos"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--eos" in err and "0 by construction" in err
+    # over every action the end term is real: --eos is taken, the convention named
+    assert run_cli(["evaluate-syntax", "--ckpt_path", "rnng.ckpt", "--pairs", pairs, "--eos",
+                    "--search-convention", "all_actions"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["conventions"]["pairs"]["search_convention"] == "all_actions"
+    assert summary["conventions"]["pairs"]["eos"] is True
+    assert "eos_term" not in summary["conventions"]["pairs"]
+    # several models: the RNNG's conventions say so, the LSTM's name no search
+    report = tmp_path / "report"
+    assert run_cli(["evaluate-syntax", "--ckpt_path", "rnng.ckpt", "lstm.ckpt", "--pairs",
+                    pairs, "--eos", "--report", str(report)]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rnng, lstm = (summary["models"][name]["conventions"]["pairs"]
+                  for name in ("rnng.ckpt", "lstm.ckpt"))
+    assert rnng["search_convention"] == "renormalised_given_length"
+    assert "0 by construction" in rnng["eos_term"]
+    assert "search_convention" not in lstm and "eos_term" not in lstm
+    # the side-by-side table says in its header that it mixes conventions
+    header = (report / "headline.md").read_text().splitlines()[0]
+    assert "mixed surprisal conventions" in header
+    assert "Mixed surprisal conventions: rnng.ckpt score log p(x_i | x_<i, n)" in \
+        (report / "headline.md").read_text()
+
+
+@pytest.mark.parametrize("args", [["--ckpt_path", "lstm.ckpt", "--beam-size", "5"],
+                                  ["--ckpt_path", "lstm.ckpt", "--search-convention",
+                                   "all_actions"],
+                                  ["--hf", "gpt2", "--beam-size", "5"]])
+def test_a_beam_flag_for_a_model_without_a_search_is_one_line(
+        args: list[str], capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    assert run_cli(["evaluate-syntax", *args, "--pairs", str(pairs_file(tmp_path))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and args[2] in err and "no beam search" in err
+
+
+def test_unset_beam_flags_keep_the_checkpoints_sizes(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """A PLM's fast track is 5: evaluate-syntax without --shift-size keeps it."""
+    model = tiny_rnng()
+    model.beam = BeamSettings(6, 3, 5)
+    args = evaluate_syntax.build_parser().parse_args(["--ckpt_path", "x", "--beam-size", "7"])
+    evaluate_syntax.with_beam(model, args)
+    assert (model.beam.beam_size, model.beam.word_beam_size, model.beam.shift_size) == (7, 3, 5)
+    assert model.search_convention == "renormalised_given_length"
+
+
+TINY_FIT = [*TINY_OVERRIDES, "--data.corpus.init_args.n_train=20",
+            "--data.corpus.init_args.n_valid=4", "--data.corpus.init_args.n_test=4",
+            "--trainer.max_steps=1"]
+SIZES = {"rnng.yaml": ["--model.init_args.model.init_args.input_size=8",
+                       "--model.init_args.model.init_args.hidden_size=8",
+                       "--model.init_args.model.init_args.num_layers=1"]}
+TRANSFORMER = [f"--model.init_args.model.init_args.{key}" for key in
+               ("size=8", "num_layers=1", "num_heads=2", "ffn_size=16")]
+
+
+@pytest.mark.parametrize(("config", "model"), [("rnng.yaml", "RNNG"),
+                                                ("plm.yaml", "ActionTransformer"),
+                                                ("plm_mask.yaml", "ActionTransformer"),
+                                                ("tg.yaml", "ActionTransformer")])
+def test_an_action_order_the_model_does_not_decode_is_refused_at_fit(
+        config: str, model: str, capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    root = tmp_path / "run"
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / config), *TINY_FIT,
+                    *SIZES.get(config, TRANSFORMER), f"--trainer.default_root_dir={root}",
+                    "--data.action_order=in_order"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"synlm: error: data.action_order=in_order: expected top_down: the "
+                       f"{model} decodes only those")
+    assert not list(root.glob("version_*/checkpoints/*.ckpt"))
