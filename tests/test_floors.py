@@ -48,7 +48,8 @@ ALLOWED = {
     "parsing": {"data", "metrics", "syntax", "tse", "capabilities"},
     "lm_eval_model": {"tse", "loading", "capabilities"},
     "commands": {"runtime", "lm", "data", "metrics", "syntax", "viz", "tse", "generation",
-                 "catalog", "loading", "parsing", "hf_export", "capabilities", "heads"},
+                 "catalog", "loading", "parsing", "hf_export", "capabilities", "heads",
+                 "transition.types"},
     "cli": {"lightning_cli", "commands", "catalog", "runtime", "lm_eval_model"},
 }
 

@@ -13,13 +13,15 @@ build y top-down (``NT(X)``, ``SHIFT`` generating the next word, ``REDUCE``)::
 Teacher forcing (``forward``) gives both sums for gold actions at once; search asks for
 one step at a time of R rows: ``initial_state`` (R empty stacks), ``next_log_probs`` (the
 next action's log-probabilities, the ``SHIFT`` column joint with the word it generates) and
-``advance`` (apply one action per row).
+``advance`` (apply one action per row). That is the search's contract
+(``synlm.transition.types.TransitionLM``), which this class states as a base the recipe,
+the registry and the command line recognise.
 """
 
 from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -38,10 +40,15 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
         n_actions: the action vocabulary's size.
         limits: the bounds on open constituents and consecutive ``NT``s that search keeps
             (``Limits``).
+        action_orders: the ``data.action_order``s it decodes (the recipe refuses others).
+        search_convention: its search's released surprisal convention
+            (``synlm.transition.types.CONVENTIONS``).
     """
 
     n_actions: int
     limits: Limits
+    action_orders: ClassVar[tuple[str, ...]]
+    search_convention: ClassVar[str]
 
     @abstractmethod
     def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> Any:
@@ -56,10 +63,13 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
         ``assign`` (``synlm.transition.beam.TransitionState``)."""
 
     @abstractmethod
-    def next_log_probs(self, state: Any, words: Tensor, legal: Tensor) -> Tensor:
+    def next_log_probs(self, state: Any, words: Tensor, legal: Tensor,
+                       renormalise: bool) -> Tensor:
         """(R, n_actions) log-probabilities of each row's next action given its next word
         ``words`` (R,): the ``SHIFT`` column is log p(SHIFT) + log p(word); ``legal``
-        (R, n_actions) bool marks the actions the parser state allows."""
+        (R, n_actions) bool marks the actions the parser state allows, over which they are
+        renormalised or not (``renormalise``, whose default in a family is its
+        ``search_convention``)."""
 
     @abstractmethod
     def advance(self, state: Any, actions: Tensor, words: Tensor) -> Any:
