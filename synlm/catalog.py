@@ -58,18 +58,19 @@ def _base_name(node: ast.expr) -> str:
 
 
 @cache
-def classes() -> dict[str, ClassSource]:
-    """Every top-level class in synlm's modules, by name."""
-    found = {}
+def classes() -> list[ClassSource]:
+    """Every top-level class in synlm's modules (two modules may each define a class of one
+    name: ``types.TransitionLM``, the search's protocol, and ``lm.TransitionLM``)."""
+    found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = ".".join(("synlm", *path.relative_to(PACKAGE).with_suffix("").parts))
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
-                found[node.name] = ClassSource(
+                found.append(ClassSource(
                     node.name, module.removesuffix(".__init__"),
                     tuple(_base_name(b) for b in node.bases),
-                    ast.get_docstring(node) or "", _sets_name(node))
+                    ast.get_docstring(node) or "", _sets_name(node)))
     return found
 
 
@@ -80,7 +81,7 @@ def descendants(base: str) -> list[ClassSource]:
     stack = [base]
     while stack:
         parent = stack.pop()
-        for cls in known.values():
+        for cls in known:
             if parent in cls.bases and cls.name not in found:
                 found[cls.name] = cls
                 stack.append(cls.name)
