@@ -3,6 +3,8 @@ Oseki (2021), aistairc/rnng-pytorch at commit f30c0ed (MIT licence).
 
     python benchmarks/rnng_reference.py --reference PATH/TO/rnng-pytorch \\
         --out tests/fixtures/rnng/reference.pt
+    python benchmarks/rnng_reference.py --reference PATH/TO/rnng-pytorch \\
+        --strategy in_order --out tests/fixtures/rnng/reference_in_order.pt
 
 ``--reference`` is a checkout of that repository patched to run in float64 on PyTorch 2.x
 (tests/fixtures/rnng/README.md lists the patches); this script only imports its modules
@@ -31,6 +33,11 @@ training softmaxes are over the real actions and words only. In eval mode it rec
 It asserts on the way that each sentence alone scores as in the batch under teacher forcing,
 and that a gold parse found by beam search has ``gold_beam_score`` as its score.
 
+``--strategy in_order`` does the same for the reference's ``FixedStackInOrderRNNG`` (Liu &
+Zhang 2017's in-order RNNG, ``max_cons_nts=3`` as its beam_search.py sets it) on synlm's
+in-order oracle followed by ``FINISH``, after checking that oracle against the reference's
+own (``utils.get_in_order_actions``).
+
 The output is a plain dict that ``torch.load(..., weights_only=True)`` reads; its keys are
 described in tests/fixtures/rnng/README.md.
 """
@@ -56,6 +63,7 @@ from synlm.syntax.readers import read_trees  # noqa: E402
 from synlm.syntax.trees import clean_tree, words_and_tags  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "fixtures" / "syntax" / "sample.mrg"
+FIXTURES = ROOT / "tests" / "fixtures" / "rnng"
 #: Indices of the trees of ``SAMPLE`` used, in this order (8, 3, 12, 11, 3, 12 words).
 PICKS = (1, 4, 0, 6, 8, 5)
 CONFIG: dict[str, Any] = {
@@ -72,34 +80,51 @@ BEAMS = ((100, 10, 1), (20, 5, 1), (5, 5, 0))
 #: method's own default, used for the main results, is 100.
 CLI_STACK_BOUND = -1
 COMMIT = "f30c0ed"
+#: Per strategy: the reference's model class (module, name) and action dictionary, the
+#: settings that differ from ``CONFIG``, and the fixture written by default.
+STRATEGIES: dict[str, dict[str, Any]] = {
+    "top_down": {"model": ("fixed_stack_models", "FixedStackRNNG"),
+                 "actions": "TopDownActionDict", "config": {}, "out": "reference.pt"},
+    "in_order": {"model": ("fixed_stack_in_order_models", "FixedStackInOrderRNNG"),
+                 "actions": "InOrderActionDict", "config": {"max_cons_nts": 3},
+                 "out": "reference_in_order.pt"},
+}
+FINISH = "FINISH"  # the reference's last in-order action
 
 
-def load_sentences() -> list[dict[str, Any]]:
-    """Words and top-down oracle actions of the picked trees, cleaned as synlm's PTB corpora
-    clean them."""
+def load_sentences(strategy: str = "top_down",
+                   reference_oracle: Any = None) -> list[dict[str, Any]]:
+    """Words and oracle actions of the picked trees, cleaned as synlm's PTB corpora clean
+    them; in-order actions end with ``FINISH`` and must equal ``reference_oracle``'s."""
     trees = read_trees(SAMPLE)
     out = []
     for i in PICKS:
         tree = clean_tree(trees[i][0])
         assert tree is not None
         words, _ = words_and_tags(tree)
-        out.append({"words": words, "actions": oracle(tree, "top_down"),
+        actions = oracle(tree, strategy)
+        if strategy == "in_order":
+            actions.append(FINISH)
+            assert actions == reference_oracle(str(tree)), (i, actions)
+        out.append({"words": words, "actions": actions,
                     "source": f"sample.mrg tree {i}", "tree": str(tree)})
     return out
 
 
-def import_reference(path: Path) -> tuple[ModuleType, ModuleType]:
-    """The reference's ``fixed_stack_models`` and ``action_dict`` modules."""
+def import_reference(path: Path, strategy: str = "top_down") -> tuple[type, ModuleType]:
+    """The reference's model class for ``strategy`` and its ``action_dict`` module."""
     sys.path.insert(0, str(path.resolve()))
-    return importlib.import_module("fixed_stack_models"), importlib.import_module("action_dict")
+    module, name = STRATEGIES[strategy]["model"]
+    return getattr(importlib.import_module(module), name), importlib.import_module("action_dict")
 
 
-def build_model(models: ModuleType, dicts: ModuleType, vocab: list[str],
-                nonterminals: list[str]) -> Any:
-    """The reference FixedStackRNNG in float64 with the fixture's weights, in eval mode."""
+def build_model(model_class: type, dicts: ModuleType, vocab: list[str],
+                nonterminals: list[str], strategy: str = "top_down") -> Any:
+    """The reference model in float64 with the fixture's weights, in eval mode."""
     torch.manual_seed(MODEL_SEED)
-    model = models.FixedStackRNNG(dicts.TopDownActionDict(nonterminals), vocab=len(vocab),
-                                  **CONFIG).double()
+    action_dict = getattr(dicts, STRATEGIES[strategy]["actions"])(nonterminals)
+    model = model_class(action_dict, vocab=len(vocab),
+                        **{**CONFIG, **STRATEGIES[strategy]["config"]}).double()
     gen = torch.Generator().manual_seed(INIT_SEED)
     with torch.no_grad():
         for p in model.parameters():  # the tied word decoder weight is the embedding
@@ -122,8 +147,10 @@ def teacher_forced(model: Any, words: list[list[int]],
                    actions: list[list[int]]) -> list[tuple[list[float], list[float], float]]:
     """Per sentence: gold action log-probs, word log-probs and the joint, from one padded
     batch through the reference's ``forward``."""
-    with torch.no_grad():
-        loss, a_loss, w_loss, _ = model(pad(words), pad(actions))
+    x = pad(words)
+    with torch.no_grad():  # every token ends a word (the in-order stack reads the mask)
+        loss, a_loss, w_loss, _ = model(x, pad(actions),
+                                        subword_end_mask=torch.ones_like(x, dtype=torch.bool))
     a_lp, w_lp = (-a_loss).tolist(), (-w_loss).tolist()  # flattened row by row, padding gone
     out, ai, wi = [], 0, 0
     for w, a in zip(words, actions):
@@ -206,16 +233,23 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", type=Path, required=True,
                         help="the patched aistairc/rnng-pytorch checkout")
-    parser.add_argument("--out", type=Path, default=ROOT / "tests/fixtures/rnng/reference.pt")
+    parser.add_argument("--strategy", choices=sorted(STRATEGIES), default="top_down",
+                        help="the reference model: FixedStackRNNG or FixedStackInOrderRNNG")
+    parser.add_argument("--out", type=Path,
+                        help="default: tests/fixtures/rnng/reference.pt, or "
+                             "reference_in_order.pt for --strategy in_order")
     args = parser.parse_args(argv)
+    out = args.out or FIXTURES / STRATEGIES[args.strategy]["out"]
     torch.set_num_threads(1)
-    models, dicts = import_reference(args.reference)
+    model_class, dicts = import_reference(args.reference, args.strategy)
 
-    sentences = load_sentences()
+    sentences = load_sentences(args.strategy,
+                               getattr(importlib.import_module("utils"),
+                                       "get_in_order_actions", None))
     vocab = ["<pad>", *sorted({w for s in sentences for w in s["words"]})]
     nonterminals = sorted({a[3:-1] for s in sentences for a in s["actions"]
                            if a.startswith("NT(")})
-    model = build_model(models, dicts, vocab, nonterminals)
+    model = build_model(model_class, dicts, vocab, nonterminals, args.strategy)
     itos: list[str] = list(model.action_dict.i2a)
     w_ids = [[vocab.index(w) for w in s["words"]] for s in sentences]
     a_ids = [model.action_dict.to_id(s["actions"]) for s in sentences]
@@ -254,19 +288,20 @@ def main(argv: list[str] | None = None) -> None:
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     assert all(v.dtype == torch.float64 for v in state.values())
     fixture = {"state_dict": state, "words": vocab, "nonterminals": nonterminals,
-               "actions_itos": itos, "config": {**CONFIG, "vocab": len(vocab),
+               "actions_itos": itos, "config": {**CONFIG, **STRATEGIES[args.strategy]["config"],
+                                                "vocab": len(vocab),
                                                 "model_seed": MODEL_SEED,
                                                 "init_seed": INIT_SEED,
                                                 "init_bound": INIT_BOUND,
                                                 "pad_logit": PAD_LOGIT,
-                                                "strategy": "top_down",
+                                                "strategy": args.strategy,
                                                 "stack_size_bound": 100,
                                                 "subword_end_mask": "all ones",
                                                 "reference_commit": COMMIT},
                "sentences": records, "beams": beams}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(fixture, args.out)
-    print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(fixture, out)
+    print(f"wrote {out} ({out.stat().st_size} bytes)")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Any
 from synlm.catalog import component_summaries
 from synlm.errors import SynLMError, report
 from synlm.runtime import usage
-from synlm.runtime.threads import configure_threads
+from synlm.runtime.threads import configure_threads, wait_passively
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 #: Commands that parse their arguments, and answer ``--help`` or a wrong flag, before torch
@@ -99,6 +99,7 @@ def _find_local_components() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    wait_passively()  # before any command imports torch (its OpenMP reads it once)
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in ([], ["-h"], ["--help"]):
         print(usage.overview())

@@ -14,7 +14,8 @@ import synlm.data.synthetic
 import synlm.data.treebanks
 import synlm.heads
 import synlm.lm
-import synlm.transition.former  # the transition models and their recipe, former names too
+import synlm.transition.former  # the recipe, its former names, the RNNG and the Transformer
+import synlm.transition.in_order_rnng
 from synlm import catalog
 
 

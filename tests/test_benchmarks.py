@@ -72,12 +72,14 @@ def test_the_gpu_report_runs_every_step_and_writes_one_markdown_file(tmp_path) -
 
 
 @pytest.mark.slow
-def test_the_threads_benchmark_times_both_runs_beside_a_hog() -> None:
-    """benchmarks/threads_hog.py with one short epoch: both runs finish and the ratio is
-    theirs. (Its point, a ratio near 1, is measured in docs/training.md, not asserted.)"""
+def test_the_threads_benchmark_times_the_quiet_run_and_each_busy_variant() -> None:
+    """benchmarks/threads_hog.py with one short epoch: every run finishes and each ratio is
+    its busy time over the quiet one. (Its figures are in docs/training.md, not asserted.)"""
     out = subprocess.run([sys.executable, str(SCRIPT.with_name("threads_hog.py")), "--epochs",
-                          "1", "--batches", "2", "--json"], capture_output=True, text=True,
-                         timeout=600, check=True).stdout
+                          "1", "--batches", "2", "--hogs", "1", "--json"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
     row = json.loads(out.strip().splitlines()[-1])
-    assert row["hogs"] == 1 and row["as_written_s"] > 0 and row["omp_1_s"] > 0
-    assert row["ratio"] == pytest.approx(row["as_written_s"] / row["omp_1_s"], rel=0.02)
+    assert row["hogs"] == 1 and row["quiet_s"] > 0
+    for name in ("as_written", "openmp_spin", "one_thread"):
+        assert row[f"{name}_ratio"] == pytest.approx(row[f"{name}_s"] / row["quiet_s"],
+                                                     abs=0.01)

@@ -81,10 +81,10 @@ def test_fast_dev_run(name: str, tmp_path: Path) -> None:
 
 def components(name: str) -> set[str]:
     """The backbone, insert and head classes config ``name`` resolves to (its fixture); a
-    model of its own (``model.class_path``: the RNNG) is its one component."""
+    recipe named by ``model.class_path`` and its model of its own (the RNNG), theirs."""
     resolved = yaml.safe_load((RESOLVED / name).read_text())["model"]
     if "class_path" in resolved:
-        return {resolved["class_path"]}
+        return {resolved["class_path"], resolved["init_args"]["model"]["class_path"]}
     backbone = resolved["backbone"]
     inserts = backbone.get("init_args", {}).get("inserts") or []
     return {backbone["class_path"], *(i["class_path"] for i in inserts),
@@ -93,12 +93,13 @@ def components(name: str) -> set[str]:
 
 def test_every_component_of_a_shipped_config_is_fitted_by_some_test() -> None:
     """The representative fits (here, tests/test_golden.py, tests/test_rnng_cli.py,
-    tests/test_action_transformer_cli.py and tests/test_tree_planting.py) cover every
-    backbone, insert and head class the shipped configs use, and every model class."""
+    tests/test_in_order_rnng.py, tests/test_action_transformer_cli.py and
+    tests/test_tree_planting.py) cover every backbone, insert and head class the shipped
+    configs use, and every model class."""
     from test_golden import SIZES
 
     fitted = [*SIZES, *FAMILY_FITS, "dm_lstm_dep.yaml", "dm_gpt2_dep.yaml", "rnng.yaml",
-              "plm.yaml", "tpt_transformer.yaml", "tpt_gpt2.yaml"]
+              "rnng_in_order.yaml", "plm.yaml", "tpt_transformer.yaml", "tpt_gpt2.yaml"]
     used = set().union(*map(components, EXPERIMENTS))
     assert used - set().union(*map(components, fitted)) == set()
 
@@ -111,7 +112,8 @@ def test_every_config_builds(name: str) -> None:
     model = from_config(str(REPO_CONFIGS / name),
                         [*tiny(name), *(hub_free() if gpt2 else [])])
     if isinstance(model, TransitionLM):  # its action vocabulary comes from the trees
-        assert model.model.n_actions == len(model.datamodule.action_vocab)
+        finish = hasattr(model.model, "finish_action")  # an in-order model's FINISH, last
+        assert model.model.n_actions == len(model.datamodule.action_vocab) + finish
         return
     model.setup("validate")  # asks the DataModule for each head's gold
     assert isinstance(model.model, SyntaxModel) and model.datamodule is not None

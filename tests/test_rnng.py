@@ -21,10 +21,11 @@ TREES = ["(S (NP (DT the) (NN dog)) (VP (VBZ barks)))",
          "(S (NP (NNS dogs)) (VP (VBP bark) (PP (IN at) (NP (DT the) (NN cat)))))"]
 
 
-def encoded(trees: list[Tree], vocab: ActionVocab, words: dict[str, int]
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(words (B, N), actions (B, A) -1 padded, lengths (B,)) of ``trees``."""
-    actions = [vocab.encode(oracle(t)) for t in trees]
+def encoded(trees: list[Tree], vocab: ActionVocab, words: dict[str, int],
+            order: str = "top_down") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(words (B, N), actions (B, A) -1 padded, lengths (B,)) of ``trees``, the actions in
+    ``order``."""
+    actions = [vocab.encode(oracle(t, order)) for t in trees]
     leaves = [[words[w] for w in t.leaves()] for t in trees]
     A, N = max(map(len, actions)), max(map(len, leaves))
     a = torch.full((len(trees), A), -1)
@@ -35,11 +36,13 @@ def encoded(trees: list[Tree], vocab: ActionVocab, words: dict[str, int]
     return w, a, torch.tensor([len(ids) for ids in leaves])
 
 
-def random_rnng(vocab_size: int, n_actions: int, seed: int = 0, **kwargs) -> RNNG:
-    """A float64 RNNG in eval mode whose weights are far from uniform."""
+def random_rnng(vocab_size: int, n_actions: int, seed: int = 0, model_class: type = RNNG,
+                **kwargs) -> RNNG:
+    """A float64 RNNG (``model_class``: one of its subclasses) in eval mode whose weights
+    are far from uniform."""
     torch.manual_seed(seed)
-    model = RNNG(vocab_size, n_actions, input_size=6, hidden_size=5, num_layers=2,
-                 dropout=0.0, **kwargs).double().eval()
+    model = model_class(vocab_size, n_actions, input_size=6, hidden_size=5, num_layers=2,
+                        dropout=0.0, **kwargs).double().eval()
     with torch.no_grad():
         for p in model.parameters():
             p.uniform_(-1.0, 1.0)
@@ -174,15 +177,25 @@ def test_beam_equals_the_exact_marginal_and_smaller_beams_bound_it():
     A = max(map(len, parses))
     actions = torch.tensor([p + [-1] * (A - len(p)) for p in parses])
     joint = model(words.expand(len(parses), -1), actions, torch.full((len(parses),), n)).joint
+    assert_beam_is_exact(model, words, parses, joint, 200)
+
+
+def assert_beam_is_exact(model: torch.nn.Module, words: torch.Tensor, parses: list[list[int]],
+                         joint: torch.Tensor, size: int) -> None:
+    """Beam search over ``words`` (1, n) with beams of ``size``, which hold all the
+    ``parses`` (every legal action sequence, each of log p(x, y) ``joint``), gives log p(x)
+    = their logsumexp, summed over its word log-probs and end, and finds them all, the best
+    first; beams of 20, 5 and 1 give less and less, and find no better parse."""
+    n = torch.tensor([words.size(1)])
     exact = torch.logsumexp(joint, 0).item()
-    full = search_batch(model, words, torch.tensor([n]), BeamSettings(200, 200, 1))[0]
+    full = search_batch(model, words, n, BeamSettings(size, size, 1))[0]
     assert sum(full.word_log_probs) + full.end_log_prob == pytest.approx(exact, abs=1e-10)
-    assert len(full.parses) == 63
+    assert len(full.parses) == len(parses)
     assert full.parses[0][1] == pytest.approx(joint.max().item(), abs=1e-10)
     assert list(full.parses[0][0]) == parses[int(joint.argmax())]
     last = exact
-    for size in (20, 5, 1):
-        small = search_batch(model, words, torch.tensor([n]), BeamSettings(size, size, 1))[0]
+    for small_size in (20, 5, 1):
+        small = search_batch(model, words, n, BeamSettings(small_size, small_size, 1))[0]
         total = sum(small.word_log_probs) + small.end_log_prob
         assert total < last + 1e-12
         assert all(score <= full.parses[0][1] + 1e-12 for _, score in small.parses)
@@ -202,10 +215,12 @@ def test_search_in_memory_bounded_batches_equals_one_batch(grammar):
         assert one.word_log_probs == pytest.approx(other.word_log_probs, abs=1e-12)
 
 
-def assert_learns_ten_trees(build: Callable[[int, int], torch.nn.Module], lr: float) -> None:
+def assert_learns_ten_trees(build: Callable[[int, int], torch.nn.Module], lr: float,
+                            order: str = "top_down") -> None:
     """Ten trees: a model ``build(vocab_size, n_actions)`` makes (seeded) raises their joint
-    log-likelihood far in 150 Adam steps of rate ``lr``, and beam search then finds the gold
-    tree of each sentence."""
+    log-likelihood far in 150 Adam steps of rate ``lr`` on their actions in ``order``, and
+    beam search then finds the gold tree of each sentence (a model's ``finish_action``, which
+    closes its parses, left out)."""
     base = [Tree.fromstring(t) for t in TREES]
     trees = base + [Tree("S", [Tree("NP", [Tree("DT", ["the"]), Tree("NN", [noun])]),
                                Tree("VP", [Tree("VBZ", [verb])])])
@@ -214,7 +229,7 @@ def assert_learns_ten_trees(build: Callable[[int, int], torch.nn.Module], lr: fl
                                        ("cat", "sings")]]
     words = {w: i for i, w in enumerate(sorted({w for t in trees for w in t.leaves()}))}
     vocab = ActionVocab.from_trees(trees)
-    w, a, n = encoded(trees, vocab, words)
+    w, a, n = encoded(trees, vocab, words, order)
     torch.manual_seed(0)
     model = build(len(words), len(vocab))
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -229,7 +244,8 @@ def assert_learns_ten_trees(build: Callable[[int, int], torch.nn.Module], lr: fl
     model.eval()
     for tree, result in zip(trees, search_batch(model, w, n, BeamSettings(20, 5, 1)),
                             strict=True):
-        best = tree_of(vocab.decode(result.parses[0][0]), tree.leaves())
+        ids = [i for i in result.parses[0][0] if i != getattr(model, "finish_action", None)]
+        best = tree_of(vocab.decode(ids), tree.leaves(), order)
         assert best == without_preterminals(tree)
         assert math.isfinite(sum(result.word_log_probs))
 

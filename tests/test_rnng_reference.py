@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from synlm.syntax.actions import ActionVocab
-from synlm.transition.beam import BeamSettings, search_batch
-from synlm.transition.rnng import RNNG
+from synlm.transition.beam import BeamSettings, SearchResult, search_batch
+from synlm.transition.rnng import RNNG, RNNGOutput
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rnng" / "reference.pt"
 
@@ -24,15 +24,23 @@ def reference() -> dict:
 
 
 def transplanted(reference: dict) -> tuple[RNNG, ActionVocab]:
-    """synlm's RNNG holding the reference's weights. The reference numbers words and actions
-    from a ``<pad>`` at 0 that synlm has not (the fixture gives its outputs a -1e30 bias, so
-    the reference's softmaxes run over the same entries as synlm's): every id shifts by one."""
-    ref, config = reference["state_dict"], reference["config"]
+    """synlm's RNNG holding the reference's weights."""
+    config = reference["config"]
     vocab = ActionVocab(reference["nonterminals"])
     assert ["<pad>", *vocab.itos] == reference["actions_itos"]
     model = RNNG(len(reference["words"]) - 1, len(vocab), config["w_dim"], config["h_dim"],
                  config["num_layers"], dropout=0.0, max_open=config["max_open_nts"],
                  max_consecutive=config["max_cons_nts"]).double().eval()
+    model.load_state_dict(reference_weights(reference), strict=True)
+    return model, vocab
+
+
+def reference_weights(reference: dict) -> dict[str, torch.Tensor]:
+    """The reference's weights under synlm's ``RNNG`` names. The reference numbers words and
+    actions from a ``<pad>`` at 0 that synlm has not (the fixture gives its outputs a -1e30
+    bias, so the reference's softmaxes run over the same entries as synlm's): every id
+    shifts by one."""
+    ref, config = reference["state_dict"], reference["config"]
     ours = {
         "embedding.weight": ref["emb.0.weight"][1:],
         "nt_embedding.weight": ref["rnng.nt_emb.0.weight"],
@@ -53,8 +61,7 @@ def transplanted(reference: dict) -> tuple[RNNG, ActionVocab]:
         ours[f"composition.backward_lstm.{name}_l0"] = \
             ref[f"rnng.composition.rnn.{name}_l0_reverse"]
     ours["word_decoder.weight"] = ours["embedding.weight"]
-    model.load_state_dict(ours, strict=True)
-    return model, vocab
+    return ours
 
 
 def batch(reference: dict, vocab: ActionVocab) -> tuple[torch.Tensor, ...]:
@@ -71,11 +78,8 @@ def batch(reference: dict, vocab: ActionVocab) -> tuple[torch.Tensor, ...]:
     return words, actions, torch.tensor([len(s["words"]) for s in sentences])
 
 
-def test_teacher_forced_log_probs_equal_the_reference(reference):
-    model, vocab = transplanted(reference)
-    words, actions, lengths = batch(reference, vocab)
-    with torch.no_grad():
-        out = model(words, actions, lengths)
+def assert_teacher_forcing_equal(out: RNNGOutput, reference: dict) -> None:
+    """Each sentence's gold action and word log-probabilities and joint, to 1e-10."""
     for b, s in enumerate(reference["sentences"]):
         A, N = len(s["actions"]), len(s["words"])
         torch.testing.assert_close(out.action_log_probs[b, :A],
@@ -85,6 +89,26 @@ def test_teacher_forced_log_probs_equal_the_reference(reference):
                                    torch.tensor(s["word_log_probs"], dtype=torch.float64),
                                    rtol=0, atol=1e-10)
         assert out.joint[b].item() == pytest.approx(s["joint"], abs=1e-10)
+
+
+def assert_searches_equal(results: list[SearchResult], expected: list[dict],
+                          itos: list[str]) -> None:
+    """Each sentence's surprisals, n-best parses (action ids named by ``itos``) and their
+    scores, to 1e-9."""
+    for ours, theirs in zip(results, expected, strict=True):
+        assert list(ours.surprisals) == pytest.approx(theirs["surprisals"], abs=1e-9)
+        assert len(ours.parses) == len(theirs["parses"])
+        for (actions, score), (their_actions, their_score) in zip(ours.parses,
+                                                                  theirs["parses"]):
+            assert [itos[a] for a in actions] == their_actions
+            assert score == pytest.approx(their_score, abs=1e-9)
+
+
+def test_teacher_forced_log_probs_equal_the_reference(reference):
+    model, vocab = transplanted(reference)
+    words, actions, lengths = batch(reference, vocab)
+    with torch.no_grad():
+        assert_teacher_forcing_equal(model(words, actions, lengths), reference)
 
 
 @pytest.mark.parametrize("setting", ["100,10,1", "20,5,1", "5,5,0"])
@@ -97,10 +121,4 @@ def test_beam_search_equals_the_reference(reference, setting):
     expected = reference["beams"][setting]
     results = search_batch(model, words, lengths,
                            BeamSettings(*map(int, setting.split(","))))
-    for ours, theirs in zip(results, expected["alone"], strict=True):
-        assert list(ours.surprisals) == pytest.approx(theirs["surprisals"], abs=1e-9)
-        assert len(ours.parses) == len(theirs["parses"])
-        for (actions, score), (their_actions, their_score) in zip(ours.parses,
-                                                                  theirs["parses"]):
-            assert vocab.decode(actions) == their_actions
-            assert score == pytest.approx(their_score, abs=1e-9)
+    assert_searches_equal(results, expected["alone"], vocab.itos)

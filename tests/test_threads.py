@@ -167,3 +167,31 @@ def test_a_busy_process_is_seen_in_the_cpu_times() -> None:
         spin.kill()
     ticks = (after[1] - before[1]) / threads.affinity_cores() / elapsed  # jiffies a core-second
     assert (after[0] - before[0]) / ticks / elapsed >= 0.8  # at least the spinning core
+
+
+def _openmp_spin_count(**env: str) -> str:
+    """GOMP_SPINCOUNT as torch's OpenMP runtime reports it (OMP_DISPLAY_ENV) after
+    ``synlm --version`` ran in the same process: 0 when waiting threads sleep at once."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from synlm.cli import main; main(['--version']); import torch; "
+            "torch.ones(8).sum()")
+    base = {k: v for k, v in os.environ.items() if k != threads.WAIT_POLICY_ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**base, "OMP_DISPLAY_ENV": "VERBOSE", **env}, check=True)
+    return next(line.split("=")[1].strip(" '") for line in out.stderr.splitlines()
+                if line.strip().startswith("GOMP_SPINCOUNT"))
+
+
+def test_synlm_makes_waiting_threads_sleep_at_once_unless_the_user_chose() -> None:
+    assert _openmp_spin_count() == "0"
+    assert _openmp_spin_count(OMP_WAIT_POLICY="ACTIVE") != "0"  # the user's choice stays
+
+
+def test_wait_passively_leaves_a_loaded_torch_and_a_chosen_policy_alone() -> None:
+    environ: dict[str, str] = {}
+    assert threads.wait_passively(environ) is None and environ == {}  # torch is loaded here
+    chosen = {threads.WAIT_POLICY_ENV: "ACTIVE"}
+    assert threads.wait_passively(chosen) == "ACTIVE"

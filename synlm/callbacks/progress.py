@@ -58,8 +58,8 @@ class ProgressLines(pl.Callback):
     """A plain line on stderr at every tenth of a training epoch and after every validation,
     for a run whose output goes to a log file (a bar draws nothing there until it ends)::
 
-        synlm fit: epoch 1, batch 40/200 (20%), step 240, loss 4.32, tok/s 2970, 12 s
-        synlm fit: validation at epoch 1, step 400: val ppl 70.2, val uf1 34.8, 31 s
+        synlm fit: epoch 0, batch 64/64 (100%), step 64, loss 4.411, tok/s 5424, 8 s
+        synlm fit: validation at epoch 0, step 64: val ppl 35.71, val uf1 34.79, 9 s
 
     An epoch of unknown length (an iterable dataset) gets a line every ``every`` batches.
     Only the first process prints."""
@@ -97,7 +97,7 @@ class ProgressLines(pl.Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        shown = short_metrics({k: v for k, v in trainer.callback_metrics.items()
+        shown = short_metrics({k: v for k, v in trainer.progress_bar_metrics.items()
                                if k.startswith("val/")})
         values = ", ".join(f"{name} {_value(v)}" for name, v in shown.items())
         self._print(trainer, f"validation at epoch {trainer.current_epoch}, step "

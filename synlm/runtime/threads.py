@@ -9,10 +9,16 @@ this process may use: its CPU affinity, capped by its cgroup's CPU quota (rounde
 least one. A fit that continues a checkpoint (``fit --ckpt_path``) goes on with the count
 the checkpoint recorded (``Threads.resume``).
 
+Threads that wait for each other sleep at once (``wait_passively``: ``OMP_WAIT_POLICY=
+PASSIVE`` unless the user set it, before torch loads OpenMP). OpenMP's default spins first,
+and a spinning thread holds the core that a thread sharing it with other work needs to
+finish its share; on a busy machine every parallel operator then waits for it
+(benchmarks/threads_hog.py measures the difference).
+
 The load is still measured, for a warning only: the larger of the one-minute load average
 and the busy share of the CPU time over a tenth of a second (``/proc/stat``, where there is
-one). Threads on cores other work keeps busy wait on each other (measured: 770 s against
-20.6 s for two quickstarts side by side), and the warning says how to choose fewer.
+one). Threads on cores other work keeps busy still wait on each other, and the warning says
+how to choose fewer.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from typing import NamedTuple, TextIO
 from synlm.errors import InputError
 
 THREADS_ENV = "SYNLM_THREADS"
+#: OpenMP's wait policy (``PASSIVE``: a waiting thread sleeps at once; unset: it spins a
+#: while first), read once, when torch loads its OpenMP runtime.
+WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 #: Variables that say the user chose a thread count; synlm then leaves torch alone.
 CHOSEN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: Where the cgroup file systems are mounted (v2: one tree; v1: one per controller).
@@ -220,6 +229,15 @@ class Threads(NamedTuple):
         """Print ``messages`` (on stderr unless ``file``)."""
         for line in self.messages():
             print(line, file=file or sys.stderr, flush=True)
+
+
+def wait_passively(environ: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the user set a policy or torch (hence its
+    OpenMP runtime) is loaded already; returns the policy in force (None: OpenMP's default,
+    torch having loaded first)."""
+    if not environ.get(WAIT_POLICY_ENV) and "torch" not in sys.modules:
+        environ[WAIT_POLICY_ENV] = "PASSIVE"
+    return environ.get(WAIT_POLICY_ENV) or None
 
 
 def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ,

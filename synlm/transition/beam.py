@@ -17,8 +17,9 @@ The prefix probability after word i is approximated by the sum over that beam::
     log p(x_1..x_i) ≈ logsumexp_{items y} log p(x_1..x_i, y)
     surprisal(x_i) = -(log p(x_1..x_i) - log p(x_1..x_{i-1}))
 
-and after the last word the items that close the root give log p(x) (the end of the
-sentence). The search is generic over a transition LM (``TransitionLM``): the RNNG here, any
+and after the last word the items that close the root (or take the model's
+``finish_action``, where it has one: the in-order RNNG's ``FINISH``) give log p(x) (the end of
+the sentence). The search is generic over a transition LM (``TransitionLM``): the RNNG here, any
 model with the same three methods.
 
 Which quantity the surprisals are depends on how each action's probability is normalised
@@ -176,6 +177,7 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
     P = int(budget.max()) + 1
     b_rows = torch.arange(B, device=device)
     row_lengths = lengths.repeat_interleave(K)
+    finish = getattr(model, "finish_action", None)  # what ends a parse, if not the root's REDUCE
 
     def empty(k: int) -> _Beam:
         return _Beam(model.initial_state(B * k, int(slots.max()), max_actions=P),
@@ -208,8 +210,8 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
             item, action = order // nA, order % nA
             valid = scores > float("-inf")
             opened = beam.state.parser.n_open.view(B, K).gather(1, item)
-            is_end = valid & torch.where(at_end, (action == REDUCE) & (opened == 1),
-                                         action == SHIFT)
+            closes = (action == REDUCE) & (opened == 1) if finish is None else action == finish
+            is_end = valid & torch.where(at_end, closes, action == SHIFT)
             within = torch.arange(K * nA, device=device) < K
             end_in, other_in = is_end & within, valid & ~is_end & within
             fast = is_end & ~within
@@ -242,7 +244,8 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
         done, done_spare = done.take((order + (b_rows * Kd)[:, None]).view(-1),
                                      done_scores.masked_fill(~kept, float("-inf")),
                                      into=done_spare), done.state
-        end_action = torch.where(at_end, REDUCE, SHIFT).expand(B, Kd)
+        end_action = torch.where(at_end, REDUCE if finish is None else finish,
+                                 SHIFT).expand(B, Kd)
         _advance(model, done, torch.where(kept, end_action, NO_ACTION).view(-1),
                  word.repeat_interleave(Kd))
         beam = done.take((b_rows[:, None] * Kd + torch.arange(K, device=device)).view(-1),

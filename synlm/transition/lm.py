@@ -133,6 +133,9 @@ class TransitionLM(pl.LightningModule):
     # ------------------------------------------------------------------ loops
     def _joint(self, batch: ActionBatch, stage: str) -> Tensor:
         out = self.model(batch.words, batch.actions, batch.word_lengths)
+        # a family's closing actions (the in-order FINISH) count among each sentence's
+        batch = replace(batch, n_actions=batch.n_actions
+                        + self.model.closing_actions * batch.words.size(0))
         log_likelihood = out.joint.sum()
         norm = {"sentences": batch.words.size(0), "tokens": batch.n_actions + batch.n_words,
                 "sum": 1}[self.hparams.loss_normalize]
@@ -251,8 +254,8 @@ class TransitionLM(pl.LightningModule):
         None when the search found none (``SearchResult.parsed``)."""
         if not result.parsed:
             return None
-        actions = self.action_vocab.decode(result.parses[0][0])
-        return tree_of(actions, list(words))
+        actions = self.action_vocab.decode(self.model.tree_actions(result.parses[0][0]))
+        return tree_of(actions, list(words), self.model.action_orders[0])
 
     # ------------------------------------------------------------------ optimisation
     def configure_optimizers(self) -> Any:

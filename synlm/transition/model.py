@@ -21,6 +21,7 @@ the registry and the command line recognise.
 from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from torch import Tensor, nn
@@ -43,12 +44,15 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
         action_orders: the ``data.action_order``s it decodes (the recipe refuses others).
         search_convention: its search's released surprisal convention
             (``synlm.transition.types.CONVENTIONS``).
+        closing_actions: actions each sentence's sequence ends with besides those that
+            build its tree (the in-order RNNG's ``FINISH``: 1), which the perplexities count.
     """
 
     n_actions: int
     limits: Limits
     action_orders: ClassVar[tuple[str, ...]]
     search_convention: ClassVar[str]
+    closing_actions: ClassVar[int] = 0
 
     @abstractmethod
     def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> Any:
@@ -70,6 +74,11 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
         (R, n_actions) bool marks the actions the parser state allows, over which they are
         renormalised or not (``renormalise``, whose default in a family is its
         ``search_convention``)."""
+
+    def tree_actions(self, actions: Sequence[int]) -> list[int]:
+        """The ids of a parse's actions that build its tree, in ``action_orders[0]``
+        (a family whose parses end with an action of its own drops it)."""
+        return list(actions)
 
     @abstractmethod
     def advance(self, state: Any, actions: Tensor, words: Tensor) -> Any:

@@ -310,12 +310,16 @@ class RNNG(RecordsInit, TransitionModel):
         return torch.cat([log_probs[:, :1] + word[:, None], log_probs[:, 1:]], 1)
 
     # ------------------------------------------------------------------ teacher forcing
+    def stack_depth(self, actions: Tensor) -> int:
+        """The stack a teacher-forced batch of ``actions`` (B, A) needs (``stack_depth``)."""
+        return stack_depth(actions)
+
     def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> RNNGOutput:
         """Teacher-forced log-probabilities of gold ``actions`` (B, A) (-1 padded) over
         ``words`` (B, N) (``word_lengths`` (B,)): the stack runs action by action, every
         row at once; the last action (the root's ``REDUCE``) is scored, not run."""
         B, A = actions.shape
-        state = self.initial_state(B, stack_depth(actions), traced=torch.is_grad_enabled())
+        state = self.initial_state(B, self.stack_depth(actions), traced=torch.is_grad_enabled())
         tops, legal = [], []  # before each action: the stack top, the legal actions
         for t in range(A):
             tops.append(state.top)
