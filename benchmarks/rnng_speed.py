@@ -203,7 +203,7 @@ def lm_batch(batch: ActionBatch, eos: int) -> Batch:
 
 
 def rnng_loss(model: RNNG) -> Callable[[ActionBatch], Tensor]:
-    def loss(batch: ActionBatch) -> Tensor:  # RNNGLM's loss_normalize: sentences
+    def loss(batch: ActionBatch) -> Tensor:  # the RNNG config's loss_normalize: sentences
         out = model(batch.words, batch.actions, batch.word_lengths)
         return -out.joint.sum() / batch.words.size(0)
     return loss

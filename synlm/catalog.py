@@ -1,16 +1,27 @@
 """What synlm ships, read from its source files without importing them: the components by
-kind (short class names and what each is) and the shipped configs. ``synlm ls`` and the
-CLI's "did you mean" answer from here at once, before torch or Lightning are imported
-(``synlm.registry`` imports the components themselves, for jsonargparse; a test checks
-that the two agree)."""
+kind (short class names and what each is) and the shipped configs. The kinds are what a
+config may name by ``class_path``: the recipes (the LightningModules: ``SyntaxLM``, which
+takes a backbone and heads, and ``TransitionLM``, which takes a transition model), the
+backbones, layer inserts and heads, the transition models, the corpora and subword
+vocabularies. ``synlm ls``, the CLI's "did you mean" and its choice of the recipe a config
+names (``recipe``) answer from here at once, before torch or Lightning are imported
+(``synlm.registry`` imports the classes themselves, for jsonargparse and the loader; a
+test checks that the two agree)."""
 
 from __future__ import annotations
 
 import ast
+import difflib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
+
+from synlm.errors import InputError
+
+T = TypeVar("T")
 
 PACKAGE = Path(__file__).resolve().parent
 #: The shipped configs, inside the package (``configs/`` in a checkout links here), so that
@@ -47,18 +58,19 @@ def _base_name(node: ast.expr) -> str:
 
 
 @cache
-def classes() -> dict[str, ClassSource]:
-    """Every top-level class in synlm's modules, by name."""
-    found = {}
+def classes() -> list[ClassSource]:
+    """Every top-level class in synlm's modules (two modules may each define a class of one
+    name: ``types.TransitionLM``, the search's protocol, and ``lm.TransitionLM``)."""
+    found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = ".".join(("synlm", *path.relative_to(PACKAGE).with_suffix("").parts))
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
-                found[node.name] = ClassSource(
+                found.append(ClassSource(
                     node.name, module.removesuffix(".__init__"),
                     tuple(_base_name(b) for b in node.bases),
-                    ast.get_docstring(node) or "", _sets_name(node))
+                    ast.get_docstring(node) or "", _sets_name(node)))
     return found
 
 
@@ -69,7 +81,7 @@ def descendants(base: str) -> list[ClassSource]:
     stack = [base]
     while stack:
         parent = stack.pop()
-        for cls in known.values():
+        for cls in known:
             if parent in cls.bases and cls.name not in found:
                 found[cls.name] = cls
                 stack.append(cls.name)
@@ -98,21 +110,57 @@ def shipped_configs() -> list[str]:
     return sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.rglob("*.yaml"))
 
 
+#: The module of the recipes' former names (``RNNGLM``, ``ActionTransformerLM``): found by
+#: ``recipe`` for the configs and checkpoints that name them, not listed.
+FORMER = "synlm.transition.former"
+
+
+def _recipes() -> list[ClassSource]:
+    """Every LightningModule synlm defines, its former names included."""
+    return [c for c in descendants("LightningModule") if c.module.startswith("synlm.")]
+
+
+def recipe(name: str | None) -> ClassSource:
+    """The recipe a config's ``model.class_path`` or a checkpoint's ``synlm.model_class``
+    names (``recipe_named``), as its source states it."""
+    recipes = _recipes()
+    return recipe_named(name, {c.name: c for c in recipes},
+                        [c.name for c in recipes if c.module != FORMER])
+
+
+def recipe_named(name: str | None, recipes: Mapping[str, T], listed: Sequence[str]) -> T:
+    """The one of ``recipes`` (by short class name) that ``name`` names, by short or full
+    name (a full name as it was written: ``RNNGLM`` was ``synlm.transition.lm.RNNGLM``);
+    None names ``SyntaxLM``. An unknown name is an ``InputError`` listing ``listed``, with
+    the closest. (``synlm.registry.recipe_class`` asks the same of the imported classes.)"""
+    if name is None:
+        return recipes["SyntaxLM"]
+    short = name.rpartition(".")[2]
+    if short in recipes and (short == name or name.startswith("synlm.")):
+        return recipes[short]
+    listed = sorted(listed)
+    closest = difflib.get_close_matches(short, listed, n=1)
+    raise InputError(f"model.class_path {name}: expected one of {', '.join(listed)}"
+                     + (f"; did you mean {closest[0]}?" if closest else ""))
+
+
 def _component_classes() -> dict[str, list[ClassSource]]:
     return {
+        "recipes": [c for c in _recipes() if c.module != FORMER],
         "backbones": [c for c in descendants("Backbone")
                       if c.module.startswith("synlm.backbones.")
                       and c.module != "synlm.backbones.base"],
         "inserts": descendants("LayerInsert"),
         "heads": descendants("SyntaxHead"),
+        "transition_models": descendants("TransitionModel"),
         "corpora": [c for c in descendants("Corpus") if c.sets_name],
         "subwords": descendants("Subwords"),
     }
 
 
 def list_components() -> dict[str, list[str]]:
-    """Backbones, layer inserts, heads, corpora, subword vocabularies and shipped configs, by
-    short name."""
+    """Recipes, backbones, layer inserts, heads, transition models, corpora, subword
+    vocabularies and shipped configs, by short name."""
     names = {kind: [c.name for c in found] for kind, found in _component_classes().items()}
     return {**names, "configs": shipped_configs()}
 

@@ -43,17 +43,16 @@ from lightning.pytorch.utilities.exceptions import (
 )
 from torch.optim import Optimizer
 
-import synlm.registry  # noqa: F401  (registers the components' short class names)
 from synlm import __version__
 from synlm.callbacks import ParameterSummary, ProgressLines, SynLMProgressBar, TokensPerSecond
 from synlm.data.datamodule import SynLMDataModule
 from synlm.errors import InputError, SettingError, SynLMError, report, show_traceback
 from synlm.lm import SyntaxLM
+from synlm.registry import recipe_class  # importing it registers the short class names
 from synlm.runtime import checks, runs, usage
 from synlm.runtime import lightning_internals as internals
 from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
-from synlm.transition.in_order_lm import InOrderRNNGLM
-from synlm.transition.lm import RNNGLM, ActionTransformerLM
+from synlm.transition.lm import TransitionLM
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
 
@@ -300,10 +299,12 @@ class SynLMCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", SaveRunConfig)
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
         kwargs.setdefault("auto_configure_optimizers", False)
-        model_class = model_class_of(self._args)
-        kwargs.setdefault("subclass_mode_model", model_class is not SyntaxLM)
+        # a recipe named by class_path: any TransitionLM, as jsonargparse resolves the name
+        transition = issubclass(model_class_of(self._args), TransitionLM)
+        kwargs.setdefault("subclass_mode_model", transition)
         try:
-            super().__init__(model_class, SynLMDataModule, *args, **kwargs)
+            super().__init__(TransitionLM if transition else SyntaxLM, SynLMDataModule, *args,
+                             **kwargs)
         except BaseException:
             self._remove_unused_run_folder()
             raise
@@ -538,31 +539,22 @@ def run_name(configs: Sequence[Any]) -> str:
     return "+".join(stems) or "default"
 
 
-#: The LightningModules a config may name as ``model.class_path``.
-MODEL_CLASSES: tuple[type[pl.LightningModule], ...] = (RNNGLM, ActionTransformerLM,
-                                                      InOrderRNNGLM)
-
-
 def model_class_of(args: Sequence[str]) -> type[pl.LightningModule]:
-    """The LightningModule a run trains: ``SyntaxLM`` (every backbone and head), unless a
-    config's ``model:`` (or its base's, ``config: rnng.yaml``; or ``--model.class_path``)
-    names a transition LM by ``class_path`` (``synlm.transition.lm.RNNGLM``,
-    ``synlm.transition.lm.ActionTransformerLM``), whose config
-    then takes ``init_args`` as Lightning's subclass mode reads them."""
+    """The recipe a run trains, from the registry (``synlm.registry.recipe_class``):
+    ``SyntaxLM`` (every backbone and head), unless a config's ``model:`` (or its base's,
+    ``config: rnng.yaml``; or ``--model.class_path``) names one by ``class_path``
+    (``TransitionLM``, or a former name), whose config then takes ``init_args`` as
+    Lightning's subclass mode reads them."""
     named = None
     for _, _, value in usage.flag_values(args, *usage.CONFIG_FLAGS):
         named = class_path(value) or named
     for _, _, value in usage.flag_values(args, "--model.class_path"):
         named = value
-    if named is None:
-        return SyntaxLM
-    known = {cls.__name__: cls for cls in MODEL_CLASSES} | \
-        {f"{cls.__module__}.{cls.__name__}": cls for cls in MODEL_CLASSES}
-    if named not in known:
-        raise InputError(f"model.class_path {named}: expected one of "
-                         f"{', '.join(sorted(known))}, or no class_path (SyntaxLM: a "
-                         "backbone with heads)")
-    return known[named]
+    recipe = recipe_class(named)
+    if named is not None and recipe is SyntaxLM:
+        raise InputError(f"model.class_path {named}: SyntaxLM takes its arguments under "
+                         "model: directly (model.backbone, model.heads), without class_path")
+    return recipe
 
 
 def class_path(value: str) -> str | None:

@@ -26,7 +26,7 @@ from synlm.model import SyntaxModel, upgrade_state_dict
 from synlm.modules.recorded import plain
 from synlm.optim import GroupedOptimizer, ParamGroup, build_optimizer, clip_gradients
 from synlm.outputs import Batch, LMOutput, StepState
-from synlm.runtime.runs import read_checkpoint, restore_torch_rng, torch_rng
+from synlm.runtime.runs import read_checkpoint, restore_rng_if_resuming, torch_rng
 
 #: The optimiser of a model built without one (configs name theirs, see configs/).
 DEFAULT_OPTIMIZER = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
@@ -517,4 +517,4 @@ class SyntaxLM(pl.LightningModule):
         self.normalization = saved.get("normalization", "ptb")
         if saved["train_state"] is not None:
             self._states["train"] = saved["train_state"]
-        restore_torch_rng(saved["rng"])
+        restore_rng_if_resuming(self, saved)

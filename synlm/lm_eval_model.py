@@ -32,6 +32,7 @@ except ImportError as err:
 
 import torch
 
+from synlm.capabilities import Searches
 from synlm.errors import InputError, SynLMError, report
 from synlm.tse.blimp import read_blimp
 from synlm.tse.scores import ScoredSentence
@@ -127,7 +128,7 @@ class SynlmLM(LM):
             from synlm.loading import load_model
 
             model = load_model(str(ckpt_path), "ckpt_path")
-        searches = hasattr(model, "use_beam")  # a transition LM
+        searches = isinstance(model, Searches)
         if searches:
             model.use_beam(beam_size, word_beam_size, shift_size, search_convention)
         else:

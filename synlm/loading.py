@@ -16,17 +16,19 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     """The model of the checkpoint ``path`` names (a file, a run folder, which stands for its
     best, or ``FOLDER/best|last``: ``synlm.runtime.runs.resolve_checkpoint``), on the CPU in eval
     mode; a missing or unreadable checkpoint is a one-line ``CheckpointError`` naming
-    ``flag``."""
-    from synlm.lm import SyntaxLM
-    from synlm.transition.in_order_lm import InOrderRNNGLM
-    from synlm.transition.lm import RECIPES
+    ``flag``. torch's global RNG is left as it was (building the model draws its initial
+    weights from a fork of it)."""
+    import torch
 
-    # memory-mapped: checked before Lightning unpickles
+    from synlm.registry import recipe_class
+
+    # memory-mapped: checked before Lightning unpickles; the recipe by the name it saved
+    # (a former name too: synlm.transition.former), SyntaxLM's checkpoints name none
     saved = read_checkpoint(path, flag, "best").get("synlm") or {}
-    recipes = {**RECIPES, f"{InOrderRNNGLM.__module__}.{InOrderRNNGLM.__name__}": InOrderRNNGLM}
-    model_class = recipes.get(saved.get("model_class"), SyntaxLM)
-    model = model_class.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
-                                             map_location="cpu")
+    model_class = recipe_class(saved.get("model_class"))
+    with torch.random.fork_rng(devices=[]):
+        model = model_class.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
+                                                 map_location="cpu")
     model.eval()
     return model
 
@@ -60,12 +62,16 @@ def mean_and_std(results: Sequence[dict[str, Any]], digits: int = 2) -> dict[str
 
 def untrained_copy(model: Any, seed: int) -> Any:
     """``model``'s architecture with fresh weights (``torch.manual_seed(seed)``), its
-    vocabulary and normalisation, in eval mode: the chance row of a trained checkpoint."""
+    vocabulary and normalisation (a transition LM's actions too), in eval mode: the chance
+    row of a trained checkpoint."""
     import torch
 
+    from synlm.transition.lm import TransitionLM
+
     torch.manual_seed(seed)
-    fresh = type(model)(**model.hparams)
+    transition = isinstance(model, TransitionLM)  # its hparams are TransitionLM's form
+    fresh = (TransitionLM if transition else type(model))(**model.hparams)
     fresh.vocab, fresh.normalization = model.vocab, model.normalization
-    if hasattr(model, "action_vocab"):  # a transition LM
+    if transition:
         fresh.action_vocab = model.action_vocab
     return fresh.eval()

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from nltk import Tree
 
+from synlm.capabilities import InducesStructures, Parses, model_name, require
 from synlm.data.normalization import normalizer
 from synlm.errors import InputError
 from synlm.metrics.parsing import ParsingF1
@@ -52,20 +53,22 @@ def default_structure(model: Any) -> str:
     """The model's headline structure: the first head's if a head induces one, else the
     backbone's first (``SyntaxLM.structures`` is in that order); a transition LM's
     ``BEAM``."""
-    if hasattr(model, "parse"):
+    if isinstance(model, Parses):
         return BEAM
-    if not model.structures:
-        raise InputError("the checkpoint's model induces no structure")
+    if not isinstance(model, InducesStructures) or not model.structures:
+        raise InputError(f"the checkpoint's model ({model_name(model)}) induces no structure")
     return next(iter(model.structures))
 
 
 def check_structure(model: Any, name: str) -> str:
-    """``name``'s kind; an unknown name is an ``InputError`` listing the valid ones."""
-    if hasattr(model, "parse"):
+    """``name``'s kind; an unknown name is an ``InputError`` listing the valid ones, a
+    model that induces none one naming its class."""
+    if isinstance(model, Parses):
         if name != BEAM:
             raise InputError(f"the model has no structure {name!r}; a transition LM gives "
                              f"its beam search's best trees: {BEAM}")
         return "trees"
+    require(model, InducesStructures, f"--structure {name}")
     if name not in model.structures:
         valid = ", ".join(f"{n} ({s.kind})" for n, s in sorted(model.structures.items()))
         raise InputError(f"the model has no structure {name!r}; it has: {valid or 'none'}")

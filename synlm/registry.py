@@ -1,9 +1,11 @@
 """The components themselves: importing this module imports every component package, which
 registers their classes for short ``class_path`` names in configs (jsonargparse resolves
-among imported subclasses). What they are by name, without importing them, is
-``synlm.catalog``."""
+among imported subclasses), and ``recipe_class`` finds the recipe a config or checkpoint
+names among them. What they are by name, without importing them, is ``synlm.catalog``."""
 
 from __future__ import annotations
+
+import lightning.pytorch as pl
 
 import synlm.backbones
 import synlm.callbacks
@@ -11,6 +13,10 @@ import synlm.data.generation_corpora
 import synlm.data.synthetic
 import synlm.data.treebanks
 import synlm.heads
+import synlm.lm
+import synlm.transition.former  # the recipe, its former names, the RNNG and the Transformer
+import synlm.transition.in_order_rnng
+from synlm import catalog
 
 
 def subclasses(base: type) -> list[type]:
@@ -28,3 +34,12 @@ def backbone_classes() -> list[type]:
     return [c for c in subclasses(synlm.backbones.Backbone)
             if c.__module__.startswith("synlm.backbones.")
             and c.__module__ != "synlm.backbones.base"]
+
+
+def recipe_class(name: str | None) -> type:
+    """The LightningModule ``name`` names (``catalog.recipe_named``: short or full, a former
+    name too; None: ``SyntaxLM``) among the imported ones, as the catalog finds it in the
+    source (a test checks they agree) without reading every file at each start."""
+    imported = [c for c in subclasses(pl.LightningModule) if c.__module__.startswith("synlm.")]
+    return catalog.recipe_named(name, {c.__name__: c for c in imported},
+                                [c.__name__ for c in imported if c.__module__ != catalog.FORMER])

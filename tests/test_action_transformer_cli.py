@@ -18,8 +18,9 @@ from synlm.catalog import REPO_CONFIGS
 from synlm.lm_eval_model import SynlmLM
 from synlm.loading import load_model
 from synlm.syntax.trees import to_bracket
+from synlm.transition.action_transformer import ActionTransformer
 from synlm.transition.beam import BeamSettings
-from synlm.transition.lm import ActionTransformerLM
+from synlm.transition.lm import TransitionLM
 from synlm.tse.scoring import ModelScorer
 from test_resume import assert_same_runs, last
 
@@ -29,10 +30,10 @@ TINY = [
     "--data.corpus.init_args.n_train=60",
     "--data.corpus.init_args.n_valid=8",
     "--data.corpus.init_args.n_test=8",
-    "--model.init_args.size=16",
-    "--model.init_args.num_layers=1",
-    "--model.init_args.num_heads=2",
-    "--model.init_args.ffn_size=32",
+    "--model.init_args.model.init_args.size=16",
+    "--model.init_args.model.init_args.num_layers=1",
+    "--model.init_args.model.init_args.num_heads=2",
+    "--model.init_args.model.init_args.ffn_size=32",
     "--model.init_args.beam_size=6",
     "--model.init_args.word_beam_size=3",
     "--model.init_args.shift_size=1",
@@ -61,12 +62,12 @@ def trained(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 def test_fit_saves_the_policy_with_its_vocabularies(trained: tuple[str, Path]) -> None:
     config, root = trained
     model = load_model(str(root))
-    assert isinstance(model, ActionTransformerLM)
+    assert isinstance(model, TransitionLM) and isinstance(model.model, ActionTransformer)
     assert model.model.attention == CONFIGS[config]
     assert model.vocab is not None and model.action_vocab is not None
     assert model.model.n_actions == len(model.action_vocab)
     saved = last(root)
-    assert saved["synlm"]["model_class"] == "synlm.transition.lm.ActionTransformerLM"
+    assert saved["synlm"]["model_class"] == "synlm.transition.lm.TransitionLM"
     assert math.isfinite(saved["callbacks"][next(iter(saved["callbacks"]))]["best_model_score"])
 
 

@@ -190,10 +190,11 @@ def test_a_setting_the_policy_does_not_use_is_a_one_line_error():
 
 
 def test_the_command_line_trains_and_loads_a_policy_by_class_path(tmp_path: Path):
-    """``--model.init_args.attention`` takes the policy's config; the run folder loads it,
-    with the numbers it was saved with."""
+    """``--model.init_args.model.init_args.attention`` takes the policy's config; the run
+    folder loads it, with the numbers it was saved with."""
     config = {"class_path": f"{__name__}.LocalWindow", "init_args": {"window": 4}}
-    fit("plm.yaml", tmp_path, 2, f"--model.init_args.attention={json.dumps(config)}")
+    fit("plm.yaml", tmp_path, 2,
+        f"--model.init_args.model.init_args.attention={json.dumps(config)}")
     model = load_model(str(tmp_path))
     assert isinstance(model.model.policy, LocalWindow) and model.model.attention == {
         **config, "init_args": {"window": 4, "relative": False}}

@@ -21,7 +21,8 @@ from synlm.outputs import ActionBatch
 from synlm.syntax.actions import ActionVocab, oracle
 from synlm.syntax.sentence import Sentence
 from synlm.transition.beam import BeamSettings, search_batch, search_sentences
-from synlm.transition.lm import RNNGLM
+from synlm.transition.lm import TransitionLM
+from synlm.transition.rnng import RNNG
 from synlm.tse.minimal_pairs import MinimalPair, evaluate_pairs, summarize
 from synlm.tse.scoring import ModelScorer
 
@@ -30,21 +31,21 @@ WORDS = ["<eos>", "<unk>", "the", "dog", "cat", "sees", "sleeps", "a", "never"]
 NEVER = "never"
 
 
-def tiny_rnng(seed: int = 0) -> RNNGLM:
+def tiny_rnng(seed: int = 0) -> TransitionLM:
     """A random RNNG recipe over ``WORDS`` with its vocabularies, in eval mode, whose word
     softmax gives ``NEVER`` probability 0."""
     torch.manual_seed(seed)
     vocab = Vocab(WORDS)
     actions = ActionVocab(["S", "NP", "VP"])
-    model = RNNGLM(vocab_size=len(vocab), n_actions=len(actions), input_size=8,
-                   hidden_size=8, num_layers=1, dropout=0.0, beam_size=6, word_beam_size=3)
+    model = TransitionLM(RNNG(len(vocab), len(actions), input_size=8, hidden_size=8,
+                              num_layers=1, dropout=0.0), beam_size=6, word_beam_size=3)
     model.vocab, model.action_vocab, model.normalization = vocab, actions, "ptb"
     with torch.no_grad():
         model.model.word_decoder.bias[vocab.stoi[NEVER]] = float("-inf")
     return model.eval()
 
 
-def ids(model: RNNGLM, text: str) -> list[int]:
+def ids(model: TransitionLM, text: str) -> list[int]:
     return model.vocab.encode(text.split())
 
 

@@ -11,7 +11,7 @@ from conftest import TINY_OVERRIDES, local_gpt2, run_cli
 from synlm.catalog import REPO_CONFIGS, list_components
 from synlm.config import from_config
 from synlm.model import SyntaxModel
-from synlm.transition.lm import TransitionRecipe
+from synlm.transition.lm import TransitionLM
 
 EXPERIMENTS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
                      [*REPO_CONFIGS.glob("*.yaml"), *REPO_CONFIGS.glob("generation/*.yaml"),
@@ -81,10 +81,10 @@ def test_fast_dev_run(name: str, tmp_path: Path) -> None:
 
 def components(name: str) -> set[str]:
     """The backbone, insert and head classes config ``name`` resolves to (its fixture); a
-    model of its own (``model.class_path``: the RNNG) is its one component."""
+    recipe named by ``model.class_path`` and its model of its own (the RNNG), theirs."""
     resolved = yaml.safe_load((RESOLVED / name).read_text())["model"]
     if "class_path" in resolved:
-        return {resolved["class_path"]}
+        return {resolved["class_path"], resolved["init_args"]["model"]["class_path"]}
     backbone = resolved["backbone"]
     inserts = backbone.get("init_args", {}).get("inserts") or []
     return {backbone["class_path"], *(i["class_path"] for i in inserts),
@@ -111,7 +111,7 @@ def test_every_config_builds(name: str) -> None:
     gpt2 = "gpt2" in name
     model = from_config(str(REPO_CONFIGS / name),
                         [*tiny(name), *(hub_free() if gpt2 else [])])
-    if isinstance(model, TransitionRecipe):  # its action vocabulary comes from the trees
+    if isinstance(model, TransitionLM):  # its action vocabulary comes from the trees
         finish = hasattr(model.model, "finish_action")  # an in-order model's FINISH, last
         assert model.model.n_actions == len(model.datamodule.action_vocab) + finish
         return
@@ -187,19 +187,26 @@ def test_ls_lists_components(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_catalog_names_what_importing_registers() -> None:
     """``synlm ls`` reads the classes from the source files; importing them (what
     jsonargparse resolves short names among) finds the same, kind by kind."""
+    import lightning.pytorch as pl
+
     from synlm import catalog, heads
     from synlm.backbones.base import LayerInsert
     from synlm.data.corpora import Corpus
     from synlm.data.subwords import Subwords
+    from synlm.lm import SyntaxLM  # noqa: F401  (a recipe: imported, it is a subclass)
     from synlm.registry import backbone_classes, subclasses
+    from synlm.transition.model import TransitionModel
 
     def ours(classes: list[type]) -> list[str]:  # tests define heads and inserts too
         return [c.__name__ for c in classes if c.__module__.startswith("synlm.")]
 
     assert catalog.list_components() == {
+        "recipes": ours([c for c in subclasses(pl.LightningModule)
+                         if c.__module__ != catalog.FORMER]),
         "backbones": ours(backbone_classes()),
         "inserts": ours(subclasses(LayerInsert)),
         "heads": ours(subclasses(heads.SyntaxHead)),
+        "transition_models": ours(subclasses(TransitionModel)),
         "corpora": ours([c for c in subclasses(Corpus) if "name" in vars(c)]),
         "subwords": ours(subclasses(Subwords)),
         "configs": catalog.shipped_configs(),

@@ -147,10 +147,11 @@ def test_unset_beam_flags_keep_the_checkpoints_sizes(monkeypatch: pytest.MonkeyP
 TINY_FIT = [*TINY_OVERRIDES, "--data.corpus.init_args.n_train=20",
             "--data.corpus.init_args.n_valid=4", "--data.corpus.init_args.n_test=4",
             "--trainer.max_steps=1"]
-SIZES = {"rnng.yaml": ["--model.init_args.input_size=8", "--model.init_args.hidden_size=8",
-                       "--model.init_args.num_layers=1"]}
-TRANSFORMER = ["--model.init_args.size=8", "--model.init_args.num_layers=1",
-               "--model.init_args.num_heads=2", "--model.init_args.ffn_size=16"]
+SIZES = {"rnng.yaml": ["--model.init_args.model.init_args.input_size=8",
+                       "--model.init_args.model.init_args.hidden_size=8",
+                       "--model.init_args.model.init_args.num_layers=1"]}
+TRANSFORMER = [f"--model.init_args.model.init_args.{key}" for key in
+               ("size=8", "num_layers=1", "num_heads=2", "ffn_size=16")]
 
 
 @pytest.mark.parametrize(("config", "model"), [("rnng.yaml", "RNNG"),

@@ -34,9 +34,9 @@ from synlm.loading import load_model
 from synlm.syntax.actions import ActionError, ActionVocab, oracle, tree_of, without_preterminals
 from synlm.syntax.trees import to_bracket
 from synlm.transition.beam import BeamSettings, action_budget, search_batch, stack_slots
-from synlm.transition.in_order_lm import InOrderRNNGLM
 from synlm.transition.in_order_rnng import InOrderRNNG
 from synlm.transition.in_order_state import InOrderParserState, in_order_stack_depth
+from synlm.transition.lm import TransitionLM
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, Limits
 from synlm.transition.rnng import RNNG
 from synlm.tse.scoring import ModelScorer
@@ -392,7 +392,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_config_fits_and_tests(trained: Path, tmp_path: Path) -> None:
     model = load_model(str(trained))
-    assert isinstance(model, InOrderRNNGLM)
+    assert isinstance(model, TransitionLM) and isinstance(model.model, InOrderRNNG)
     assert model.model.n_actions == len(model.action_vocab) + 1
     assert model.model.limits.max_consecutive == 3
     out = tmp_path / "test"
@@ -432,5 +432,5 @@ def test_parse_and_the_scorers_read_its_beam(trained: Path, tmp_path: Path,
 def test_top_down_actions_are_a_one_line_error(tmp_path: Path, capsys) -> None:
     assert fit(tmp_path, 1, "--data.action_order=top_down") != 0
     (line,) = [x for x in capsys.readouterr().err.splitlines() if "action_order" in x]
-    assert line.endswith("data.action_order is top_down, but InOrderRNNG reads in_order "
-                         "actions; set data.action_order: in_order")
+    assert line.endswith("data.action_order=top_down: expected in_order: the InOrderRNNG "
+                         "decodes only those")

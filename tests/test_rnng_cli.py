@@ -18,7 +18,8 @@ from synlm.lm_eval_model import SynlmLM
 from synlm.loading import load_model
 from synlm.syntax.trees import to_bracket
 from synlm.transition.beam import BeamSettings
-from synlm.transition.lm import RNNGLM
+from synlm.transition.lm import TransitionLM
+from synlm.transition.rnng import RNNG
 from synlm.tse.scoring import ModelScorer
 from test_resume import assert_same_runs, last
 
@@ -27,9 +28,9 @@ TINY_RNNG = [
     "--data.corpus.init_args.n_train=60",
     "--data.corpus.init_args.n_valid=8",
     "--data.corpus.init_args.n_test=8",
-    "--model.init_args.input_size=12",
-    "--model.init_args.hidden_size=12",
-    "--model.init_args.num_layers=1",
+    "--model.init_args.model.init_args.input_size=12",
+    "--model.init_args.model.init_args.hidden_size=12",
+    "--model.init_args.model.init_args.num_layers=1",
     "--model.init_args.beam_size=6",
     "--model.init_args.word_beam_size=3",
     "--trainer.limit_val_batches=2",
@@ -55,12 +56,12 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_fit_saves_an_rnng_with_its_vocabularies(trained: Path) -> None:
     model = load_model(str(trained))
-    assert isinstance(model, RNNGLM)
+    assert isinstance(model, TransitionLM) and isinstance(model.model, RNNG)
     assert model.vocab is not None and model.action_vocab is not None
     assert model.action_vocab.itos[:2] == ["SHIFT", "REDUCE"]
     assert model.model.n_actions == len(model.action_vocab)
     saved = last(trained)
-    assert saved["synlm"]["model_class"] == "synlm.transition.lm.RNNGLM"
+    assert saved["synlm"]["model_class"] == "synlm.transition.lm.TransitionLM"
     assert math.isfinite(saved["callbacks"][next(iter(saved["callbacks"]))]["best_model_score"])
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from synlm.capabilities import Searches
 from synlm.errors import InputError, SynLMError, report
 from synlm.runtime.arguments import CommandParser
 from synlm.runtime.threads import configure_threads
@@ -345,14 +346,9 @@ def given_beam_flag(args: argparse.Namespace) -> str | None:
                  if getattr(args, name) is not None), None)
 
 
-def searches(model: Any) -> bool:
-    """Whether ``model`` is a transition LM, scored by its beam search."""
-    return hasattr(model, "use_beam")
-
-
 def with_beam(model: Any, args: argparse.Namespace) -> Any:
     """``model`` searching with the beam flags, if it is a transition LM (an RNNG)."""
-    if searches(model):
+    if isinstance(model, Searches):
         model.use_beam(args.beam_size, args.word_beam_size, args.shift_size,
                        args.search_convention)
     return model
@@ -362,7 +358,7 @@ def end_is_certain(model: Any, convention: str | None = None) -> bool:
     """Whether ``model``'s end-of-sentence term is 0 by construction: a search that
     renormalises over the legal actions given the length (after the last word only the
     closing actions are legal); ``convention``: the one asked for (None: the model's)."""
-    return searches(model) and \
+    return isinstance(model, Searches) and \
         (convention or model.search_convention) == "renormalised_given_length"
 
 
@@ -371,7 +367,7 @@ def check_model_flags(args: argparse.Namespace, models: Sequence[tuple[str, Any]
     them searches, ``--eos`` for a single model whose end term is 0 by construction (several
     models: that model's conventions say so instead)."""
     flag = given_beam_flag(args)
-    if flag and not any(searches(model) for _, model in models):
+    if flag and not any(isinstance(model, Searches) for _, model in models):
         raise InputError(f"{flag}: {models[0][0]} has no beam search; the beam flags are for "
                          "transition LMs (RNNG, PLM, PLM-mask, TG)")
     if args.eos and len(models) == 1 and end_is_certain(models[0][1], args.search_convention):

@@ -26,11 +26,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from synlm.capabilities import Samples, require
 from synlm.catalog import REPO_CONFIGS
 from synlm.data.corpora import read_lines
 from synlm.data.vocab import Vocab, atomic_write_text
 from synlm.errors import InputError, SynLMError, report, writing
 from synlm.generation import Prompt, lines_prompts, records, sample, stories_prompts
+from synlm.heads import DependencyMixtureHead
 from synlm.lm import SyntaxLM
 from synlm.loading import load_model
 from synlm.parsing import unknown_words
@@ -225,9 +227,10 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
             raise InputError("--references goes with --contexts")
         if args.metrics and not args.output:
             raise InputError("--metrics prints the metrics; give --output FILE for the samples")
-        model = load_model(args.ckpt_path).to(args.device)
+        model = require(load_model(args.ckpt_path), Samples, f"--ckpt_path {args.ckpt_path}")
+        model = model.to(args.device)
         if args.dm_sampling:
-            heads = [h for h in model.heads if hasattr(h, "sampling")]
+            heads = [h for h in model.heads if isinstance(h, DependencyMixtureHead)]
             if not heads:
                 raise InputError("--dm-sampling: the checkpoint has no DependencyMixtureHead")
             for head in heads:

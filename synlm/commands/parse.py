@@ -31,6 +31,7 @@ import numpy as np
 from nltk import Tree
 
 from synlm import viz
+from synlm.capabilities import Parses
 from synlm.errors import SynLMError, report
 from synlm.loading import load_model, mean_and_std, untrained_model
 from synlm.metrics.parsing import PROTOCOLS, evaluation_tree
@@ -125,7 +126,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     rng = np.random.default_rng(args.seed)
     model = load_model(args.ckpt_path) if args.ckpt_path else None
     if model is not None and args.list_structures:
-        print(json.dumps({BEAM: "trees"} if hasattr(model, "parse")
+        print(json.dumps({BEAM: "trees"} if isinstance(model, Parses)
                          else {n: s.kind for n, s in model.structures.items()}))
         return 0
     structure = None

@@ -34,6 +34,7 @@ import torch
 from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.trainer.states import TrainerFn
 
 from synlm.errors import InputError
 
@@ -246,8 +247,17 @@ def torch_rng() -> dict[str, Any]:
     return rng
 
 
-def restore_torch_rng(rng: dict[str, Any]) -> None:
-    """Put back what ``torch_rng`` saved (the GPUs' states where there are GPUs)."""
-    torch.set_rng_state(rng["cpu"])
-    if "cuda" in rng and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
+def restore_rng_if_resuming(module: Any, saved: dict[str, Any]) -> None:
+    """Put back the RNG states ``torch_rng`` saved in ``saved`` (the GPUs' where there are
+    GPUs) when ``module`` is restored by a fit that resumes (so that its dropout masks are
+    an uninterrupted run's); loading its weights elsewhere (``load_from_checkpoint``,
+    ``synlm test``) leaves the global RNG alone."""
+    try:
+        fitting = module.trainer.state.fn == TrainerFn.FITTING
+    except RuntimeError:  # no trainer attached
+        fitting = False
+    if not fitting or "rng" not in saved:
+        return
+    torch.set_rng_state(saved["rng"]["cpu"])
+    if "cuda" in saved["rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(saved["rng"]["cuda"])

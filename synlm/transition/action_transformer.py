@@ -70,6 +70,7 @@ from synlm.transition.attention.base import (
     StepMasks,
     opened_by,
 )
+from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import (
     FIRST_NT,
     NO_ACTION,
@@ -314,7 +315,7 @@ def _predictors(masks: BatchMasks, n_actions: int) -> Tensor:
     return last[:, :n_actions]
 
 
-class ActionTransformer(RecordsInit, nn.Module):
+class ActionTransformer(RecordsInit, TransitionModel):
     """A Transformer over top-down actions with the attention policy ``attention`` (module
     docstring).
 

@@ -25,6 +25,7 @@ log p(x, y) as the released code counts it. The legal actions and the bound on c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
@@ -54,6 +55,8 @@ class InOrderRNNG(RNNG):
 
     #: The action order it reads (``data.action_order``).
     action_orders: ClassVar[tuple[str, ...]] = ("in_order",)
+    #: ``FINISH``, which ends every sentence's actions (the released ``train.py`` counts it).
+    closing_actions: ClassVar[int] = 1
 
     def __init__(self, vocab_size: int, n_actions: int, input_size: int = 256,
                  hidden_size: int = 256, num_layers: int = 2, dropout: float = 0.3,
@@ -64,6 +67,10 @@ class InOrderRNNG(RNNG):
         self.n_actions = n_actions + 1
         self.finish_action = n_actions
         self.action_decoder = nn.Linear(input_size, self.n_actions)
+
+    def tree_actions(self, actions: Sequence[int]) -> list[int]:
+        """A parse's actions without its ``FINISH``."""
+        return [a for a in actions if a != self.finish_action]
 
     def initial_state(self, rows: int, stack_size: int, max_actions: int | None = None,
                       traced: bool = False) -> RNNGState:

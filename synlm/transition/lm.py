@@ -1,11 +1,12 @@
-"""The training recipes of the transition LMs, LightningModules: ``RNNGLM`` (an RNNG,
-``synlm.transition.rnng``) and ``ActionTransformerLM`` (PLM, PLM-mask, Transformer Grammars:
-``synlm.transition.action_transformer``), on what ``TransitionRecipe`` shares.
+"""``TransitionLM``: the training recipe of the transition LMs, a LightningModule around a
+``TransitionModel`` (``synlm.transition.model``) that a config names by ``class_path``: an
+RNNG (``synlm.transition.rnng``), PLM, PLM-mask or a Transformer Grammar
+(``synlm.transition.action_transformer``).
 
 Training maximises the joint log-likelihood of the gold action sequences and words with
 teacher forcing; the loss is −Σ log p(x, y) over a batch divided by its sentences (the
-released recipe's ``--loss_normalize batch``). Validation and test log what the released
-code reports::
+released RNNG recipe's ``--loss_normalize batch``) or by its tokens (the released PLM's).
+Validation and test log what the released code reports::
 
     joint_ppl  = exp(−Σ log p(x, y) / Σ (actions + words))      its "ppl"
     action_ppl = exp(−Σ log p(a_t | a_<t) / Σ actions)
@@ -23,7 +24,7 @@ is left out of ``beam_ppl`` and of the F1, and counted (``test/no_parse``, and a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
@@ -35,52 +36,95 @@ from torch import Tensor
 from torchmetrics import SumMetric
 
 from synlm import errors
+from synlm.data.datamodule import SynLMDataModule
 from synlm.data.normalization import normalizer
 from synlm.data.subwords import load_vocab
 from synlm.data.vocab import Vocab
+from synlm.errors import InputError
 from synlm.lm import attached_trainer, with_scheduler
 from synlm.metrics.parsing import ParsingF1
 from synlm.metrics.structures import prune_leaves, scored_rows
+from synlm.modules.recorded import RecordsInit, build
 from synlm.outputs import ActionBatch
-from synlm.runtime.runs import restore_torch_rng, torch_rng
+from synlm.runtime.runs import restore_rng_if_resuming, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
-from synlm.transition.action_transformer import ActionTransformer, Attention
 from synlm.transition.beam import BeamSettings, search_sentences
-from synlm.transition.rnng import RNNG
+from synlm.transition.model import TransitionModel
 from synlm.transition.types import NO_PARSE, SearchResult
 
 _SUMS = ("action_ll", "word_ll", "actions", "words", "beam_ll", "beam_words", "no_parse")
 
 
+class TransitionLM(pl.LightningModule):
+    """The training recipe of a transition model (``self.model``, a ``TransitionModel``:
+    the RNNG, the action Transformers, any family that implements the contract of
+    ``synlm.transition.model``), trained and evaluated on ``ActionBatch``es (the
+    DataModule's ``mode: actions``): the loss, the perplexities, beam search and parsing,
+    optimisers and checkpoints. A config names the model by ``class_path``, as
+    ``SyntaxLM`` takes its backbone::
 
-class TransitionRecipe(pl.LightningModule):
-    """What the recipes of transition LMs share: a model (``self.model``, a
-    ``synlm.transition.beam.TransitionLM`` whose ``forward(words, actions, word_lengths)``
-    gives an ``RNNGOutput``) trained and evaluated on ``ActionBatch``es (the DataModule's
-    ``mode: actions``), beam search, parsing, optimisers and checkpoints. A subclass builds
-    ``self.model`` and ``self.beam`` in its ``__init__``, after ``save_hyperparameters``
-    (whose ``loss_normalize``, ``optimizer`` and ``lr_scheduler`` this class reads)."""
+        model:
+          class_path: TransitionLM
+          init_args:
+            model:
+              class_path: RNNG
+              init_args: {hidden_size: 256, num_layers: 2, dropout: 0.3}
+            loss_normalize: sentences
+
+    Args:
+        model: the transition model, built with ``(vocab_size, n_actions)``: what the CLI
+            makes of a ``class_path`` and its ``init_args``, a ``{"class_path",
+            "init_args"}`` dict (a checkpoint's), or a model built already (its own sizes
+            are kept).
+        vocab_size: V (linked from the DataModule).
+        n_actions: the action vocabulary's size (linked from the DataModule).
+        loss_normalize: divide the batch's −log p(x, y) by its ``sentences`` (the released
+            RNNG's), its ``tokens`` (actions + words; the released PLM averages over its
+            tokens) or nothing (``sum``).
+        beam_size: test's beam search (``BeamSettings``; the released searches' 100).
+        word_beam_size: likewise (10).
+        shift_size: likewise (the fast track: the RNNG's 1, the released PLM's 5).
+        optimizer: ``{"class_path", "init_args"}`` (the CLI links top-level ``optimizer:``);
+            default ``default_optimizer``.
+        lr_scheduler: the same for a scheduler; ``ReduceLROnPlateau`` watches ``val/loss``.
+    """
 
     #: What the best checkpoint is chosen by (the released train.py: the joint perplexity).
     monitor = "val/joint_ppl"
-    #: The optimiser when the config names none.
-    default_optimizer: ClassVar[dict[str, Any]]
+    #: The optimiser when the config names none (the released RNNG's: Adam, lr 0.001).
+    default_optimizer: ClassVar[dict[str, Any]] = {"class_path": "torch.optim.Adam",
+                                                   "init_args": {"lr": 1e-3}}
 
-    def __init__(self) -> None:
+    def __init__(self, model: Callable[[int, int], TransitionModel], vocab_size: int = 10000,
+                 n_actions: int = 3,
+                 loss_normalize: Literal["sentences", "tokens", "sum"] = "sentences",
+                 beam_size: int = 100, word_beam_size: int = 10, shift_size: int = 1,
+                 optimizer: dict | None = None, lr_scheduler: dict | None = None) -> None:
         super().__init__()
+        self.model = _built(model, vocab_size, n_actions)
+        # the model as the config that builds it, its sizes beside it (where the CLI links
+        # them), so that load_from_checkpoint rebuilds it
+        config = self.model.init_config
+        init_args = dict(config["init_args"])
+        vocab_size, n_actions = init_args.pop("vocab_size"), init_args.pop("n_actions")
+        self.save_hyperparameters({
+            "model": {"class_path": config["class_path"], "init_args": init_args},
+            "vocab_size": vocab_size, "n_actions": n_actions, "loss_normalize": loss_normalize,
+            "beam_size": beam_size, "word_beam_size": word_beam_size, "shift_size": shift_size,
+            "optimizer": optimizer, "lr_scheduler": lr_scheduler})
         self.sums = torch.nn.ModuleDict({f"{stage}_{name}": SumMetric()
                                          for stage in ("val", "test") for name in _SUMS})
         self.parsing = ParsingF1()
         self.vocab: Vocab | None = None
         self.normalization = "none"
         self.action_vocab: ActionVocab | None = None
-        self.beam = BeamSettings()
+        self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
 
     # ------------------------------------------------------------------ data
     def setup(self, stage: str) -> None:
         trainer = attached_trainer(self)
         datamodule = trainer.datamodule if trainer is not None else None
-        if datamodule is not None and hasattr(datamodule, "action_vocab"):
+        if isinstance(datamodule, SynLMDataModule):
             check_action_order(self.model, datamodule.action_order)
             self.vocab = datamodule.vocab
             self.normalization = datamodule.normalization
@@ -89,6 +133,9 @@ class TransitionRecipe(pl.LightningModule):
     # ------------------------------------------------------------------ loops
     def _joint(self, batch: ActionBatch, stage: str) -> Tensor:
         out = self.model(batch.words, batch.actions, batch.word_lengths)
+        # a family's closing actions (the in-order FINISH) count among each sentence's
+        batch = replace(batch, n_actions=batch.n_actions
+                        + self.model.closing_actions * batch.words.size(0))
         log_likelihood = out.joint.sum()
         norm = {"sentences": batch.words.size(0), "tokens": batch.n_actions + batch.n_words,
                 "sum": 1}[self.hparams.loss_normalize]
@@ -207,8 +254,8 @@ class TransitionRecipe(pl.LightningModule):
         None when the search found none (``SearchResult.parsed``)."""
         if not result.parsed:
             return None
-        actions = self.action_vocab.decode(result.parses[0][0])
-        return tree_of(actions, list(words))
+        actions = self.action_vocab.decode(self.model.tree_actions(result.parses[0][0]))
+        return tree_of(actions, list(words), self.model.action_orders[0])
 
     # ------------------------------------------------------------------ optimisation
     def configure_optimizers(self) -> Any:
@@ -220,9 +267,10 @@ class TransitionRecipe(pl.LightningModule):
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """The vocabularies and normalisation scoring and parsing need, torch's RNG (dropout
-        masks: a resumed run continues bit for bit) and this class's name."""
+        masks: a resumed run continues bit for bit) and the recipe's name (the form its
+        hyperparameters are in)."""
         checkpoint["synlm"] = {
-            "model_class": f"{type(self).__module__}.{type(self).__name__}",
+            "model_class": f"{TransitionLM.__module__}.{TransitionLM.__name__}",
             "rng": torch_rng(),
             "vocab": self.vocab.to_saved() if self.vocab is not None else None,
             "normalization": self.normalization,
@@ -235,8 +283,22 @@ class TransitionRecipe(pl.LightningModule):
         if saved.get("action_vocab") is not None:
             self.action_vocab = ActionVocab.from_saved(saved["action_vocab"])
         self.normalization = saved.get("normalization", "none")
-        if "rng" in saved:
-            restore_torch_rng(saved["rng"])
+        restore_rng_if_resuming(self, saved)
+
+
+def _built(model: Callable[[int, int], TransitionModel] | Mapping[str, Any] | TransitionModel,
+           vocab_size: int, n_actions: int) -> TransitionModel:
+    """The ``TransitionModel`` that ``TransitionLM``'s ``model`` argument describes."""
+    if isinstance(model, Mapping):
+        init_args = {**model.get("init_args", {}), "vocab_size": vocab_size,
+                     "n_actions": n_actions}
+        model = build({"class_path": model["class_path"], "init_args": init_args})
+    elif not isinstance(model, TransitionModel):
+        model = model(vocab_size, n_actions)
+    if not isinstance(model, TransitionModel) or not isinstance(model, RecordsInit):
+        raise InputError(f"model.model: {type(model).__name__} is not a TransitionModel "
+                         "(synlm.transition.model) saved as its config (RecordsInit)")
+    return model
 
 
 def check_action_order(model: Any, order: str) -> None:
@@ -248,97 +310,12 @@ def check_action_order(model: Any, order: str) -> None:
                                   f"{type(model).__name__} decodes only those")
 
 
-class RNNGLM(TransitionRecipe):
-    """Trains and evaluates an ``RNNG`` (``self.model``).
+def __getattr__(name: str) -> Any:
+    """The recipes' former names (``RNNGLM``, ``ActionTransformerLM``), which configs and
+    checkpoints written before the recipe took its model by ``class_path`` name:
+    ``synlm.transition.former``."""
+    if name in ("RNNGLM", "ActionTransformerLM"):
+        from synlm.transition import former
 
-    Args:
-        vocab_size: V (linked from the DataModule).
-        n_actions: the action vocabulary's size (linked from the DataModule).
-        input_size: the ``RNNG``'s.
-        hidden_size: the ``RNNG``'s.
-        num_layers: the ``RNNG``'s.
-        dropout: the ``RNNG``'s.
-        legal_softmax: the ``RNNG``'s.
-        max_open: the ``RNNG``'s.
-        max_consecutive: the ``RNNG``'s.
-        loss_normalize: divide the batch's −log p(x, y) by its ``sentences`` (the released
-            default), ``tokens`` (actions + words) or nothing (``sum``).
-        beam_size: test's beam search (``BeamSettings``; the reference's 100).
-        word_beam_size: likewise (10).
-        shift_size: likewise (1).
-        optimizer: ``{"class_path", "init_args"}`` (the CLI links top-level ``optimizer:``);
-            default ``default_optimizer``.
-        lr_scheduler: the same for a scheduler; ``ReduceLROnPlateau`` watches ``val/loss``.
-    """
-
-    #: The released recipe's (its README: Adam, lr 0.001).
-    default_optimizer = {"class_path": "torch.optim.Adam", "init_args": {"lr": 1e-3}}
-
-    def __init__(self, vocab_size: int = 10000, n_actions: int = 3, input_size: int = 256,
-                 hidden_size: int = 256, num_layers: int = 2, dropout: float = 0.3,
-                 legal_softmax: bool = False, max_open: int = 100, max_consecutive: int = 8,
-                 loss_normalize: Literal["sentences", "tokens", "sum"] = "sentences",
-                 beam_size: int = 100, word_beam_size: int = 10, shift_size: int = 1,
-                 optimizer: dict | None = None, lr_scheduler: dict | None = None) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        self.model = RNNG(vocab_size, n_actions, input_size, hidden_size, num_layers, dropout,
-                          legal_softmax, max_open, max_consecutive)
-        self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
-
-
-class ActionTransformerLM(TransitionRecipe):
-    """Trains and evaluates an ``ActionTransformer`` (``self.model``): PLM
-    (``attention: causal``), PLM-mask (``plm_mask``) or a Transformer Grammar (``tg``).
-
-    Args:
-        vocab_size: V (linked from the DataModule).
-        n_actions: the action vocabulary's size (linked from the DataModule).
-        attention: the ``ActionTransformer``'s.
-        size: the ``ActionTransformer``'s.
-        num_layers: the ``ActionTransformer``'s.
-        num_heads: the ``ActionTransformer``'s.
-        ffn_size: the ``ActionTransformer``'s (None: 4 × size).
-        dropout: the ``ActionTransformer``'s.
-        max_positions: the ``ActionTransformer``'s.
-        buffer_head: the ``ActionTransformer``'s.
-        stack_head: the ``ActionTransformer``'s.
-        min_relative: the ``ActionTransformer``'s.
-        max_relative: the ``ActionTransformer``'s.
-        pre_norm: the ``ActionTransformer``'s.
-        max_open: the ``ActionTransformer``'s.
-        max_consecutive: the ``ActionTransformer``'s.
-        loss_normalize: divide the batch's −log p(x, y) by its ``sentences``, its
-            ``tokens`` (actions + words; the released PLM averages over its tokens) or
-            nothing (``sum``).
-        beam_size: test's beam search (``BeamSettings``; the released PLM's 100).
-        word_beam_size: likewise (10).
-        shift_size: likewise (its fast track: 5).
-        optimizer: ``{"class_path", "init_args"}``; default ``default_optimizer``.
-        lr_scheduler: the same for a scheduler.
-    """
-
-    #: Adam with a Transformer's usual rate (the configs set the papers').
-    default_optimizer = {"class_path": "torch.optim.AdamW", "init_args": {"lr": 1e-4}}
-
-    def __init__(self, vocab_size: int = 10000, n_actions: int = 3,
-                 attention: Attention = "causal", size: int = 256, num_layers: int = 4,
-                 num_heads: int = 4, ffn_size: int | None = None, dropout: float = 0.1,
-                 max_positions: int = 1024, buffer_head: int = 0, stack_head: int = 1,
-                 min_relative: int = -1, max_relative: int = 62,
-                 pre_norm: bool | None = None, max_open: int = 100, max_consecutive: int = 8,
-                 loss_normalize: Literal["sentences", "tokens", "sum"] = "tokens",
-                 beam_size: int = 100, word_beam_size: int = 10, shift_size: int = 5,
-                 optimizer: dict | None = None, lr_scheduler: dict | None = None) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        self.model = ActionTransformer(vocab_size, n_actions, attention, size, num_layers,
-                                       num_heads, ffn_size, dropout, max_positions,
-                                       buffer_head, stack_head, min_relative, max_relative,
-                                       pre_norm, max_open, max_consecutive)
-        self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
-
-
-#: The recipes a checkpoint's ``synlm.model_class`` may name, by that name.
-RECIPES: dict[str, type[TransitionRecipe]] = {
-    f"{cls.__module__}.{cls.__name__}": cls for cls in (RNNGLM, ActionTransformerLM)}
+        return getattr(former, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

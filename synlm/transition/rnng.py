@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from synlm import errors
 from synlm.modules.recorded import RecordsInit
+from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import (
     FIRST_NT,
     NO_ACTION,
@@ -177,7 +178,7 @@ class Composition(nn.Module):
         return F.relu(self.output(self.dropout(both)))
 
 
-class RNNG(RecordsInit, nn.Module):
+class RNNG(RecordsInit, TransitionModel):
     """A batched generative top-down RNNG (module docstring).
 
     Args:

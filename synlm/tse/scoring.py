@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from synlm.capabilities import Searches
 from synlm.data.normalization import TEXT_COVERS_END, text_normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
@@ -153,7 +154,7 @@ class ModelScorer:
         """Each row's target log-probabilities: its tokens, then ``<eos>``, (n + 1,); for a
         transition LM (an RNNG), its beam search's word log-probabilities, then the end's
         (None: no parse within the beam)."""
-        if hasattr(self.model, "search_ids"):
+        if isinstance(self.model, Searches):
             results = self.model.search_ids(rows)
             return [np.array([*r.word_log_probs, r.end_log_prob]) if r.parsed else None
                     for r in results]
