@@ -19,7 +19,7 @@ The prefix probability after word i is approximated by the sum over that beam::
 
 and after the last word the items that close the root (or take the model's
 ``finish_action``, where it has one: the in-order RNNG's ``FINISH``) give log p(x) (the end of
-the sentence). The search is generic over a transition LM (``TransitionLM``): the RNNG here, any
+the sentence). The search is generic over a transition LM (``SearchableModel``): the RNNG here, any
 model with the same three methods.
 
 Which quantity the surprisals are depends on how each action's probability is normalised
@@ -54,8 +54,8 @@ from synlm.transition.types import (
     CONVENTIONS,
     RENORMALISED,
     GrowingState,
+    SearchableModel,
     SearchResult,
-    TransitionLM,
 )
 
 
@@ -75,7 +75,7 @@ class BeamSettings:
             memory (a sentence too long for it is searched alone).
         batch_size: most sentences searched at once.
         convention: ``renormalised_given_length`` or ``all_actions`` (``CONVENTIONS``);
-            None: the model's released one (``TransitionLM.search_convention``).
+            None: the model's released one (``SearchableModel.search_convention``).
     """
 
     beam_size: int = 100
@@ -154,13 +154,13 @@ def _record(beam: _Beam, actions: Tensor) -> None:
     beam.paths[acted, beam.state.parser.n_actions[acted]] = actions[acted]
 
 
-def _advance(model: TransitionLM, beam: _Beam, actions: Tensor, words: Tensor) -> None:
+def _advance(model: SearchableModel, beam: _Beam, actions: Tensor, words: Tensor) -> None:
     _record(beam, actions)
     beam.state = model.advance(beam.state, actions, words)
 
 
 @torch.no_grad()
-def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
+def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
                  settings: BeamSettings) -> list[SearchResult]:
     """Word-synchronous beam search (module docstring) over ``words`` (B, N), padded past
     ``lengths`` (B,), all at once; the model in eval mode."""
@@ -289,7 +289,7 @@ def state_nbytes(value: Any) -> int:
     return sum(state_nbytes(v) for v in getattr(value, "__dict__", {}).values())
 
 
-def sentence_bytes(model: TransitionLM, n_words: int, settings: BeamSettings) -> int:
+def sentence_bytes(model: SearchableModel, n_words: int, settings: BeamSettings) -> int:
     """The memory one sentence of ``n_words`` takes in a search: about three live copies of
     each beam and word-beam item's state while a step selects and advances, each state as
     ``initial_state`` makes it and, where it grows (``GrowingState``), at its largest."""
@@ -301,7 +301,7 @@ def sentence_bytes(model: TransitionLM, n_words: int, settings: BeamSettings) ->
     return 3 * (settings.beam_size + settings.done_size) * state_nbytes(state)
 
 
-def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
+def search_sentences(model: SearchableModel, words: Tensor, lengths: Tensor,
                      settings: BeamSettings) -> list[SearchResult]:
     """``search_batch`` over the rows of ``words`` (B, N) (padded past ``lengths`` (B,)),
     in batches of similar length whose stacks fit ``settings.max_memory_mb``: a beam item's

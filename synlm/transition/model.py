@@ -14,7 +14,7 @@ Teacher forcing (``forward``) gives both sums for gold actions at once; search a
 one step at a time of R rows: ``initial_state`` (R empty stacks), ``next_log_probs`` (the
 next action's log-probabilities, the ``SHIFT`` column joint with the word it generates) and
 ``advance`` (apply one action per row). That is the search's contract
-(``synlm.transition.types.TransitionLM``), which this class states as a base the recipe,
+(``synlm.transition.types.SearchableModel``), which this class states as a base the recipe,
 the registry and the command line recognise.
 """
 

@@ -1,5 +1,5 @@
 """What the transition models share: the contract beam search (``synlm.transition.beam``)
-holds a model to (``TransitionLM``, its rows ``TransitionState``), what teacher forcing
+holds a model to (``SearchableModel``, its rows ``TransitionState``), what teacher forcing
 returns (``RNNGOutput``), what a search returns (``SearchResult``) and the precision the
 softmaxes are taken in (``full_precision``). The RNNG (``synlm.transition.rnng``) and the
 action Transformer (``synlm.transition.action_transformer``) import them from here."""
@@ -67,7 +67,7 @@ class GrowingState(Protocol):
     def reserve(self, positions: int) -> None: ...
 
 
-class TransitionLM(Protocol):
+class SearchableModel(Protocol):
     """What the search asks of a model: R empty stacks, the log-probabilities of the next
     actions (the ``SHIFT`` column joint with the word it generates; renormalised over the
     legal actions or not, ``CONVENTIONS``), and a step; and its released convention."""
