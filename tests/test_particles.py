@@ -2,12 +2,15 @@
 its estimate of log p(x) never exceeds the exact marginal and reaches it as the particles
 grow, for the RNNG, the in-order RNNG and an action Transformer; one particle is one
 ancestral sample; seeded draws repeat; batched equals one sentence at a time; a sentence
-whose particles all die is marked, never NaN."""
+whose particles all die is marked, never NaN; ``evaluate-syntax`` and ``parse`` take
+``--search particles``."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,13 +18,26 @@ from test_action_transformer import random_model as random_transformer
 from test_in_order_rnng import all_parses as all_in_order_parses
 from test_in_order_rnng import random_model as random_in_order
 from test_rnng import all_parses, random_rnng
+from test_rnng_cli import fit
 
+from conftest import run_cli
 from synlm.errors import SettingError
+from synlm.loading import load_model
+from synlm.syntax.trees import to_bracket
 from synlm.transition.beam import search_sentences
 from synlm.transition.parser_state import NO_ACTION
-from synlm.transition.particles import ParticleSettings, filter_batch
+from synlm.transition.particles import ParticleSettings, filter_batch, use_particles
+from synlm.tse.scoring import ModelScorer
 
 WORDS, N = torch.tensor([[1, 3, 2]]), torch.tensor([3])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny RNNG run (``test_rnng_cli``'s), 6 steps."""
+    root = tmp_path_factory.mktemp("rnng")
+    fit(root, 6)
+    return root
 
 
 def enumerated(name: str) -> tuple[torch.nn.Module, list[list[int]], torch.Tensor]:
@@ -150,3 +166,45 @@ def test_a_sentence_whose_particles_all_die_is_marked():
 def test_bad_settings_are_one_line_errors(field, value):
     with pytest.raises(SettingError, match=field):
         ParticleSettings(**{field: value})
+
+
+def test_the_commands_search_by_particles(trained, tmp_path, capsys):
+    """``evaluate-syntax`` and ``parse`` with ``--search particles --particles 50`` score and
+    parse as the model searching by particle filtering does, and record the search."""
+    model = load_model(str(trained))
+    use_particles(model, 50)
+    assert model.beam == ParticleSettings(50)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": "the dog sleeps",
+                                 "sentence_bad": "dog the sleeps"}) + "\n")
+    assert run_cli(["evaluate-syntax", "--ckpt_path", str(trained), "--pairs", str(pairs),
+                    "--search", "particles", "--particles", "50"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["conventions"]["pairs"]["search"] == \
+        "particle filtering, 50 particles, rounded, joint reweighting"
+    good, bad = (sum(s.word_log_probs) for s in ModelScorer(model).score(
+        [["the", "dog", "sleeps"], ["dog", "the", "sleeps"]]))
+    assert report["headline"]["pairs/accuracy"] == float(good > bad)
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sleeps\n")
+    assert run_cli(["parse", "--ckpt_path", str(trained), "--input", str(text), "--format",
+                    "json", "--search", "particles", "--particles", "50"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    expected = model.parse([["the", "cat", "sleeps"]])[0]
+    assert json.loads(line)["tree"] == (None if expected is None else to_bracket(expected))
+
+
+@pytest.mark.parametrize("command, flags, message", [
+    ("evaluate-syntax", ["--particles", "5"], "add --search particles"),
+    ("evaluate-syntax", ["--search", "particles", "--beam-size", "5"], "--beam-size"),
+    ("parse", ["--particles", "5"], "add --search particles"),
+])
+def test_particle_flags_out_of_place_are_one_line_errors(trained, tmp_path, capsys, command,
+                                                         flags, message):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": "a b", "sentence_bad": "b a"}) + "\n")
+    source = ["--pairs", str(pairs)] if command == "evaluate-syntax" else \
+        ["--input", str(pairs)]
+    assert run_cli([command, "--ckpt_path", str(trained), *source, *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

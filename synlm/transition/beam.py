@@ -98,6 +98,10 @@ class SearchSettings:
         """The most stacks a sentence holds at once in this search."""
         raise NotImplementedError
 
+    def describe(self) -> str:
+        """The search and its sizes, in words (what a scorer's results record)."""
+        raise NotImplementedError
+
     def search_batch(self, model: TransitionLM, words: Tensor,
                      lengths: Tensor) -> list[SearchResult]:
         """This search over ``words`` (B, N), padded past ``lengths`` (B,), all at once."""
@@ -133,6 +137,10 @@ class BeamSettings(SearchSettings):
     @property
     def rows_per_sentence(self) -> int:
         return self.beam_size + self.done_size
+
+    def describe(self) -> str:
+        return f"word-synchronous beam search, beam {self.beam_size}, word beam " \
+               f"{self.word_beam_size}, shift {self.shift_size}"
 
     def search_batch(self, model: TransitionLM, words: Tensor,
                      lengths: Tensor) -> list[SearchResult]:

@@ -101,9 +101,23 @@ class ParticleSettings(SearchSettings):
     def rows_per_sentence(self) -> int:
         return 2 * min(self.max_items, 2 * self.particles)
 
+    def describe(self) -> str:
+        seed = f" (seed {self.seed})" if self.sampling == MULTINOMIAL else ""
+        return f"particle filtering, {self.particles} particles, {self.sampling}{seed}, " \
+               f"{self.reweight} reweighting"
+
     def search_batch(self, model: TransitionLM, words: Tensor,
                      lengths: Tensor) -> list[SearchResult]:
         return filter_batch(model, words, lengths, self)
+
+
+def use_particles(model: Any, particles: int | None = None,
+                  convention: str | None = None) -> None:
+    """A transition LM's recipe (``synlm.transition.lm``, its search settings ``beam``)
+    searching by particle filtering from now on: ``particles`` (None: the released 10,000),
+    ``convention`` (None: the one it searched with)."""
+    model.beam = ParticleSettings(particles=particles or ParticleSettings.particles,
+                                  convention=convention or model.beam.convention)
 
 
 @dataclass
