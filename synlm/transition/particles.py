@@ -12,7 +12,7 @@ actions, ``SHIFT`` without its word::
     K_ia = round(K_i · q(a))          (``sampling="rounded"``, the released code's)
     (K_ia)_a ~ Multinomial(K_i, q)    (``sampling="multinomial"``, seeded)
 
-A successor keeps on only with K_ia ≥ 1: a successor that generates the next word (or,
+A successor is kept only with K_ia ≥ 1: one that generates the next word (or,
 after the last word, closes the root or takes the model's ``finish_action``) waits for the
 word, the others are expanded again, until none is left. The waiting items are then
 reweighted and resampled: with w_i = p(x_≤i, y_i), the joint log-probability of the item's
@@ -32,17 +32,19 @@ Each action's probability in p(x, y) is normalised as beam search's convention s
 (``CONVENTIONS``); the proposal q is renormalised over the legal actions either way (under
 ``all_actions`` the step is normalised twice, once for each).
 
-Where this differs from the released code: it keeps at most ``max_items`` items a sentence
-(the released search grows its storage to 3,000 items and drops the items past it in storage
+Where the released code differs from the paper, its default is followed: it reweights by
+p(x, y) alone, the paper's Eq. 4 by K_i · p(x, y) / q(y) (``reweight="importance"``). Where
+this differs from the released code: it keeps at most ``max_items`` items a sentence (the
+released search grows its storage to 3,000 items and drops the items past it in storage
 order; here the items with the fewest particles go first); the multinomial sampling is an
-option of this module only (the released code and the paper round); and the stack bound,
-the action budget and the re-search of a sentence with no tree left (``SearchResult.parsed``
-False: every particle died, even with no stack bound; never NaN) are beam search's.
+option of this module only (the released code rounds). The stack bound, the action budget
+and the re-search of a sentence with no tree left (``SearchResult.parsed`` False: every
+particle died, even with no stack bound; never NaN) are beam search's, as in the released
+code.
 
 Cost: a step expands every item of every sentence, and the items number up to
 ``min(max_items, 2 K)`` a sentence (K_ia ≥ 1 needs K_i · q(a) ≥ ½), where beam search
-expands ``beam_size``: with K = 10,000 (the released default) a step holds hundreds to
-thousands of items where the beam holds 100.
+expands ``beam_size``.
 """
 
 from __future__ import annotations
@@ -76,8 +78,8 @@ class ParticleSettings(SearchSettings):
     Attributes:
         particles: K, the particles of a sentence (the released ``--particle_size``).
         reweight: ``joint`` (the released default) or ``importance`` (the paper's Eq. 4).
-        sampling: ``rounded`` (the released code's and the paper's: deterministic) or
-            ``multinomial`` (seeded by ``seed``).
+        sampling: ``rounded`` (the released code's: deterministic) or ``multinomial``
+            (seeded by ``seed``).
         seed: the multinomial draws' seed (a search with the same seed draws the same).
         max_items: most distinct items a sentence keeps (the released storage's 3,000).
     """
