@@ -151,19 +151,17 @@ class _Items:
 
 
 def _concat(model: TransitionLM, parts: list[_Items], slots: int, P: int) -> _Items:
-    """The items of ``parts`` in one set, by sentence (stacks of ``slots``, paths of P)."""
+    """The items of ``parts`` in one set, in order (stacks of ``slots``, paths of P)."""
     if len(parts) == 1:
-        items = parts[0]
-    else:
-        state = model.initial_state(sum(map(len, parts)), slots, max_actions=P)
-        start = 0
-        for part in parts:
-            rows = torch.arange(len(part), device=part.scores.device)
-            state.assign(rows + start, part.state, rows)
-            start += len(part)
-        items = _Items(state, *(torch.cat([getattr(p, name) for p in parts]) for name in
-                                ("scores", "paths", "sentence", "count", "proposal")))
-    return items.take(items.sentence.sort(stable=True).indices)
+        return parts[0]
+    state = model.initial_state(sum(map(len, parts)), slots, max_actions=P)
+    start = 0
+    for part in parts:
+        rows = torch.arange(len(part), device=part.scores.device)
+        state.assign(rows + start, part.state, rows)
+        start += len(part)
+    return _Items(state, *(torch.cat([getattr(p, name) for p in parts]) for name in
+                           ("scores", "paths", "sentence", "count", "proposal")))
 
 
 def _group_logsumexp(values: Tensor, groups: Tensor, n_groups: int) -> Tensor:
