@@ -34,10 +34,15 @@ Each action's probability in p(x, y) is normalised as beam search's convention s
 
 Where the released code differs from the paper, its default is followed: it reweights by
 p(x, y) alone, the paper's Eq. 4 by K_i · p(x, y) / q(y) (``reweight="importance"``). Where
-this differs from the released code: it keeps at most ``max_items`` items a sentence (the
-released search grows its storage to 3,000 items and drops the items past it in storage
-order; here the items with the fewest particles go first); the multinomial sampling is an
-option of this module only (the released code rounds). The stack bound, the action budget
+this differs from the released code: the multinomial sampling is an option of this module
+only (the released code rounds); a sentence's expansion of a word runs until no item is left
+(the released one also stops, for every sentence of the batch at once, when a word's items
+number exactly one less than their storage's size); the weights are normalised in float64
+(the released code casts them to float32, which can move a rounding by one particle); and a
+sentence whose particles all die is marked (the released search reports surprisals of 0 and
+parses of score -inf). As the released storage, a sentence keeps at most ``max_items`` items
+expanding and at most as many waiting for the word, the first ones in the order of the
+items (each word's survivors best first) and their actions. The stack bound, the action budget
 and the re-search of a sentence with no tree left (``SearchResult.parsed`` False: every
 particle died, even with no stack bound; never NaN) are beam search's, as in the released
 code.
@@ -81,7 +86,8 @@ class ParticleSettings(SearchSettings):
         sampling: ``rounded`` (the released code's: deterministic) or ``multinomial``
             (seeded by ``seed``).
         seed: the multinomial draws' seed (a search with the same seed draws the same).
-        max_items: most distinct items a sentence keeps (the released storage's 3,000).
+        max_items: most items a sentence keeps expanding, and waiting for a word (the
+            released storage's 3,000), the first ones kept.
     """
 
     particles: int = 10000
@@ -173,20 +179,16 @@ def _group_logsumexp(values: Tensor, groups: Tensor, n_groups: int) -> Tensor:
     return total.log() + shift
 
 
-def _fewest_dropped(groups: Tensor, count: Tensor, scores: Tensor, limit: int) -> Tensor:
-    """(R,) bool: the ``limit`` items of each group with the most particles (then the
-    highest scores)."""
-    if len(groups) == 0 or int(torch.bincount(groups).max()) <= limit:
-        return torch.ones_like(groups, dtype=torch.bool)
-    order = scores.sort(descending=True, stable=True).indices
-    order = order[count[order].sort(descending=True, stable=True).indices]
-    order = order[groups[order].sort(stable=True).indices]
+def _first(groups: Tensor, room: Tensor) -> Tensor:
+    """(R,) bool: the first ``room[g]`` items of each group g (``groups`` (R,)), in their
+    order."""
+    order = groups.sort(stable=True).indices
     position = torch.arange(len(groups), device=groups.device)
-    first = torch.full_like(groups, len(groups)).scatter_reduce(0, groups[order], position,
-                                                                "amin")
-    keep = torch.empty_like(groups, dtype=torch.bool)
-    keep[order] = position - first[groups[order]] < limit
-    return keep
+    first = torch.full_like(room, len(groups)).scatter_reduce(0, groups[order], position,
+                                                              "amin")
+    rank = torch.empty_like(groups)
+    rank[order] = position - first[groups[order]]
+    return rank < room[groups]
 
 
 def _proposal(log_probs: Tensor) -> Tensor:
@@ -257,6 +259,7 @@ def filter_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
     parses: list[tuple[tuple[tuple[int, ...], float], ...]] = [()] * B
     for pointer in range(N + 1):
         waiting: list[_Items] = []
+        held = torch.zeros(B, dtype=torch.long, device=device)  # waiting items a sentence
         while len(live) > 0:
             n = lengths[live.sentence]
             word = words[live.sentence, min(pointer, N - 1)]
@@ -276,12 +279,15 @@ def filter_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
             scores = live.scores[row] + log_probs[row, action]
             count = counts[row, action]
             proposal = live.proposal[row] + q[row, action].log()
-            kept = _fewest_dropped(live.sentence[row] + B * is_end.long(), count, scores,
-                                   settings.max_items)
+            # at most max_items a sentence expanding and waiting, the first ones kept
+            room = torch.cat([torch.full_like(held, settings.max_items),
+                              settings.max_items - held])
+            kept = _first(live.sentence[row] + B * is_end.long(), room)
             ends, others = (kept & is_end).nonzero()[:, 0], (kept & ~is_end).nonzero()[:, 0]
             if len(ends) > 0:
                 waiting.append(live.successors(row[ends], scores[ends], count[ends],
                                                proposal[ends]))
+                held += torch.bincount(waiting[-1].sentence, minlength=B)
             live = live.successors(row[others], scores[others], count[others],
                                    proposal[others])
             if len(live) > 0:
@@ -290,9 +296,10 @@ def filter_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
         if waiting:
             items = _concat(model, waiting, int(slots.max()), P)
             items.count = _resampled(items, K, B, settings, generator)
-            kept = _fewest_dropped(items.sentence, items.count, items.scores,
-                                   settings.max_items) & (items.count > 0)
-            live = items.take(kept.nonzero()[:, 0])
+            # the survivors, each sentence's best first (the order the next word expands)
+            alive = (items.count > 0).nonzero()[:, 0]
+            alive = alive[items.scores[alive].sort(descending=True, stable=True).indices]
+            live = items.take(alive[items.sentence[alive].sort(stable=True).indices])
             if len(live) == 0:
                 continue
             at_end = lengths[live.sentence] == pointer
