@@ -110,7 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_at_least_one, default=64,
                    help="sentences per forward pass")
     beam = p.add_argument_group("transition LMs (RNNG, PLM, PLM-mask, TG): word-synchronous "
-                                "beam search; unset: the checkpoint's")
+                                "beam search or particle filtering; unset: the checkpoint's")
+    beam.add_argument("--search", choices=("beam", "particles"), default=None,
+                      help="beam search, or particle filtering (Crabbé et al. 2019, "
+                      "rnng-pytorch's --particle_filter; docs/models/rnng.md)")
+    beam.add_argument("--particles", type=_at_least_one, default=None,
+                      help="--search particles: particles a sentence (the released 10000)")
     beam.add_argument("--beam-size", type=_at_least_one, default=None,
                       help="items expanded between two words (the reference's 100)")
     beam.add_argument("--word-beam-size", type=_at_least_one, default=None,
@@ -235,6 +240,7 @@ def evaluate_scorer(scorer: Any, loaded: dict[str, list[Any]],
         for result in results.values():
             result.convention["search_convention"] = convention
             result.convention["search_text"] = CONVENTIONS[convention]
+            result.convention["search"] = scorer.model.beam.describe()  # beam or particles
             if convention == RENORMALISED:
                 result.convention["eos_term"] = "0 by construction: --eos changes nothing"
     return results
@@ -316,6 +322,10 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return "--untrained needs --ckpt_path (the untrained copies of its models)"
     if args.untrained < 0:
         return f"--untrained: must be at least 0, got {args.untrained}"
+    if args.particles is not None and args.search != "particles":
+        return "--particles: the particles of particle filtering; add --search particles"
+    if args.search == "particles" and given_beam_size(args):
+        return f"{given_beam_size(args)}: a beam size; particle filtering takes --particles"
     if args.hf and given_beam_flag(args):
         return f"{given_beam_flag(args)}: a Hugging Face model has no beam search; the beam " \
                "flags are for synlm's transition LMs (RNNG, PLM, PLM-mask, TG)"
@@ -337,18 +347,33 @@ def load_model(path: str) -> Any:
 
 
 #: The flags of a transition LM's search, by their ``args`` names.
-BEAM_FLAGS = ("beam_size", "word_beam_size", "shift_size", "search_convention")
+BEAM_SIZES = ("beam_size", "word_beam_size", "shift_size")
+BEAM_FLAGS = (*BEAM_SIZES, "search_convention", "search", "particles")
 
 
-def given_beam_flag(args: argparse.Namespace) -> str | None:
-    """The first beam flag given (``--beam-size``), if any."""
-    return next((f"--{name.replace('_', '-')}" for name in BEAM_FLAGS
+def _given(args: argparse.Namespace, names: tuple[str, ...]) -> str | None:
+    return next((f"--{name.replace('_', '-')}" for name in names
                  if getattr(args, name) is not None), None)
 
 
+def given_beam_flag(args: argparse.Namespace) -> str | None:
+    """The first search flag given (``--beam-size``), if any."""
+    return _given(args, BEAM_FLAGS)
+
+
+def given_beam_size(args: argparse.Namespace) -> str | None:
+    """The first beam size given (``--beam-size``), if any."""
+    return _given(args, BEAM_SIZES)
+
+
 def with_beam(model: Any, args: argparse.Namespace) -> Any:
-    """``model`` searching with the beam flags, if it is a transition LM (an RNNG)."""
-    if isinstance(model, Searches):
+    """``model`` searching with the search flags, if it is a transition LM (an RNNG):
+    its beam's sizes, or particle filtering (``synlm.transition.particles``)."""
+    if isinstance(model, Searches) and args.search == "particles":
+        from synlm.transition.particles import use_particles
+
+        use_particles(model, args.particles, args.search_convention)
+    elif isinstance(model, Searches):
         model.use_beam(args.beam_size, args.word_beam_size, args.shift_size,
                        args.search_convention)
     return model

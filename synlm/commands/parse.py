@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 from nltk import Tree
 
-from synlm import viz
+from synlm import errors, viz
 from synlm.capabilities import Parses
-from synlm.errors import SynLMError, report
+from synlm.errors import InputError, SynLMError, report
 from synlm.loading import load_model, mean_and_std, untrained_model
 from synlm.metrics.parsing import PROTOCOLS, evaluation_tree
 from synlm.metrics.structures import AttachmentScore
@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "(L // 2, ON-LSTM's layer 1 of 3) or 'mean'")
     p.add_argument("--biased", action="store_true", help="ON-LSTM build_tree (Algorithm 3) "
                    "instead of the unbiased split (Algorithm 2)")
+    p.add_argument("--search", choices=("beam", "particles"), default="beam",
+                   help="a transition LM's trees: its beam search, or particle filtering "
+                   "(docs/models/rnng.md)")
+    p.add_argument("--particles", type=int, default=None, metavar="N",
+                   help="--search particles: particles a sentence (the released 10000)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--input", help="a text file, one whitespace-tokenised sentence per line "
                    "(- : standard input)")
@@ -129,6 +134,8 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         print(json.dumps({BEAM: "trees"} if isinstance(model, Parses)
                          else {n: s.kind for n, s in model.structures.items()}))
         return 0
+    if args.search == "particles" or args.particles is not None:
+        _use_particles(model, args)
     structure = None
     if model is not None:
         structure = args.structure or default_structure(model)
@@ -171,6 +178,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
             f"{args.ckpt_path}:{structure}:{args.layer}:"
             f"{'biased' if args.biased else 'unbiased'}"),
         "protocol": args.protocol,
+        **({"search": model.beam.describe()} if structure == BEAM else {}),
         "max_length": args.max_length,
         **evaluate(preds, golds),
         **({} if share is None else {"unknown_share": share}),
@@ -302,6 +310,20 @@ def _gold_trees(args: argparse.Namespace) -> list[Tree] | None:
     return golds
 
 
+def _use_particles(model: Any, args: argparse.Namespace) -> None:
+    """``--search particles --particles N`` on a transition LM; a one-line error otherwise."""
+    if args.search != "particles":
+        raise InputError("--particles: the particles of particle filtering; add --search "
+                         "particles")
+    if not hasattr(model, "use_beam"):
+        raise InputError("--search particles: particle filtering searches a transition LM's "
+                         "trees (RNNG, PLM, PLM-mask, TG); give its --ckpt_path")
+    errors.at_least("--particles", args.particles)
+    from synlm.transition.particles import use_particles
+
+    use_particles(model, args.particles)
+
+
 def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) -> int:
     """``--config``: F1 and split percentages of ``--seeds`` untrained models' trees."""
     if not args.treebank:
@@ -315,6 +337,8 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) 
     results = []
     for seed in range(args.seeds):
         model = untrained_model(build_model, args.config, seed, args.set)
+        if args.search == "particles" or args.particles is not None:
+            _use_particles(model, args)
         structure = args.structure or default_structure(model)
         preds = model_trees(model, words, structure, args.layer, args.biased, args.batch_size)
         unparsed = report_no_parse(preds)

@@ -59,18 +59,16 @@ from synlm.transition.types import (
 )
 
 
-@dataclass(frozen=True)
-class BeamSettings:
-    """The search's sizes (the reference's defaults: 100, 10, 1).
+@dataclass(frozen=True, kw_only=True)
+class SearchSettings:
+    """What every search of a transition LM takes (beam search's ``BeamSettings``, particle
+    filtering's ``synlm.transition.particles.ParticleSettings``), by name.
 
     Attributes:
-        beam_size: items expanded between two words.
-        word_beam_size: items kept at each word.
-        shift_size: the fast track: word-generating successors taken from outside the beam.
         max_stack: the bound on the stack of a sentence (the reference's
             ``stack_size_bound``): its stack has ``ceil(min(n + 20, max_stack) / 8) * 8``
-            slots for n words; None: no bound (``stack_slots``), how a sentence whose beam
-            emptied is searched again.
+            slots for n words; None: no bound (``stack_slots``), how a sentence whose search
+            found no tree is searched again.
         max_memory_mb: sentences are searched in batches whose stacks fit in this much
             memory (a sentence too long for it is searched alone).
         batch_size: most sentences searched at once.
@@ -78,18 +76,12 @@ class BeamSettings:
             None: the model's released one (``SearchableModel.search_convention``).
     """
 
-    beam_size: int = 100
-    word_beam_size: int = 10
-    shift_size: int = 1
     max_stack: int | None = 100
     max_memory_mb: float = 2048.0
     batch_size: int = 32
     convention: str | None = None
 
     def __post_init__(self) -> None:
-        errors.at_least("beam_size", self.beam_size)
-        errors.at_least("word_beam_size", self.word_beam_size)
-        errors.at_least("shift_size", self.shift_size, 0)
         if self.max_stack is not None:
             errors.at_least("max_stack", self.max_stack, 8)
         errors.at_least("batch_size", self.batch_size)
@@ -103,9 +95,57 @@ class BeamSettings:
         return self.convention or model.search_convention
 
     @property
+    def rows_per_sentence(self) -> int:
+        """The most stacks a sentence holds at once in this search."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The search and its sizes, in words (what a scorer's results record)."""
+        raise NotImplementedError
+
+    def search_batch(self, model: SearchableModel, words: Tensor,
+                     lengths: Tensor) -> list[SearchResult]:
+        """This search over ``words`` (B, N), padded past ``lengths`` (B,), all at once."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class BeamSettings(SearchSettings):
+    """The beam's sizes (the reference's defaults: 100, 10, 1), and ``SearchSettings``'s
+    by name.
+
+    Attributes:
+        beam_size: items expanded between two words.
+        word_beam_size: items kept at each word.
+        shift_size: the fast track: word-generating successors taken from outside the beam.
+    """
+
+    beam_size: int = 100
+    word_beam_size: int = 10
+    shift_size: int = 1
+
+    def __post_init__(self) -> None:
+        errors.at_least("beam_size", self.beam_size)
+        errors.at_least("word_beam_size", self.word_beam_size)
+        errors.at_least("shift_size", self.shift_size, 0)
+        super().__post_init__()
+
+    @property
     def done_size(self) -> int:
         """The capacity of a word's beam (the reference's ``min(2b, b + 5s)``)."""
         return min(2 * self.beam_size, self.beam_size + 5 * self.shift_size)
+
+    @property
+    def rows_per_sentence(self) -> int:
+        return self.beam_size + self.done_size
+
+    def describe(self) -> str:
+        return f"word-synchronous beam search, beam {self.beam_size}, word beam " \
+               f"{self.word_beam_size}, shift {self.shift_size}"
+
+    def search_batch(self, model: SearchableModel, words: Tensor,
+                     lengths: Tensor) -> list[SearchResult]:
+        return search_batch(model, words, lengths, self)
 
 
 def stack_slots(n_words: int, max_stack: int | None, max_open: int = 100) -> int:
@@ -154,7 +194,9 @@ def _record(beam: _Beam, actions: Tensor) -> None:
     beam.paths[acted, beam.state.parser.n_actions[acted]] = actions[acted]
 
 
-def _advance(model: SearchableModel, beam: _Beam, actions: Tensor, words: Tensor) -> None:
+def advance(model: SearchableModel, beam: Any, actions: Tensor, words: Tensor) -> None:
+    """Each row of ``beam`` (its ``state`` and action ``paths``) takes its action (-1:
+    none), shifting its word where the action is ``SHIFT``."""
     _record(beam, actions)
     beam.state = model.advance(beam.state, actions, words)
 
@@ -237,7 +279,7 @@ def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
             actions = torch.full((B, K), NO_ACTION, dtype=torch.long, device=device)
             actions[b, new_slot[b, col]] = action[b, col]
             beam, spare = beam.take(index.view(-1), new_scores, into=spare), beam.state
-            _advance(model, beam, actions.view(-1), next_word)
+            advance(model, beam, actions.view(-1), next_word)
         # the word's best items generate it (or close the root) and become the beam
         done_scores, order = done.scores.sort(1, descending=True)
         kept = torch.arange(Kd, device=device) < done_width.clamp(
@@ -247,7 +289,7 @@ def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
                                      into=done_spare), done.state
         end_action = torch.where(at_end, REDUCE if finish is None else finish,
                                  SHIFT).expand(B, Kd)
-        _advance(model, done, torch.where(kept, end_action, NO_ACTION).view(-1),
+        advance(model, done, torch.where(kept, end_action, NO_ACTION).view(-1),
                  word.repeat_interleave(Kd))
         beam = done.take((b_rows[:, None] * Kd + torch.arange(K, device=device)).view(-1),
                          done.scores[:, :K].clone(), into=beam.state)
@@ -256,7 +298,7 @@ def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
             parses[b] = _parses(beam, b)
             beam.scores[b] = float("-inf")  # its search is over
         done.scores.fill_(float("-inf"))
-    return [_result(prefix, b, n, parses[b]) for b, n in enumerate(lengths.tolist())]
+    return [search_result(prefix, b, n, parses[b]) for b, n in enumerate(lengths.tolist())]
 
 
 def _parses(beam: _Beam, b: int) -> tuple[tuple[tuple[int, ...], float], ...]:
@@ -271,7 +313,7 @@ def _parses(beam: _Beam, b: int) -> tuple[tuple[tuple[int, ...], float], ...]:
     return tuple(found)
 
 
-def _result(prefix: list[Tensor], b: int, n: int,
+def search_result(prefix: list[Tensor], b: int, n: int,
             parses: tuple[tuple[tuple[int, ...], float], ...]) -> SearchResult:
     """Sentence b's result from the beam's log-sums after each word (``prefix``); a beam
     that emptied (no parse) has none."""
@@ -289,27 +331,30 @@ def state_nbytes(value: Any) -> int:
     return sum(state_nbytes(v) for v in getattr(value, "__dict__", {}).values())
 
 
-def sentence_bytes(model: SearchableModel, n_words: int, settings: BeamSettings) -> int:
+def sentence_bytes(model: SearchableModel, n_words: int, settings: SearchSettings) -> int:
     """The memory one sentence of ``n_words`` takes in a search: about three live copies of
-    each beam and word-beam item's state while a step selects and advances, each state as
-    ``initial_state`` makes it and, where it grows (``GrowingState``), at its largest."""
+    each of its ``settings.rows_per_sentence`` items' states while a step selects and
+    advances, each state as ``initial_state`` makes it and, where it grows
+    (``GrowingState``), at its largest."""
     slots = stack_slots(n_words, settings.max_stack, model.limits.max_open)
     budget = int(action_budget(torch.tensor(n_words))) + 1
     state = model.initial_state(1, slots, budget)
     if isinstance(state, GrowingState):
         state.reserve(state.capacity)
-    return 3 * (settings.beam_size + settings.done_size) * state_nbytes(state)
+    return 3 * settings.rows_per_sentence * state_nbytes(state)
 
 
 def search_sentences(model: SearchableModel, words: Tensor, lengths: Tensor,
-                     settings: BeamSettings) -> list[SearchResult]:
-    """``search_batch`` over the rows of ``words`` (B, N) (padded past ``lengths`` (B,)),
-    in batches of similar length whose stacks fit ``settings.max_memory_mb``: a beam item's
-    stack is measured on the model (``initial_state``) and each batch holds at most
-    ``settings.batch_size`` sentences; the results in the given order. A sentence whose beam
-    emptied is searched again alone with no stack bound (module docstring). A sentence of
-    no words is an ``InputError`` naming it (a tree generates a word before its root
-    closes)."""
+                     settings: SearchSettings) -> list[SearchResult]:
+    """The search ``settings`` name (``BeamSettings``: this module's; ``ParticleSettings``:
+    particle filtering) over the rows of ``words`` (B, N) (padded past ``lengths`` (B,)),
+    in batches of similar length whose stacks fit ``settings.max_memory_mb``: a stack is
+    measured on the model (``initial_state``), a sentence holds
+    ``settings.rows_per_sentence`` of them, and each batch holds at most
+    ``settings.batch_size`` sentences; the results in the given order. A sentence whose
+    search found no tree is searched again alone with no stack bound (module docstring). A
+    sentence of no words is an ``InputError`` naming it (a tree generates a word before its
+    root closes)."""
     empty = [i for i, n in enumerate(lengths.tolist()) if n < 1]
     if empty:
         raise errors.InputError(f"sentence {empty[0] + 1}: no words; a transition LM "
@@ -324,7 +369,7 @@ def search_sentences(model: SearchableModel, words: Tensor, lengths: Tensor,
         chunk = order[start:start + min(fit, settings.batch_size)]
         index = torch.tensor(chunk, device=words.device)
         n = lengths[index]
-        found = search_batch(model, words[index, :max(1, int(n.max()))], n, settings)
+        found = settings.search_batch(model, words[index, :max(1, int(n.max()))], n)
         for i, result in zip(chunk, found, strict=True):
             results[i] = result
         start += len(chunk)
@@ -333,6 +378,6 @@ def search_sentences(model: SearchableModel, words: Tensor, lengths: Tensor,
         for i, result in enumerate(results):
             if result is not None and not result.parsed:
                 n = lengths[i:i + 1]
-                (again,) = search_batch(model, words[i:i + 1, :int(n)], n, unbounded)
+                (again,) = unbounded.search_batch(model, words[i:i + 1, :int(n)], n)
                 results[i] = replace(again, unbounded_stack=True)
     return results  # type: ignore[return-value]
