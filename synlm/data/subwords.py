@@ -41,6 +41,21 @@ class SubwordVocab(Vocab):
                                                 is_pretokenized=True, add_special_tokens=False)
         return [(e.tokens, e.word_ids) for e in encodings]
 
+    def word_ends(self, ids: Sequence[int]) -> list[bool]:
+        """Whether each token of a sentence encoded as ``split`` encodes it ends its word:
+        the next token begins a word (it carries the tokenizer's mark of a leading space,
+        GPT-2's ``Ġ``, SentencePiece's ``▁``), or it is the last."""
+        mark = self.space_mark
+        starts = [self.itos[i].startswith(mark) for i in ids]
+        return [*starts[1:], True] if ids else []
+
+    @property
+    def space_mark(self) -> str:
+        """The character a word's first token starts with: how the tokenizer writes the
+        leading space ``split`` gives every word."""
+        ((tokens, _),) = self.split([["a"]])
+        return tokens[0][0]
+
     def text(self, ids: Sequence[int]) -> str:
         """``ids`` decoded to text (bytes joined, spaces restored)."""
         return self.tokenizer.decode(list(ids), skip_special_tokens=False).strip()

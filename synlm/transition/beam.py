@@ -32,6 +32,12 @@ illegal actions lost, so that it is log p(x_i | x_<i) and the end term is a real
 log p(end | x). Each model declares its released convention (``search_convention``);
 ``BeamSettings.convention`` selects the other.
 
+Over subwords (``word_ends``, rnng-pytorch's ``subword_end_mask``) a word of k pieces is k
+``SHIFT`` in a row and the search runs piece by piece, as the released one does: after a
+piece that does not end its word only ``SHIFT`` is legal (``inside_word``), so inside a word
+the beam's items each shift the next piece and nothing is pruned; a word's log-probability is
+the sum over its pieces (their changes of the beam's log-sum telescope).
+
 A beam can empty: every item of a long sentence may fill its stack (``max_stack``) with the
 root still open and words left, where no action is legal. (The action budget cannot empty
 it: an ``NT`` is legal only with room left to finish the sentence.) Such a sentence is
@@ -42,6 +48,7 @@ searched again, alone, with no stack bound; if that empties too, its result says
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +56,7 @@ import torch
 from torch import Tensor
 
 from synlm import errors
+from synlm.syntax.actions import word_actions
 from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT
 from synlm.transition.types import (
     CONVENTIONS,
@@ -147,6 +155,24 @@ class _Beam:
         self.scores.view(-1)[rows] = scores
 
 
+def inside_word(pointer: Tensor, word_ends: Tensor) -> Tensor:
+    """(R,) bool: whether each row's last ``SHIFT`` generated a piece that does not end its
+    word (then only ``SHIFT`` is legal); ``pointer`` (R,) pieces generated, ``word_ends``
+    (R, N) whether piece i ends its word."""
+    last = (pointer - 1).clamp(min=0, max=word_ends.size(1) - 1)
+    return (pointer > 0) & ~word_ends.gather(1, last[:, None])[:, 0]
+
+
+def only_shift_inside_words(legal: Tensor, pointer: Tensor, word_ends: Tensor | None) -> Tensor:
+    """``legal`` (R, A) with every action but ``SHIFT`` ruled out inside a word (rnng-pytorch's
+    ``invalid_action_mask``); unchanged without ``word_ends``."""
+    if word_ends is None:
+        return legal
+    legal = legal.clone()
+    legal[inside_word(pointer, word_ends), SHIFT + 1:] = False
+    return legal
+
+
 def _record(beam: _Beam, actions: Tensor) -> None:
     """Append each row's action (-1: none) to its path, before the state counts it."""
     acted = (actions != NO_ACTION).nonzero()[:, 0]
@@ -160,9 +186,10 @@ def _advance(model: TransitionLM, beam: _Beam, actions: Tensor, words: Tensor) -
 
 @torch.no_grad()
 def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
-                 settings: BeamSettings) -> list[SearchResult]:
+                 settings: BeamSettings, word_ends: Tensor | None = None) -> list[SearchResult]:
     """Word-synchronous beam search (module docstring) over ``words`` (B, N), padded past
-    ``lengths`` (B,), all at once; the model in eval mode."""
+    ``lengths`` (B,), all at once; the model in eval mode. ``word_ends`` (B, N): ``words``
+    are pieces, and whether each ends its word (the log-probabilities are then per piece)."""
     B, N = words.shape
     K, Kd, nA = settings.beam_size, settings.done_size, model.n_actions
     # the model's own convention by its default, another one asked for by name
@@ -178,6 +205,7 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
     b_rows = torch.arange(B, device=device)
     row_lengths = lengths.repeat_interleave(K)
     finish = getattr(model, "finish_action", None)  # what ends a parse, if not the root's REDUCE
+    row_ends = None if word_ends is None else word_ends.repeat_interleave(K, 0)  # (B·K, N)
 
     def empty(k: int) -> _Beam:
         return _Beam(model.initial_state(B * k, int(slots.max()), max_actions=P),
@@ -203,6 +231,7 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
                 break
             active = (beam.scores > float("-inf")).view(-1)
             legal = beam.state.parser.legal_actions(row_lengths, nA, limits) & active[:, None]
+            legal = only_shift_inside_words(legal, beam.state.parser.pointer, row_ends)
             log_probs = model.next_log_probs(beam.state, next_word, legal,
                                              **convention).double()
             total = (log_probs.view(B, K, nA) + beam.scores[..., None]).view(B, K * nA)
@@ -281,6 +310,14 @@ def _result(prefix: list[Tensor], b: int, n: int,
                         end_log_prob=sums[n + 1] - sums[n], parses=parses)
 
 
+def word_level(result: SearchResult, word_ends: Sequence[bool]) -> SearchResult:
+    """A search over pieces with its parses as actions over words: a piece's ``SHIFT`` kept
+    where the piece ends its word (``synlm.syntax.actions.word_actions``); the
+    log-probabilities stay per piece."""
+    return replace(result, parses=tuple((tuple(word_actions(path, word_ends, SHIFT)), score)
+                                        for path, score in result.parses))
+
+
 def _nbytes(value: Any) -> int:
     """The bytes of the tensors in ``value`` (a state: dataclasses of tensors)."""
     if isinstance(value, Tensor):
@@ -289,8 +326,10 @@ def _nbytes(value: Any) -> int:
 
 
 def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
-                     settings: BeamSettings) -> list[SearchResult]:
-    """``search_batch`` over the rows of ``words`` (B, N) (padded past ``lengths`` (B,)),
+                     settings: BeamSettings, word_ends: Tensor | None = None
+                     ) -> list[SearchResult]:
+    """``search_batch`` over the rows of ``words`` (B, N) (padded past ``lengths`` (B,);
+    pieces with ``word_ends`` (B, N), their log-probabilities per piece),
     in batches of similar length whose stacks fit ``settings.max_memory_mb``: a beam item's
     stack is measured on the model (``initial_state``) and each batch holds at most
     ``settings.batch_size`` sentences; the results in the given order. A sentence whose beam
@@ -315,7 +354,9 @@ def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
         chunk = order[start:start + min(fit, settings.batch_size)]
         index = torch.tensor(chunk, device=words.device)
         n = lengths[index]
-        found = search_batch(model, words[index, :max(1, int(n.max()))], n, settings)
+        width = max(1, int(n.max()))
+        found = search_batch(model, words[index, :width], n, settings,
+                             None if word_ends is None else word_ends[index, :width])
         for i, result in zip(chunk, found, strict=True):
             results[i] = result
         start += len(chunk)
@@ -324,6 +365,7 @@ def search_sentences(model: TransitionLM, words: Tensor, lengths: Tensor,
         for i, result in enumerate(results):
             if result is not None and not result.parsed:
                 n = lengths[i:i + 1]
-                (again,) = search_batch(model, words[i:i + 1, :int(n)], n, unbounded)
+                ends = None if word_ends is None else word_ends[i:i + 1, :int(n)]
+                (again,) = search_batch(model, words[i:i + 1, :int(n)], n, unbounded, ends)
                 results[i] = replace(again, unbounded_stack=True)
     return results  # type: ignore[return-value]

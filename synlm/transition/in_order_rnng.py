@@ -30,6 +30,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from synlm import errors
 from synlm.transition.in_order_state import InOrderParserState, in_order_stack_depth
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT
 from synlm.transition.rnng import RNNG, RNNGOutput, RNNGState
@@ -114,11 +115,19 @@ class InOrderRNNG(RNNG):
         """The stack a teacher-forced batch of in-order ``actions`` needs."""
         return in_order_stack_depth(actions, self.finish_action)
 
-    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> RNNGOutput:
+    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor,
+                word_ends: Tensor | None = None) -> RNNGOutput:
         """Teacher-forced log-probabilities of gold in-order ``actions`` (B, A) (-1 padded,
         without ``FINISH``) over ``words`` (B, N) (``word_lengths`` (B,)): ``FINISH`` is
         appended to each row, so ``action_log_probs`` is (B, A + 1), each row's gold actions
-        then its ``FINISH``; the joint counts it."""
+        then its ``FINISH``; the joint counts it. Subword actions (``word_ends``) are not
+        read: the released in-order model projects ``NT(X)`` over every piece of its left
+        corner, which this stack does not."""
+        if word_ends is not None:
+            raise errors.SettingError("data.subwords", "a subword vocabulary",
+                                      "none for the in-order RNNG (its NT takes one item as "
+                                      "its left corner, not a word's pieces); use the "
+                                      "top-down RNNG for subwords")
         closed = torch.cat([actions, actions.new_full((actions.size(0), 1), NO_ACTION)], 1)
         ends = (actions != NO_ACTION).sum(1)  # (B,) each row's FINISH goes there
         closed[torch.arange(actions.size(0), device=actions.device), ends] = self.finish_action
