@@ -4,16 +4,23 @@ pieces in teacher forcing and beam search, and scoring that reads no unknown wor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 from nltk import Tree
+from test_evaluate_syntax import toy_data
 from test_rnng import TREES, all_parses, random_rnng
+from test_rnng_cli import TINY_RNNG
 
+from conftest import run_cli
+from synlm.catalog import REPO_CONFIGS
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.subwords import PretrainedTokenizer, SubwordVocab, TrainedBPE
 from synlm.data.synthetic import SyntheticTreebank
+from synlm.data.vocab import Vocab
+from synlm.loading import load_model
 from synlm.syntax.actions import (
     SHIFT,
     ActionError,
@@ -25,7 +32,10 @@ from synlm.syntax.actions import (
     word_actions,
 )
 from synlm.transition.beam import BeamSettings, inside_word, search_batch, search_sentences
+from synlm.transition.in_order_rnng import InOrderRNNG
+from synlm.transition.lm import RNNGLM
 from synlm.transition.rnng import per_word
+from synlm.tse.scoring import ModelScorer
 
 
 @pytest.fixture(scope="module")
@@ -197,8 +207,6 @@ def test_search_over_pieces_batched_equals_one_sentence() -> None:
 
 
 def test_in_order_rnng_refuses_subword_actions() -> None:
-    from synlm.transition.in_order_rnng import InOrderRNNG
-
     model = InOrderRNNG(10, 3, input_size=4, hidden_size=4, num_layers=1)
     with pytest.raises(ValueError, match="data.subwords"):
         model(torch.tensor([[1, 2]]), torch.tensor([[0, 0, 2, 1]]), torch.tensor([2]),
@@ -208,9 +216,6 @@ def test_in_order_rnng_refuses_subword_actions() -> None:
 def test_rnng_over_pieces_reads_no_unknown_word(bpe: SubwordVocab) -> None:
     """Words the word-level vocabulary lacks are pieces of the subword one: the scorer reads
     none as unknown, and each word's log-probability is the sum over its pieces."""
-    from synlm.transition.lm import RNNGLM
-    from synlm.tse.scoring import ModelScorer
-
     lm = RNNGLM(len(bpe), 5, input_size=8, hidden_size=8, num_layers=1, beam_size=6,
                 word_beam_size=3)
     lm.vocab, lm.action_vocab = bpe, ActionVocab(["NP", "S", "VP"])
@@ -226,3 +231,50 @@ def test_rnng_over_pieces_reads_no_unknown_word(bpe: SubwordVocab) -> None:
         assert scored.word_log_probs[k] == pytest.approx(expected, abs=1e-9)
     (tree,) = lm.parse([words])
     assert tree.leaves() == words
+
+
+def test_a_word_level_rnng_reads_those_words_as_unknown() -> None:
+    train = SyntheticTreebank(n_train=100).sentences("train")
+    words = Vocab.build(s.words for s in train)
+    lm = RNNGLM(len(words), 5, input_size=8, hidden_size=8, num_layers=1, beam_size=6,
+                word_beam_size=3)
+    lm.vocab, lm.action_vocab = words, ActionVocab(["NP", "S", "VP"])
+    sentence = ["zebras", "quixotically", "juggle", "xylophones"]
+    assert ModelScorer(lm).score([sentence])[0].unknown == (True,) * 4
+
+
+# ------------------------------------------------------------------ the command line
+def test_the_subword_rnng_config_fits_tests_parses_and_scores_with_no_unknown_word(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """configs/rnng_bllip_bpe.yaml, tiny, on the synthetic treebank with a 300-token BPE:
+    fit, test (the beam's perplexity per word), parse (trees over the input words) and
+    evaluate-syntax on toy BLiMP and SyntaxGym copies, whose words the treebank lacks
+    ("naps"), with no unknown word."""
+    root = tmp_path / "run"
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / "rnng_bllip_bpe.yaml"), *TINY_RNNG,
+                    "--data.subwords.init_args.vocab_size=300", "--trainer.max_steps=3",
+                    f"--trainer.default_root_dir={root}"]) == 0
+    model = load_model(str(root))
+    assert isinstance(model.vocab, SubwordVocab)
+    out = tmp_path / "test"
+    assert run_cli(["test", "--ckpt_path", str(root), "--trainer.limit_test_batches=1",
+                    f"--trainer.default_root_dir={out}"]) == 0
+    (metrics,) = out.glob("version_*/metrics.csv")
+    header, row = metrics.read_text().splitlines()[:2]
+    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    for name in ("test/joint_ppl", "test/word_ppl", "test/beam_ppl"):
+        assert 1.0 < float(logged[name]) < float("inf"), name
+    text = tmp_path / "in.txt"
+    text.write_text("the zebra naps\n")
+    capsys.readouterr()
+    assert run_cli(["parse", "--ckpt_path", str(root), "--input", str(text),
+                    "--format", "json"]) == 0
+    (parsed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert parsed["words"] == ["the", "zebra", "naps"]
+    data = toy_data(tmp_path / "data")
+    assert run_cli(["evaluate-syntax", "--ckpt_path", str(root), "--data-dir", str(data),
+                    "--benchmark", "blimp", "syntaxgym", "--suites",
+                    "number_src", "--beam-size", "6", "--word-beam-size", "3"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["headline"]["blimp/unknown_share"] == 0.0
+    assert report["headline"]["syntaxgym/unknown_share"] == 0.0
