@@ -11,6 +11,8 @@ import pytest
 import torch
 from nltk import Tree
 from test_evaluate_syntax import toy_data
+from test_in_order_rnng import all_parses as all_in_order_parses
+from test_in_order_rnng import random_model
 from test_rnng import TREES, all_parses, random_rnng
 from test_rnng_cli import TINY_RNNG
 
@@ -32,8 +34,8 @@ from synlm.syntax.actions import (
     word_actions,
 )
 from synlm.transition.beam import BeamSettings, inside_word, search_batch, search_sentences
-from synlm.transition.in_order_rnng import InOrderRNNG
 from synlm.transition.lm import RNNGLM
+from synlm.transition.parser_state import FIRST_NT
 from synlm.transition.rnng import per_word
 from synlm.tse.scoring import ModelScorer
 
@@ -109,11 +111,12 @@ def test_action_mode_serves_pieces_word_ends_and_a_shift_per_piece(tmp_path: Pat
 
 
 # ------------------------------------------------------------------ the RNNG over pieces
-def pieces_of(trees: list[Tree], split: list[int], vocab: ActionVocab
+def pieces_of(trees: list[Tree], split: list[int], vocab: ActionVocab,
+              order: str = "top_down"
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(pieces (B, N), word ends (B, N), actions (B, A), lengths (B,)) of ``trees`` whose
-    word k is ``split[k]`` pieces (ids: 1 + the word's index in the tree, then 0-based
-    piece numbers offset past the words)."""
+    """(pieces (B, N), word ends (B, N), actions (B, A) in ``order``, lengths (B,)) of
+    ``trees`` whose word k is ``split[k]`` pieces (ids: 1 + the word's index in the tree,
+    then 0-based piece numbers offset past the words)."""
     rows = []
     for tree in trees:
         pieces, ends = [], []
@@ -121,7 +124,7 @@ def pieces_of(trees: list[Tree], split: list[int], vocab: ActionVocab
             count = split[k % len(split)]
             pieces += [1 + k] + [20 + j for j in range(count - 1)]
             ends += [False] * (count - 1) + [True]
-        rows.append((pieces, ends, vocab.encode(piece_actions(oracle(tree), ends))))
+        rows.append((pieces, ends, vocab.encode(piece_actions(oracle(tree, order), ends))))
     N, A = max(len(p) for p, _, _ in rows), max(len(a) for _, _, a in rows)
     w, e = torch.zeros(len(rows), N, dtype=torch.long), torch.zeros(len(rows), N, dtype=torch.bool)
     a = torch.full((len(rows), A), -1)
@@ -206,11 +209,68 @@ def test_search_over_pieces_batched_equals_one_sentence() -> None:
         assert word_actions(path, ends.tolist())  # no action inside a word
 
 
-def test_in_order_rnng_refuses_subword_actions() -> None:
-    model = InOrderRNNG(10, 3, input_size=4, hidden_size=4, num_layers=1)
-    with pytest.raises(ValueError, match="data.subwords"):
-        model(torch.tensor([[1, 2]]), torch.tensor([[0, 0, 2, 1]]), torch.tensor([2]),
-              word_ends=torch.tensor([[False, True]]))
+def test_in_order_nt_takes_every_piece_of_its_first_word() -> None:
+    """(S (NP the dog) (VP barks)), "the" two pieces: SHIFT SHIFT NT(NP) SHIFT REDUCE ...
+    NT(NP) puts NP under both pieces (rnng-pytorch's last_subword_begin_idx), the stack LSTM
+    reads it on the state after the second piece, and REDUCE composes NP over the three
+    pieces; inside "the" only SHIFT is legal, with no constituent open too."""
+    tree = Tree.fromstring(TREES[0])
+    vocab = ActionVocab.from_trees([tree])
+    model = random_model(30, len(vocab))
+    w, e, a, _ = pieces_of([tree], [2, 1, 1], vocab, "in_order")
+    assert vocab.decode(a[0, :4].tolist()) == [SHIFT, SHIFT, "NT(NP)", SHIFT]
+    state = model.initial_state(1, stack_size=8)
+    emb = model.embedding.weight
+    np_label = model.nt_embedding.weight[vocab.stoi["NT(NP)"] - FIRST_NT]
+    for t in range(5):
+        legal = state.parser.legal_actions(torch.tensor([4]), model.n_actions, model.limits)
+        if t == 1:  # inside "the": SHIFT alone
+            assert legal[0].tolist() == [True] + [False] * (model.n_actions - 1)
+        pointer = state.parser.pointer.clamp(max=3)
+        hidden, cell = state.hidden.clone(), state.cell.clone()
+        state = model.advance(state, a[0, t:t + 1], w[0, pointer], e[0, pointer])
+        if t == 2:  # NT(NP)
+            torch.testing.assert_close(state.items[0, :3], torch.stack(
+                [np_label, emb[w[0, 0]], emb[w[0, 1]]]), rtol=0, atol=1e-12)
+            assert state.open_at[0, :1].tolist() == [1] and int(state.parser.top) == 3
+            h, _ = model.stack_lstm(np_label[None], hidden[0, 2][None], cell[0, 2][None])
+            torch.testing.assert_close(state.hidden[0, 3], h[0], rtol=0, atol=1e-12)
+    children = [emb[w[0, 0]], emb[w[0, 1]], emb[w[0, 2]]]
+    f = model.composition.forward_lstm(torch.stack([np_label, *children])[None])[0][0, -1]
+    b = model.composition.backward_lstm(torch.stack([np_label, *children[::-1]])[None])[0][0, -1]
+    composed = torch.relu(model.composition.output(torch.cat([f, b])))
+    torch.testing.assert_close(state.items[0, 0], composed, rtol=0, atol=1e-12)
+    assert int(state.parser.top) == 1
+
+
+def test_in_order_over_pieces_batched_equals_one_sentence_and_beam_is_exact() -> None:
+    trees = [Tree.fromstring(t) for t in TREES]
+    vocab = ActionVocab.from_trees(trees)
+    model = random_model(30, len(vocab), legal_softmax=True)
+    w, e, a, n = pieces_of(trees, [2, 1, 3], vocab, "in_order")
+    batched = model(w, a, n, word_ends=e)
+    for i in range(len(trees)):
+        wi, ei, ai, ni = pieces_of(trees[i:i + 1], [2, 1, 3], vocab, "in_order")
+        torch.testing.assert_close(batched.joint[i], model(wi, ai, ni, word_ends=ei).joint[0],
+                                   rtol=0, atol=1e-12)
+    # two words, the first of two pieces: every in-order parse over two words, its first
+    # SHIFT twice
+    model = random_model(6, 3, max_consecutive=2, legal_softmax=True)
+    small, ends = ActionVocab(["X"]), [False, True, True]
+    finish = model.finish_action
+    parses = [[*small.encode(piece_actions(small.decode(p[:-1]), ends)), finish]
+              for p in all_in_order_parses(model, 2)]
+    A = max(map(len, parses)) - 1
+    actions = torch.tensor([p[:-1] + [-1] * (A - len(p) + 1) for p in parses])
+    pieces, word_ends = torch.tensor([[1, 4, 2]]), torch.tensor([ends])
+    joint = model(pieces.expand(len(parses), -1), actions, torch.full((len(parses),), 3),
+                  word_ends=word_ends.expand(len(parses), -1)).joint
+    found = search_batch(model, pieces, torch.tensor([3]), BeamSettings(400, 400, 1),
+                         word_ends)[0]
+    assert len(found.parses) == len(parses)
+    total = sum(found.word_log_probs) + found.end_log_prob
+    assert total == pytest.approx(torch.logsumexp(joint, 0).item(), abs=1e-10)
+    assert list(found.parses[0][0]) == parses[int(joint.argmax())]
 
 
 def test_rnng_over_pieces_reads_no_unknown_word(bpe: SubwordVocab) -> None:
@@ -244,14 +304,15 @@ def test_a_word_level_rnng_reads_those_words_as_unknown() -> None:
 
 
 # ------------------------------------------------------------------ the command line
-def test_the_subword_rnng_config_fits_tests_parses_and_scores_with_no_unknown_word(
-        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """configs/rnng_bllip_bpe.yaml, tiny, on the synthetic treebank with a 300-token BPE:
+@pytest.mark.parametrize("config", ["rnng_bllip_bpe.yaml", "rnng_in_order_bllip_bpe.yaml"])
+def test_the_subword_rnng_configs_fit_test_parse_and_score_with_no_unknown_word(
+        config: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The config, tiny, on the synthetic treebank with a 300-token BPE:
     fit, test (the beam's perplexity per word), parse (trees over the input words) and
     evaluate-syntax on toy BLiMP and SyntaxGym copies, whose words the treebank lacks
     ("naps"), with no unknown word."""
     root = tmp_path / "run"
-    assert run_cli(["fit", "--config", str(REPO_CONFIGS / "rnng_bllip_bpe.yaml"), *TINY_RNNG,
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / config), *TINY_RNNG,
                     "--data.subwords.init_args.vocab_size=300", "--trainer.max_steps=3",
                     f"--trainer.default_root_dir={root}"]) == 0
     model = load_model(str(root))

@@ -179,9 +179,13 @@ def _record(beam: _Beam, actions: Tensor) -> None:
     beam.paths[acted, beam.state.parser.n_actions[acted]] = actions[acted]
 
 
-def _advance(model: TransitionLM, beam: _Beam, actions: Tensor, words: Tensor) -> None:
+def _advance(model: TransitionLM, beam: _Beam, actions: Tensor, words: Tensor,
+             piece_ends: Tensor | None) -> None:
+    """Each row's action (-1: none), its ``SHIFT`` generating ``words`` (R,); over pieces,
+    ``piece_ends`` (R,) says whether each ends its word (passed to the model only then)."""
     _record(beam, actions)
-    beam.state = model.advance(beam.state, actions, words)
+    ends = {} if piece_ends is None else {"piece_ends": piece_ends}
+    beam.state = model.advance(beam.state, actions, words, **ends)
 
 
 @torch.no_grad()
@@ -220,6 +224,7 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
     for pointer in range(N + 1):
         word = words[:, min(pointer, N - 1)]  # (B,) the word each sentence generates next
         next_word = word.repeat_interleave(K)  # (B·K,)
+        ends = None if word_ends is None else word_ends[:, min(pointer, N - 1)]  # (B,)
         at_end = (lengths == pointer)[:, None]  # (B, 1): the root closes now
         forced = torch.zeros(B, dtype=torch.long, device=device)
         done_width = torch.zeros(B, dtype=torch.long, device=device)
@@ -265,7 +270,8 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
             actions = torch.full((B, K), NO_ACTION, dtype=torch.long, device=device)
             actions[b, new_slot[b, col]] = action[b, col]
             beam, spare = beam.take(index.view(-1), new_scores, into=spare), beam.state
-            _advance(model, beam, actions.view(-1), next_word)
+            _advance(model, beam, actions.view(-1), next_word,
+                     None if ends is None else ends.repeat_interleave(K))
         # the word's best items generate it (or close the root) and become the beam
         done_scores, order = done.scores.sort(1, descending=True)
         kept = torch.arange(Kd, device=device) < done_width.clamp(
@@ -276,7 +282,7 @@ def search_batch(model: TransitionLM, words: Tensor, lengths: Tensor,
         end_action = torch.where(at_end, REDUCE if finish is None else finish,
                                  SHIFT).expand(B, Kd)
         _advance(model, done, torch.where(kept, end_action, NO_ACTION).view(-1),
-                 word.repeat_interleave(Kd))
+                 word.repeat_interleave(Kd), None if ends is None else ends.repeat_interleave(Kd))
         beam = done.take((b_rows[:, None] * Kd + torch.arange(K, device=device)).view(-1),
                          done.scores[:, :K].clone(), into=beam.state)
         prefix.append(torch.logsumexp(beam.scores, 1))

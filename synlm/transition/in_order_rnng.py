@@ -30,7 +30,6 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from synlm import errors
 from synlm.transition.in_order_state import InOrderParserState, in_order_stack_depth
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT
 from synlm.transition.rnng import RNNG, RNNGOutput, RNNGState
@@ -73,10 +72,12 @@ class InOrderRNNG(RNNG):
         state.parser = InOrderParserState.initial(rows, state.lstm.device, self.finish_action)
         return state
 
-    def advance(self, state: RNNGState, actions: Tensor, words: Tensor) -> RNNGState:
+    def advance(self, state: RNNGState, actions: Tensor, words: Tensor,
+                piece_ends: Tensor | None = None) -> RNNGState:
         """Every row's action (R,) (-1: none) on its stack, in place, and the new state;
-        ``words`` (R,): the word a ``SHIFT`` of each row generates. ``FINISH`` changes
-        nothing but the parser state."""
+        ``words`` (R,): the word a ``SHIFT`` of each row generates; ``piece_ends`` (R,):
+        over subwords, whether that piece ends its word. ``FINISH`` changes nothing but the
+        parser state."""
         p = state.parser
         R, S = actions.size(0), state.stack_size
         rows = torch.arange(R, device=actions.device)
@@ -96,19 +97,25 @@ class InOrderRNNG(RNNG):
             item = item.clone()
             reduced = reduce.nonzero()[:, 0]  # (C,)
             item[reduced] = self._compose(state, reduced, innermost[reduced])
-        # NT(X): the top item (X's first child) moves one up, X takes its slot
-        left_corner = state.read(state.items, (rows, torch.where(opened, p.top - 1, S)))
-        state.write(state.items, (rows, torch.where(opened, p.top, S)), left_corner)
-        slot = torch.where(opened, p.top, position) - 1  # the item index X or the item takes
+        # NT(X): the top unit (X's first child: an item, or a word's pieces from stack
+        # position ``corner`` up) moves one up, X takes its first slot
+        k = torch.where(opened, p.top - p.corner + 1, 0)  # (R,) items in the unit
+        steps = torch.arange(max(int(k.max()), 1), device=actions.device)  # (M,)
+        within = steps < k[:, None]  # (R, M)
+        source = torch.where(within, p.corner[:, None] - 1 + steps, S)  # item indices
+        left_corner = state.read(state.items, (rows[:, None], source))  # (R, M, W)
+        state.write(state.items, (rows[:, None], torch.where(within, source + 1, S)),
+                    left_corner)
+        slot = torch.where(opened, p.corner, position) - 1  # the item index X or the item takes
         state.write(state.items, (rows, slot.clamp(min=0)), item)
         below = state.read(state.lstm, (rows, position - 1))  # (R, 2, L, H)
         h, c = self.stack_lstm(item, below[:, 0], below[:, 1])
         state.write(state.lstm, (rows, position), torch.stack([h, c], 1))
         open_slot = p.n_open.clamp(max=S - 1)
-        state.open_at[rows, open_slot] = torch.where(opened, p.top,
+        state.open_at[rows, open_slot] = torch.where(opened, p.corner,
                                                      state.open_at[rows, open_slot])
         state.top = torch.where(acted[:, None], h[:, -1], state.top)
-        state.parser = p.after(actions, torch.where(finish, p.top, position))
+        state.parser = p.after(actions, torch.where(finish, p.top, position), piece_ends)
         return state
 
     def stack_depth(self, actions: Tensor) -> int:
@@ -120,15 +127,9 @@ class InOrderRNNG(RNNG):
         """Teacher-forced log-probabilities of gold in-order ``actions`` (B, A) (-1 padded,
         without ``FINISH``) over ``words`` (B, N) (``word_lengths`` (B,)): ``FINISH`` is
         appended to each row, so ``action_log_probs`` is (B, A + 1), each row's gold actions
-        then its ``FINISH``; the joint counts it. Subword actions (``word_ends``) are not
-        read: the released in-order model projects ``NT(X)`` over every piece of its left
-        corner, which this stack does not."""
-        if word_ends is not None:
-            raise errors.SettingError("data.subwords", "a subword vocabulary",
-                                      "none for the in-order RNNG (its NT takes one item as "
-                                      "its left corner, not a word's pieces); use the "
-                                      "top-down RNNG for subwords")
+        then its ``FINISH``; the joint counts it. Over subwords (``word_ends``), as
+        ``RNNG.forward``; an ``NT`` takes every piece of its first word."""
         closed = torch.cat([actions, actions.new_full((actions.size(0), 1), NO_ACTION)], 1)
         ends = (actions != NO_ACTION).sum(1)  # (B,) each row's FINISH goes there
         closed[torch.arange(actions.size(0), device=actions.device), ends] = self.finish_action
-        return super().forward(words, closed, word_lengths)
+        return super().forward(words, closed, word_lengths, word_ends)

@@ -250,9 +250,12 @@ class RNNG(RecordsInit, nn.Module):
         state.write(lstm, (everyone, torch.zeros_like(everyone)), torch.stack([h, c], 1))
         return state
 
-    def advance(self, state: RNNGState, actions: Tensor, words: Tensor) -> RNNGState:
+    def advance(self, state: RNNGState, actions: Tensor, words: Tensor,
+                piece_ends: Tensor | None = None) -> RNNGState:
         """Every row's action (R,) (-1: none) on its stack, in place, and the new state;
-        ``words`` (R,): the word a ``SHIFT`` of each row generates."""
+        ``words`` (R,): the word a ``SHIFT`` of each row generates. ``piece_ends`` (R,),
+        over subwords whether that piece ends its word, changes nothing here: a top-down
+        stack treats every piece as a word (the in-order one reads it)."""
         p = state.parser
         R = actions.size(0)
         rows = torch.arange(R, device=actions.device)
@@ -334,8 +337,9 @@ class RNNG(RecordsInit, nn.Module):
                     state.parser.legal_actions(word_lengths, self.n_actions, self.limits),
                     state.parser.pointer, word_ends))
             if t < A - 1:
-                pointer = state.parser.pointer.clamp(max=words.size(1) - 1)
-                state = self.advance(state, actions[:, t], words.gather(1, pointer[:, None])[:, 0])
+                pointer = state.parser.pointer.clamp(max=words.size(1) - 1)[:, None]
+                ends = None if word_ends is None else word_ends.gather(1, pointer)[:, 0]
+                state = self.advance(state, actions[:, t], words.gather(1, pointer)[:, 0], ends)
         u = self.contexts(torch.stack(tops, 1))  # (B, A, W)
         logits = full_precision(self.action_decoder(u))  # (B, A, n_actions)
         if self.legal_softmax:
