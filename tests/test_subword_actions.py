@@ -9,14 +9,18 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from nltk import Tree
+from test_action_transformer import random_model as random_transformer
+from test_action_transformer_cli import TINY as TINY_TRANSFORMER
+from test_cli import RESOLVED
 from test_evaluate_syntax import toy_data
 from test_in_order_rnng import all_parses as all_in_order_parses
 from test_in_order_rnng import random_model
 from test_rnng import TREES, all_parses, random_rnng
 from test_rnng_cli import TINY_RNNG
 
-from conftest import run_cli
+from conftest import local_gpt2, run_cli
 from synlm.catalog import REPO_CONFIGS
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.subwords import PretrainedTokenizer, SubwordVocab, TrainedBPE
@@ -33,6 +37,7 @@ from synlm.syntax.actions import (
     without_preterminals,
     word_actions,
 )
+from synlm.transition.attention import ATTENTIONS
 from synlm.transition.beam import BeamSettings, inside_word, search_batch, search_sentences
 from synlm.transition.lm import RNNGLM
 from synlm.transition.parser_state import FIRST_NT
@@ -169,28 +174,38 @@ def test_inside_word_allows_only_shift_in_search() -> None:
     assert inside_word(pointer, ends).tolist() == [False, True, False, False]
 
 
-def test_beam_over_pieces_is_the_exact_marginal_and_sums_pieces_to_words() -> None:
-    """Two words, the first of two pieces: every tree over the two words, its first SHIFT
-    twice (the only legal sequences: nothing but SHIFT inside a word). A beam holding them
-    all gives log p(x) = their logsumexp; a word's log-probability (the sum over its pieces)
-    equals the exact prefix probability's change."""
-    model = random_rnng(6, 3, max_consecutive=2, legal_softmax=True)
+def exact_over_pieces(model: torch.nn.Module) -> tuple[list[list[int]], torch.Tensor]:
+    """Two words, the first of two pieces (pieces 1 4 2): every top-down parse over the two
+    words, its first SHIFT twice (the only legal sequences: nothing but SHIFT inside a
+    word), and its teacher-forced log p(x, y)."""
     vocab, ends = ActionVocab(["X"]), [False, True, True]
     parses = [vocab.encode(piece_actions(vocab.decode(p), ends)) for p in all_parses(model, 2)]
     A = max(map(len, parses))
     actions = torch.tensor([p + [-1] * (A - len(p)) for p in parses])
-    pieces, word_ends = torch.tensor([[1, 4, 2]]), torch.tensor([ends])
-    out = model(pieces.expand(len(parses), -1), actions, torch.full((len(parses),), 3),
-                word_ends=word_ends.expand(len(parses), -1))
-    exact = torch.logsumexp(out.joint, 0).item()
-    found = search_batch(model, pieces, torch.tensor([3]), BeamSettings(100, 100, 1),
-                         word_ends)[0]
+    out = model(PIECES.expand(len(parses), -1), actions, torch.full((len(parses),), 3),
+                word_ends=PIECE_ENDS.expand(len(parses), -1))
+    return parses, out.joint
+
+
+PIECES, PIECE_ENDS = torch.tensor([[1, 4, 2]]), torch.tensor([[False, True, True]])
+
+
+@pytest.mark.parametrize("kind", ["rnng", *ATTENTIONS])
+def test_beam_over_pieces_is_the_exact_marginal(kind: str) -> None:
+    """The RNNG and each action Transformer: a beam holding every parse over the pieces gives
+    log p(x) = the logsumexp of their joints, and the best of them first; without word ends
+    the search also finds parses that open or close inside a word."""
+    model = (random_rnng(6, 3, max_consecutive=2, legal_softmax=True) if kind == "rnng"
+             else random_transformer(6, 3, kind, max_consecutive=2))
+    parses, joint = exact_over_pieces(model)
+    found = search_batch(model, PIECES, torch.tensor([3]), BeamSettings(100, 100, 1),
+                         PIECE_ENDS)[0]
     assert len(found.parses) == len(parses)
-    assert sum(found.word_log_probs) + found.end_log_prob == pytest.approx(exact, abs=1e-10)
-    assert found.parses[0][1] == pytest.approx(out.joint.max().item(), abs=1e-10)
-    assert list(found.parses[0][0]) == parses[int(out.joint.argmax())]
-    # without word ends, the search also finds sequences that open or close inside a word
-    free = search_batch(model, pieces, torch.tensor([3]), BeamSettings(200, 200, 1))[0]
+    total = sum(found.word_log_probs) + found.end_log_prob
+    assert total == pytest.approx(torch.logsumexp(joint, 0).item(), abs=1e-9)
+    assert found.parses[0][1] == pytest.approx(joint.max().item(), abs=1e-9)
+    assert list(found.parses[0][0]) == parses[int(joint.argmax())]
+    free = search_batch(model, PIECES, torch.tensor([3]), BeamSettings(200, 200, 1))[0]
     assert len(free.parses) > len(parses)
 
 
@@ -304,16 +319,26 @@ def test_a_word_level_rnng_reads_those_words_as_unknown() -> None:
 
 
 # ------------------------------------------------------------------ the command line
-@pytest.mark.parametrize("config", ["rnng_bllip_bpe.yaml", "rnng_in_order_bllip_bpe.yaml"])
-def test_the_subword_rnng_configs_fit_test_parse_and_score_with_no_unknown_word(
+#: Each subword config's tiny overrides: the tiny models of the RNNG and action Transformer
+#: CLI tests, a 300-token BPE or the small local GPT-2's tokenizer.
+TINY_SUBWORDS = {"rnng_bllip_bpe.yaml": TINY_RNNG, "rnng_in_order_bllip_bpe.yaml": TINY_RNNG,
+                 "plm_mask_bllip_bpe.yaml": TINY_TRANSFORMER, "tg_bllip_bpe.yaml": TINY_TRANSFORMER}
+
+
+@pytest.mark.parametrize("config", sorted(TINY_SUBWORDS))
+def test_the_subword_configs_fit_test_parse_and_score_with_no_unknown_word(
         config: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """The config, tiny, on the synthetic treebank with a 300-token BPE:
+    """The config, tiny, on the synthetic treebank with a 300-token BPE (or the local GPT-2's):
     fit, test (the beam's perplexity per word), parse (trees over the input words) and
     evaluate-syntax on toy BLiMP and SyntaxGym copies, whose words the treebank lacks
     ("naps"), with no unknown word."""
+    pretrained = "PretrainedTokenizer" in yaml.safe_load(
+        (RESOLVED / config).read_text())["data"]["subwords"]["class_path"]
+    vocab = (f"--data.subwords.init_args.name_or_path={local_gpt2()}" if pretrained
+             else "--data.subwords.init_args.vocab_size=300")
     root = tmp_path / "run"
-    assert run_cli(["fit", "--config", str(REPO_CONFIGS / config), *TINY_RNNG,
-                    "--data.subwords.init_args.vocab_size=300", "--trainer.max_steps=3",
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / config), *TINY_SUBWORDS[config],
+                    vocab, "--trainer.max_steps=3",
                     f"--trainer.default_root_dir={root}"]) == 0
     model = load_model(str(root))
     assert isinstance(model.vocab, SubwordVocab)
