@@ -100,7 +100,8 @@ class InOrderRNNG(RNNG):
         # NT(X): the top unit (X's first child: an item, or a word's pieces from stack
         # position ``corner`` up) moves one up, X takes its first slot
         k = torch.where(opened, p.top - p.corner + 1, 0)  # (R,) items in the unit
-        steps = torch.arange(max(int(k.max()), 1), device=actions.device)  # (M,)
+        longest = 1 if piece_ends is None else max(int(k.max()), 1)  # words: one item
+        steps = torch.arange(longest, device=actions.device)  # (M,)
         within = steps < k[:, None]  # (R, M)
         source = torch.where(within, p.corner[:, None] - 1 + steps, S)  # item indices
         left_corner = state.read(state.items, (rows[:, None], source))  # (R, M, W)
