@@ -23,7 +23,7 @@ from test_rnng_cli import TINY_RNNG
 from conftest import local_gpt2, run_cli
 from synlm.catalog import REPO_CONFIGS
 from synlm.data.datamodule import SynLMDataModule
-from synlm.data.subwords import PretrainedTokenizer, SubwordVocab, TrainedBPE
+from synlm.data.subwords import PretrainedTokenizer, SubwordVocab, TrainedBPE, TrainedUnigram
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import Vocab
 from synlm.loading import load_model
@@ -90,10 +90,12 @@ def test_gpt2_tokenisation_gives_each_word_its_leading_space(tmp_path: Path) -> 
     assert vocab.word_ends(ids) == ends and sum(ends) == 4
 
 
-def test_action_mode_serves_pieces_word_ends_and_a_shift_per_piece(tmp_path: Path) -> None:
+@pytest.mark.parametrize("subwords", [TrainedBPE(vocab_size=280), TrainedUnigram(280)],
+                         ids=["bpe", "unigram"])
+def test_action_mode_serves_pieces_word_ends_and_a_shift_per_piece(
+        subwords: TrainedBPE | TrainedUnigram, tmp_path: Path) -> None:
     dm = SynLMDataModule(SyntheticTreebank(n_train=60, n_valid=12, n_test=12), mode="actions",
-                         subwords=TrainedBPE(vocab_size=280), cache_dir=str(tmp_path),
-                         eval_batch_size=5)
+                         subwords=subwords, cache_dir=str(tmp_path), eval_batch_size=5)
     n_words = 0
     for batch in dm.val_dataloader():
         assert batch.word_ends is not None
@@ -320,15 +322,17 @@ def test_a_word_level_rnng_reads_those_words_as_unknown() -> None:
 
 # ------------------------------------------------------------------ the command line
 #: Each subword config's tiny overrides: the tiny models of the RNNG and action Transformer
-#: CLI tests, a 300-token BPE or the small local GPT-2's tokenizer.
+#: CLI tests, 300 trained pieces or the small local GPT-2's tokenizer.
 TINY_SUBWORDS = {"rnng_bllip_bpe.yaml": TINY_RNNG, "rnng_in_order_bllip_bpe.yaml": TINY_RNNG,
-                 "plm_mask_bllip_bpe.yaml": TINY_TRANSFORMER, "tg_bllip_bpe.yaml": TINY_TRANSFORMER}
+                 "plm_mask_bllip_bpe.yaml": TINY_TRANSFORMER,
+                 "tg_bllip_unigram.yaml": TINY_TRANSFORMER}
 
 
 @pytest.mark.parametrize("config", sorted(TINY_SUBWORDS))
 def test_the_subword_configs_fit_test_parse_and_score_with_no_unknown_word(
         config: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """The config, tiny, on the synthetic treebank with a 300-token BPE (or the local GPT-2's):
+    """The config, tiny, on the synthetic treebank with 300 trained pieces (or the local
+    GPT-2's):
     fit, test (the beam's perplexity per word), parse (trees over the input words) and
     evaluate-syntax on toy BLiMP and SyntaxGym copies, whose words the treebank lacks
     ("naps"), with no unknown word."""
