@@ -88,8 +88,7 @@ class TransitionRecipe(pl.LightningModule):
 
     # ------------------------------------------------------------------ loops
     def _joint(self, batch: ActionBatch, stage: str) -> Tensor:
-        subwords = {} if batch.word_ends is None else {"word_ends": batch.word_ends}
-        out = self.model(batch.words, batch.actions, batch.word_lengths, **subwords)
+        out = self.model(batch.words, batch.actions, batch.word_lengths, batch.word_ends)
         log_likelihood = out.joint.sum()
         norm = {"sentences": batch.words.size(0), "tokens": batch.n_actions + batch.n_words,
                 "sum": 1}[self.hparams.loss_normalize]
