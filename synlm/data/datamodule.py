@@ -92,8 +92,9 @@ class SynLMDataModule(pl.LightningDataModule):
             ``batch_size`` is then unused. Evaluation keeps ``eval_batch_size``.
         span_window: PaLM's m: span targets cover the m - 1 spans ending at each word;
             None: the window a head asks for (``SpanHead`` asks for its attention's), else 10.
-        subwords: split words into subwords (``TrainedBPE``: a byte-level BPE trained on the
-            training split; ``PretrainedTokenizer``: GPT-2's or another pretrained tokenizer);
+        subwords: split words into subwords (``TrainedBPE``, ``TrainedUnigram``: a
+            byte-level BPE or unigram model trained on the training split;
+            ``PretrainedTokenizer``: GPT-2's or another pretrained tokenizer);
             gold syntax is projected onto the subwords, and evaluation also logs the
             word-level perplexity ``word_ppl``; in action mode each word's ``SHIFT`` becomes
             one a piece (rnng-pytorch's subword actions, ``ActionBatch.word_ends``). None:
