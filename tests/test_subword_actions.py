@@ -354,6 +354,7 @@ def test_the_subword_configs_fit_test_parse_and_score_with_no_unknown_word(
     logged = dict(zip(header.split(","), row.split(","), strict=True))
     for name in ("test/joint_ppl", "test/word_ppl", "test/beam_ppl"):
         assert 1.0 < float(logged[name]) < float("inf"), name
+    assert 0.0 <= float(logged["test/uf1"]) <= 1.0  # the best parses, over words
     text = tmp_path / "in.txt"
     text.write_text("the zebra naps\n")
     capsys.readouterr()
