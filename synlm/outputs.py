@@ -91,15 +91,21 @@ class ActionBatch:
     """One batch of sentences with their trees as RNNG actions (``SynLMDataModule`` in
     ``actions`` mode), batch-first. ``words[b]`` are sentence b's word ids (no ``<eos>``) and
     ``actions[b]`` the ids (``synlm.syntax.actions.ActionVocab``) of the actions that build
-    its tree, in the DataModule's ``action_order``; each row is padded past its length."""
+    its tree, in the DataModule's ``action_order``; each row is padded past its length.
 
-    words: Tensor  # (B, N) long, word ids, padded with 0
+    Over subwords, ``words[b]`` are the pieces of sentence b's words, ``word_ends`` marks the
+    piece that ends each word (rnng-pytorch's ``subword_end_mask``) and ``actions[b]`` has
+    one ``SHIFT`` a piece (``synlm.syntax.actions.piece_actions``); ``word_lengths`` then
+    counts pieces and ``n_words`` words."""
+
+    words: Tensor  # (B, N) long, word (or piece) ids, padded with 0
     actions: Tensor  # (B, A) long, action ids, padded with -1
-    word_lengths: Tensor  # (B,) long
+    word_lengths: Tensor  # (B,) long, words (or pieces) per row
     action_lengths: Tensor  # (B,) long
     sentences: list[Any]  # the gold ``Sentence`` of each row (its tree, for parsing F1)
-    n_words: int  # word_lengths.sum(), counted on the host when the batch is built
+    n_words: int  # the words of the batch, counted on the host when the batch is built
     n_actions: int  # action_lengths.sum(), likewise
+    word_ends: Tensor | None = None  # (B, N) bool, subwords: the piece ends its word
 
     @property
     def n_targets(self) -> int:

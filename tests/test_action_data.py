@@ -17,7 +17,6 @@ from staged import staged
 from synlm.data.batching import BucketLoader, collate_actions
 from synlm.data.corpora import PTB, CorpusError, TextFiles
 from synlm.data.datamodule import SynLMDataModule
-from synlm.data.subwords import TrainedBPE
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.treebanks import (
     CTBSepsent,
@@ -304,7 +303,6 @@ def test_a_corpus_without_trees_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("setting", "message"), [
-    ({"subwords": TrainedBPE(vocab_size=300)}, "data.subwords: action mode generates words"),
     ({"action_order": "bottom_up"}, "action_order=bottom_up: expected one of top_down, "
                                     "in_order"),
     ({"tree_source": "random"}, "data.tree_source: random replaces trees"),

@@ -28,6 +28,15 @@ def hub_free() -> list[str]:
     return [f"--model.backbone.init_args.pretrained={local_gpt2()}"]
 
 
+def local_tokenizer(config: str) -> list[str]:
+    """The small local GPT-2's tokenizer for a config whose subwords are a pretrained
+    tokenizer (GPT-2's, from the hub)."""
+    subwords = yaml.safe_load((RESOLVED / config).read_text())["data"].get("subwords") or {}
+    if str(subwords.get("class_path", "")).endswith("PretrainedTokenizer"):
+        return [f"--data.subwords.init_args.name_or_path={local_gpt2()}"]
+    return []
+
+
 def sets_max_tokens(config: str) -> bool:
     """Whether ``config`` (its base included: the resolved config) batches by a token budget
     (``data.max_tokens``)."""
@@ -110,7 +119,7 @@ def test_every_config_builds(name: str) -> None:
     bound to the backbone, the data's gold checked against what the heads need)."""
     gpt2 = "gpt2" in name
     model = from_config(str(REPO_CONFIGS / name),
-                        [*tiny(name), *(hub_free() if gpt2 else [])])
+                        [*tiny(name), *(hub_free() if gpt2 else []), *local_tokenizer(name)])
     if isinstance(model, TransitionLM):  # its action vocabulary comes from the trees
         finish = hasattr(model.model, "finish_action")  # an in-order model's FINISH, last
         assert model.model.n_actions == len(model.datamodule.action_vocab) + finish

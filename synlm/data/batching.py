@@ -320,23 +320,29 @@ def collate_units(items: list[tuple[dict[str, np.ndarray], Any]]) -> Batch:
 
 class ActionItem(NamedTuple):
     """One sentence in action mode: its word ids, the ids of the actions that build its tree
-    and the ``Sentence`` itself."""
+    and the ``Sentence`` itself; over subwords, its pieces' ids and which piece ends each
+    word (``word_ends``)."""
 
     words: np.ndarray  # (n,) long
     actions: np.ndarray  # (a,) long
     sentence: Sentence
+    word_ends: np.ndarray | None = None  # (n,) bool
 
 
 def collate_actions(items: list[ActionItem]) -> ActionBatch:
-    """Pad word ids with 0 and action ids with -1 into an ``ActionBatch``."""
+    """Pad word ids with 0, action ids with -1 and word ends with False into an
+    ``ActionBatch``."""
     word_lengths = [len(item.words) for item in items]
     action_lengths = [len(item.actions) for item in items]
+    subwords = items[0].word_ends is not None
+    ends = _padded([item.word_ends for item in items], 0).bool() if subwords else None
     return ActionBatch(words=_padded([item.words for item in items], 0),
                        actions=_padded([item.actions for item in items], -1),
                        word_lengths=torch.tensor(word_lengths),
                        action_lengths=torch.tensor(action_lengths),
                        sentences=[item.sentence for item in items],
-                       n_words=sum(word_lengths), n_actions=sum(action_lengths))
+                       n_words=int(ends.sum()) if subwords else sum(word_lengths),
+                       n_actions=sum(action_lengths), word_ends=ends)
 
 
 def _padded_squares(squares: list[np.ndarray]) -> torch.Tensor:

@@ -37,7 +37,7 @@ from synlm.data.vocab import UNK, UnknownWords, Vocab
 from synlm.errors import InputError
 from synlm.outputs import GOLD_FIELDS
 from synlm.syntax import Sentence, baseline_tree
-from synlm.syntax.actions import ORDERS, ActionError, ActionVocab, oracle
+from synlm.syntax.actions import ORDERS, ActionError, ActionVocab, oracle, piece_actions
 from synlm.syntax.subwords import project_sentence
 from synlm.syntax.targets import cached_targets, max_distance
 
@@ -92,10 +92,13 @@ class SynLMDataModule(pl.LightningDataModule):
             ``batch_size`` is then unused. Evaluation keeps ``eval_batch_size``.
         span_window: PaLM's m: span targets cover the m - 1 spans ending at each word;
             None: the window a head asks for (``SpanHead`` asks for its attention's), else 10.
-        subwords: split words into subwords (``TrainedBPE``: a byte-level BPE trained on the
-            training split; ``PretrainedTokenizer``: GPT-2's or another pretrained tokenizer);
+        subwords: split words into subwords (``TrainedBPE``, ``TrainedUnigram``: a
+            byte-level BPE or unigram model trained on the training split;
+            ``PretrainedTokenizer``: GPT-2's or another pretrained tokenizer);
             gold syntax is projected onto the subwords, and evaluation also logs the
-            word-level perplexity ``word_ppl``. None: the word vocabulary.
+            word-level perplexity ``word_ppl``; in action mode each word's ``SHIFT`` becomes
+            one a piece (rnng-pytorch's subword actions, ``ActionBatch.word_ends``). None:
+            the word vocabulary.
         tree_source: ``random`` replaces every gold tree by a seeded random binary tree
             over the same words before targets are built (Du et al. 2020 Table 4,
             "random trees"); evaluation trees stay gold.
@@ -167,7 +170,7 @@ class SynLMDataModule(pl.LightningDataModule):
         self.mode = mode
         self.eval_mode = eval_mode or mode
         if "actions" in (self.mode, self.eval_mode):
-            _check_action_mode(self.corpus, action_order, subwords, tree_source)
+            _check_action_mode(self.corpus, action_order, tree_source)
         self.action_order = action_order
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
@@ -371,27 +374,43 @@ class SynLMDataModule(pl.LightningDataModule):
     def action_items(self, split: str) -> list[ActionItem]:
         """The split's sentences with a tree (as ``sentences`` gives them), each as its word
         ids, the ids of the actions that build its tree (``action_order``) and the sentence;
-        sentences without a tree are left out. A split without any tree, a tree the oracle
-        cannot take or a label the training split lacks raises one line naming the source."""
+        sentences without a tree are left out. With ``subwords``: the word-level sentence's
+        pieces (each word with a leading space, ``SubwordVocab.split``), which of them ends
+        a word, and one ``SHIFT`` a piece (``piece_actions``). A split without any tree, a
+        tree the oracle cannot take or a label the training split lacks raises one line
+        naming the source."""
         if split not in self._action_items:
-            with_trees = [(i, s) for i, s in enumerate(self.sentences(split))
-                          if s.tree is not None]
+            subwords = isinstance(self.vocab, SubwordVocab)
+            sentences = self.corpus_sentences(split) if subwords else self.sentences(split)
+            with_trees = [(i, s) for i, s in enumerate(sentences) if s.tree is not None]
             if not with_trees:
                 raise InputError(
                     f"action mode needs trees, but no {split} sentence of "
                     f"{type(self.corpus).__name__} has one; use a corpus with trees in every "
                     "split, e.g. PTBSepsent, or PTBConcatSyn with treebank: the LDC WSJ folder")
-            self._action_items[split] = [
-                ActionItem(np.asarray(self.vocab.encode(s.words), dtype=np.int64),
-                           self._action_ids(s, _where(s, f"{split} sentence {i + 1}")), s)
-                for i, s in with_trees]
+            pieces = self.vocab.split([s.words for _, s in with_trees]) if subwords else None
+            items = []
+            for k, (i, s) in enumerate(with_trees):
+                where = _where(s, f"{split} sentence {i + 1}")
+                if pieces is None:
+                    tokens, ends = s.words, None
+                else:
+                    tokens, word_index = pieces[k]
+                    ends = np.append(np.diff(word_index) != 0, True)
+                items.append(ActionItem(np.asarray(self.vocab.encode(tokens), dtype=np.int64),
+                                        self._action_ids(s, where, ends), s, ends))
+            self._action_items[split] = items
         return self._action_items[split]
 
-    def _action_ids(self, sentence: Sentence, where: str) -> np.ndarray:
-        """The ids of the oracle's actions for ``sentence``'s tree; errors name ``where``."""
+    def _action_ids(self, sentence: Sentence, where: str,
+                    word_ends: np.ndarray | None = None) -> np.ndarray:
+        """The ids of the oracle's actions for ``sentence``'s tree, one ``SHIFT`` a piece
+        where ``word_ends`` (pieces) is given; errors name ``where``."""
         vocab, tree = self.action_vocab, _rooted(sentence.tree, where)
         try:
             actions = oracle(tree, self.action_order)
+            if word_ends is not None:
+                actions = piece_actions(actions, word_ends.tolist())
             return np.asarray(vocab.encode(actions), dtype=np.int64)
         except ActionError as err:  # a label the vocabulary lacks
             raise InputError(f"{where}: {err}; the training split has no constituent with "
@@ -597,8 +616,7 @@ def _checked_min_count(unknown_words: str, min_count: int | None,
     return DEFAULT_MIN_COUNT if min_count is None else min_count
 
 
-def _check_action_mode(corpus: Corpus, order: str, subwords: Subwords | None,
-                       tree_source: str) -> None:
+def _check_action_mode(corpus: Corpus, order: str, tree_source: str) -> None:
     """Action mode needs a corpus with trees, words and their gold labels; anything else
     raises one line naming the setting."""
     name = type(corpus).__name__
@@ -607,9 +625,6 @@ def _check_action_mode(corpus: Corpus, order: str, subwords: Subwords | None,
                          f"use {_EXAMPLES['constituency']}")
     if order not in ORDERS:
         raise errors.SettingError("action_order", order, f"one of {', '.join(ORDERS)}")
-    if subwords is not None:
-        raise InputError("data.subwords: action mode generates words (SHIFT), not subwords; "
-                         "remove data.subwords")
     if tree_source != "gold":
         raise InputError(f"data.tree_source: {tree_source} replaces trees by unlabelled ones "
                          "for distance and span targets; action mode needs the gold trees")

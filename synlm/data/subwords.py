@@ -1,5 +1,6 @@
-"""Subword vocabularies: a byte-level BPE trained on the training split with the ``tokenizers``
-library, or a pretrained tokenizer (GPT-2's) by hub name or local directory.
+"""Subword vocabularies: a byte-level BPE or unigram model trained on the training split with
+the ``tokenizers`` library, or a pretrained tokenizer (GPT-2's) by hub name or local
+directory.
 
 Words keep their corpus tokenisation; each word is encoded on its own with a leading space
 (as it appears inside a line), so a word has one encoding wherever it stands and every
@@ -41,6 +42,21 @@ class SubwordVocab(Vocab):
                                                 is_pretokenized=True, add_special_tokens=False)
         return [(e.tokens, e.word_ids) for e in encodings]
 
+    def word_ends(self, ids: Sequence[int]) -> list[bool]:
+        """Whether each token of a sentence encoded as ``split`` encodes it ends its word:
+        the next token begins a word (it carries the tokenizer's mark of a leading space,
+        GPT-2's ``Ġ``, SentencePiece's ``▁``), or it is the last."""
+        mark = self.space_mark
+        starts = [self.itos[i].startswith(mark) for i in ids]
+        return [*starts[1:], True] if ids else []
+
+    @property
+    def space_mark(self) -> str:
+        """The character a word's first token starts with: how the tokenizer writes the
+        leading space ``split`` gives every word."""
+        ((tokens, _),) = self.split([["a"]])
+        return tokens[0][0]
+
     def text(self, ids: Sequence[int]) -> str:
         """``ids`` decoded to text (bytes joined, spaces restored)."""
         return self.tokenizer.decode(list(ids), skip_special_tokens=False).strip()
@@ -71,11 +87,45 @@ class Subwords:
         raise NotImplementedError  # pragma: no cover
 
 
-class TrainedBPE(Subwords):
+class _Trained(Subwords):
+    """A byte-level tokenizer trained on the training split with the ``tokenizers`` library,
+    ``<eos>`` its only special token (id 0), every byte in its vocabulary (no word is
+    unknown). Cached under the cache folder, keyed by its kind, settings and a digest of the
+    training words: a changed corpus trains a new one."""
+
+    #: The cache file's prefix.
+    kind = ""
+
+    def __init__(self, vocab_size: int, min_frequency: int = 2) -> None:
+        if vocab_size <= BYTES + 1:
+            raise InputError(f"{type(self).__name__}(vocab_size={vocab_size}) leaves no room "
+                             f"for merges: the {BYTES} bytes and <eos> come first; use more "
+                             f"than {BYTES + 1}")
+        self.vocab_size = vocab_size
+        self.min_frequency = min_frequency
+
+    def _model_and_trainer(self) -> tuple[models.Model, trainers.Trainer]:
+        raise NotImplementedError  # pragma: no cover
+
+    def vocab(self, train: Sequence[Sequence[str]], cache_dir: Path) -> SubwordVocab:
+        digest = hashlib.sha256(json.dumps([self.vocab_size, self.min_frequency]).encode())
+        for words in train:
+            digest.update(" ".join(words).encode() + b"\n")
+        path = cache_dir / f"{self.kind}-{self.vocab_size}-{digest.hexdigest()[:16]}.json"
+        if path.exists():
+            return SubwordVocab(Tokenizer.from_file(str(path)), EOS)
+        model, trainer = self._model_and_trainer()
+        tokenizer = Tokenizer(model)
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        tokenizer.train_from_iterator((" " + " ".join(words) for words in train), trainer)
+        atomic_write_text(path, tokenizer.to_str())
+        return SubwordVocab(tokenizer, EOS)
+
+
+class TrainedBPE(_Trained):
     """A byte-level BPE (Radford et al. 2019 §2.2; Sennrich et al. 2016) trained on the
-    training split with the ``tokenizers`` library, ``<eos>`` its only special token (id 0).
-    Cached under the cache folder, keyed by these settings and a digest of the training
-    words: a changed corpus trains a new one.
+    training split (``_Trained``).
 
     Args:
         vocab_size: at most this many tokens (256 bytes + merges + ``<eos>``); a small corpus
@@ -83,29 +133,36 @@ class TrainedBPE(Subwords):
         min_frequency: a merge needs a pair seen at least this often.
     """
 
-    def __init__(self, vocab_size: int = 10000, min_frequency: int = 2) -> None:
-        if vocab_size <= BYTES + 1:
-            raise InputError(f"TrainedBPE(vocab_size={vocab_size}) leaves no room for merges: "
-                             f"the {BYTES} bytes and <eos> come first; use more than {BYTES + 1}")
-        self.vocab_size = vocab_size
-        self.min_frequency = min_frequency
+    kind = "bpe"
 
-    def vocab(self, train: Sequence[Sequence[str]], cache_dir: Path) -> SubwordVocab:
-        digest = hashlib.sha256(json.dumps([self.vocab_size, self.min_frequency]).encode())
-        for words in train:
-            digest.update(" ".join(words).encode() + b"\n")
-        path = cache_dir / f"bpe-{self.vocab_size}-{digest.hexdigest()[:16]}.json"
-        if path.exists():
-            return SubwordVocab(Tokenizer.from_file(str(path)), EOS)
-        tokenizer = Tokenizer(models.BPE())
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tokenizer.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(
+    def __init__(self, vocab_size: int = 10000, min_frequency: int = 2) -> None:
+        super().__init__(vocab_size, min_frequency)
+
+    def _model_and_trainer(self) -> tuple[models.Model, trainers.Trainer]:
+        return models.BPE(), trainers.BpeTrainer(
             vocab_size=self.vocab_size, min_frequency=self.min_frequency, special_tokens=[EOS],
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-        tokenizer.train_from_iterator((" " + " ".join(words) for words in train), trainer)
-        atomic_write_text(path, tokenizer.to_str())
-        return SubwordVocab(tokenizer, EOS)
+
+
+class TrainedUnigram(_Trained):
+    """A unigram language model of pieces (Kudo 2018, SentencePiece's default, as
+    Transformer Grammars tokenise) over bytes, trained on the training split
+    (``_Trained``): each word is segmented into its most probable pieces, every byte a
+    piece of its own, so no word is unknown.
+
+    Args:
+        vocab_size: at most this many tokens (the 256 bytes and ``<eos>`` included).
+    """
+
+    kind = "unigram"
+
+    def __init__(self, vocab_size: int = 10000) -> None:
+        super().__init__(vocab_size)
+
+    def _model_and_trainer(self) -> tuple[models.Model, trainers.Trainer]:
+        return models.Unigram(), trainers.UnigramTrainer(
+            vocab_size=self.vocab_size, special_tokens=[EOS],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
 
 
 class PretrainedTokenizer(Subwords):

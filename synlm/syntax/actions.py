@@ -15,12 +15,17 @@ Words are the tree's leaves; part-of-speech tags are not generated (a pretermina
 ``SHIFT`` of its word), so the trees built back from actions hold the words directly under
 their constituents (``without_preterminals``). ``ActionVocab`` numbers the actions of a
 treebank.
+
+Over subwords (rnng-pytorch's ``subword_end_mask``), a word of k pieces is k ``SHIFT`` in a
+row, one a piece, with no other action between them (``piece_actions``; ``word_actions``
+undoes it).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from nltk import Tree
 
@@ -31,6 +36,8 @@ REDUCE = "REDUCE"
 #: The action orders ``oracle`` and ``tree_of`` know.
 ORDERS = ("top_down", "in_order")
 _NT = re.compile(r"NT\((.+)\)")
+#: An action as a name or an id.
+T = TypeVar("T", str, int)
 
 
 class ActionError(InputError):
@@ -173,6 +180,50 @@ def _in_order(actions: Sequence[str], words: Sequence[str]) -> tuple[list[Tree |
         raise ActionError(f"{sum(isinstance(item, tuple) for item in stack)} constituents "
                           "left open")
     return stack, used  # type: ignore[return-value]
+
+
+def piece_actions(actions: Sequence[str], word_ends: Sequence[bool]) -> list[str]:
+    """``actions`` over words with each word's ``SHIFT`` repeated once per piece:
+    ``word_ends[s]`` says whether piece s ends its word (rnng-pytorch's
+    ``subword_end_mask``; the last piece ends the last word)."""
+    pieces_per_word, count = [], 0
+    for end in word_ends:
+        count += 1
+        if end:
+            pieces_per_word.append(count)
+            count = 0
+    if count or not word_ends:
+        raise InputError(f"word ends {list(word_ends)[:8]}: the last piece must end a word")
+    words = iter(pieces_per_word)
+    out: list[str] = []
+    for action in actions:
+        out.extend([SHIFT] * next(words) if action == SHIFT else [action])
+    if next(words, None) is not None:
+        raise ActionError(f"the actions shift fewer words than the {len(pieces_per_word)} "
+                          "the pieces make")
+    return out
+
+
+def word_actions(actions: Sequence[T], word_ends: Sequence[bool], shift: T = SHIFT) -> list[T]:
+    """``actions`` over pieces as actions over words: a piece's ``SHIFT`` is kept where the
+    piece ends its word (the inverse of ``piece_actions``); an action between two pieces of
+    one word raises ``ActionError``. ``shift``: what ``SHIFT`` is written as (an id)."""
+    out: list[T] = []
+    piece = 0
+    for i, action in enumerate(actions):
+        inside = 0 < piece <= len(word_ends) and not word_ends[piece - 1]
+        if action == shift:
+            if piece >= len(word_ends):
+                raise ActionError(f"action {i} (SHIFT): no piece left")
+            if word_ends[piece]:
+                out.append(action)
+            piece += 1
+        elif inside:
+            raise ActionError(f"action {i} ({action}): inside a word (after piece {piece} of "
+                              "a word that continues)")
+        else:
+            out.append(action)
+    return out
 
 
 class ActionVocab:

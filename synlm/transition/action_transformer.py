@@ -491,10 +491,14 @@ class ActionTransformer(RecordsInit, TransitionModel):
         return word, action, words_norm, norm
 
     # ------------------------------------------------------------------ teacher forcing
-    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> RNNGOutput:
+    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor,
+                word_ends: Tensor | None = None) -> RNNGOutput:
         """Teacher-forced log-probabilities of gold ``actions`` (B, A) (-1 padded) over
         ``words`` (B, N): ``action_log_probs`` log p(a_t | a_<t) (a ``SHIFT`` marginal
-        over its word), ``word_log_probs`` log p(x_i | a_<t, SHIFT), their sum ``joint``."""
+        over its word), ``word_log_probs`` log p(x_i | a_<t, SHIFT), their sum ``joint``.
+        Over subwords (``word_ends`` (B, N)) each piece is a ``SHIFT`` token, as the released
+        PLM's pieces are tokens; the softmax is over every token, so nothing here reads
+        ``word_ends``."""
         B, A = actions.shape
         device = actions.device
         shifts = actions == SHIFT
@@ -578,10 +582,11 @@ class ActionTransformer(RecordsInit, TransitionModel):
         fed = step.present[:, -1]
         state.top = torch.where(fed[:, None], self.final_norm(x[:, -1]), state.top)
 
-    def advance(self, state: ActionTransformerState, actions: Tensor, words: Tensor
-                ) -> ActionTransformerState:
+    def advance(self, state: ActionTransformerState, actions: Tensor, words: Tensor,
+                piece_ends: Tensor | None = None) -> ActionTransformerState:
         """Every row's action (R,) (-1: none), in place, and the new state; ``words``
-        (R,): the word a ``SHIFT`` of each row generates."""
+        (R,): the word a ``SHIFT`` of each row generates (over subwords a piece, whether it
+        ends its word, ``piece_ends``, changing nothing here)."""
         p = state.parser
         R = actions.size(0)
         rows = torch.arange(R, device=actions.device)

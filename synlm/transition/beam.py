@@ -32,6 +32,12 @@ illegal actions lost, so that it is log p(x_i | x_<i) and the end term is a real
 log p(end | x). Each model declares its released convention (``search_convention``);
 ``BeamSettings.convention`` selects the other.
 
+Over subwords (``word_ends``, rnng-pytorch's ``subword_end_mask``) a word of k pieces is k
+``SHIFT`` in a row and the search runs piece by piece, as the released one does: after a
+piece that does not end its word only ``SHIFT`` is legal (``inside_word``), so inside a word
+the beam's items each shift the next piece and nothing is pruned; a word's log-probability is
+the sum over its pieces (their changes of the beam's log-sum telescope).
+
 A beam can empty: every item of a long sentence may fill its stack (``max_stack``) with the
 root still open and words left, where no action is legal. (The action budget cannot empty
 it: an ``NT`` is legal only with room left to finish the sentence.) Such a sentence is
@@ -42,6 +48,7 @@ searched again, alone, with no stack bound; if that empties too, its result says
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +56,7 @@ import torch
 from torch import Tensor
 
 from synlm import errors
+from synlm.syntax.actions import word_actions
 from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT
 from synlm.transition.types import (
     CONVENTIONS,
@@ -103,9 +111,10 @@ class SearchSettings:
         """The search and its sizes, in words (what a scorer's results record)."""
         raise NotImplementedError
 
-    def search_batch(self, model: SearchableModel, words: Tensor,
-                     lengths: Tensor) -> list[SearchResult]:
-        """This search over ``words`` (B, N), padded past ``lengths`` (B,), all at once."""
+    def search_batch(self, model: SearchableModel, words: Tensor, lengths: Tensor,
+                     word_ends: Tensor | None = None) -> list[SearchResult]:
+        """This search over ``words`` (B, N), padded past ``lengths`` (B,), all at once;
+        ``word_ends`` (B, N): ``words`` are pieces, and whether each ends its word."""
         raise NotImplementedError
 
 
@@ -143,9 +152,9 @@ class BeamSettings(SearchSettings):
         return f"word-synchronous beam search, beam {self.beam_size}, word beam " \
                f"{self.word_beam_size}, shift {self.shift_size}"
 
-    def search_batch(self, model: SearchableModel, words: Tensor,
-                     lengths: Tensor) -> list[SearchResult]:
-        return search_batch(model, words, lengths, self)
+    def search_batch(self, model: SearchableModel, words: Tensor, lengths: Tensor,
+                     word_ends: Tensor | None = None) -> list[SearchResult]:
+        return search_batch(model, words, lengths, self, word_ends)
 
 
 def stack_slots(n_words: int, max_stack: int | None, max_open: int = 100) -> int:
@@ -188,24 +197,46 @@ class _Beam:
         self.scores.view(-1)[rows] = scores
 
 
+def inside_word(pointer: Tensor, word_ends: Tensor) -> Tensor:
+    """(R,) bool: whether each row's last ``SHIFT`` generated a piece that does not end its
+    word (then only ``SHIFT`` is legal); ``pointer`` (R,) pieces generated, ``word_ends``
+    (R, N) whether piece i ends its word."""
+    last = (pointer - 1).clamp(min=0, max=word_ends.size(1) - 1)
+    return (pointer > 0) & ~word_ends.gather(1, last[:, None])[:, 0]
+
+
+def only_shift_inside_words(legal: Tensor, pointer: Tensor, word_ends: Tensor | None) -> Tensor:
+    """``legal`` (R, A) with every action but ``SHIFT`` ruled out inside a word (rnng-pytorch's
+    ``invalid_action_mask``); unchanged without ``word_ends``."""
+    if word_ends is None:
+        return legal
+    legal = legal.clone()
+    legal[inside_word(pointer, word_ends), SHIFT + 1:] = False
+    return legal
+
+
 def _record(beam: _Beam, actions: Tensor) -> None:
     """Append each row's action (-1: none) to its path, before the state counts it."""
     acted = (actions != NO_ACTION).nonzero()[:, 0]
     beam.paths[acted, beam.state.parser.n_actions[acted]] = actions[acted]
 
 
-def advance(model: SearchableModel, beam: Any, actions: Tensor, words: Tensor) -> None:
+def advance(model: SearchableModel, beam: Any, actions: Tensor, words: Tensor,
+            piece_ends: Tensor | None = None) -> None:
     """Each row of ``beam`` (its ``state`` and action ``paths``) takes its action (-1:
-    none), shifting its word where the action is ``SHIFT``."""
+    none), its ``SHIFT`` generating ``words`` (R,); over pieces, ``piece_ends`` (R,) says
+    whether each ends its word (passed to the model only then)."""
     _record(beam, actions)
-    beam.state = model.advance(beam.state, actions, words)
+    ends = {} if piece_ends is None else {"piece_ends": piece_ends}
+    beam.state = model.advance(beam.state, actions, words, **ends)
 
 
 @torch.no_grad()
 def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
-                 settings: BeamSettings) -> list[SearchResult]:
+                 settings: BeamSettings, word_ends: Tensor | None = None) -> list[SearchResult]:
     """Word-synchronous beam search (module docstring) over ``words`` (B, N), padded past
-    ``lengths`` (B,), all at once; the model in eval mode."""
+    ``lengths`` (B,), all at once; the model in eval mode. ``word_ends`` (B, N): ``words``
+    are pieces, and whether each ends its word (the log-probabilities are then per piece)."""
     B, N = words.shape
     K, Kd, nA = settings.beam_size, settings.done_size, model.n_actions
     # the model's own convention by its default, another one asked for by name
@@ -221,6 +252,7 @@ def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
     b_rows = torch.arange(B, device=device)
     row_lengths = lengths.repeat_interleave(K)
     finish = getattr(model, "finish_action", None)  # what ends a parse, if not the root's REDUCE
+    row_ends = None if word_ends is None else word_ends.repeat_interleave(K, 0)  # (B·K, N)
 
     def empty(k: int) -> _Beam:
         return _Beam(model.initial_state(B * k, int(slots.max()), max_actions=P),
@@ -235,6 +267,7 @@ def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
     for pointer in range(N + 1):
         word = words[:, min(pointer, N - 1)]  # (B,) the word each sentence generates next
         next_word = word.repeat_interleave(K)  # (B·K,)
+        ends = None if word_ends is None else word_ends[:, min(pointer, N - 1)]  # (B,)
         at_end = (lengths == pointer)[:, None]  # (B, 1): the root closes now
         forced = torch.zeros(B, dtype=torch.long, device=device)
         done_width = torch.zeros(B, dtype=torch.long, device=device)
@@ -246,6 +279,7 @@ def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
                 break
             active = (beam.scores > float("-inf")).view(-1)
             legal = beam.state.parser.legal_actions(row_lengths, nA, limits) & active[:, None]
+            legal = only_shift_inside_words(legal, beam.state.parser.pointer, row_ends)
             log_probs = model.next_log_probs(beam.state, next_word, legal,
                                              **convention).double()
             total = (log_probs.view(B, K, nA) + beam.scores[..., None]).view(B, K * nA)
@@ -279,7 +313,8 @@ def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
             actions = torch.full((B, K), NO_ACTION, dtype=torch.long, device=device)
             actions[b, new_slot[b, col]] = action[b, col]
             beam, spare = beam.take(index.view(-1), new_scores, into=spare), beam.state
-            advance(model, beam, actions.view(-1), next_word)
+            advance(model, beam, actions.view(-1), next_word,
+                    None if ends is None else ends.repeat_interleave(K))
         # the word's best items generate it (or close the root) and become the beam
         done_scores, order = done.scores.sort(1, descending=True)
         kept = torch.arange(Kd, device=device) < done_width.clamp(
@@ -290,7 +325,7 @@ def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
         end_action = torch.where(at_end, REDUCE if finish is None else finish,
                                  SHIFT).expand(B, Kd)
         advance(model, done, torch.where(kept, end_action, NO_ACTION).view(-1),
-                 word.repeat_interleave(Kd))
+                word.repeat_interleave(Kd), None if ends is None else ends.repeat_interleave(Kd))
         beam = done.take((b_rows[:, None] * Kd + torch.arange(K, device=device)).view(-1),
                          done.scores[:, :K].clone(), into=beam.state)
         prefix.append(torch.logsumexp(beam.scores, 1))
@@ -324,6 +359,14 @@ def search_result(prefix: list[Tensor], b: int, n: int,
                         end_log_prob=sums[n + 1] - sums[n], parses=parses)
 
 
+def word_level(result: SearchResult, word_ends: Sequence[bool]) -> SearchResult:
+    """A search over pieces with its parses as actions over words: a piece's ``SHIFT`` kept
+    where the piece ends its word (``synlm.syntax.actions.word_actions``); the
+    log-probabilities stay per piece."""
+    return replace(result, parses=tuple((tuple(word_actions(path, word_ends, SHIFT)), score)
+                                        for path, score in result.parses))
+
+
 def state_nbytes(value: Any) -> int:
     """The bytes of the tensors in ``value`` (a state: dataclasses of tensors)."""
     if isinstance(value, Tensor):
@@ -345,9 +388,11 @@ def sentence_bytes(model: SearchableModel, n_words: int, settings: SearchSetting
 
 
 def search_sentences(model: SearchableModel, words: Tensor, lengths: Tensor,
-                     settings: SearchSettings) -> list[SearchResult]:
+                     settings: SearchSettings, word_ends: Tensor | None = None
+                     ) -> list[SearchResult]:
     """The search ``settings`` name (``BeamSettings``: this module's; ``ParticleSettings``:
-    particle filtering) over the rows of ``words`` (B, N) (padded past ``lengths`` (B,)),
+    particle filtering) over the rows of ``words`` (B, N) (padded past ``lengths`` (B,);
+    pieces with ``word_ends`` (B, N), their log-probabilities per piece),
     in batches of similar length whose stacks fit ``settings.max_memory_mb``: a stack is
     measured on the model (``initial_state``), a sentence holds
     ``settings.rows_per_sentence`` of them, and each batch holds at most
@@ -369,7 +414,9 @@ def search_sentences(model: SearchableModel, words: Tensor, lengths: Tensor,
         chunk = order[start:start + min(fit, settings.batch_size)]
         index = torch.tensor(chunk, device=words.device)
         n = lengths[index]
-        found = settings.search_batch(model, words[index, :max(1, int(n.max()))], n)
+        width = max(1, int(n.max()))
+        found = settings.search_batch(model, words[index, :width], n,
+                                      None if word_ends is None else word_ends[index, :width])
         for i, result in zip(chunk, found, strict=True):
             results[i] = result
         start += len(chunk)
@@ -378,6 +425,7 @@ def search_sentences(model: SearchableModel, words: Tensor, lengths: Tensor,
         for i, result in enumerate(results):
             if result is not None and not result.parsed:
                 n = lengths[i:i + 1]
-                (again,) = unbounded.search_batch(model, words[i:i + 1, :int(n)], n)
+                ends = None if word_ends is None else word_ends[i:i + 1, :int(n)]
+                (again,) = unbounded.search_batch(model, words[i:i + 1, :int(n)], n, ends)
                 results[i] = replace(again, unbounded_stack=True)
     return results  # type: ignore[return-value]

@@ -79,10 +79,12 @@ class InOrderRNNG(RNNG):
         state.parser = InOrderParserState.initial(rows, state.lstm.device, self.finish_action)
         return state
 
-    def advance(self, state: RNNGState, actions: Tensor, words: Tensor) -> RNNGState:
+    def advance(self, state: RNNGState, actions: Tensor, words: Tensor,
+                piece_ends: Tensor | None = None) -> RNNGState:
         """Every row's action (R,) (-1: none) on its stack, in place, and the new state;
-        ``words`` (R,): the word a ``SHIFT`` of each row generates. ``FINISH`` changes
-        nothing but the parser state."""
+        ``words`` (R,): the word a ``SHIFT`` of each row generates; ``piece_ends`` (R,):
+        over subwords, whether that piece ends its word. ``FINISH`` changes nothing but the
+        parser state."""
         p = state.parser
         R, S = actions.size(0), state.stack_size
         rows = torch.arange(R, device=actions.device)
@@ -102,31 +104,40 @@ class InOrderRNNG(RNNG):
             item = item.clone()
             reduced = reduce.nonzero()[:, 0]  # (C,)
             item[reduced] = self._compose(state, reduced, innermost[reduced])
-        # NT(X): the top item (X's first child) moves one up, X takes its slot
-        left_corner = state.read(state.items, (rows, torch.where(opened, p.top - 1, S)))
-        state.write(state.items, (rows, torch.where(opened, p.top, S)), left_corner)
-        slot = torch.where(opened, p.top, position) - 1  # the item index X or the item takes
+        # NT(X): the top unit (X's first child: an item, or a word's pieces from stack
+        # position ``corner`` up) moves one up, X takes its first slot
+        k = torch.where(opened, p.top - p.corner + 1, 0)  # (R,) items in the unit
+        longest = 1 if piece_ends is None else max(int(k.max()), 1)  # words: one item
+        steps = torch.arange(longest, device=actions.device)  # (M,)
+        within = steps < k[:, None]  # (R, M)
+        source = torch.where(within, p.corner[:, None] - 1 + steps, S)  # item indices
+        left_corner = state.read(state.items, (rows[:, None], source))  # (R, M, W)
+        state.write(state.items, (rows[:, None], torch.where(within, source + 1, S)),
+                    left_corner)
+        slot = torch.where(opened, p.corner, position) - 1  # the item index X or the item takes
         state.write(state.items, (rows, slot.clamp(min=0)), item)
         below = state.read(state.lstm, (rows, position - 1))  # (R, 2, L, H)
         h, c = self.stack_lstm(item, below[:, 0], below[:, 1])
         state.write(state.lstm, (rows, position), torch.stack([h, c], 1))
         open_slot = p.n_open.clamp(max=S - 1)
-        state.open_at[rows, open_slot] = torch.where(opened, p.top,
+        state.open_at[rows, open_slot] = torch.where(opened, p.corner,
                                                      state.open_at[rows, open_slot])
         state.top = torch.where(acted[:, None], h[:, -1], state.top)
-        state.parser = p.after(actions, torch.where(finish, p.top, position))
+        state.parser = p.after(actions, torch.where(finish, p.top, position), piece_ends)
         return state
 
     def stack_depth(self, actions: Tensor) -> int:
         """The stack a teacher-forced batch of in-order ``actions`` needs."""
         return in_order_stack_depth(actions, self.finish_action)
 
-    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> RNNGOutput:
+    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor,
+                word_ends: Tensor | None = None) -> RNNGOutput:
         """Teacher-forced log-probabilities of gold in-order ``actions`` (B, A) (-1 padded,
         without ``FINISH``) over ``words`` (B, N) (``word_lengths`` (B,)): ``FINISH`` is
         appended to each row, so ``action_log_probs`` is (B, A + 1), each row's gold actions
-        then its ``FINISH``; the joint counts it."""
+        then its ``FINISH``; the joint counts it. Over subwords (``word_ends``), as
+        ``RNNG.forward``; an ``NT`` takes every piece of its first word."""
         closed = torch.cat([actions, actions.new_full((actions.size(0), 1), NO_ACTION)], 1)
         ends = (actions != NO_ACTION).sum(1)  # (B,) each row's FINISH goes there
         closed[torch.arange(actions.size(0), device=actions.device), ends] = self.finish_action
-        return super().forward(words, closed, word_lengths)
+        return super().forward(words, closed, word_lengths, word_ends)

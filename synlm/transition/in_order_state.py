@@ -21,6 +21,10 @@ sentence's words:
 - ``FINISH`` only when every word is generated, none is open and one item is left; after
   it nothing.
 
+Over subwords (rnng-pytorch's ``subword_end_mask``) a word is its pieces' ``SHIFT`` in a row:
+inside a word only ``SHIFT`` is legal (with none open too: the first word's later pieces),
+and ``NT(X)`` takes every piece of the word on top as its first child (``corner``).
+
 ``consecutive_nts`` counts the ``NT`` of a unary chain: ``SHIFT`` resets it, ``REDUCE``
 resets it unless it closes a constituent just opened (``NT`` ``REDUCE`` ``NT`` ``REDUCE``
 ... counts on). The bound is what stops a chain of unary constituents while words remain
@@ -41,20 +45,34 @@ from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT, Li
 @dataclass
 class InOrderParserState(ParserState):
     """``ParserState``'s fields, counted the in-order way (module docstring); ``finish``:
-    the ``FINISH`` action's id, the same for every row."""
+    the ``FINISH`` action's id, the same for every row.
+
+    Attributes:
+        corner: (R,) long, the stack position (1-based) of the first item of the completed
+            unit on top, which an ``NT`` takes as its first child: the top word's first
+            piece, or the constituent a ``REDUCE`` closed (rnng-pytorch's
+            ``last_subword_begin_idx``).
+        inside: (R,) bool, the last ``SHIFT`` generated a piece that does not end its word.
+    """
 
     finish: int = -1
+    corner: Tensor | None = None
+    inside: Tensor | None = None
 
     @classmethod
     def initial(cls, rows: int, device: torch.device | str | None = None,
                 finish: int = -1) -> InOrderParserState:
         state = super().initial(rows, device)
         state.finish = finish
+        state.corner = torch.zeros_like(state.top)
+        state.inside = torch.zeros_like(state.top, dtype=torch.bool)
         return state
 
-    def after(self, actions: Tensor, top: Tensor) -> InOrderParserState:
+    def after(self, actions: Tensor, top: Tensor,
+              piece_ends: Tensor | None = None) -> InOrderParserState:
         """The state after each row's action (R,) (-1: the row stays), the stack holding
-        ``top`` items."""
+        ``top`` items; ``piece_ends`` (R,): whether the piece a ``SHIFT`` generates ends
+        its word (None: words)."""
         acted = actions != NO_ACTION
         shift, reduce = actions == SHIFT, actions == REDUCE
         opened = (actions >= FIRST_NT) & (actions != self.finish)
@@ -69,6 +87,9 @@ class InOrderParserState(ParserState):
             last_action=torch.where(acted, actions, self.last_action),
             n_actions=self.n_actions + acted.long(),
             finish=self.finish,
+            corner=torch.where((shift & ~self.inside) | reduce, top, self.corner),
+            inside=self.inside if piece_ends is None else torch.where(
+                shift, ~piece_ends, self.inside),
         )
 
     def finished(self, lengths: Tensor) -> Tensor:
@@ -84,10 +105,10 @@ class InOrderParserState(ParserState):
             (self.consecutive_nts >= limits.max_consecutive)
         after_nt = (self.last_action >= FIRST_NT) & (self.last_action != self.finish)
         over = self.last_action == self.finish
-        reduce_ok = ~none_open & ~(bounded & words_left)
+        reduce_ok = ~none_open & ~(bounded & words_left) & ~self.inside
         finish_ok = ~words_left & none_open & (self.top == 1)
-        shift_ok = words_left & ~((self.pointer > 0) & none_open)
-        nt_ok = ~after_nt & (self.top > 0) & ~(bounded & ~words_left)
+        shift_ok = words_left & ~((self.pointer > 0) & none_open & ~self.inside)
+        nt_ok = ~after_nt & (self.top > 0) & ~(bounded & ~words_left) & ~self.inside
         if limits.stack_size is not None:
             shift_ok &= self.top < limits.stack_size - torch.where(none_open, 2, 1)
             nt_ok &= self.top < limits.stack_size - 1

@@ -38,7 +38,7 @@ from torchmetrics import SumMetric
 from synlm import errors
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.normalization import normalizer
-from synlm.data.subwords import load_vocab
+from synlm.data.subwords import SubwordVocab, load_vocab
 from synlm.data.vocab import Vocab
 from synlm.errors import InputError
 from synlm.lm import attached_trainer, with_scheduler
@@ -48,7 +48,7 @@ from synlm.modules.recorded import RecordsInit, build
 from synlm.outputs import ActionBatch
 from synlm.runtime.runs import restore_rng_if_resuming, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
-from synlm.transition.beam import BeamSettings, search_sentences
+from synlm.transition.beam import BeamSettings, search_sentences, word_level
 from synlm.transition.model import TransitionModel
 from synlm.transition.types import NO_PARSE, SearchResult
 
@@ -132,7 +132,7 @@ class TransitionLM(pl.LightningModule):
 
     # ------------------------------------------------------------------ loops
     def _joint(self, batch: ActionBatch, stage: str) -> Tensor:
-        out = self.model(batch.words, batch.actions, batch.word_lengths)
+        out = self.model(batch.words, batch.actions, batch.word_lengths, batch.word_ends)
         # a family's closing actions (the in-order FINISH) count among each sentence's
         batch = replace(batch, n_actions=batch.n_actions
                         + self.model.closing_actions * batch.words.size(0))
@@ -160,11 +160,15 @@ class TransitionLM(pl.LightningModule):
 
     def test_step(self, batch: ActionBatch, batch_idx: int) -> None:
         self._joint(batch, "test")
-        results = self.search(batch.words, batch.word_lengths)
+        results = self.search(batch.words, batch.word_lengths, word_ends=batch.word_ends)
         parsed = [b for b, r in enumerate(results) if r.parsed]
+        n_words = batch.word_lengths if batch.word_ends is None else batch.word_ends.sum(1)
         self._add("test", beam_ll=sum(sum(results[b].word_log_probs) for b in parsed),
-                  beam_words=sum(int(batch.word_lengths[b]) for b in parsed),
+                  beam_words=sum(int(n_words[b]) for b in parsed),
                   no_parse=len(results) - len(parsed))
+        if batch.word_ends is not None:  # parses over pieces as parses over words
+            results = [word_level(r, ends.tolist()) for r, ends in
+                       zip(results, batch.word_ends, strict=True)]
         rows, golds, keep = scored_rows(batch.sentences)
         scored = [(b, s, mask, gold) for (b, s), mask, gold in zip(rows, keep, golds)
                   if results[b].parsed]
@@ -203,28 +207,37 @@ class TransitionLM(pl.LightningModule):
 
     # ------------------------------------------------------------------ inference
     @torch.no_grad()
-    def search(self, words: Tensor, lengths: Tensor,
-               settings: BeamSettings | None = None) -> list[SearchResult]:
+    def search(self, words: Tensor, lengths: Tensor, settings: BeamSettings | None = None,
+               word_ends: Tensor | None = None) -> list[SearchResult]:
         """Beam search (``synlm.transition.beam``) of each row of ``words`` (B, N) in eval
-        mode, with ``settings`` (default: this model's ``beam_size``, ...)."""
+        mode, with ``settings`` (default: this model's ``beam_size``, ...); pieces with
+        ``word_ends`` (B, N)."""
         was_training = self.training
         self.eval()
         try:
-            return search_sentences(self.model, words, lengths, settings or self.beam)
+            return search_sentences(self.model, words, lengths, settings or self.beam,
+                                    word_ends)
         finally:
             self.train(was_training)
 
     def search_ids(self, rows: Sequence[Sequence[int]]) -> list[SearchResult]:
         """``search`` of sentences given as lists of word ids, padded here, on the model's
-        device."""
+        device; with a subword vocabulary, of pieces (``SubwordVocab.word_ends`` says where
+        each word ends; the log-probabilities are per piece)."""
         if not rows:
             return []
         device = next(self.model.parameters()).device
         words = torch.zeros(len(rows), max(1, *map(len, rows)), dtype=torch.long)
+        ends = None
+        if isinstance(self.vocab, SubwordVocab):
+            ends = torch.zeros(words.shape, dtype=torch.bool, device=device)
         for b, ids in enumerate(rows):
             words[b, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+            if ends is not None:
+                ends[b, :len(ids)] = torch.tensor(self.vocab.word_ends(ids))
         return self.search(words.to(device),
-                           torch.tensor([len(ids) for ids in rows], device=device))
+                           torch.tensor([len(ids) for ids in rows], device=device),
+                           word_ends=ends)
 
     def use_beam(self, beam_size: int | None = None, word_beam_size: int | None = None,
                  shift_size: int | None = None, convention: str | None = None) -> None:
@@ -245,8 +258,13 @@ class TransitionLM(pl.LightningModule):
         them, normalised as the training corpus was; the trees hold the given words); None
         for a sentence with no parse within the beam."""
         normalize = normalizer(self.normalization)
-        results = self.search_ids([self.vocab.encode([normalize(w) for w in words])
-                                   for words in sentences])
+        rows = [[normalize(w) for w in words] for words in sentences]
+        if isinstance(self.vocab, SubwordVocab):
+            rows = [self.vocab.encode(pieces) for pieces, _ in self.vocab.split(rows)]
+            results = [r if not r.parsed else word_level(r, self.vocab.word_ends(ids))
+                       for r, ids in zip(self.search_ids(rows), rows, strict=True)]
+        else:
+            results = self.search_ids([self.vocab.encode(words) for words in rows])
         return [self.best_tree(r, s) for r, s in zip(results, sentences, strict=True)]
 
     def best_tree(self, result: SearchResult, words: Sequence[str]) -> Any:

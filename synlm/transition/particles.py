@@ -114,8 +114,11 @@ class ParticleSettings(SearchSettings):
         return f"particle filtering, {self.particles} particles, {self.sampling}{seed}, " \
                f"{self.reweight} reweighting"
 
-    def search_batch(self, model: SearchableModel, words: Tensor,
-                     lengths: Tensor) -> list[SearchResult]:
+    def search_batch(self, model: SearchableModel, words: Tensor, lengths: Tensor,
+                     word_ends: Tensor | None = None) -> list[SearchResult]:
+        if word_ends is not None:
+            raise errors.SettingError("search", "particles", "beam: particle filtering "
+                                      "reads whole words, and this model reads subword pieces")
         return filter_batch(model, words, lengths, self)
 
 

@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from synlm import errors
 from synlm.modules.recorded import RecordsInit
+from synlm.transition.beam import only_shift_inside_words
 from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import (
     FIRST_NT,
@@ -250,9 +251,12 @@ class RNNG(RecordsInit, TransitionModel):
         state.write(lstm, (everyone, torch.zeros_like(everyone)), torch.stack([h, c], 1))
         return state
 
-    def advance(self, state: RNNGState, actions: Tensor, words: Tensor) -> RNNGState:
+    def advance(self, state: RNNGState, actions: Tensor, words: Tensor,
+                piece_ends: Tensor | None = None) -> RNNGState:
         """Every row's action (R,) (-1: none) on its stack, in place, and the new state;
-        ``words`` (R,): the word a ``SHIFT`` of each row generates."""
+        ``words`` (R,): the word a ``SHIFT`` of each row generates. ``piece_ends`` (R,),
+        over subwords whether that piece ends its word, changes nothing here: a top-down
+        stack treats every piece as a word (the in-order one reads it)."""
         p = state.parser
         R = actions.size(0)
         rows = torch.arange(R, device=actions.device)
@@ -314,21 +318,29 @@ class RNNG(RecordsInit, TransitionModel):
         """The stack a teacher-forced batch of ``actions`` (B, A) needs (``stack_depth``)."""
         return stack_depth(actions)
 
-    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> RNNGOutput:
+    def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor,
+                word_ends: Tensor | None = None) -> RNNGOutput:
         """Teacher-forced log-probabilities of gold ``actions`` (B, A) (-1 padded) over
         ``words`` (B, N) (``word_lengths`` (B,)): the stack runs action by action, every
-        row at once; the last action (the root's ``REDUCE``) is scored, not run."""
+        row at once; the last action (the root's ``REDUCE``) is scored, not run.
+
+        Over subwords (``word_ends`` (B, N), rnng-pytorch's ``subword_end_mask``),
+        ``words`` are pieces, each its own ``SHIFT`` and stack item, and ``word_log_probs``
+        is per piece (a word's: the sum over its pieces, ``per_word``); with
+        ``legal_softmax`` only ``SHIFT`` is legal inside a word."""
         B, A = actions.shape
         state = self.initial_state(B, self.stack_depth(actions), traced=torch.is_grad_enabled())
         tops, legal = [], []  # before each action: the stack top, the legal actions
         for t in range(A):
             tops.append(state.top)
             if self.legal_softmax:
-                legal.append(state.parser.legal_actions(word_lengths, self.n_actions,
-                                                        self.limits))
+                legal.append(only_shift_inside_words(
+                    state.parser.legal_actions(word_lengths, self.n_actions, self.limits),
+                    state.parser.pointer, word_ends))
             if t < A - 1:
-                pointer = state.parser.pointer.clamp(max=words.size(1) - 1)
-                state = self.advance(state, actions[:, t], words.gather(1, pointer[:, None])[:, 0])
+                pointer = state.parser.pointer.clamp(max=words.size(1) - 1)[:, None]
+                ends = None if word_ends is None else word_ends.gather(1, pointer)[:, 0]
+                state = self.advance(state, actions[:, t], words.gather(1, pointer)[:, 0], ends)
         u = self.contexts(torch.stack(tops, 1))  # (B, A, W)
         logits = full_precision(self.action_decoder(u))  # (B, A, n_actions)
         if self.legal_softmax:
@@ -349,3 +361,12 @@ class RNNG(RecordsInit, TransitionModel):
         in_sentence = torch.arange(words.size(1), device=words.device) < word_lengths[:, None]
         word_lp = word_lp.masked_fill(~in_sentence, 0.0)
         return RNNGOutput(action_lp, word_lp, action_lp.sum(1) + word_lp.sum(1))
+
+
+def per_word(piece_log_probs: Tensor, word_ends: Tensor) -> Tensor:
+    """(B, N) per-piece log-probabilities summed over each word's pieces: (B, N), word j of
+    row b at ``[b, j]``, 0 past a row's words; ``word_ends`` (B, N) marks the piece that ends
+    each word (False at padding)."""
+    word = (word_ends.long().cumsum(1) - word_ends.long()).clamp(max=word_ends.size(1) - 1)
+    out = torch.zeros_like(piece_log_probs)
+    return out.scatter_add(1, word, piece_log_probs)
