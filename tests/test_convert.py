@@ -173,6 +173,23 @@ def test_beam_search_equals_the_released_code(converted):
     assert_searches_equal(results, reference["beams"]["100,10,1"]["alone"], itos)
 
 
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_a_checkpoint_the_released_train_py_wrote_computes_its_numbers(strategy, tmp_path):
+    """released_*.pt: written by the released train.py itself (2 epochs on the sample
+    trees), its outputs by the released code in float64 (benchmarks/rnng_pytorch_checkpoints.py)."""
+    expected = torch.load(FIXTURES / "released_outputs.pt", weights_only=True)[strategy]
+    run = write_run(FIXTURES / f"released_{strategy}.pt", tmp_path / "run")
+    lm = loaded(run)
+    words, actions, lengths = batch(lm, expected)
+    assert words.tolist() == [s["word_ids"] + [0] * (words.size(1) - len(s["word_ids"]))
+                              for s in expected["sentences"]]
+    with torch.no_grad():
+        assert_teacher_forcing_equal(lm.model(words, actions, lengths), expected)
+    results = search_batch(lm.model, words, lengths, BeamSettings(10, 5, 1))
+    itos = [*lm.action_vocab.itos, *(["FINISH"] if strategy == "in_order" else [])]
+    assert_searches_equal(results, expected["beams"]["10,5,1"]["alone"], itos)
+
+
 def test_the_run_folder_parses_and_scores(converted, tmp_path, capsys):
     _, reference, run = converted
     text = tmp_path / "in.txt"
