@@ -275,3 +275,35 @@ def test_an_existing_folder_is_kept_unless_forced(tmp_path, capsys):
     assert run_cli(["convert", "--from", "rnng-pytorch", str(released), "--out", str(out)]) == 2
     assert "not empty" in capsys.readouterr().err and (out / "keep.txt").exists()
     assert write_run(released, out) == out.absolute() and not (out / "keep.txt").exists()
+
+
+def test_lm_eval_scores_the_run_folder_by_its_beam(converted):
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from synlm.lm_eval_model import SynlmLM
+    from synlm.tse.scoring import ModelScorer
+
+    _, _, run = converted
+    lm = SynlmLM(ckpt_path=str(run), beam_size=10, word_beam_size=5, device="cpu")
+    (rolling,) = lm.loglikelihood_rolling([Instance(request_type="loglikelihood_rolling",
+                                                    doc={}, arguments=("Big changes .",), idx=0)])
+    model = load_model(str(run))
+    model.use_beam(10, 5, 1)
+    scored = ModelScorer(model).score([["Big", "changes", "."]])[0]
+    assert rolling == pytest.approx(sum(scored.word_log_probs), abs=1e-9) and rolling < 0
+
+
+def test_synlm_test_takes_the_run_folder_with_a_treebank(tmp_path):
+    """The folder's config.yaml with a corpus whose training trees have the checkpoint's
+    nonterminals (the sample trees the released train.py was trained on)."""
+    run = write_run(FIXTURES / "released_top_down.pt", tmp_path / "run")
+    sample = str(Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg")
+    assert run_cli(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run),
+                    "--data.corpus", "Treebank", "--data.corpus.train", sample,
+                    "--data.corpus.valid", sample, "--data.corpus.test", sample,
+                    "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
+                    "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
+    header, row = (tmp_path / "runs" / "version_0" / "metrics.csv").read_text().splitlines()[:2]
+    logged = dict(zip(header.split(","), row.split(",")))
+    assert 1.0 < float(logged["test/beam_ppl"]) < float("inf")

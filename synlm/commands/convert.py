@@ -81,7 +81,7 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
     check_shapes(parts.state_dict, lm.model, checkpoint)
     lm.model.load_state_dict(parts.state_dict, strict=True)
     lm.vocab, lm.action_vocab = parts.vocab, parts.action_vocab
-    config = _config(lm, parts.action_order, out)
+    config = {"seed_everything": parts.seed, **_config(lm, parts.action_order, out)}
     saved: dict[str, Any] = {
         "state_dict": lm.state_dict(), "hyper_parameters": dict(lm.hparams),
         "pytorch-lightning_version": _lightning_version(), "epoch": 0, "global_step": 0,

@@ -109,13 +109,14 @@ class ConversionError(InputError):
 class Converted:
     """A released checkpoint as synlm's parts: the model's config (``{"class_path",
     "init_args"}`` without its sizes), its weights under synlm's names (the released
-    dtype), the vocabularies and the action order."""
+    dtype), the vocabularies, the action order and the training seed."""
 
     model_config: dict[str, Any]
     state_dict: dict[str, Tensor]
     vocab: Vocab
     action_vocab: ActionVocab
     action_order: str
+    seed: int
 
 
 def read_released(path: str | Path) -> dict[str, Any]:
@@ -200,7 +201,8 @@ def convert(path: str | Path) -> Converted:
                     released_rows, path)
     state["word_decoder.bias"] = state["word_decoder.bias"].clone()
     state["word_decoder.bias"][0] = PAD_LOGIT
-    return Converted(model_config, state, Vocab([EOS, *words[1:]]), action_vocab, order)
+    return Converted(model_config, state, Vocab([EOS, *words[1:]]), action_vocab, order,
+                     int(args.get("seed", 3435)))
 
 
 def _vocab(vocab: Any, path: str | Path) -> list[str]:
