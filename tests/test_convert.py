@@ -307,3 +307,12 @@ def test_synlm_test_takes_the_run_folder_with_a_treebank(tmp_path):
     header, row = (tmp_path / "runs" / "version_0" / "metrics.csv").read_text().splitlines()[:2]
     logged = dict(zip(header.split(","), row.split(",")))
     assert 1.0 < float(logged["test/beam_ppl"]) < float("inf")
+
+
+def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes((FIXTURES / "released_top_down.pt").read_bytes()[:30000])
+    assert run_cli(["convert", "--from", "rnng-pytorch", str(cut), "--out",
+                    str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a torch.save archive" in err

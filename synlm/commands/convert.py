@@ -31,7 +31,9 @@ SOURCES = ("rnng-pytorch",)
 
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(PROG, __doc__.split("\n\n")[0])
-    p.add_argument("checkpoint", help="the checkpoint to convert (MODEL.pt)")
+    # a positional: argparse's own add_argument (CommandParser's spells options)
+    argparse.ArgumentParser.add_argument(p, "checkpoint", metavar="MODEL.pt",
+                                         help="the checkpoint to convert")
     p.add_argument("--from", dest="source", required=True, choices=SOURCES,
                    help="the code base that wrote it")
     p.add_argument("--out", required=True, help="the run folder to write (new or empty)")

@@ -123,15 +123,21 @@ def read_released(path: str | Path) -> dict[str, Any]:
     """The dict a released ``train.py`` saved, its pickled objects as ``Recorded`` stand-ins;
     a pickle naming any other global is a one-line ``ConversionError``."""
     import pickle
+    import zipfile
 
+    if not zipfile.is_zipfile(path):
+        raise ConversionError(f"{path}: not a torch.save archive (a train.py checkpoint is "
+                              "one); is it cut short, or another kind of file?")
     try:
         with torch.serialization.safe_globals([(cls, name) for name, cls in PICKLED.items()]):
             saved = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         found = re.search(r"GLOBAL (\S+)", str(err))
-        what = found.group(1) if found else str(err).strip().splitlines()[0]
-        raise ConversionError(f"{path}: pickles {what}, not one of the released checkpoint's "
-                              f"classes ({', '.join(PICKLED)}); refused") from None
+        if found is None:
+            raise ConversionError(f"{path}: its pickle cannot be read by torch's restricted "
+                                  "unpickler; is it cut short?") from None
+        raise ConversionError(f"{path}: pickles {found.group(1)}, not one of the released "
+                              f"checkpoint's classes ({', '.join(PICKLED)}); refused") from None
     except (RuntimeError, OSError, EOFError) as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConversionError(f"{path}: cannot be read by torch.load ({reason})") from None
