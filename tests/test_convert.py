@@ -25,8 +25,8 @@ from synlm.transition.rnng_pytorch import PAD_LOGIT, ConversionError, convert
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rnng"
 STRATEGIES = {"top_down": "reference.pt", "in_order": "reference_in_order.pt"}
-RELEASED_CLASSES = ("data.Vocabulary", "action_dict.TopDownActionDict",
-                    "action_dict.InOrderActionDict")
+RELEASED_CLASSES = ("data.Vocabulary", "data.SentencePieceVocabulary",
+                    "action_dict.TopDownActionDict", "action_dict.InOrderActionDict")
 
 
 @contextmanager
@@ -228,6 +228,11 @@ def _subword(checkpoint: dict) -> None:
     checkpoint["args"]["sp_model"] = "spm.model"
 
 
+def _subword_vocab(checkpoint: dict) -> None:
+    """A pickled ``data.SentencePieceVocabulary`` (while ``released_modules`` has it)."""
+    checkpoint["vocab"] = instance(sys.modules["data"].SentencePieceVocabulary, padding_idx=0)
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (_drop("rnng.composition.output.1.bias"),
      "missing parameter rnng.composition.output.1.bias"),
@@ -235,6 +240,7 @@ def _subword(checkpoint: dict) -> None:
     (_reshape, "rnng.output.1.weight has shape (8, 5)"),
     (_pickle_os_system, "pickles posix.system"),
     (_subword, "subword checkpoint (args.sp_model"),
+    (_subword_vocab, "subword checkpoint (args.sp_model"),
     (lambda c: c.pop("action_dict"), "no key 'action_dict'"),
 ])
 def test_a_checkpoint_of_another_shape_is_one_line_naming_the_key(edit, message, tmp_path,

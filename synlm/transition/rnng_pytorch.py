@@ -12,6 +12,10 @@ parameters), ``args`` (the training flags, a dict), ``vocab`` (a pickled
 plain containers and refuses every other global, with the released classes (``PICKLED``)
 allowed as stand-ins that only record their state (``Recorded``). No code of the released
 package is needed or run; a pickle naming anything else (``os.system``) is refused.
+torch's restricted unpickler rather than a ``pickle.Unpickler`` of synlm's own: it already
+reads the zip archive and rebuilds tensors and storages, and its list of allowed globals
+follows torch's formats; a hand-written ``find_class`` would have to allow torch's rebuild
+functions itself.
 
 Ids. The released vocabulary numbers words from a ``<pad>`` at 0 (then ``<unk>``, then the
 words); synlm's keeps every id and reads ``<pad>`` as its ``<eos>``, a word the RNNG never
@@ -133,6 +137,9 @@ def read_released(path: str | Path) -> dict[str, Any]:
             saved = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         found = re.search(r"GLOBAL (\S+)", str(err))
+        if found is not None and found.group(1).startswith("sentencepiece"):
+            raise ConversionError(f"{path}: a subword checkpoint (it pickles "
+                                  f"{found.group(1)}) is not supported yet") from None
         if found is None:
             raise ConversionError(f"{path}: its pickle cannot be read by torch's restricted "
                                   "unpickler; is it cut short?") from None
