@@ -40,6 +40,7 @@ from torch import Tensor
 from synlm.data.vocab import EOS, UNK, Vocab
 from synlm.errors import InputError
 from synlm.syntax.actions import ActionVocab, nt_label
+from synlm.transition.parser_state import FIRST_NT
 
 #: The word decoder's bias at ``<pad>`` (synlm's ``<eos>``): exp of it is 0 in float32.
 PAD_LOGIT = -1e30
@@ -194,8 +195,13 @@ def convert(path: str | Path) -> Converted:
         raise ConversionError(f"{path}: action_dict is a {type(action_dict).__name__} with "
                               f"actions {i2a[:5]}...; args.strategy={strategy} expects "
                               f"{expected_actions} first")
-    labels = list(action_dict.nonterminals)
+    labels = [nt_label(a) for a in i2a[len(expected_actions):]]
+    if None in labels:
+        raise ConversionError(f"{path}: action_dict.i2a has "
+                              f"{i2a[len(expected_actions) + labels.index(None)]!r} among its "
+                              "NT(X) actions")
     action_vocab = ActionVocab(labels)
+    index = {a: i for i, a in enumerate(i2a)}
     class_path, order = STRATEGIES[strategy]
     sizes = {"input_size": int(args.get("w_dim", 256)), "hidden_size": int(args.get("h_dim", 256)),
              "num_layers": int(args.get("num_layers", 2))}
@@ -204,9 +210,9 @@ def convert(path: str | Path) -> Converted:
         "max_consecutive": MAX_CONSECUTIVE[strategy]}}
     names = list(action_vocab.itos) + (["FINISH"] if strategy == "in_order" else [])
     rows = {"words": torch.arange(len(words)),
-            "actions": torch.tensor([action_dict.a2i[a] for a in names]),
-            "labels": torch.tensor([action_dict.a2i[f"NT({nt_label(a)})"]
-                                    - len(expected_actions) for a in action_vocab.itos[2:]]),
+            "actions": torch.tensor([index[a] for a in names]),
+            "labels": torch.tensor([index[a] - len(expected_actions)
+                                    for a in action_vocab.itos[FIRST_NT:]]),
             "first": torch.tensor(0)}
     released_rows = {"words": len(words), "actions": len(i2a),
                      "labels": len(i2a) - 3, "first": 1}
