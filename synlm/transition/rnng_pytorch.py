@@ -168,6 +168,9 @@ def convert(path: str | Path) -> Converted:
     saved = read_released(path)
     args = _key(saved, "args", path)
     args = vars(args) if isinstance(args, Recorded) else args
+    if not isinstance(args, dict):
+        raise ConversionError(f"{path}: args is a {type(args).__name__}; train.py saves a "
+                              "dict of its flags")
     vocab, action_dict = _key(saved, "vocab", path), _key(saved, "action_dict", path)
     if args.get("sp_model") or type(vocab).__name__ == "SentencePieceVocabulary":
         raise ConversionError(f"{path}: a subword checkpoint (args.sp_model, a pickled "
