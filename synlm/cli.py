@@ -1,6 +1,7 @@
 """The ``synlm`` command: ``fit``, ``validate``, ``test`` and ``predict`` (LightningCLI,
 ``synlm.lightning_cli``) plus ``parse``, ``plot``, ``annotate``, ``generate``,
-``evaluate-generation``, ``evaluate-syntax``, ``export-hf``, ``lm-eval`` and ``ls``.
+``evaluate-generation``, ``evaluate-syntax``, ``export-hf``, ``lm-eval``, ``convert`` and
+``ls``.
 
 This module imports only what answering at once needs (``--help``, ``--version``, ``ls``,
 an unknown command, a missing config file, a bad ``SYNLM_THREADS``); each command's module
@@ -26,7 +27,7 @@ from synlm.runtime.threads import configure_threads, wait_passively
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 #: Commands that parse their arguments, and answer ``--help`` or a wrong flag, before torch
 #: loads: they set the thread count themselves (``configure_threads``) once the flags are good.
-THREADS_AFTER_PARSING = ("evaluate-syntax", "export-hf")
+THREADS_AFTER_PARSING = ("evaluate-syntax", "export-hf", "convert")
 
 
 def _ls() -> int:
@@ -53,6 +54,10 @@ def _command(name: str) -> Callable[[list[str]], int]:
         from synlm.commands.export_hf import main as export_hf_main
 
         return export_hf_main
+    if name == "convert":
+        from synlm.commands.convert import main as convert_main
+
+        return convert_main
     if name == "lm-eval":
         try:
             from synlm.lm_eval_model import main as lm_eval_main

@@ -28,6 +28,7 @@ COMMANDS = {
     "evaluate-syntax": "BLiMP, SyntaxGym and Marvin & Linzen accuracies of a checkpoint",
     "export-hf": "a checkpoint as a Hugging Face folder (transformers, minicons, lm-eval)",
     "lm-eval": "lm-evaluation-harness's command line with the synlm model (lm-eval extra)",
+    "convert": "a released rnng-pytorch checkpoint as a synlm run folder (--from rnng-pytorch)",
     "plot": "learning curves of runs from their metrics.csv",
     "generate": "sample text from a checkpoint (story endings, contexts, unconditional)",
     "evaluate-generation": "the generation metrics of a JSONL file of samples",

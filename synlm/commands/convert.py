@@ -1,0 +1,130 @@
+"""``synlm convert``: a checkpoint of another code base as a synlm run folder that
+``parse``, ``evaluate-syntax``, ``test`` and ``lm-eval`` take (docs/models/rnng.md,
+"rnng-pytorch checkpoints").
+
+    synlm convert --from rnng-pytorch MODEL.pt --out DIR [--force]
+
+``--from rnng-pytorch``: a ``train.py`` checkpoint of aistairc/rnng-pytorch (top-down or
+in-order, word level), read without the released package (``synlm.transition.rnng_pytorch``).
+``DIR`` gets ``config.yaml`` (``TransitionLM``'s form), ``checkpoints/last.ckpt``,
+``vocab.json`` and ``actions.json``; it is written in a temporary folder beside it and moved
+into place, so that an error leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from synlm.errors import InputError, SynLMError, report
+from synlm.runtime.arguments import CommandParser
+from synlm.runtime.threads import configure_threads
+
+PROG = "synlm convert"
+SOURCES = ("rnng-pytorch",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = CommandParser(PROG, __doc__.split("\n\n")[0])
+    # a positional: argparse's own add_argument (CommandParser's spells options)
+    argparse.ArgumentParser.add_argument(p, "checkpoint", metavar="MODEL.pt",
+                                         help="the checkpoint to convert")
+    p.add_argument("--from", dest="source", required=True, choices=SOURCES,
+                   help="the code base that wrote it")
+    p.add_argument("--out", required=True, help="the run folder to write (new or empty)")
+    p.add_argument("--force", action="store_true", help="replace an earlier folder at --out")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``synlm convert``; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        configure_threads()
+        out = Path(args.out)
+        _check_out(out, args.force)
+        if not Path(args.checkpoint).is_file():
+            raise InputError(f"{args.checkpoint}: no such file")
+        write_run(args.checkpoint, out)
+    except SynLMError as err:
+        return report(err, PROG)
+    print(f"{PROG}: wrote {out}; e.g. synlm parse --ckpt_path {out} --input FILE")
+    return 0
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; give a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise InputError(f"--out {out} is not empty; give a new folder or --force")
+
+
+def write_run(checkpoint: str | Path, out: str | Path) -> Path:
+    """Convert the rnng-pytorch ``checkpoint`` into the run folder ``out`` (module
+    docstring), written whole or not at all; returns ``out``."""
+    import torch
+    import yaml
+
+    from synlm.runtime.runs import CHECKPOINTS, CONFIG_KEY, LAST
+    from synlm.transition.lm import TransitionLM
+    from synlm.transition.rnng_pytorch import check_shapes, convert
+
+    out = Path(out).absolute()
+    parts = convert(checkpoint)
+    dtype = next(iter(parts.state_dict.values())).dtype
+    with torch.random.fork_rng(devices=[]):
+        lm = TransitionLM(parts.model_config, vocab_size=len(parts.vocab),
+                          n_actions=len(parts.action_vocab)).to(dtype)
+    check_shapes(parts.state_dict, lm.model, checkpoint)
+    lm.model.load_state_dict(parts.state_dict, strict=True)
+    lm.vocab, lm.action_vocab = parts.vocab, parts.action_vocab
+    config = {"seed_everything": parts.seed, **_config(lm, parts.action_order, out)}
+    saved: dict[str, Any] = {
+        "state_dict": lm.state_dict(), "hyper_parameters": dict(lm.hparams),
+        "pytorch-lightning_version": _lightning_version(), "epoch": 0, "global_step": 0,
+        CONFIG_KEY: yaml.safe_dump(config, sort_keys=False),
+        "converted_from": {"source": "rnng-pytorch", "file": str(Path(checkpoint).absolute())}}
+    lm.on_save_checkpoint(saved)
+    del saved["synlm"]["rng"]  # no run to resume
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        (tmp / CHECKPOINTS).mkdir()
+        torch.save(saved, tmp / CHECKPOINTS / LAST)
+        (tmp / "config.yaml").write_text(saved[CONFIG_KEY], encoding="utf-8")
+        parts.vocab.save(tmp / "vocab.json")
+        (tmp / "actions.json").write_text(json.dumps(parts.action_vocab.to_saved()),
+                                          encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _config(lm: Any, action_order: str, out: Path) -> dict[str, Any]:
+    """The converted model's config in ``TransitionLM``'s form, with a DataModule that reads
+    its vocabulary (a corpus to add for ``synlm test``)."""
+    hp = dict(lm.hparams)
+    init_args = {k: hp[k] for k in ("model", "loss_normalize", "beam_size", "word_beam_size",
+                                    "shift_size")}
+    return {"model": {"class_path": "TransitionLM", "init_args": init_args},
+            "data": {"mode": "actions", "action_order": action_order,
+                     "vocab_file": str(out / "vocab.json")}}
+
+
+def _lightning_version() -> str:
+    import lightning
+
+    return lightning.__version__
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

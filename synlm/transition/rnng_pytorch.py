@@ -1,0 +1,285 @@
+"""Checkpoints of the released RNNG code (aistairc/rnng-pytorch, Noji & Oseki 2021) as synlm
+models: a ``train.py`` checkpoint of ``FixedStackRNNG`` (top-down) or
+``FixedStackInOrderRNNG`` (in-order), word level, becomes a ``TransitionLM`` holding an
+``RNNG`` or ``InOrderRNNG`` with the same weights (``synlm convert``; docs/models/rnng.md,
+"rnng-pytorch checkpoints").
+
+A ``train.py`` checkpoint is a ``torch.save`` of a dict: ``model_state_dict`` (the
+parameters), ``args`` (the training flags, a dict), ``vocab`` (a pickled
+``data.Vocabulary``), ``action_dict`` (a pickled ``action_dict.TopDownActionDict`` or
+``InOrderActionDict``), ``prepro_args``, optimiser and scheduler states. It is read with
+``torch.load(weights_only=True)``: torch's restricted unpickler, which rebuilds tensors and
+plain containers and refuses every other global, with the released classes (``PICKLED``)
+allowed as stand-ins that only record their state (``Recorded``). No code of the released
+package is needed or run; a pickle naming anything else (``os.system``) is refused.
+torch's restricted unpickler rather than a ``pickle.Unpickler`` of synlm's own: it already
+reads the zip archive and rebuilds tensors and storages, and its list of allowed globals
+follows torch's formats; a hand-written ``find_class`` would have to allow torch's rebuild
+functions itself.
+
+Ids. The released vocabulary numbers words from a ``<pad>`` at 0 (then ``<unk>``, then the
+words); synlm's keeps every id and reads ``<pad>`` as its ``<eos>``, a word the RNNG never
+generates: its word-decoder bias is set to ``PAD_LOGIT``, so that the converted model's word
+softmax leaves it out, as the released beam search does (``word_logit[:, pad] = -inf``; its
+training loss keeps ``<pad>`` in the softmax, where training drives its probability towards
+zero). Actions are matched by name (``SHIFT``, ``REDUCE``, ``NT(X)``, ``FINISH``): synlm's
+``ActionVocab`` sorts the labels and has no ``<pad>`` action (the released beam search masks
+it), and the in-order model puts ``FINISH`` last.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from synlm.data.vocab import EOS, UNK, Vocab
+from synlm.errors import InputError
+from synlm.syntax.actions import ActionVocab, nt_label
+from synlm.transition.parser_state import FIRST_NT
+
+#: The word decoder's bias at ``<pad>`` (synlm's ``<eos>``): exp of it is 0 in float32.
+PAD_LOGIT = -1e30
+
+
+class Recorded:
+    """A stand-in for a pickled class of the released code: it records the state it is
+    given (``__dict__``) and the arguments it is called with, and does nothing else."""
+
+    released_name = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, dict):
+            self.__dict__.update(state)
+        else:
+            self.state = state
+
+
+def _stand_in(released_name: str) -> type[Recorded]:
+    name = released_name.rsplit(".", 1)[1]
+    return type(name, (Recorded,), {"released_name": released_name})
+
+
+#: The classes a released checkpoint pickles, each allowed as a ``Recorded`` stand-in.
+PICKLED: dict[str, type[Recorded]] = {name: _stand_in(name) for name in (
+    "data.Vocabulary", "data.SentencePieceVocabulary", "action_dict.TopDownActionDict",
+    "action_dict.InOrderActionDict", "argparse.Namespace",
+    "sentencepiece.SentencePieceProcessor")}
+
+#: Released parameter name → (synlm's ``RNNG`` / ``InOrderRNNG`` name, how rows map).
+#: Rows: ``words``: same ids (``<pad>`` is synlm's ``<eos>``); ``actions``: by action name
+#: (synlm's order, without ``<pad>``); ``labels``: by nonterminal label (synlm's sorted
+#: order; the in-order table's one unread row dropped); ``first``: row 0; ``-``: as it is.
+#: ``{layer}`` stands for each stack-LSTM layer.
+PARAMETERS: dict[str, tuple[str, str]] = {
+    "emb.0.weight": ("embedding.weight", "words"),
+    "vocab_mlp.weight": ("word_decoder.weight", "words"),  # tied to emb.0.weight
+    "vocab_mlp.bias": ("word_decoder.bias", "words"),
+    "action_mlp.weight": ("action_decoder.weight", "actions"),
+    "action_mlp.bias": ("action_decoder.bias", "actions"),
+    "rnng.nt_emb.0.weight": ("nt_embedding.weight", "labels"),
+    "rnng.initial_emb.0.weight": ("initial_item", "first"),
+    "rnng.output.1.weight": ("output.weight", "-"),
+    "rnng.output.1.bias": ("output.bias", "-"),
+    "rnng.composition.output.1.weight": ("composition.output.weight", "-"),
+    "rnng.composition.output.1.bias": ("composition.output.bias", "-"),
+    **{f"rnng.composition.rnn.{p}_l0": (f"composition.forward_lstm.{p}_l0", "-")
+       for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")},
+    **{f"rnng.composition.rnn.{p}_l0_reverse": (f"composition.backward_lstm.{p}_l0", "-")
+       for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")},
+    **{f"rnng.stack_rnn.lstm.{{layer}}.{p}": (f"stack_lstm.cells.{{layer}}.{p}", "-")
+       for p in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")},
+}
+
+#: ``args.strategy`` → synlm's model class and action order.
+STRATEGIES = {"top_down": ("synlm.transition.rnng.RNNG", "top_down"),
+              "in_order": ("synlm.transition.in_order_rnng.InOrderRNNG", "in_order")}
+#: The bound on consecutive NTs each released model searches with (``FixedStackRNNG``'s
+#: default; ``beam_search.py`` sets 3 for in-order models).
+MAX_CONSECUTIVE = {"top_down": 8, "in_order": 3}
+
+
+class ConversionError(InputError):
+    """A released checkpoint that cannot be converted, as one line naming its key."""
+
+
+@dataclass
+class Converted:
+    """A released checkpoint as synlm's parts: the model's config (``{"class_path",
+    "init_args"}`` without its sizes), its weights under synlm's names (the released
+    dtype), the vocabularies, the action order and the training seed."""
+
+    model_config: dict[str, Any]
+    state_dict: dict[str, Tensor]
+    vocab: Vocab
+    action_vocab: ActionVocab
+    action_order: str
+    seed: int
+
+
+def read_released(path: str | Path) -> dict[str, Any]:
+    """The dict a released ``train.py`` saved, its pickled objects as ``Recorded`` stand-ins;
+    a pickle naming any other global is a one-line ``ConversionError``."""
+    import pickle
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        raise ConversionError(f"{path}: not a torch.save archive (a train.py checkpoint is "
+                              "one); is it cut short, or another kind of file?")
+    try:
+        with torch.serialization.safe_globals([(cls, name) for name, cls in PICKLED.items()]):
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        found = re.search(r"GLOBAL (\S+)", str(err))
+        if found is not None and found.group(1).startswith("sentencepiece"):
+            raise ConversionError(f"{path}: a subword checkpoint (it pickles "
+                                  f"{found.group(1)}) is not supported yet") from None
+        if found is None:
+            raise ConversionError(f"{path}: its pickle cannot be read by torch's restricted "
+                                  "unpickler; is it cut short?") from None
+        raise ConversionError(f"{path}: pickles {found.group(1)}, not one of the released "
+                              f"checkpoint's classes ({', '.join(PICKLED)}); refused") from None
+    except (RuntimeError, OSError, EOFError) as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConversionError(f"{path}: cannot be read by torch.load ({reason})") from None
+    if not isinstance(saved, dict):
+        raise ConversionError(f"{path}: holds a {type(saved).__name__}, not a train.py "
+                              "checkpoint's dict")
+    return saved
+
+
+def _key(saved: dict[str, Any], key: str, path: str | Path) -> Any:
+    if key not in saved:
+        raise ConversionError(f"{path}: no key {key!r}; a train.py checkpoint has "
+                              "model_state_dict, args, vocab and action_dict")
+    return saved[key]
+
+
+def convert(path: str | Path) -> Converted:
+    """The released checkpoint at ``path`` as synlm's parts (module docstring); one of
+    another shape is a one-line ``ConversionError`` naming the key."""
+    saved = read_released(path)
+    args = _key(saved, "args", path)
+    args = vars(args) if isinstance(args, Recorded) else args
+    if not isinstance(args, dict):
+        raise ConversionError(f"{path}: args is a {type(args).__name__}; train.py saves a "
+                              "dict of its flags")
+    vocab, action_dict = _key(saved, "vocab", path), _key(saved, "action_dict", path)
+    if args.get("sp_model") or type(vocab).__name__ == "SentencePieceVocabulary":
+        raise ConversionError(f"{path}: a subword checkpoint (args.sp_model, a pickled "
+                              "data.SentencePieceVocabulary) is not supported yet")
+    strategy = args.get("strategy", "top_down")
+    if strategy not in STRATEGIES:
+        raise ConversionError(f"{path}: args.strategy is {strategy!r}; expected top_down or "
+                              "in_order")
+    if args.get("composition", "lstm") != "lstm":
+        raise ConversionError(f"{path}: args.composition is {args['composition']!r}; synlm's "
+                              "RNNG composes with the LSTM (composition: lstm)")
+    prepro = saved.get("prepro_args") or {}
+    for step in ("lowercase", "replace_num"):
+        if prepro.get(step):
+            raise ConversionError(f"{path}: prepro_args.{step} is set; converting a "
+                                  "checkpoint trained on lowercased or number-replaced words "
+                                  "is not supported yet")
+    words = _vocab(vocab, path)
+    expected_actions = (["<pad>", "SHIFT", "REDUCE"] + (["FINISH"] if strategy == "in_order"
+                                                        else []))
+    i2a = list(getattr(action_dict, "i2a", []))
+    if i2a[:len(expected_actions)] != expected_actions or \
+            type(action_dict).__name__ != {"top_down": "TopDownActionDict",
+                                           "in_order": "InOrderActionDict"}[strategy]:
+        raise ConversionError(f"{path}: action_dict is a {type(action_dict).__name__} with "
+                              f"actions {i2a[:5]}...; args.strategy={strategy} expects "
+                              f"{expected_actions} first")
+    labels = [nt_label(a) for a in i2a[len(expected_actions):]]
+    if None in labels:
+        raise ConversionError(f"{path}: action_dict.i2a has "
+                              f"{i2a[len(expected_actions) + labels.index(None)]!r} among its "
+                              "NT(X) actions")
+    action_vocab = ActionVocab(labels)
+    index = {a: i for i, a in enumerate(i2a)}
+    class_path, order = STRATEGIES[strategy]
+    sizes = {"input_size": int(args.get("w_dim", 256)), "hidden_size": int(args.get("h_dim", 256)),
+             "num_layers": int(args.get("num_layers", 2))}
+    model_config = {"class_path": class_path, "init_args": {
+        **sizes, "dropout": float(args.get("dropout", 0.3)),
+        "max_consecutive": MAX_CONSECUTIVE[strategy]}}
+    names = list(action_vocab.itos) + (["FINISH"] if strategy == "in_order" else [])
+    rows = {"words": torch.arange(len(words)),
+            "actions": torch.tensor([index[a] for a in names]),
+            "labels": torch.tensor([index[a] - len(expected_actions)
+                                    for a in action_vocab.itos[FIRST_NT:]]),
+            "first": torch.tensor(0)}
+    released_rows = {"words": len(words), "actions": len(i2a),
+                     "labels": len(i2a) - 3, "first": 1}
+    state = _mapped(_key(saved, "model_state_dict", path), sizes["num_layers"], rows,
+                    released_rows, path)
+    state["word_decoder.bias"] = state["word_decoder.bias"].clone()
+    state["word_decoder.bias"][0] = PAD_LOGIT
+    return Converted(model_config, state, Vocab([EOS, *words[1:]]), action_vocab, order,
+                     int(args.get("seed", 3435)))
+
+
+def _vocab(vocab: Any, path: str | Path) -> list[str]:
+    """The released vocabulary's words by id (``<pad>`` first), checked."""
+    if type(vocab).__name__ != "Vocabulary" or not hasattr(vocab, "i2w"):
+        raise ConversionError(f"{path}: vocab is a {type(vocab).__name__}, not a pickled "
+                              "data.Vocabulary")
+    if getattr(vocab, "unkmethod", "unk") != "unk":
+        raise ConversionError(f"{path}: vocab.unkmethod is {vocab.unkmethod!r}; only 'unk' "
+                              "is supported yet (the Berkeley rules are not synlm's classes)")
+    words = list(vocab.i2w)
+    if getattr(vocab, "padding_idx", 0) != 0 or UNK not in words or EOS in words:
+        raise ConversionError(f"{path}: vocab.i2w has <pad> at {getattr(vocab, 'padding_idx', 0)}"
+                              f", {UNK} {'in' if UNK in words else 'missing'}; expected <pad> "
+                              f"at 0, a {UNK} and no {EOS}")
+    return words
+
+
+def _mapped(released: dict[str, Tensor], num_layers: int, rows: dict[str, Tensor],
+            released_rows: dict[str, int], path: str | Path) -> dict[str, Tensor]:
+    """The released ``model_state_dict`` under synlm's names (``PARAMETERS``), rows mapped."""
+    if not isinstance(released, dict):
+        raise ConversionError(f"{path}: model_state_dict is a {type(released).__name__}")
+    table = {}
+    for theirs, (ours, how) in PARAMETERS.items():
+        layers = range(num_layers) if "{layer}" in theirs else [None]
+        for layer in layers:
+            table[theirs.format(layer=layer)] = (ours.format(layer=layer), how)
+    unexpected = sorted(set(released) - set(table))
+    missing = sorted(set(table) - set(released))
+    if unexpected or missing:
+        which = f"unexpected parameter {unexpected[0]}" if unexpected else \
+            f"missing parameter {missing[0]}"
+        raise ConversionError(f"{path}: model_state_dict has {which}; expected the "
+                              "parameters of FixedStackRNNG / FixedStackInOrderRNNG with "
+                              f"args.num_layers={num_layers} (composition: lstm)")
+    state = {}
+    for theirs, (ours, how) in table.items():
+        tensor = released[theirs]
+        if how != "-" and (tensor.dim() < 1 or tensor.size(0) != released_rows[how]):
+            raise ConversionError(f"{path}: model_state_dict[{theirs!r}] has shape "
+                                  f"{tuple(tensor.shape)}; expected {released_rows[how]} rows "
+                                  f"(its {how})")
+        state[ours] = tensor if how == "-" else tensor[rows[how]]
+    return state
+
+
+def check_shapes(state: dict[str, Tensor], model: torch.nn.Module,
+                 path: str | Path) -> None:
+    """A one-line ``ConversionError`` naming the released key of the first weight whose
+    shape is not the one ``model`` (built from the checkpoint's args) has."""
+    released = {ours: theirs for theirs, (ours, _) in PARAMETERS.items()}
+    for name, param in model.state_dict().items():
+        if state[name].shape != param.shape:
+            theirs = released.get(re.sub(r"cells\.\d+\.", "cells.{layer}.", name), name)
+            raise ConversionError(f"{path}: {theirs} has shape {tuple(state[name].shape)} "
+                                  f"under synlm's {name}; the checkpoint's args give "
+                                  f"{tuple(param.shape)}")

@@ -1,0 +1,324 @@
+"""``synlm convert --from rnng-pytorch``: a checkpoint in the released ``train.py``'s format
+(written here from the reference fixtures' weights, tests/fixtures/rnng/, with the released
+classes' pickles) becomes a run folder whose model computes the released code's numbers;
+a checkpoint of another shape, or one that pickles anything else, is a one-line error."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+from test_rnng_reference import assert_searches_equal, assert_teacher_forcing_equal
+
+from conftest import run_cli
+from synlm.commands.convert import write_run
+from synlm.loading import load_model
+from synlm.runtime.runs import CHECKPOINTS, LAST
+from synlm.transition.beam import BeamSettings, search_batch
+from synlm.transition.rnng_pytorch import PAD_LOGIT, ConversionError, convert
+
+FIXTURES = Path(__file__).parent / "fixtures" / "rnng"
+STRATEGIES = {"top_down": "reference.pt", "in_order": "reference_in_order.pt"}
+RELEASED_CLASSES = ("data.Vocabulary", "data.SentencePieceVocabulary",
+                    "action_dict.TopDownActionDict", "action_dict.InOrderActionDict")
+
+
+@contextmanager
+def released_modules() -> Iterator[dict[str, type]]:
+    """Classes named as the released code's (``data.Vocabulary``, ...), importable while
+    a checkpoint is pickled: plain classes that only carry attributes."""
+    classes, modules = {}, {}
+    for full in RELEASED_CLASSES:
+        module, name = full.split(".")
+        modules.setdefault(module, types.ModuleType(module))
+        classes[full] = type(name, (), {"__module__": module})
+        setattr(modules[module], name, classes[full])
+    before = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        yield classes
+    finally:
+        for name, module in before.items():
+            if module is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = module
+
+
+def instance(cls: type, **attributes: object) -> object:
+    obj = cls()
+    obj.__dict__.update(attributes)
+    return obj
+
+
+def released_checkpoint(reference: dict, path: Path, strategy: str,
+                        edit: object = None) -> Path:
+    """What the released ``train.py`` saves for the fixture's model: its weights, with a
+    ``<unk>`` word (id 1, bias -1e30: the fixture's word softmax unchanged) and the
+    nonterminals in reverse order (action and NT rows permuted to match), the pickled
+    vocabulary and action dictionary, ``args``, and optimiser and scheduler states.
+    ``edit(checkpoint)`` changes it before it is saved."""
+    state = dict(reference["state_dict"])
+    emb = state["emb.0.weight"]
+    state["emb.0.weight"] = torch.cat([emb[:1], torch.zeros_like(emb[:1]), emb[1:]])
+    state["vocab_mlp.weight"] = state["emb.0.weight"]
+    bias = state["vocab_mlp.bias"]
+    state["vocab_mlp.bias"] = torch.cat([bias[:1], torch.tensor([PAD_LOGIT], dtype=bias.dtype),
+                                         bias[1:]])
+    first = 4 if strategy == "in_order" else 3
+    labels = reference["nonterminals"]
+    order = list(reversed(range(len(labels))))
+    rows = list(range(first)) + [first + k for k in order]
+    for name in ("action_mlp.weight", "action_mlp.bias"):
+        state[name] = state[name][rows]
+    nt = state["rnng.nt_emb.0.weight"]
+    state["rnng.nt_emb.0.weight"] = torch.cat([nt[order], nt[len(labels):]])
+    words = ["<pad>", "<unk>", *reference["words"][1:]]
+    released_labels = [labels[k] for k in order]
+    config = reference["config"]
+    with released_modules() as classes:
+        kind = "InOrderActionDict" if strategy == "in_order" else "TopDownActionDict"
+        i2a = ["<pad>", "SHIFT", "REDUCE", *(["FINISH"] if strategy == "in_order" else []),
+               *(f"NT({x})" for x in released_labels)]
+        checkpoint = {
+            "args": {"strategy": strategy, "fixed_stack": True, "w_dim": config["w_dim"],
+                     "h_dim": config["h_dim"], "num_layers": config["num_layers"],
+                     "dropout": 0.1, "composition": "lstm", "sp_model": "", "seed": 3435},
+            "model_state_dict": state,
+            "optimizer_state_dict": {"state": {0: {"step": torch.tensor(3.0)}},
+                                     "param_groups": [{"lr": 0.001, "params": [0]}]},
+            "scheduler_state_dict": {"step_size": 1000000000, "gamma": 1.0, "last_epoch": 2},
+            "vocab": instance(classes["data.Vocabulary"], pad="<pad>", padding_idx=0,
+                              specials=["<unk>"], unkmethod="unk", unktoken="<unk>", i2w=words,
+                              w2i={w: i for i, w in enumerate(words)}, unk_id=1),
+            "prepro_args": {},
+            "action_dict": instance(classes[f"action_dict.{kind}"], padding_idx=0,
+                                    nonterminals=released_labels, i2a=i2a,
+                                    a2i={a: i for i, a in enumerate(i2a)}),
+            "epoch": 3, "val_losses": [5.0, 4.0],
+        }
+        if edit is not None:
+            edit(checkpoint)
+        torch.save(checkpoint, path)
+    return path
+
+
+@pytest.fixture(scope="module", params=list(STRATEGIES))
+def converted(request, tmp_path_factory) -> tuple[str, dict, Path]:
+    """(strategy, the reference fixture, the converted run folder)."""
+    strategy = request.param
+    reference = torch.load(FIXTURES / STRATEGIES[strategy], weights_only=True)
+    tmp = tmp_path_factory.mktemp(strategy)
+    released = released_checkpoint(reference, tmp / "model.pt", strategy)
+    assert run_cli(["convert", "--from", "rnng-pytorch", str(released),
+                    "--out", str(tmp / "run")]) == 0
+    return strategy, reference, tmp / "run"
+
+
+def loaded(run: Path):
+    """The run folder's model as ``load_model`` gives it, in the checkpoint's float64."""
+    lm = load_model(str(run)).double()
+    saved = torch.load(run / CHECKPOINTS / LAST, weights_only=False)
+    lm.load_state_dict(saved["state_dict"])
+    return lm
+
+
+def batch(lm, reference: dict) -> tuple[torch.Tensor, ...]:
+    """The fixture's sentences through the converted vocabularies (the closing ``FINISH``
+    left out: the in-order model adds it)."""
+    sentences = reference["sentences"]
+    N = max(len(s["words"]) for s in sentences)
+    A = max(len(s["actions"]) for s in sentences)
+    words = torch.zeros(len(sentences), N, dtype=torch.long)
+    actions = torch.full((len(sentences), A), -1)
+    for b, s in enumerate(sentences):
+        words[b, :len(s["words"])] = torch.tensor(lm.vocab.encode(s["words"]))
+        gold = [a for a in s["actions"] if a != "FINISH"]
+        actions[b, :len(gold)] = torch.tensor(lm.action_vocab.encode(gold))
+    return words, actions, torch.tensor([len(s["words"]) for s in sentences])
+
+
+def test_the_run_folder_holds_synlms_parts(converted):
+    strategy, reference, run = converted
+    assert sorted(p.name for p in run.iterdir()) == ["actions.json", "checkpoints",
+                                                     "config.yaml", "vocab.json"]
+    assert json.loads((run / "vocab.json").read_text())[:2] == ["<eos>", "<unk>"]
+    assert json.loads((run / "actions.json").read_text()) == \
+        ["SHIFT", "REDUCE", *(f"NT({x})" for x in reference["nonterminals"])]
+    lm = load_model(str(run))
+    assert type(lm.model).__name__ == {"top_down": "RNNG", "in_order": "InOrderRNNG"}[strategy]
+    assert lm.model.limits.max_consecutive == reference["config"]["max_cons_nts"]
+    assert not list(run.parent.glob(".run.*"))
+
+
+def test_teacher_forced_log_probs_equal_the_released_code(converted):
+    _, reference, run = converted
+    lm = loaded(run)
+    with torch.no_grad():
+        assert_teacher_forcing_equal(lm.model(*batch(lm, reference)), reference)
+
+
+def test_beam_search_equals_the_released_code(converted):
+    strategy, reference, run = converted
+    lm = loaded(run)
+    words, _, lengths = batch(lm, reference)
+    results = search_batch(lm.model, words, lengths, BeamSettings(100, 10, 1))
+    itos = [*lm.action_vocab.itos, *(["FINISH"] if strategy == "in_order" else [])]
+    assert_searches_equal(results, reference["beams"]["100,10,1"]["alone"], itos)
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_a_checkpoint_the_released_train_py_wrote_computes_its_numbers(strategy, tmp_path):
+    """released_*.pt: written by the released train.py itself (2 epochs on the sample
+    trees), its outputs by the released code in float64 (benchmarks/rnng_pytorch_checkpoints.py)."""
+    expected = torch.load(FIXTURES / "released_outputs.pt", weights_only=True)[strategy]
+    run = write_run(FIXTURES / f"released_{strategy}.pt", tmp_path / "run")
+    lm = loaded(run)
+    words, actions, lengths = batch(lm, expected)
+    assert words.tolist() == [s["word_ids"] + [0] * (words.size(1) - len(s["word_ids"]))
+                              for s in expected["sentences"]]
+    with torch.no_grad():
+        assert_teacher_forcing_equal(lm.model(words, actions, lengths), expected)
+    results = search_batch(lm.model, words, lengths, BeamSettings(10, 5, 1))
+    itos = [*lm.action_vocab.itos, *(["FINISH"] if strategy == "in_order" else [])]
+    assert_searches_equal(results, expected["beams"]["10,5,1"]["alone"], itos)
+
+
+def test_the_run_folder_parses_and_scores(converted, tmp_path, capsys):
+    _, reference, run = converted
+    text = tmp_path / "in.txt"
+    text.write_text(" ".join(reference["sentences"][4]["words"]) + "\nan unseen word\n")
+    assert run_cli(["parse", "--ckpt_path", str(run), "--input", str(text),
+                    "--format", "json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["words"] for r in lines] == [reference["sentences"][4]["words"],
+                                           ["an", "unseen", "word"]]
+    assert all(r["tree"].startswith("(") for r in lines)
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": "Big changes .",
+                                 "sentence_bad": "changes Big ."}) + "\n")
+    assert run_cli(["evaluate-syntax", "--ckpt_path", str(run), "--pairs", str(pairs),
+                    "--beam-size", "10", "--word-beam-size", "5", "--shift-size", "1"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["headline"]["pairs/accuracy"] in (0.0, 1.0)
+
+
+def _drop(key: str):
+    return lambda checkpoint: checkpoint["model_state_dict"].pop(key)
+
+
+def _reshape(checkpoint: dict) -> None:
+    state = checkpoint["model_state_dict"]
+    state["rnng.output.1.weight"] = state["rnng.output.1.weight"][:, :5]
+
+
+def _pickle_os_system(checkpoint: dict) -> None:
+    import os
+
+    checkpoint["prepro_args"] = {"hook": os.system}
+
+
+def _subword(checkpoint: dict) -> None:
+    checkpoint["args"]["sp_model"] = "spm.model"
+
+
+def _subword_vocab(checkpoint: dict) -> None:
+    """A pickled ``data.SentencePieceVocabulary`` (while ``released_modules`` has it)."""
+    checkpoint["vocab"] = instance(sys.modules["data"].SentencePieceVocabulary, padding_idx=0)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (_drop("rnng.composition.output.1.bias"),
+     "missing parameter rnng.composition.output.1.bias"),
+    (lambda c: c["model_state_dict"].update(extra=torch.zeros(2)), "unexpected parameter extra"),
+    (_reshape, "rnng.output.1.weight has shape (8, 5)"),
+    (_pickle_os_system, "pickles posix.system"),
+    (_subword, "subword checkpoint (args.sp_model"),
+    (_subword_vocab, "subword checkpoint (args.sp_model"),
+    (lambda c: c.pop("action_dict"), "no key 'action_dict'"),
+])
+def test_a_checkpoint_of_another_shape_is_one_line_naming_the_key(edit, message, tmp_path,
+                                                                  capsys):
+    reference = torch.load(FIXTURES / "reference.pt", weights_only=True)
+    released = released_checkpoint(reference, tmp_path / "model.pt", "top_down", edit)
+    out = tmp_path / "run"
+    assert run_cli(["convert", "--from", "rnng-pytorch", str(released), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert not out.exists() and not list(tmp_path.glob(".run.*"))
+
+
+def test_a_pickled_function_is_never_called(tmp_path):
+    """The restricted unpickler refuses the global before anything runs."""
+    reference = torch.load(FIXTURES / "reference.pt", weights_only=True)
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            import os
+
+            return (os.makedirs, (str(marker),))
+
+    released = released_checkpoint(reference, tmp_path / "model.pt", "top_down",
+                                   lambda c: c.update(payload=Payload()))
+    with pytest.raises(ConversionError, match="pickles os.makedirs"):
+        convert(released)
+    assert not marker.exists()
+
+
+def test_an_existing_folder_is_kept_unless_forced(tmp_path, capsys):
+    reference = torch.load(FIXTURES / "reference.pt", weights_only=True)
+    released = released_checkpoint(reference, tmp_path / "model.pt", "top_down")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    assert run_cli(["convert", "--from", "rnng-pytorch", str(released), "--out", str(out)]) == 2
+    assert "not empty" in capsys.readouterr().err and (out / "keep.txt").exists()
+    assert write_run(released, out) == out.absolute() and not (out / "keep.txt").exists()
+
+
+def test_lm_eval_scores_the_run_folder_by_its_beam(converted):
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from synlm.lm_eval_model import SynlmLM
+    from synlm.tse.scoring import ModelScorer
+
+    _, _, run = converted
+    lm = SynlmLM(ckpt_path=str(run), beam_size=10, word_beam_size=5, device="cpu")
+    (rolling,) = lm.loglikelihood_rolling([Instance(request_type="loglikelihood_rolling",
+                                                    doc={}, arguments=("Big changes .",), idx=0)])
+    model = load_model(str(run))
+    model.use_beam(10, 5, 1)
+    scored = ModelScorer(model).score([["Big", "changes", "."]])[0]
+    assert rolling == pytest.approx(sum(scored.word_log_probs), abs=1e-9) and rolling < 0
+
+
+def test_synlm_test_takes_the_run_folder_with_a_treebank(tmp_path):
+    """The folder's config.yaml with a corpus whose training trees have the checkpoint's
+    nonterminals (the sample trees the released train.py was trained on)."""
+    run = write_run(FIXTURES / "released_top_down.pt", tmp_path / "run")
+    sample = str(Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg")
+    assert run_cli(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run),
+                    "--data.corpus", "Treebank", "--data.corpus.train", sample,
+                    "--data.corpus.valid", sample, "--data.corpus.test", sample,
+                    "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
+                    "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
+    header, row = (tmp_path / "runs" / "version_0" / "metrics.csv").read_text().splitlines()[:2]
+    logged = dict(zip(header.split(","), row.split(",")))
+    assert 1.0 < float(logged["test/beam_ppl"]) < float("inf")
+
+
+def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes((FIXTURES / "released_top_down.pt").read_bytes()[:30000])
+    assert run_cli(["convert", "--from", "rnng-pytorch", str(cut), "--out",
+                    str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a torch.save archive" in err
