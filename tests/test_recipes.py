@@ -203,3 +203,18 @@ def test_generate_on_a_transition_lm_is_one_line(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err.strip() == (
         f"synlm generate: --ckpt_path {path}: the model (RNNGLM(RNNG)) has no left-to-right "
         "sampling (Samples)")
+
+
+def test_a_checkpoint_whose_actions_are_not_its_datas_is_one_line() -> None:
+    """``synlm test`` of a checkpoint on another treebank: the DataModule's action vocabulary
+    (read at setup) must be the checkpoint's, or every action id would mean another action."""
+    from synlm.syntax.actions import ActionVocab
+
+    saved = {"synlm": {"action_vocab": ActionVocab(["NP", "S", "VP"]).to_saved()}}
+    model = TransitionLM(RNNG(11, 5, 8, 8, 1))
+    model.action_vocab = ActionVocab(["NP", "S", "VP"])  # the same labels: fine
+    model.on_load_checkpoint(saved)
+    assert model.action_vocab.itos == ["SHIFT", "REDUCE", "NT(NP)", "NT(S)", "NT(VP)"]
+    model.action_vocab = ActionVocab(["ADJP", "NP", "S"])  # as many, other labels
+    with pytest.raises(InputError, match=r"^the checkpoint's actions \(SHIFT, REDUCE, NT\(NP\)"):
+        model.on_load_checkpoint(saved)

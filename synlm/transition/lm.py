@@ -299,7 +299,14 @@ class TransitionLM(pl.LightningModule):
         if saved.get("vocab") is not None:
             self.vocab = load_vocab(saved["vocab"])
         if saved.get("action_vocab") is not None:
-            self.action_vocab = ActionVocab.from_saved(saved["action_vocab"])
+            loaded = ActionVocab.from_saved(saved["action_vocab"])
+            data = self.action_vocab  # the DataModule's, when setup read one first
+            if data is not None and data.itos != loaded.itos:
+                raise errors.InputError(
+                    f"the checkpoint's actions ({', '.join(loaded.itos)}) are not its data's "
+                    f"({', '.join(data.itos)}): its action ids would be read as others; give "
+                    "the treebank it was trained on, or labels mapped to its own")
+            self.action_vocab = loaded
         self.normalization = saved.get("normalization", "none")
         restore_rng_if_resuming(self, saved)
 
