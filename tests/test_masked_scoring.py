@@ -14,7 +14,13 @@ import pytest
 import torch
 from test_evaluate_syntax import evaluate, toy_data
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast, GPT2Config
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertTokenizerFast,
+    GPT2Config,
+    GPT2LMHeadModel,
+)
 
 from synlm.errors import InputError
 from synlm.tse.masked_scoring import PLLScorer, is_masked_config, is_masked_lm
@@ -172,9 +178,28 @@ def test_evaluate_syntax_scores_a_masked_lm_on_every_benchmark(
         is not None
 
 
-def test_eos_is_refused_for_a_masked_lm(folder: Path, capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize("flags", [["--eos"], ["--pll", "original", "--ckpt_path", "x.ckpt"]])
+def test_eos_is_refused_for_a_masked_lm(flags: list[str], folder: Path,
+                                        capsys: pytest.CaptureFixture) -> None:
+    """``--eos`` on a masked LM, and ``--pll`` without ``--hf``, are one-line errors."""
     from conftest import run_cli
 
-    assert run_cli(["evaluate-syntax", "--hf", str(folder), "--eos"]) != 0
+    args = flags if "--ckpt_path" in flags else ["--hf", str(folder), *flags]
+    assert run_cli(["evaluate-syntax", *args]) != 0
     err = capsys.readouterr().err.strip()
-    assert "--eos" in err and "masked LM" in err and len(err.splitlines()) == 1
+    assert flags[0] in err and len(err.splitlines()) == 1
+    assert "masked LM" in err if flags == ["--eos"] else "--hf" in err
+
+
+def test_pll_is_refused_for_a_causal_lm(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--pll`` when no ``--hf`` model is a masked LM: one line naming the model."""
+    from conftest import run_cli
+
+    GPT2LMHeadModel(GPT2Config(vocab_size=50, n_layer=1, n_head=1, n_embd=8,
+                               n_positions=16, bos_token_id=0, eos_token_id=0)).save_pretrained(
+        tmp_path / "gpt2")
+    capsys.readouterr()  # save_pretrained's progress bar
+    assert run_cli(["evaluate-syntax", "--hf", str(tmp_path / "gpt2"), "--pll",
+                    "original"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "--pll" in err and "causal LM" in err and len(err.splitlines()) == 1

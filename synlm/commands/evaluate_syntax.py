@@ -1,5 +1,5 @@
 """``synlm evaluate-syntax``: targeted syntactic evaluation of synlm checkpoints and Hugging
-Face causal LMs on BLiMP, SyntaxGym and Marvin & Linzen (docs/syntactic-evaluation.md).
+Face causal and masked LMs on BLiMP, SyntaxGym and Marvin & Linzen (docs/syntactic-evaluation.md).
 
     synlm evaluate-syntax --ckpt_path RUN [--benchmark blimp syntaxgym marvin-linzen]
     synlm evaluate-syntax --ckpt_path RUN --subset 20 --output pairs.jsonl   (a quick look)
@@ -411,6 +411,9 @@ def _scorers(args: argparse.Namespace,
             raise InputError(f"--eos: {next(n for n in args.hf if masked[n])} is a masked LM, "
                              "scored by pseudo-log-likelihood, which has no end-of-sentence "
                              "term; drop --eos")
+        if args.pll and not any(masked.values()):
+            raise InputError(f"--pll: {args.hf[0]} is a causal LM, scored by its own "
+                             "log-probabilities; --pll is for a masked LM (BERT, RoBERTa)")
         return [(name, PLLScorer(name, variant=args.pll or "within_word_l2r",
                                  batch_size=args.batch_size, device=device,
                                  trust_remote_code=args.trust_remote_code) if masked[name]
