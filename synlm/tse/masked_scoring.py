@@ -264,7 +264,7 @@ class PLLScorer:
         with torch.inference_mode():
             for start in range(0, len(copies), self.batch_size):
                 part = slice(start, start + self.batch_size)
-                width = int(attention[part].sum(1).max()) if len(copies) else 0
+                width = int(attention[part].sum(1).max())  # the part's longest sentence
                 logits = self.model(
                     input_ids=copies[part, :width].to(self.device),
                     attention_mask=attention[part, :width].to(self.device)).logits  # (r, T, V)
