@@ -1,5 +1,5 @@
 """``synlm evaluate-syntax``: targeted syntactic evaluation of synlm checkpoints and Hugging
-Face causal LMs on BLiMP, SyntaxGym and Marvin & Linzen (docs/syntactic-evaluation.md).
+Face causal and masked LMs on BLiMP, SyntaxGym and Marvin & Linzen (docs/syntactic-evaluation.md).
 
     synlm evaluate-syntax --ckpt_path RUN [--benchmark blimp syntaxgym marvin-linzen]
     synlm evaluate-syntax --ckpt_path RUN --subset 20 --output pairs.jsonl   (a quick look)
@@ -79,11 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--ckpt_path", nargs="+", metavar="RUN", help="synlm checkpoints or run "
                      "folders (several: one side-by-side table)")
-    src.add_argument("--hf", nargs="+", metavar="MODEL", help="Hugging Face causal LMs: "
-                     "local folders written by save_pretrained, or hub names where the "
-                     "network allows; each is scored with its own tokenizer")
+    src.add_argument("--hf", nargs="+", metavar="MODEL", help="Hugging Face causal or masked "
+                     "LMs: local folders written by save_pretrained, or hub names where the "
+                     "network allows; each is scored with its own tokenizer (a masked LM by "
+                     "pseudo-log-likelihood, --pll)")
     p.add_argument("--trust-remote-code", action="store_true", help="--hf: run the model code "
                    "a folder carries (a synlm export-hf folder does), as transformers asks")
+    p.add_argument("--pll", choices=("within_word_l2r", "original"), default=None,
+                   help="--hf on a masked LM (BERT, RoBERTa): the pseudo-log-likelihood, each "
+                   "token masked with the rest of its word (within_word_l2r, the default) or "
+                   "alone (original)")
     src.add_argument("--config", help="a training config: evaluate the untrained models it "
                      "builds (--seeds of them), the chance row of a results table")
     p.add_argument("--seeds", type=_at_least_one, default=1,
@@ -243,6 +248,12 @@ def evaluate_scorer(scorer: Any, loaded: dict[str, list[Any]],
             result.convention["search"] = scorer.model.beam.describe()  # beam or particles
             if convention == RENORMALISED:
                 result.convention["eos_term"] = "0 by construction: --eos changes nothing"
+    pll = getattr(scorer, "pll", None)  # a masked LM: which pseudo-log-likelihood
+    if pll is not None:
+        from synlm.tse.masked_scoring import VARIANT_TEXT
+
+        for result in results.values():
+            result.convention.update(pll=pll, pll_text=VARIANT_TEXT[pll])
     return results
 
 
@@ -326,6 +337,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return "--particles: the particles of particle filtering; add --search particles"
     if args.search == "particles" and given_beam_size(args):
         return f"{given_beam_size(args)}: a beam size; particle filtering takes --particles"
+    if args.pll and not args.hf:
+        return "--pll: the pseudo-log-likelihood of a masked LM given with --hf"
     if args.hf and given_beam_flag(args):
         return f"{given_beam_flag(args)}: a Hugging Face model has no beam search; the beam " \
                "flags are for synlm's transition LMs (RNNG, PLM, PLM-mask, TG)"
@@ -412,9 +425,21 @@ def _scorers(args: argparse.Namespace,
     device = device_of(args.device)
     if args.hf:
         from synlm.tse.hf_scoring import HFScorer
+        from synlm.tse.masked_scoring import PLLScorer, is_masked_lm
 
-        return [(name, HFScorer(name, batch_size=args.batch_size, device=device,
-                                trust_remote_code=args.trust_remote_code), [])
+        masked = {name: is_masked_lm(name, args.trust_remote_code) for name in args.hf}
+        if args.eos and any(masked.values()):
+            raise InputError(f"--eos: {next(n for n in args.hf if masked[n])} is a masked LM, "
+                             "scored by pseudo-log-likelihood, which has no end-of-sentence "
+                             "term; drop --eos")
+        if args.pll and not any(masked.values()):
+            raise InputError(f"--pll: {args.hf[0]} is a causal LM, scored by its own "
+                             "log-probabilities; --pll is for a masked LM (BERT, RoBERTa)")
+        return [(name, PLLScorer(name, variant=args.pll or "within_word_l2r",
+                                 batch_size=args.batch_size, device=device,
+                                 trust_remote_code=args.trust_remote_code) if masked[name]
+                 else HFScorer(name, batch_size=args.batch_size, device=device,
+                               trust_remote_code=args.trust_remote_code), [])
                 for name in args.hf]
     if args.ckpt_path:
         loaded = [(path, load_model(path)) for path in args.ckpt_path]

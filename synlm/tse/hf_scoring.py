@@ -140,16 +140,8 @@ class HFScorer:
         """
         texts = [" ".join(words) for words in sentences]
         encoded = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
-        out = []
-        for words, ids, offsets in zip(sentences, encoded["input_ids"],
-                                       encoded["offset_mapping"]):
-            # (n_words,): one past each word's last character
-            ends = np.cumsum([len(w) + 1 for w in words], dtype=np.int64) - 1
-            starts = np.asarray([s for s, _ in offsets], dtype=np.int64)  # (n_tokens,)
-            index = np.minimum(np.searchsorted(ends, starts, side="right"),
-                               max(len(words) - 1, 0))
-            out.append((list(ids), index.tolist()))
-        return out
+        return [(list(ids), word_index(words, offsets)) for words, ids, offsets in
+                zip(sentences, encoded["input_ids"], encoded["offset_mapping"])]
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         encoded = self.encode(sentences)
@@ -205,6 +197,17 @@ class HFScorer:
                               token_log_probs=tuple(row[:n].tolist()))
 
 
+def word_index(words: Sequence[str], offsets: Sequence[tuple[int, int]]) -> list[int]:
+    """The word of each token of ``" ".join(words)`` by its ``(start, end)`` character
+    offsets: the word its first character is in; a token that starts at the space between
+    two words belongs to the word after it."""
+    # (n_words,): one past each word's last character
+    ends = np.cumsum([len(w) + 1 for w in words], dtype=np.int64) - 1
+    starts = np.asarray([s for s, _ in offsets], dtype=np.int64)  # (n_tokens,)
+    return np.minimum(np.searchsorted(ends, starts, side="right"),
+                      max(len(words) - 1, 0)).tolist()
+
+
 def _dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
     """``dtype`` as a torch floating-point type (``"bfloat16"``: ``torch.bfloat16``)."""
     value = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
@@ -214,9 +217,10 @@ def _dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
     return value
 
 
-def _load(name: str, what: str, load: Callable[[], Any]) -> Any:
-    """``load()`` of the ``what`` (model, tokenizer) at folder or hub name ``name``; a
-    missing folder or a failure is a one-line ``InputError`` naming ``name``."""
+def _load(name: str, what: str, load: Callable[[], Any], kind: str = "causal LM") -> Any:
+    """``load()`` of the ``what`` (model, tokenizer) of a ``kind`` (causal LM, masked LM) at
+    folder or hub name ``name``; a missing folder or a failure is a one-line ``InputError``
+    naming ``name``."""
     path = Path(name).expanduser()
     if path.is_file():
         raise InputError(f"{name}: a file, expected a folder written by save_pretrained")
@@ -229,6 +233,6 @@ def _load(name: str, what: str, load: Callable[[], Any]) -> Any:
     except (OSError, ValueError) as err:
         reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         where = "this folder" if path.exists() else "the hub (no such folder either)"
-        raise InputError(f"{name}: cannot load a causal LM's {what} from {where} ({reason}); "
+        raise InputError(f"{name}: cannot load a {kind}'s {what} from {where} ({reason}); "
                          f"expected a folder written by save_pretrained (config.json, weights "
                          f"and tokenizer files) or a Hugging Face hub name") from err
