@@ -7,6 +7,10 @@ server can read what synlm wrote where the umask lets them."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -42,3 +46,22 @@ def follow_umask_tree(root: str | Path) -> None:
     root = Path(root)
     for path in [root, *root.rglob("*")]:
         follow_umask(path)
+
+
+@contextmanager
+def staged_folder(out: str | Path) -> Iterator[Path]:
+    """A folder written whole or not at all: the caller fills a temporary folder beside
+    ``out``, which then gets the umask's modes (``follow_umask_tree``) and replaces ``out``
+    (an existing one removed); an exception removes it and leaves ``out`` as it was."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield staging
+        follow_umask_tree(staging)
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from synlm.errors import InputError, SynLMError, report
+from synlm.files import staged_folder
 from synlm.runtime.arguments import CommandParser
 from synlm.runtime.threads import configure_threads
 
@@ -91,21 +90,13 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
         "converted_from": {"source": "rnng-pytorch", "file": str(Path(checkpoint).absolute())}}
     lm.on_save_checkpoint(saved)
     del saved["synlm"]["rng"]  # no run to resume
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
+    with staged_folder(out) as tmp:
         (tmp / CHECKPOINTS).mkdir()
         torch.save(saved, tmp / CHECKPOINTS / LAST)
         (tmp / "config.yaml").write_text(saved[CONFIG_KEY], encoding="utf-8")
         parts.vocab.save(tmp / "vocab.json")
         (tmp / "actions.json").write_text(json.dumps(parts.action_vocab.to_saved()),
                                           encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import torch
 
 from synlm import __version__
 from synlm.errors import InputError
-from synlm.files import follow_umask_tree
+from synlm.files import staged_folder
 
 #: The classes ``config.json`` points the Auto classes to, in the folder's remote code.
 AUTO_MAP = {"AutoConfig": "configuration_synlm.SynlmConfig",
@@ -130,18 +129,9 @@ def export_hf(model: Any, out: str | Path, force: bool = False) -> Path:
     with torch.device("meta"):  # a shell: the checkpoint's own modules go in it
         hf_model = SynlmForCausalLM(config)
     hf_model.model = model.model
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with staged_folder(out) as staging:
         hf_model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         for name in REMOTE_CODE:
             shutil.copyfile(Path(__file__).with_name(name), staging / name)
-        follow_umask_tree(staging)
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out

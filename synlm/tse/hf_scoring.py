@@ -80,31 +80,8 @@ class HFScorer:
                  trust_remote_code: bool = False) -> None:
         at_least("batch_size", batch_size)
         dtype = _dtype(dtype)
-        if isinstance(model, PreTrainedModel):
-            if tokenizer is None:
-                raise InputError("tokenizer: required with a built model; pass the model's "
-                                 "fast tokenizer, or the folder or hub name it was saved under")
-            self.name = str(model.name_or_path)
-        elif isinstance(model, (str, os.PathLike)):
-            self.name = str(model)
-            model = _load(self.name, "model", lambda: AutoModelForCausalLM.from_pretrained(
-                self.name, dtype="auto" if dtype is None else dtype,
-                trust_remote_code=trust_remote_code))
-            tokenizer = self.name if tokenizer is None else tokenizer
-        else:
-            raise InputError(f"model: expected a folder, a hub name or a transformers "
-                             f"PreTrainedModel, got a {type(model).__name__}")
-        if isinstance(tokenizer, (str, os.PathLike)):
-            name = str(tokenizer)
-            tokenizer = _load(name, "tokenizer", lambda: AutoTokenizer.from_pretrained(
-                name, trust_remote_code=trust_remote_code))
-        if not getattr(tokenizer, "is_fast", False):
-            raise InputError(f"{self.name}: its tokenizer ({type(tokenizer).__name__}) gives "
-                             f"no character offsets; expected a fast (tokenizers) tokenizer")
-        if not tokenizer(PROBE, add_special_tokens=False)["input_ids"]:
-            raise InputError(f"{self.name}: its tokenizer reads {PROBE!r} as no tokens (an "
-                             f"empty vocabulary: its tokenizer files are missing?); expected "
-                             f"the model's own tokenizer")
+        self.name, model, tokenizer = load_model_and_tokenizer(
+            model, tokenizer, AutoModelForCausalLM, "causal LM", dtype, trust_remote_code)
         start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None \
             else tokenizer.eos_token_id
         if start is None:
@@ -207,6 +184,43 @@ def word_index(words: Sequence[str], offsets: Sequence[tuple[int, int]]) -> list
     return np.minimum(np.searchsorted(ends, starts, side="right"),
                       max(len(words) - 1, 0)).tolist()
 
+
+
+def load_model_and_tokenizer(model: str | os.PathLike[str] | PreTrainedModel,
+                             tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None,
+                             auto_class: Any, kind: str, dtype: torch.dtype | None,
+                             trust_remote_code: bool
+                             ) -> tuple[str, PreTrainedModel, PreTrainedTokenizerBase]:
+    """A scorer's model (a folder or hub name loaded with ``auto_class``, or a built one),
+    its name and its fast tokenizer (``model``'s own where ``tokenizer`` is None); a model
+    of another type, a tokenizer without character offsets or one that reads English as no
+    tokens is a one-line ``InputError``."""
+    if isinstance(model, PreTrainedModel):
+        if tokenizer is None:
+            raise InputError("tokenizer: required with a built model; pass the model's "
+                             "fast tokenizer, or the folder or hub name it was saved under")
+        name = str(model.name_or_path)
+    elif isinstance(model, (str, os.PathLike)):
+        name = str(model)
+        model = _load(name, "model", lambda: auto_class.from_pretrained(
+            name, dtype="auto" if dtype is None else dtype,
+            trust_remote_code=trust_remote_code), kind=kind)
+        tokenizer = name if tokenizer is None else tokenizer
+    else:
+        raise InputError(f"model: expected a folder, a hub name or a transformers "
+                         f"PreTrainedModel, got a {type(model).__name__}")
+    if isinstance(tokenizer, (str, os.PathLike)):
+        path = str(tokenizer)
+        tokenizer = _load(path, "tokenizer", lambda: AutoTokenizer.from_pretrained(
+            path, trust_remote_code=trust_remote_code), kind=kind)
+    if not getattr(tokenizer, "is_fast", False):
+        raise InputError(f"{name}: its tokenizer ({type(tokenizer).__name__}) gives "
+                         f"no character offsets; expected a fast (tokenizers) tokenizer")
+    if not tokenizer(PROBE, add_special_tokens=False)["input_ids"]:
+        raise InputError(f"{name}: its tokenizer reads {PROBE!r} as no tokens (an "
+                         f"empty vocabulary: its tokenizer files are missing?); expected "
+                         f"the model's own tokenizer")
+    return name, model, tokenizer
 
 def _dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
     """``dtype`` as a torch floating-point type (``"bfloat16"``: ``torch.bfloat16``)."""

@@ -38,13 +38,12 @@ import torch
 from transformers import (
     AutoConfig,
     AutoModelForMaskedLM,
-    AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
 from synlm.errors import InputError, at_least
-from synlm.tse.hf_scoring import PROBE, QUOTED_WORDS, _dtype, _load, word_index
+from synlm.tse.hf_scoring import QUOTED_WORDS, _dtype, load_model_and_tokenizer, word_index
 from synlm.tse.scores import ScoredSentence, by_length
 
 #: The PLL variants, the default first.
@@ -136,31 +135,8 @@ class PLLScorer:
         if variant not in VARIANTS:
             raise InputError(f"variant={variant!r}: expected one of {', '.join(VARIANTS)}")
         dtype = _dtype(dtype)
-        if isinstance(model, PreTrainedModel):
-            if tokenizer is None:
-                raise InputError("tokenizer: required with a built model; pass the model's "
-                                 "fast tokenizer, or the folder or hub name it was saved under")
-            self.name = str(model.name_or_path)
-        elif isinstance(model, (str, os.PathLike)):
-            self.name = str(model)
-            model = _load(self.name, "model", lambda: AutoModelForMaskedLM.from_pretrained(
-                self.name, dtype="auto" if dtype is None else dtype,
-                trust_remote_code=trust_remote_code), kind="masked LM")
-            tokenizer = self.name if tokenizer is None else tokenizer
-        else:
-            raise InputError(f"model: expected a folder, a hub name or a transformers "
-                             f"PreTrainedModel, got a {type(model).__name__}")
-        if isinstance(tokenizer, (str, os.PathLike)):
-            name = str(tokenizer)
-            tokenizer = _load(name, "tokenizer", lambda: AutoTokenizer.from_pretrained(
-                name, trust_remote_code=trust_remote_code), kind="masked LM")
-        if not getattr(tokenizer, "is_fast", False):
-            raise InputError(f"{self.name}: its tokenizer ({type(tokenizer).__name__}) gives "
-                             f"no character offsets; expected a fast (tokenizers) tokenizer")
-        if not tokenizer(PROBE, add_special_tokens=False)["input_ids"]:
-            raise InputError(f"{self.name}: its tokenizer reads {PROBE!r} as no tokens (an "
-                             f"empty vocabulary: its tokenizer files are missing?); expected "
-                             f"the model's own tokenizer")
+        self.name, model, tokenizer = load_model_and_tokenizer(
+            model, tokenizer, AutoModelForMaskedLM, "masked LM", dtype, trust_remote_code)
         if tokenizer.mask_token_id is None:
             raise InputError(f"{self.name}: its tokenizer has no mask token; expected a "
                              f"masked LM's tokenizer ([MASK], <mask>)")
