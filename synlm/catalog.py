@@ -145,7 +145,8 @@ def recipe_named(name: str | None, recipes: Mapping[str, T], listed: Sequence[st
 
 
 def _component_classes() -> dict[str, list[ClassSource]]:
-    return {
+    """The components by kind; a private class (``_Trained``, a shared base) is none."""
+    found = {
         "recipes": [c for c in _recipes() if c.module != FORMER],
         "backbones": [c for c in descendants("Backbone")
                       if c.module.startswith("synlm.backbones.")
@@ -156,6 +157,8 @@ def _component_classes() -> dict[str, list[ClassSource]]:
         "corpora": [c for c in descendants("Corpus") if c.sets_name],
         "subwords": descendants("Subwords"),
     }
+    return {kind: [c for c in classes if not c.name.startswith("_")]
+            for kind, classes in found.items()}
 
 
 def list_components() -> dict[str, list[str]]:

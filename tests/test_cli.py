@@ -187,7 +187,7 @@ def test_ls_lists_components(capsys: pytest.CaptureFixture[str]) -> None:
     components = list_components()
     assert {"AWDLSTM", "Transformer", "GPT2"} <= set(components["backbones"])
     assert {"PTB", "WikiText2", "SyntheticTreebank"} <= set(components["corpora"])
-    assert components["subwords"] == ["PretrainedTokenizer", "TrainedBPE"]
+    assert components["subwords"] == ["PretrainedTokenizer", "TrainedBPE", "TrainedUnigram"]
     assert "quickstart.yaml" in components["configs"]
     assert run_cli(["ls"]) == 0
     assert "AWDLSTM" in capsys.readouterr().out
@@ -207,7 +207,8 @@ def test_the_catalog_names_what_importing_registers() -> None:
     from synlm.transition.model import TransitionModel
 
     def ours(classes: list[type]) -> list[str]:  # tests define heads and inserts too
-        return [c.__name__ for c in classes if c.__module__.startswith("synlm.")]
+        return [c.__name__ for c in classes
+                if c.__module__.startswith("synlm.") and not c.__name__.startswith("_")]
 
     assert catalog.list_components() == {
         "recipes": ours([c for c in subclasses(pl.LightningModule)

@@ -51,7 +51,7 @@ ALLOWED = {
     "lm_eval_model": {"tse", "loading", "capabilities"},
     "commands": {"runtime", "lm", "data", "metrics", "syntax", "viz", "tse", "generation",
                  "catalog", "loading", "parsing", "hf_export", "capabilities", "heads",
-                 "transition.types"},
+                 "transition"},
     "cli": {"lightning_cli", "commands", "catalog", "runtime", "lm_eval_model"},
 }
 
