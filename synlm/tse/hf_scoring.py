@@ -125,9 +125,7 @@ class HFScorer:
         if self.max_positions is not None:
             for words, (ids, _) in zip(sentences, encoded):
                 if len(ids) + 1 > self.max_positions:
-                    quoted = " ".join(words[:QUOTED_WORDS]) + (
-                        " ..." if len(words) > QUOTED_WORDS else "")
-                    raise InputError(f"the sentence {quoted!r} is {len(ids)} tokens, past "
+                    raise InputError(f"the sentence {quoted(words)!r} is {len(ids)} tokens, past "
                                      f"{self.name}'s context of {self.max_positions} positions "
                                      f"less its start token; expected at most "
                                      f"{self.max_positions - 1} tokens")
@@ -185,6 +183,11 @@ def word_index(words: Sequence[str], offsets: Sequence[tuple[int, int]]) -> list
                       max(len(words) - 1, 0)).tolist()
 
 
+
+
+def quoted(words: Sequence[str]) -> str:
+    """A sentence's first ``QUOTED_WORDS`` words, for an error naming it."""
+    return " ".join(words[:QUOTED_WORDS]) + (" ..." if len(words) > QUOTED_WORDS else "")
 
 def load_model_and_tokenizer(model: str | os.PathLike[str] | PreTrainedModel,
                              tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None,

@@ -43,7 +43,7 @@ from transformers import (
 )
 
 from synlm.errors import InputError, at_least
-from synlm.tse.hf_scoring import QUOTED_WORDS, _dtype, load_model_and_tokenizer, word_index
+from synlm.tse.hf_scoring import _dtype, load_model_and_tokenizer, quoted, word_index
 from synlm.tse.scores import ScoredSentence, by_length
 
 #: The PLL variants, the default first.
@@ -192,9 +192,7 @@ class PLLScorer:
         if self.max_positions is not None:
             for words, row in zip(sentences, encoded):
                 if len(row["ids"]) > self.max_positions:
-                    quoted = " ".join(words[:QUOTED_WORDS]) + (
-                        " ..." if len(words) > QUOTED_WORDS else "")
-                    raise InputError(f"the sentence {quoted!r} is {len(row['ids'])} tokens "
+                    raise InputError(f"the sentence {quoted(words)!r} is {len(row['ids'])} tokens "
                                      f"with its special tokens, past {self.name}'s context of "
                                      f"{self.max_positions} positions; expected at most "
                                      f"{self.max_positions}")
