@@ -113,13 +113,18 @@ class SynlmLM(LM):
         shift_size: likewise (1).
         search_convention: likewise (``renormalised_given_length`` or ``all_actions``;
             unset: the model's released one).
+        search: ``beam`` (the default) or ``particles``: a transition LM's particle
+            filtering (``synlm.transition.particles``), which takes ``particles``, not the
+            beam's sizes.
+        particles: ``search=particles``: particles a sentence (unset: the released 10,000).
     """
 
     def __init__(self, ckpt_path: str | None = None, model: Any = None,
                  batch_size: int | str = DEFAULT_BATCH_SIZE, device: str | None = None,
                  greedy: bool = True, beam_size: int | None = None,
                  word_beam_size: int | None = None, shift_size: int | None = None,
-                 search_convention: str | None = None) -> None:
+                 search_convention: str | None = None, search: str | None = None,
+                 particles: int | None = None) -> None:
         super().__init__()
         if (ckpt_path is None) == (model is None):
             raise InputError("the synlm model of lm-eval needs ckpt_path=RUN (a checkpoint "
@@ -128,17 +133,29 @@ class SynlmLM(LM):
             from synlm.loading import load_model
 
             model = load_model(str(ckpt_path), "ckpt_path")
+        sizes = {"beam_size": beam_size, "word_beam_size": word_beam_size,
+                 "shift_size": shift_size}
+        settings = {**sizes, "search_convention": search_convention, "search": search,
+                    "particles": particles}
+        given = next((name for name, value in settings.items() if value is not None), None)
         searches = isinstance(model, Searches)
-        if searches:
+        if not searches and given:
+            raise InputError(f"{given}: the model has no search; it is a setting of "
+                             "transition LMs (RNNG, PLM, PLM-mask, TG)")
+        if search not in (None, "beam", "particles"):
+            raise InputError(f"search={search}: expected beam or particles")
+        given_size = next((name for name, value in sizes.items() if value is not None), None)
+        if search == "particles" and given_size:
+            raise InputError(f"{given_size}: a beam size; particle filtering takes particles=K")
+        if particles is not None and search != "particles":
+            raise InputError("particles: the particles of particle filtering; add "
+                             "search=particles")
+        if search == "particles":
+            from synlm.transition.particles import use_particles
+
+            use_particles(model, particles, search_convention)
+        elif searches:
             model.use_beam(beam_size, word_beam_size, shift_size, search_convention)
-        else:
-            given = next((name for name, value in (
-                ("beam_size", beam_size), ("word_beam_size", word_beam_size),
-                ("shift_size", shift_size), ("search_convention", search_convention))
-                if value is not None), None)
-            if given:
-                raise InputError(f"{given}: the model has no beam search; it is a setting of "
-                                 "transition LMs (RNNG, PLM, PLM-mask, TG)")
         self.scorer = ModelScorer(model, _batch_size(batch_size), _device(device))
         self.greedy = greedy and not searches
         #: Requests whose text had no parse within the beam (log-likelihood -inf).

@@ -21,7 +21,7 @@ from test_rnng import all_parses, random_rnng
 from test_rnng_cli import fit
 
 from conftest import run_cli
-from synlm.errors import SettingError
+from synlm.errors import InputError, SettingError
 from synlm.loading import load_model
 from synlm.syntax.trees import to_bracket
 from synlm.transition.beam import search_sentences
@@ -208,3 +208,28 @@ def test_particle_flags_out_of_place_are_one_line_errors(trained, tmp_path, caps
     assert run_cli([command, "--ckpt_path", str(trained), *source, *flags]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_lm_evals_model_searches_by_particles(trained):
+    """``lm-eval --model synlm --model_args ckpt_path=RUN,search=particles,particles=50``
+    scores a text by the particle filter's word probabilities; the flags out of place and a
+    beam size for a model searching by particles are one-line errors."""
+    from lm_eval.api.instance import Instance
+
+    from synlm.lm_eval_model import SynlmLM
+
+    lm = SynlmLM(ckpt_path=str(trained), search="particles", particles=50, greedy=False)
+    assert lm.scorer.model.beam == ParticleSettings(50)
+    model = load_model(str(trained))
+    use_particles(model, 50)
+    (expected,) = ModelScorer(model).score([["the", "dog", "sleeps"]])
+    assert lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, ("the dog sleeps",),
+                                              0)]) == [pytest.approx(expected.total(eos=False))]
+    for kwargs, message in (({"particles": 5}, "add search=particles"),
+                            ({"search": "particles", "beam_size": 5}, "beam_size: a beam size"),
+                            ({"search": "particle"}, "expected beam or particles")):
+        with pytest.raises(InputError, match=message):
+            SynlmLM(ckpt_path=str(trained), **kwargs)
+    with pytest.raises(InputError, match="word_beam_size: a beam size, but the model searches "
+                                         "by particle filtering, 50 particles"):
+        model.use_beam(word_beam_size=3)

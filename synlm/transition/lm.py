@@ -245,6 +245,10 @@ class TransitionLM(pl.LightningModule):
         ``synlm.transition.types.CONVENTIONS``) from now on; one left unset keeps its value."""
         sizes = {"beam_size": beam_size, "word_beam_size": word_beam_size,
                  "shift_size": shift_size}
+        given = next((name for name, size in sizes.items() if size is not None), None)
+        if given and not isinstance(self.beam, BeamSettings):
+            raise InputError(f"{given}: a beam size, but the model searches by "
+                             f"{self.beam.describe()}")
         self.beam = replace(self.beam, **{k: int(v) for k, v in sizes.items() if v is not None},
                             convention=convention or self.beam.convention)
 

@@ -2,9 +2,10 @@
 
 The benchmarks (``blimp``, ``marvin_linzen``, ``syntaxgym``) read only this module's types:
 they turn benchmark text into words with ``Scorer.words`` and score lists of words with
-``Scorer.score``. Two scorers ship: ``synlm.tse.scoring.ModelScorer`` (a synlm model) and
-``synlm.tse.hf_scoring.HFScorer`` (a Hugging Face causal LM); anything with these two methods
-is a third.
+``Scorer.score``. Three scorers ship: ``synlm.tse.scoring.ModelScorer`` (a synlm model),
+``synlm.tse.hf_scoring.HFScorer`` (a Hugging Face causal LM) and
+``synlm.tse.masked_scoring.PLLScorer`` (a masked LM, by pseudo-log-likelihood); anything with
+these two methods is another.
 """
 
 from __future__ import annotations
