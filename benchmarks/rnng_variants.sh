@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# RNNG variants side by side at one budget, each at one size (embedding 200, stack LSTM
+# 400 x 2, the released recipe otherwise), trained for STEPS batches of 64 sentences of the
+# NLTK WSJ sample's trees (configs/data/nltk_sample_trees.yaml), then `synlm test` (joint
+# perplexity, beam perplexity and UF1 of word-synchronous beam search BEAM on the sample's
+# 118 test trees) and `synlm evaluate-syntax` on the first SUBSET items of every BLiMP
+# paradigm and SyntaxGym suite, by the same beam search. MODELS (default: all three):
+#   rnng           configs/rnng.yaml, top-down, words (training singletons as unknown classes)
+#   rnng_in_order  configs/rnng_in_order.yaml, in-order, words
+#   rnng_bpe       configs/rnng.yaml on the pieces of a byte-level BPE of BPE_SIZE tokens
+#                  trained on the training trees (data.subwords: TrainedBPE): no unknown word
+# A finished step (its checkpoint, its log, its JSON) is kept.
+#   SYNLM_DATA_DIR=/path/to/data bash benchmarks/rnng_variants.sh OUT_DIR [STEPS] [SUBSET] \
+#     [BEAM] [MODELS] [BPE_SIZE]
+set -euo pipefail
+out=${1:?output folder}
+steps=${2:-276}
+subset=${3:-5}
+read -r beam word_beam shift <<< "${4:-10 5 1}"
+models=${5:-rnng rnng_in_order rnng_bpe}
+bpe_size=${6:-4000}
+mkdir -p "$out"
+for name in $models; do
+  case $name in
+    rnng|rnng_in_order) config=$name; data=() ;;
+    rnng_bpe) config=rnng; data=(--data.unknown_words=unk --data.subwords=TrainedBPE
+                                 --data.subwords.vocab_size="$bpe_size") ;;
+    *) echo "rnng_variants.sh: unknown model $name (rnng, rnng_in_order, rnng_bpe)" >&2; exit 2 ;;
+  esac
+  if ! ls "$out/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then
+    /usr/bin/time -f "$name fit %e s" synlm fit --config "configs/$config.yaml" \
+      --config configs/data/nltk_sample_trees.yaml "${data[@]}" \
+      --model.init_args.model.init_args.input_size=200 \
+      --model.init_args.model.init_args.hidden_size=400 \
+      --model.init_args.beam_size="$beam" --model.init_args.word_beam_size="$word_beam" \
+      --model.init_args.shift_size="$shift" \
+      --data.batch_size=64 --trainer.max_epochs=20 --trainer.max_steps="$steps" \
+      --trainer.val_check_interval=1.0 --trainer.enable_progress_bar=false \
+      --trainer.default_root_dir="$out/$name" > "$out/$name.log" 2>&1
+  fi
+  if [ ! -s "$out/$name.test.log" ]; then
+    /usr/bin/time -f "$name test %e s" synlm test --ckpt_path "$out/$name" \
+      --trainer.enable_progress_bar=false > "$out/$name.test.partial" 2>&1
+    mv "$out/$name.test.partial" "$out/$name.test.log"
+  fi
+  if [ ! -s "$out/$name.tse.json" ]; then
+    /usr/bin/time -f "$name evaluate-syntax %e s" synlm evaluate-syntax \
+      --ckpt_path "$out/$name" --benchmark blimp syntaxgym --subset "$subset" \
+      --beam-size "$beam" --word-beam-size "$word_beam" --shift-size "$shift" \
+      --output "$out/$name.tse.jsonl" > "$out/$name.tse.partial" 2> "$out/$name.tse.log"
+    mv "$out/$name.tse.partial" "$out/$name.tse.json"
+  fi
+done
