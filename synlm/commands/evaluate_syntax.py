@@ -528,7 +528,10 @@ def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str,
 
 def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
                   summary: dict[str, Any]) -> None:
-    """``--output``, ``--regions`` and ``--report`` (tables and plots), each written whole."""
+    """``--output``, ``--regions`` and ``--report`` (tables and plots), each written whole,
+    with the run's provenance beside each (``synlm.tse.provenance``)."""
+    from synlm.tse import provenance
+
     if args.output:
         summary["output"] = args.output
         summary["records"] = write_records(args.output, runs)
@@ -543,6 +546,26 @@ def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
         summary["regions"] = args.regions
     if args.report:
         summary["report"] = write_report(Path(args.report), runs)
+        summary["report"]["files"].append(str(provenance.write(
+            Path(args.report) / provenance.REPORT_FILE, summary["provenance"])))
+    for path in filter(None, (args.output, args.regions)):
+        provenance.write_beside(path, summary["provenance"])
+
+
+def provenance_of(args: argparse.Namespace, argv: Sequence[str] | None,
+                  models: Sequence[tuple[str, Any, list[Any]]], threads: Any,
+                  loaded: dict[str, list[Any]] | None = None,
+                  runs: Sequence[Evaluated] = ()) -> dict[str, Any]:
+    """What the results were computed from (``synlm.tse.provenance``), as JSON: the
+    command, the ``models`` (name, scorer, untrained scorers), the benchmark files
+    ``loaded`` read and each run's conventions."""
+    from synlm.tse import provenance
+
+    files = provenance.benchmark_files(list(loaded or ()), args.data_dir, args.suites,
+                                       args.pairs)
+    return provenance.collect(
+        provenance.command_line(PROG, argv), models, threads, files,
+        [conventions(run.results or run.untrained[0]) for run in runs], args.config).to_json()
 
 
 def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
@@ -582,16 +605,20 @@ def main(argv: list[str] | None = None,
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     try:
-        configure_threads()
+        threads = configure_threads()
         models = _scorers(args, build_model)  # a bad checkpoint stops the run before the data
         loaded = {} if args.sentences else load_benchmarks(
             args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)
         runs = []
         for name, scorer, chance in models:
             if args.sentences:
+                from synlm.tse.provenance import write_beside
+
                 count = score_sentences(scorer, args.sentences, args.surprisals)
+                record = provenance_of(args, argv, models, threads)
+                write_beside(args.surprisals, record)
                 print(json.dumps({"model": name, "sentences": count,
-                                  "surprisals": args.surprisals}))
+                                  "surprisals": args.surprisals, "provenance": record}))
                 return 0
             results = evaluate_scorer(scorer, loaded, args.eos) if scorer is not None else {}
             untrained = [evaluate_scorer(c, loaded, args.eos) for c in chance]
@@ -604,6 +631,7 @@ def main(argv: list[str] | None = None,
             for line in unparsed:
                 print(line, file=sys.stderr)
         summary = summarize_runs(args, runs)
+        summary["provenance"] = provenance_of(args, argv, models, threads, loaded, runs)
         write_outputs(args, runs if not args.config else [
             Evaluated(f"seed {seed}", r, [], runs[0].vocab_size)
             for seed, r in enumerate(runs[0].untrained)], summary)
