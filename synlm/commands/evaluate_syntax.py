@@ -570,7 +570,8 @@ def provenance_of(args: argparse.Namespace, argv: Sequence[str] | None,
 
 def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
     """The side-by-side tables (headline and per unit, with item-bootstrap intervals and each
-    model's untrained column), a paired test for two models, and the plots."""
+    model's untrained column), a paired test for two models, and the plots (SyntaxGym's
+    region figure of each suite in ``regions/``)."""
     from synlm.tse import compare, plots, tables
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -584,6 +585,7 @@ def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
         if all(benchmark in results for results in models.values()):
             written += plots.plot_units(models, benchmark, folder / kind, kind=kind,
                                         baselines=baselines)
+    written += plots.plot_regions(models, folder / "regions")  # SyntaxGym's, a suite each
     report: dict[str, Any] = {"files": [str(path) for path in written]}
     if len(runs) == 2:
         report["paired"] = compare.paired_tests(runs[0].results, runs[1].results)
