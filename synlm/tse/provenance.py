@@ -38,6 +38,7 @@ from typing import Any
 import synlm
 from synlm.data.files import sha256_of
 from synlm.data.vocab import atomic_write_text
+from synlm.runtime.threads import Threads
 
 #: The name a report folder's record has; beside a file ``<file>`` it is ``<file>`` + ``SUFFIX``.
 REPORT_FILE = "provenance.json"
@@ -76,14 +77,16 @@ class ModelProvenance:
     Attributes:
         name: the model's name in the results.
         model_class: the class scored (``synlm.lm.SyntaxLM``,
-            ``transformers...GPT2LMHeadModel``).
-        parameters: its parameter count (a tied matrix once).
+            ``transformers...GPT2LMHeadModel``); the scorer's for a scorer with no
+            ``model`` (a ``synlm.tse.scores.Scorer`` of one's own).
+        parameters: its parameter count (a tied matrix once); ``dtype`` their type (None
+            without a model).
         architecture: the network a synlm recipe wraps: a ``SyntaxLM``'s backbone, a
             ``TransitionLM``'s model (``synlm.transition.rnng.RNNG``).
         files: the checkpoint file it was loaded from, or a Hugging Face model's weight
             files; none for models built untrained.
-        surprisal: ``exact``, ``renormalised_given_length``, ``all_actions`` or
-            ``pseudo_log_likelihood``.
+        surprisal: ``exact``, ``renormalised_given_length``, ``all_actions``,
+            ``pseudo_log_likelihood``, or ``scorer`` (a scorer of one's own: its own).
         eos: for each benchmark, whether its end-of-sentence term counted.
         untrained: how many untrained models of its config were scored (``--untrained``,
             ``--config --seeds``).
@@ -91,8 +94,8 @@ class ModelProvenance:
 
     name: str
     model_class: str
-    parameters: int
-    dtype: str
+    parameters: int | None
+    dtype: str | None
     files: tuple[FileDigest, ...] = ()
     architecture: str | None = None
     config: FileDigest | None = None
@@ -190,11 +193,13 @@ def model_provenance(name: str, scorer: Any, untrained: int = 0,
     ``PLLScorer``'s transformers model) under ``name``; ``conventions``: each benchmark's
     ``BenchmarkResult.convention`` (whether it counted the end of the sentence);
     ``config``: the config file its untrained models were built from."""
-    model = scorer.model
-    parameters = list(model.parameters())
+    model = getattr(scorer, "model", None)  # None: a Scorer of one's own, its numbers its own
+    parameters = [] if model is None else list(model.parameters())
     files: list[Path] = []
     revision = network = None
-    if getattr(scorer, "name", None) is not None:  # a Hugging Face model
+    if model is None:
+        pass
+    elif getattr(scorer, "name", None) is not None:  # a Hugging Face model
         revision = getattr(model.config, "_commit_hash", None)
         files = hf_files(scorer.name, revision)
     else:  # a synlm recipe; its file where synlm.loading.load_model read one
@@ -204,13 +209,15 @@ def model_provenance(name: str, scorer: Any, untrained: int = 0,
     pll = getattr(scorer, "pll", None)
     convention = getattr(scorer, "convention", None)
     return ModelProvenance(
-        name=name, model_class=_class_name(model), parameters=sum(p.numel() for p in parameters),
-        dtype=str(parameters[0].dtype).removeprefix("torch.") if parameters else "none",
+        name=name, model_class=_class_name(scorer if model is None else model),
+        parameters=None if model is None else sum(p.numel() for p in parameters),
+        dtype=str(parameters[0].dtype).removeprefix("torch.") if parameters else None,
         files=tuple(map(file_digest, files)),
         architecture=None if network is None else _class_name(network),
         config=None if config is None else file_digest(config_file(config)),
         revision=revision,
-        surprisal="pseudo_log_likelihood" if pll else convention or "exact", pll=pll,
+        surprisal="scorer" if model is None else
+        "pseudo_log_likelihood" if pll else convention or "exact", pll=pll,
         search=_search(model) if convention else None,
         eos={benchmark: bool(c["eos"]) for benchmark, c in (conventions or {}).items()},
         untrained=untrained)
@@ -258,7 +265,7 @@ def _device_name(device: str) -> str:
     return device
 
 
-def collect(command: str, models: Sequence[tuple[str, Any, Sequence[Any]]], threads: Any,
+def collect(command: str, models: Sequence[tuple[str, Any, Sequence[Any]]], threads: Threads,
             files: Mapping[str, Sequence[Path]] | None = None,
             conventions: Sequence[Mapping[str, Mapping[str, Any]]] = (),
             config: str | None = None) -> Provenance:
@@ -283,7 +290,8 @@ def collect(command: str, models: Sequence[tuple[str, Any, Sequence[Any]]], thre
         synlm=synlm.__version__, synlm_source=synlm_source(), torch=torch.__version__,
         transformers=_version("transformers"), python=platform.python_version(),
         platform=platform.platform(), threads=threads.count, threads_why=threads.why,
-        device=", ".join(dict.fromkeys(_device_name(str(s.device)) for s in scorers)),
+        device=", ".join(dict.fromkeys(_device_name(str(s.device)) for s in scorers
+                                       if hasattr(s, "device"))) or "unknown",
         models=tuple(records),
         benchmark_files={name: tuple(map(file_digest, paths))
                          for name, paths in (files or {}).items()})
