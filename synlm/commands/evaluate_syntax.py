@@ -15,8 +15,9 @@ TG) is scored by its beam search under its surprisal convention (``--search-conv
 ``synlm.transition.types.CONVENTIONS``), which each benchmark's convention names; ``--eos`` is
 refused for one whose end term is 0 by construction, and a pair or item with a sentence the
 beam finds no tree for is counted apart (``no_parse``). Prints one JSON object on stdout: the
-headline numbers (``headline``), each benchmark's full summary and the conventions used; a
-table of the headline on stderr. The benchmark files are looked for under
+headline numbers (``headline``), each benchmark's full summary and the conventions used, and
+what they were computed from (``provenance``: ``synlm.tse.provenance``, also beside every
+file written); a table of the headline on stderr. The benchmark files are looked for under
 ``$SYNLM_DATA_DIR`` (or ``--data-dir``); ``--download`` fetches missing ones.
 
 This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
