@@ -85,6 +85,7 @@ def test_a_run_folder_of_a_structure_model(capsys, monkeypatch, tmp_path):
     assert model["dtype"] == "float32" and model["untrained"] == 0
     assert model["surprisal"] == "renormalised_given_length" and model["pll"] is None
     assert model["search"]["kind"] == "BeamSettings"
+    assert model["search"]["convention"] == "renormalised_given_length"  # the RNNG's own
     assert (model["search"]["beam_size"], model["search"]["word_beam_size"],
             model["search"]["shift_size"]) == (7, 3, 1)
     assert model["search"]["text"] == "word-synchronous beam search, beam 7, word beam 3, shift 1"

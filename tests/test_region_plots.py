@@ -84,7 +84,7 @@ def test_the_figure_plots_the_means_and_their_intervals() -> None:
     match_bars = sorted((seg[0][0], seg[0][1], seg[1][1]) for seg in bars[0].get_segments())
     assert_allclose(match_bars, [(-0.025, 4.0 - 2 * half, 4.0 + 2 * half),
                                  (0.975, 2.0 - half, 2.0 + half)])
-    assert "95% t intervals" in fig.get_suptitle()
+    assert [t.get_text() for t in fig.texts] == ["agr", "region; bars: 95% t intervals over items"]
 
 
 def test_report_draws_the_region_figure_of_a_syntaxgym_run(capsys, monkeypatch, tmp_path):

@@ -201,9 +201,10 @@ def region_figure(suite: str, models: Mapping[str, Mapping[str, Mapping[int, Reg
         ax.set_title(model, fontsize="medium")
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("mean surprisal (bits)")
-    fig.suptitle(f"{suite}; bars: {confidence:.0%} t intervals over items")
+    fig.suptitle(suite)
+    fig.supxlabel(f"region; bars: {confidence:.0%} t intervals over items", fontsize="small")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize="small", loc="outside right upper", title="condition")
+    fig.legend(handles, labels, fontsize="small", loc="outside right center", title="condition")
     return fig
 
 

@@ -177,13 +177,15 @@ def hf_files(name: str, revision: str | None) -> list[Path]:
     return weight_files(Path(cached).parent) if isinstance(cached, str) else []
 
 
-def _search(model: Any) -> dict[str, Any] | None:
+def _search(model: Any, convention: str) -> dict[str, Any] | None:
     """A transition LM's search settings (``beam``: ``BeamSettings`` or
-    ``ParticleSettings``) with their description; None for a model with no search."""
+    ``ParticleSettings``) with their description, and the ``convention`` it computes (the
+    settings' None: the model's released one); None for a model with no search."""
     settings = getattr(model, "beam", None)
     if settings is None or not hasattr(settings, "describe"):
         return None
-    return {"kind": type(settings).__name__, "text": settings.describe(), **asdict(settings)}
+    return {"kind": type(settings).__name__, "text": settings.describe(), **asdict(settings),
+            "convention": convention}
 
 
 def model_provenance(name: str, scorer: Any, untrained: int = 0,
@@ -218,7 +220,7 @@ def model_provenance(name: str, scorer: Any, untrained: int = 0,
         revision=revision,
         surprisal="scorer" if model is None else
         "pseudo_log_likelihood" if pll else convention or "exact", pll=pll,
-        search=_search(model) if convention else None,
+        search=_search(model, convention) if convention else None,
         eos={benchmark: bool(c["eos"]) for benchmark, c in (conventions or {}).items()},
         untrained=untrained)
 
