@@ -16,8 +16,8 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     """The model of the checkpoint ``path`` names (a file, a run folder, which stands for its
     best, or ``FOLDER/best|last``: ``synlm.runtime.runs.resolve_checkpoint``), on the CPU in eval
     mode; a missing or unreadable checkpoint is a one-line ``CheckpointError`` naming
-    ``flag``. torch's global RNG is left as it was (building the model draws its initial
-    weights from a fork of it)."""
+    ``flag``. The file read is the model's ``checkpoint_file`` (a path). torch's global RNG
+    is left as it was (building the model draws its initial weights from a fork of it)."""
     import torch
 
     from synlm.registry import recipe_class
@@ -26,9 +26,10 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     # (a former name too: synlm.transition.former), SyntaxLM's checkpoints name none
     saved = read_checkpoint(path, flag, "best").get("synlm") or {}
     model_class = recipe_class(saved.get("model_class"))
+    file = resolve_checkpoint(path, flag, "best")
     with torch.random.fork_rng(devices=[]):
-        model = model_class.load_from_checkpoint(resolve_checkpoint(path, flag, "best"),
-                                                 map_location="cpu")
+        model = model_class.load_from_checkpoint(file, map_location="cpu")
+    model.checkpoint_file = str(file)  # the file read (synlm.tse.provenance)
     model.eval()
     return model
 

@@ -15,8 +15,9 @@ TG) is scored by its beam search under its surprisal convention (``--search-conv
 ``synlm.transition.types.CONVENTIONS``), which each benchmark's convention names; ``--eos`` is
 refused for one whose end term is 0 by construction, and a pair or item with a sentence the
 beam finds no tree for is counted apart (``no_parse``). Prints one JSON object on stdout: the
-headline numbers (``headline``), each benchmark's full summary and the conventions used; a
-table of the headline on stderr. The benchmark files are looked for under
+headline numbers (``headline``), each benchmark's full summary and the conventions used, and
+what they were computed from (``provenance``: ``synlm.tse.provenance``, also beside every
+file written); a table of the headline on stderr. The benchmark files are looked for under
 ``$SYNLM_DATA_DIR`` (or ``--data-dir``); ``--download`` fetches missing ones.
 
 This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
@@ -528,7 +529,10 @@ def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str,
 
 def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
                   summary: dict[str, Any]) -> None:
-    """``--output``, ``--regions`` and ``--report`` (tables and plots), each written whole."""
+    """``--output``, ``--regions`` and ``--report`` (tables and plots), each written whole,
+    with the run's provenance beside each (``synlm.tse.provenance``)."""
+    from synlm.tse import provenance
+
     if args.output:
         summary["output"] = args.output
         summary["records"] = write_records(args.output, runs)
@@ -543,11 +547,32 @@ def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
         summary["regions"] = args.regions
     if args.report:
         summary["report"] = write_report(Path(args.report), runs)
+        summary["report"]["files"].append(str(provenance.write(
+            Path(args.report) / provenance.REPORT_FILE, summary["provenance"])))
+    for path in filter(None, (args.output, args.regions)):
+        provenance.write_beside(path, summary["provenance"])
+
+
+def provenance_of(args: argparse.Namespace, argv: Sequence[str] | None,
+                  models: Sequence[tuple[str, Any, list[Any]]], threads: Any,
+                  loaded: dict[str, list[Any]] | None = None,
+                  runs: Sequence[Evaluated] = ()) -> dict[str, Any]:
+    """What the results were computed from (``synlm.tse.provenance``), as JSON: the
+    command, the ``models`` (name, scorer, untrained scorers), the benchmark files
+    ``loaded`` read and each run's conventions."""
+    from synlm.tse import provenance
+
+    files = provenance.benchmark_files(list(loaded or ()), args.data_dir, args.suites,
+                                       args.pairs)
+    return provenance.collect(
+        provenance.command_line(PROG, argv), models, threads, files,
+        [conventions(run.results or run.untrained[0]) for run in runs], args.config).to_json()
 
 
 def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
     """The side-by-side tables (headline and per unit, with item-bootstrap intervals and each
-    model's untrained column), a paired test for two models, and the plots."""
+    model's untrained column), a paired test for two models, and the plots (SyntaxGym's
+    region figure of each suite in ``regions/``)."""
     from synlm.tse import compare, plots, tables
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -561,6 +586,7 @@ def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
         if all(benchmark in results for results in models.values()):
             written += plots.plot_units(models, benchmark, folder / kind, kind=kind,
                                         baselines=baselines)
+    written += plots.plot_regions(models, folder / "regions")  # SyntaxGym's, a suite each
     report: dict[str, Any] = {"files": [str(path) for path in written]}
     if len(runs) == 2:
         report["paired"] = compare.paired_tests(runs[0].results, runs[1].results)
@@ -582,16 +608,20 @@ def main(argv: list[str] | None = None,
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     try:
-        configure_threads()
+        threads = configure_threads()
         models = _scorers(args, build_model)  # a bad checkpoint stops the run before the data
         loaded = {} if args.sentences else load_benchmarks(
             args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)
         runs = []
         for name, scorer, chance in models:
             if args.sentences:
+                from synlm.tse.provenance import write_beside
+
                 count = score_sentences(scorer, args.sentences, args.surprisals)
+                record = provenance_of(args, argv, models, threads)
+                write_beside(args.surprisals, record)
                 print(json.dumps({"model": name, "sentences": count,
-                                  "surprisals": args.surprisals}))
+                                  "surprisals": args.surprisals, "provenance": record}))
                 return 0
             results = evaluate_scorer(scorer, loaded, args.eos) if scorer is not None else {}
             untrained = [evaluate_scorer(c, loaded, args.eos) for c in chance]
@@ -604,6 +634,7 @@ def main(argv: list[str] | None = None,
             for line in unparsed:
                 print(line, file=sys.stderr)
         summary = summarize_runs(args, runs)
+        summary["provenance"] = provenance_of(args, argv, models, threads, loaded, runs)
         write_outputs(args, runs if not args.config else [
             Evaluated(f"seed {seed}", r, [], runs[0].vocab_size)
             for seed, r in enumerate(runs[0].untrained)], summary)

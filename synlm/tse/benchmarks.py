@@ -124,7 +124,8 @@ def _pair_benchmark(name: str) -> Callable[[Sequence[MinimalPair], Scorer, bool 
 
 
 def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> BenchmarkResult:
-    """Region surprisals as syntaxgym-core's runner gives them (``evaluate_suites``). The
+    """Region surprisals as syntaxgym-core's runner gives them (``evaluate_suites``), each
+    suite's region names in the summary (``region_names``: suite -> number -> name). The
     in-vocabulary SG score averages each suite's accuracy over its items without an unknown
     word in a critical region (suites with none left out); items without a parse (a
     transition LM's) are left out of both and counted (``no_parse_items``)."""
@@ -152,6 +153,8 @@ def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> Ben
         "in_vocabulary_items": sum(r.in_vocabulary_items for r in included),
         "empty_region_items": sum(r.empty_region_items for r in included),
         "no_parse_items": sum(r.no_parse_items for r in included),
+        "region_names": {suite.name: {str(number): name for number, name in
+                                      suite.region_names.items()} for suite in suites},
     }
     records = [record for r in results for record in r.records()]
     return BenchmarkResult("syntaxgym", summary, _tagged("syntaxgym", records), {

@@ -177,7 +177,7 @@ def read_marvin_linzen(path: str | Path | None = None, data_dir: str | Path | No
     """
     if subset is not None and subset < 1:
         raise InputError(f"subset must be at least 1, got {subset}")
-    path = Path(path) if path else _default_source(data_dir, download)
+    path = Path(path) if path else default_source(data_dir, download)
     if path.is_dir():
         records = _pickle_records(path)
     elif path.exists():
@@ -189,7 +189,9 @@ def read_marvin_linzen(path: str | Path | None = None, data_dir: str | Path | No
             for number, record in enumerate(_first(records, subset), start=1)]
 
 
-def _default_source(data_dir: str | Path | None, download: bool) -> Path:
+def default_source(data_dir: str | Path | None, download: bool) -> Path:
+    """Marvin & Linzen's data under ``data_dir``: the JSON lines file, else the folder of
+    the 22 pickles (fetched first with ``download``); missing: a one-line ``CorpusError``."""
     folder = (Path(data_dir) if data_dir else default_data_dir()) / FOLDER
     pickles = folder / PICKLES
     if (folder / JSONL).exists():

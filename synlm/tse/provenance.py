@@ -1,0 +1,320 @@
+"""What a result of ``synlm evaluate-syntax`` was computed from (``Provenance``).
+
+- each model (``ModelProvenance``): the checkpoint file its path resolved to (a run folder
+  stands for its best checkpoint) or a Hugging Face model's weight files, each with its
+  sha256; its class (and the network a synlm recipe wraps), parameter count and type; how
+  it was scored: the surprisal (``exact`` for a model read left to right, a transition LM's
+  search convention, ``pseudo_log_likelihood`` for a masked LM), the PLL variant, a
+  transition LM's search (beam sizes or particles, as ``synlm.transition.beam`` holds
+  them), and whether each benchmark counted the end of the sentence; the untrained models
+  scored beside it;
+- each benchmark file read (the staged files, one's own suites and pairs), with its sha256;
+- synlm's version (and the source tree's ``git describe`` where synlm runs from a checkout),
+  torch's, transformers' and Python's; the command line, the folder it ran in, when it ran,
+  the thread count (and why that many), the device.
+
+A file is hashed a megabyte at a time, and once a process however many outputs name it
+(``file_digest`` keeps each digest by path, size and modification time). The command prints
+the record in its JSON (``provenance``), writes it beside each file it writes
+(``<file>.provenance.json``: a JSON-lines, CSV or lm-zoo table stays as its readers expect
+it) and into a report folder (``provenance.json``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import synlm
+from synlm.data.files import sha256_of
+from synlm.data.vocab import atomic_write_text
+from synlm.runtime.threads import Threads
+
+#: The name a report folder's record has; beside a file ``<file>`` it is ``<file>`` + ``SUFFIX``.
+REPORT_FILE = "provenance.json"
+SUFFIX = ".provenance.json"
+#: A Hugging Face folder's weights, as transformers looks for them (safetensors first); a
+#: sharded model names its shards in the index.
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """A file read: its absolute path, sha256 (hex) and size in bytes."""
+
+    path: str
+    sha256: str
+    bytes: int
+
+
+@functools.cache
+def _sha256(path: str, size: int, modified_ns: int) -> str:
+    return sha256_of(Path(path))  # streamed; size and time in the key: a rewritten file anew
+
+
+def file_digest(path: str | Path) -> FileDigest:
+    """``path``'s sha256, computed once a process for a file of the same size and time."""
+    resolved = Path(path).resolve()
+    stat = resolved.stat()
+    return FileDigest(str(resolved), _sha256(str(resolved), stat.st_size, stat.st_mtime_ns),
+                      stat.st_size)
+
+
+@dataclass(frozen=True)
+class ModelProvenance:
+    """One model of a command and how it was scored (the module's docs).
+
+    Attributes:
+        name: the model's name in the results.
+        model_class: the class scored (``synlm.lm.SyntaxLM``,
+            ``transformers...GPT2LMHeadModel``); the scorer's for a scorer with no
+            ``model`` (a ``synlm.tse.scores.Scorer`` of one's own).
+        parameters: its parameter count (a tied matrix once); ``dtype`` their type (None
+            without a model).
+        architecture: the network a synlm recipe wraps: a ``SyntaxLM``'s backbone, a
+            ``TransitionLM``'s model (``synlm.transition.rnng.RNNG``).
+        files: the checkpoint file it was loaded from, or a Hugging Face model's weight
+            files; none for models built untrained.
+        surprisal: ``exact``, ``renormalised_given_length``, ``all_actions``,
+            ``pseudo_log_likelihood``, or ``scorer`` (a scorer of one's own: its own).
+        eos: for each benchmark, whether its end-of-sentence term counted.
+        untrained: how many untrained models of its config were scored (``--untrained``,
+            ``--config --seeds``).
+    """
+
+    name: str
+    model_class: str
+    parameters: int | None
+    dtype: str | None
+    files: tuple[FileDigest, ...] = ()
+    architecture: str | None = None
+    config: FileDigest | None = None
+    revision: str | None = None
+    surprisal: str = "exact"
+    pll: str | None = None
+    search: dict[str, Any] | None = None
+    eos: dict[str, bool] = field(default_factory=dict)
+    untrained: int = 0
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a command's results were computed from (the module's docs)."""
+
+    command: str
+    cwd: str
+    created: str
+    synlm: str
+    synlm_source: str | None
+    torch: str
+    transformers: str | None
+    python: str
+    platform: str
+    threads: int
+    threads_why: str
+    device: str
+    models: tuple[ModelProvenance, ...]
+    benchmark_files: dict[str, tuple[FileDigest, ...]]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _class_name(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def synlm_source() -> str | None:
+    """``git describe --always --dirty`` of the tree synlm is imported from, where that is a
+    git checkout (an installed wheel: None)."""
+    try:
+        done = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"],
+                              cwd=Path(synlm.__file__).parent, capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The weight files of a Hugging Face model's ``folder``: the shards its index names, or
+    the first of ``WEIGHTS`` there."""
+    for name in WEIGHTS:
+        index = folder / f"{name}.index.json"
+        if index.is_file():
+            shards = json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()
+            return [folder / shard for shard in sorted(set(shards))]
+        if (folder / name).is_file():
+            return [folder / name]
+    return []
+
+
+def hf_files(name: str, revision: str | None) -> list[Path]:
+    """The weight files of the Hugging Face model ``name``: a folder's, or a hub model's in
+    the local cache (the snapshot of ``revision``)."""
+    if Path(name).is_dir():
+        return weight_files(Path(name))
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(name, "config.json", revision=revision)
+    return weight_files(Path(cached).parent) if isinstance(cached, str) else []
+
+
+def _search(model: Any, convention: str) -> dict[str, Any] | None:
+    """A transition LM's search settings (``beam``: ``BeamSettings`` or
+    ``ParticleSettings``) with their description, and the ``convention`` it computes (the
+    settings' None: the model's released one); None for a model with no search."""
+    settings = getattr(model, "beam", None)
+    if settings is None or not hasattr(settings, "describe"):
+        return None
+    return {"kind": type(settings).__name__, "text": settings.describe(), **asdict(settings),
+            "convention": convention}
+
+
+def model_provenance(name: str, scorer: Any, untrained: int = 0,
+                     conventions: Mapping[str, Mapping[str, Any]] | None = None,
+                     config: str | None = None) -> ModelProvenance:
+    """``scorer``'s model (a ``ModelScorer``'s synlm model, an ``HFScorer``'s or
+    ``PLLScorer``'s transformers model) under ``name``; ``conventions``: each benchmark's
+    ``BenchmarkResult.convention`` (whether it counted the end of the sentence);
+    ``config``: the config file its untrained models were built from."""
+    model = getattr(scorer, "model", None)  # None: a Scorer of one's own, its numbers its own
+    parameters = [] if model is None else list(model.parameters())
+    files: list[Path] = []
+    revision = network = None
+    if model is None:
+        pass
+    elif getattr(scorer, "name", None) is not None:  # a Hugging Face model
+        revision = getattr(model.config, "_commit_hash", None)
+        files = hf_files(scorer.name, revision)
+    else:  # a synlm recipe; its file where synlm.loading.load_model read one
+        network = getattr(model, "backbone", None) or getattr(model, "model", None)
+        checkpoint = getattr(model, "checkpoint_file", None)
+        files = [] if checkpoint is None else [Path(checkpoint)]
+    pll = getattr(scorer, "pll", None)
+    convention = getattr(scorer, "convention", None)
+    return ModelProvenance(
+        name=name, model_class=_class_name(scorer if model is None else model),
+        parameters=None if model is None else sum(p.numel() for p in parameters),
+        dtype=str(parameters[0].dtype).removeprefix("torch.") if parameters else None,
+        files=tuple(map(file_digest, files)),
+        architecture=None if network is None else _class_name(network),
+        config=None if config is None else file_digest(config_file(config)),
+        revision=revision,
+        surprisal="scorer" if model is None else
+        "pseudo_log_likelihood" if pll else convention or "exact", pll=pll,
+        search=_search(model, convention) if convention else None,
+        eos={benchmark: bool(c["eos"]) for benchmark, c in (conventions or {}).items()},
+        untrained=untrained)
+
+
+def config_file(config: str) -> Path:
+    """The file ``--config`` names: itself, or the shipped config of that name."""
+    from synlm.runtime.usage import resolve_configs
+
+    return Path(resolve_configs(["--config", config])[-1])
+
+
+def benchmark_files(benchmarks: Sequence[str], data_dir: str | Path | None = None,
+                    suites: Sequence[str] | None = None,
+                    pairs: Sequence[str | Path] = ()) -> dict[str, list[Path]]:
+    """The files ``synlm.tse.benchmarks.load_benchmarks`` read for ``benchmarks`` (called
+    after it: every file is there), by benchmark: BLiMP's archive, Marvin & Linzen's JSON
+    lines or its 22 pickles, each SyntaxGym suite's file, one's own ``pairs`` files."""
+    from synlm.tse import blimp, marvin_linzen, syntaxgym
+    from synlm.tse.benchmarks import is_suite_file
+
+    files: dict[str, list[Path]] = {}
+    for name in benchmarks:
+        if name == "blimp":
+            files[name] = [blimp.data_file(blimp.BLIMP_ZIP, data_dir)]
+        elif name == "marvin_linzen":
+            source = marvin_linzen.default_source(data_dir, download=False)
+            files[name] = [source / remote.name for remote in marvin_linzen.TEMPLATES.values()
+                           ] if source.is_dir() else [source]
+        elif name == "syntaxgym":
+            named = [s for s in suites if not is_suite_file(s)] if suites else syntaxgym.SUITES
+            files[name] = [syntaxgym.suite_path(s, data_dir) for s in named] + [
+                Path(s) for s in suites or () if is_suite_file(s)]
+        elif name == "pairs":
+            files[name] = [Path(p) for p in pairs]
+    return files
+
+
+def _device_name(device: str) -> str:
+    """``device`` with a GPU's name: ``cuda:0 (NVIDIA H100 80GB HBM3)``."""
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return f"{device} ({torch.cuda.get_device_name(torch.device(device))})"
+    return device
+
+
+def collect(command: str, models: Sequence[tuple[str, Any, Sequence[Any]]], threads: Threads,
+            files: Mapping[str, Sequence[Path]] | None = None,
+            conventions: Sequence[Mapping[str, Mapping[str, Any]]] = (),
+            config: str | None = None) -> Provenance:
+    """The record of one command: ``models`` as (name, scorer, untrained scorers), the
+    scorer None where only untrained models were scored (``--config``: ``config`` is
+    their file); ``threads``: ``synlm.runtime.threads.Threads``; ``files``:
+    ``benchmark_files``; ``conventions``: each model's benchmark conventions, in order."""
+    import torch
+
+    records = []
+    for number, (name, scorer, untrained) in enumerate(models):
+        shown = scorer if scorer is not None else untrained[0]
+        records.append(model_provenance(
+            name, shown, len(untrained),
+            conventions[number] if number < len(conventions) else None,
+            config if scorer is None else None))
+    scorers = [s for _, scorer, untrained in models for s in (scorer, *untrained)
+               if s is not None]
+    return Provenance(
+        command=command, cwd=os.getcwd(),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        synlm=synlm.__version__, synlm_source=synlm_source(), torch=torch.__version__,
+        transformers=_version("transformers"), python=platform.python_version(),
+        platform=platform.platform(), threads=threads.count, threads_why=threads.why,
+        device=", ".join(dict.fromkeys(_device_name(str(s.device)) for s in scorers
+                                       if hasattr(s, "device"))) or "unknown",
+        models=tuple(records),
+        benchmark_files={name: tuple(map(file_digest, paths))
+                         for name, paths in (files or {}).items()})
+
+
+def command_line(prog: str, argv: Sequence[str] | None) -> str:
+    """The command as typed: ``prog`` and its arguments (``sys.argv``'s where ``argv`` is
+    None), quoted for a shell."""
+    import shlex
+
+    return " ".join([prog, shlex.join(sys.argv[1:] if argv is None else argv)]).strip()
+
+
+def write_beside(path: str | Path, record: Mapping[str, Any]) -> Path:
+    """``record`` as ``<path>.provenance.json`` beside ``path``, written whole; its path."""
+    target = Path(path).with_name(Path(path).name + SUFFIX)
+    write(target, record)
+    return target
+
+
+def write(path: Path, record: Mapping[str, Any]) -> Path:
+    """``record`` as indented JSON at ``path``, written whole or not at all; ``path``."""
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+    return path
