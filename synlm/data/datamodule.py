@@ -600,6 +600,10 @@ def _checked_min_count(unknown_words: str, min_count: int | None,
     ``min_count`` that makes no sense raises one line naming it."""
     if unknown_words not in get_args(UnknownWords):
         raise InputError(f"data.unknown_words is {unknown_words!r}; choose unk or classes")
+    if unknown_words == "berkeleyrule":
+        raise InputError("data.unknown_words: berkeleyrule is the policy of a vocabulary "
+                         "rnng-pytorch built, kept in its vocab.json (synlm convert; "
+                         "data.vocab_file); to build unknown-word classes use classes")
     if unknown_words == "unk":
         if min_count is not None:
             raise InputError("data.min_count applies only with data.unknown_words: classes")
