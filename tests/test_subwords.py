@@ -136,6 +136,10 @@ def test_trained_unigram_is_a_sentencepiece_model_with_bytes_for_unseen_characte
     (path,) = sorted(tmp_path.rglob("unigram-320-*.model"))
     assert SentencePieceModel(str(path), eos="<eos>").vocab([], tmp_path).itos == vocab.itos
     assert load_vocab(vocab.to_saved()).itos == vocab.itos
+    from synlm.hf_export.tokenizer import build_tokenizer
+
+    with pytest.raises(ValueError, match="subwords are a SentencePiece model"):
+        build_tokenizer(vocab, "none")
     with pytest.raises(ValueError, match=r"vocab_size=280\) cannot be trained.*284"):
         TrainedUnigram(vocab_size=280).vocab([s.words for s in dm.corpus_sentences("train")],
                                              tmp_path)
