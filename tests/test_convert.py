@@ -500,3 +500,22 @@ def test_a_berkeleyrule_checkpoint_encodes_unknown_words_as_the_released_vocabul
     assert len(classes) == 7 and "<unk>" in classes
     saved = Vocab.from_saved(json.loads(json.dumps(converted_vocab.to_saved())))
     assert saved.encode(words) == converted_vocab.encode(words)
+
+
+def test_a_processor_pickled_as_its_bare_model_converts(tmp_path):
+    """sentencepiece before 0.2.1 pickled a processor as the serialised model alone (not a
+    dict of attributes): the same vocabulary comes out."""
+    proto = convert(FIXTURES / "released_subword_top_down.pt").vocab.model_proto
+    reference = torch.load(FIXTURES / "reference.pt", weights_only=True)
+
+    def bare(checkpoint: dict) -> None:
+        processor = sys.modules["sentencepiece"].SentencePieceProcessor
+        processor.__getstate__ = lambda self: proto
+        _no_model_in_sp(checkpoint)
+        state = checkpoint["model_state_dict"]
+        state["emb.0.weight"] = state["vocab_mlp.weight"] = torch.zeros(400, 8,
+                                                                         dtype=torch.float64)
+        state["vocab_mlp.bias"] = torch.zeros(400, dtype=torch.float64)
+
+    vocab = convert(released_checkpoint(reference, tmp_path / "m.pt", "top_down", bare)).vocab
+    assert isinstance(vocab, SentencePieceVocab) and vocab.model_proto == proto
