@@ -1,8 +1,10 @@
 """Write ``train.py`` checkpoints of the released RNNG code (aistairc/rnng-pytorch), top-down
-and in-order, and what the released code computes with them, as the fixture of
-``tests/test_convert.py`` (``synlm convert --from rnng-pytorch``)::
+and in-order, over words and over SentencePiece pieces, and what the released code computes
+with them, as the fixture of ``tests/test_convert.py`` (``synlm convert --from
+rnng-pytorch``)::
 
-    python benchmarks/rnng_pytorch_checkpoints.py --reference PATH/TO/rnng-pytorch
+    SYNLM_DATA_DIR=/path/to/data python benchmarks/rnng_pytorch_checkpoints.py \
+        --reference PATH/TO/rnng-pytorch
 
 ``PATH/TO/rnng-pytorch`` is the checkout described in tests/fixtures/rnng/README.md. The
 script runs the released ``preprocess.py`` on the cleaned trees of
@@ -21,11 +23,28 @@ word log-probabilities (with ``<pad>``'s word and action biases at -1e30: the co
 model leaves ``<pad>`` out of its softmaxes as the released beam search does) and
 ``word_sync_beam_search`` at 10/5/1 on each sentence alone (surprisals and n-best parses; the
 in-order model searches with ``max_cons_nts = 3`` as ``beam_search.py`` sets it).
+
+Subwords: the released ``preprocess.py``'s ``learn_sentencepiece`` trains a SentencePiece
+unigram model of 400 pieces on the words of the NLTK sample's trees
+(``nltk_treebank/treebank.zip`` under ``SYNLM_DATA_DIR``, cleaned as above; as
+``--unkmethod subword --subword_type unigram --vocabsize 400`` does, with
+``treat_whitespace_as_suffix``), then
+preprocesses the sample trees with that model (``--vocabfile``), and ``train.py
+--sp_model`` trains each strategy as above: ``released_subword_{top_down,in_order}.pt``. For
+the six sentences, ``released_subword_outputs.pt`` holds the released pieces
+(``transform_to_subword_tree``), their ids and word ends (``subword_end_mask``), the
+released oracle's actions over the pieces, teacher-forced log-probabilities and the
+per-piece surprisals and n-best parses of ``word_sync_beam_search`` at 10/5/1 with that mask.
+
+``berkeley_rule.pt``: the released ``utils.berkeley_unk_conv`` of ``BERKELEY_WORDS``, the
+words ``tests/test_convert.py`` checks ``synlm.data.unknown_words.berkeley_rule`` on, and the
+ids a released ``--unkmethod berkeleyrule`` vocabulary gives them (``berkeley_rule``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -47,6 +66,21 @@ from rnng_reference import (
 )
 
 SETTING = (10, 5, 1)
+#: preprocess.py's SentencePiece model (module docstring).
+PIECES = ["--unkmethod", "subword", "--subword_type", "unigram", "--vocabsize", "400"]
+#: preprocess.py's ``learn_sentencepiece`` with those flags on the NLTK sample's words: the
+#: model alone (preprocess.py would go on to rewrite all of those trees).
+LEARN_PIECES = """
+import argparse, preprocess
+preprocess.learn_sentencepiece("nltk.txt", "nltk-spm", argparse.Namespace(
+    subword_user_defined_symbols=None, keep_ptb_bracket=False, jobs=1, seqlength=300,
+    minseqlength=0, vocabsize=400, subword_type="unigram"))
+"""
+#: Words covering each branch of the released ``berkeley_unk_conv``.
+BERKELEY_WORDS = ["cat", "Cat", "dog-house", "1989", "1,200", "2nd", "running", "Running",
+                  "walked", "quickly", "cats", "biggest", "bigger", "nation", "factory",
+                  "unhappy", "Unhappy", "formal", "U.S.", "co-op", "e-mail", "ab", "A",
+                  "3", "x.y", "well-known", "Inc.", "est", "alerts", "-", "..."]
 TRAIN = ["--fixed_stack", "--w_dim", "8", "--h_dim", "8", "--num_epochs", "2",
          "--batch_size", "4", "--device", "cpu"]
 #: Run before the released train.py (see the module docstring).
@@ -64,37 +98,54 @@ runpy.run_path(sys.argv.pop(1), run_name="__main__")
 """
 
 
-def train(reference: Path, work: Path) -> dict[str, Path]:
-    """The released preprocess.py and train.py on the sample trees: each strategy's
-    checkpoint."""
+def cleaned_trees(path: Path, out: Path) -> None:
+    """The trees of ``path`` cleaned as synlm's PTB corpora clean them, one a line."""
     from synlm.syntax.readers import read_trees
     from synlm.syntax.trees import clean_tree
 
-    trees = [clean_tree(t) for t, _ in read_trees(ROOT / "tests/fixtures/syntax/sample.mrg")]
-    (work / "trees.txt").write_text("".join(t.pformat(margin=10**9) + "\n"
-                                            for t in trees if t is not None))
+    trees = [clean_tree(t) for t, _ in read_trees(path)]
+    out.write_text("".join(t.pformat(margin=10**9) + "\n" for t in trees if t is not None))
+
+
+def train(reference: Path, work: Path, subwords: bool = False) -> dict[str, Path]:
+    """The released preprocess.py and train.py on the sample trees, over words or pieces
+    (module docstring): each strategy's checkpoint."""
+    cleaned_trees(ROOT / "tests/fixtures/syntax/sample.mrg", work / "trees.txt")
     env = {"PYTHONPATH": str(reference), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, str(reference / "preprocess.py"), "--trainfile",
-                    "trees.txt", "--valfile", "trees.txt", "--testfile", "trees.txt",
-                    "--outputfile", "sample", "--vocabminfreq", "1", "--unkmethod", "unk",
-                    "--jobs", "1"], cwd=work, env=env, check=True)
+
+    def preprocess(train_file: str, output: str, *flags: str) -> None:
+        subprocess.run([sys.executable, str(reference / "preprocess.py"), "--trainfile",
+                        train_file, "--valfile", "trees.txt", "--testfile", "trees.txt",
+                        "--outputfile", output, "--jobs", "1", *flags], cwd=work, env=env,
+                       check=True)
+
+    pieces = []
+    if subwords:
+        data = Path(os.environ.get("SYNLM_DATA_DIR", "data"))
+        cleaned_trees(data / "nltk_treebank" / "treebank.zip", work / "nltk.txt")
+        subprocess.run([sys.executable, "-c", LEARN_PIECES], cwd=work, env=env, check=True)
+        preprocess("trees.txt", "sample", *PIECES, "--vocabfile", "nltk-spm.model")
+        pieces = ["--sp_model", "sample-spm.model"]
+    else:
+        preprocess("trees.txt", "sample", "--vocabminfreq", "1", "--unkmethod", "unk")
     out = {}
     for strategy in STRATEGIES:
         out[strategy] = work / f"{strategy}.pt"
         subprocess.run([sys.executable, "-c", SHIMS, str(reference / "train.py"),
                         "--train_file", "sample-train.json", "--val_file", "sample-val.json",
-                        "--strategy", strategy, "--save_path", out[strategy].name, *TRAIN],
-                       cwd=work, env=env, check=True)
+                        "--strategy", strategy, "--save_path", out[strategy].name, *TRAIN,
+                        *pieces], cwd=work, env=env, check=True)
     return out
 
 
-def outputs(reference: Path, checkpoint: Path, strategy: str) -> dict[str, Any]:
-    """What the released code computes with ``checkpoint``'s model (module docstring)."""
+def released_model(reference: Path, checkpoint: Path, strategy: str) -> tuple[Any, Any, Any]:
+    """(model, vocab, action_dict) of ``checkpoint`` through the released code: the model
+    in float64, eval mode, ``<pad>`` biased out (module docstring)."""
     sys.modules.setdefault("torch.utils.tensorboard",
                            types.SimpleNamespace(SummaryWriter=object))  # train.py imports it
-    sys.path.insert(0, str(reference))
+    if str(reference) not in sys.path:
+        sys.path.insert(0, str(reference))
     from train import create_model
-    from utils import get_in_order_actions
 
     saved = torch.load(checkpoint, weights_only=False)
     vocab, action_dict = saved["vocab"], saved["action_dict"]
@@ -106,6 +157,14 @@ def outputs(reference: Path, checkpoint: Path, strategy: str) -> dict[str, Any]:
     with torch.no_grad():
         model.vocab_mlp.bias[vocab.padding_idx] = PAD_LOGIT
         model.action_mlp.bias[action_dict.padding_idx] = PAD_LOGIT
+    return model, vocab, action_dict
+
+
+def outputs(reference: Path, checkpoint: Path, strategy: str) -> dict[str, Any]:
+    """What the released code computes with ``checkpoint``'s model (module docstring)."""
+    model, vocab, action_dict = released_model(reference, checkpoint, strategy)
+    from utils import get_in_order_actions
+
     sentences = load_sentences(strategy, get_in_order_actions)
     w_ids = [[vocab.get_id(w) for w in s["words"]] for s in sentences]
     a_ids = [action_dict.to_id(s["actions"]) for s in sentences]
@@ -113,6 +172,35 @@ def outputs(reference: Path, checkpoint: Path, strategy: str) -> dict[str, Any]:
                                          teacher_forced(model, w_ids, a_ids), strict=True):
         s.update(word_ids=w, action_log_probs=a_lp, word_log_probs=w_lp, joint=joint)
     alone = [beam_search(model, [w], SETTING, action_dict.i2a)[0] for w in w_ids]
+    return {"sentences": sentences, "beams": {",".join(map(str, SETTING)): {"alone": alone}}}
+
+
+def subword_outputs(reference: Path, checkpoint: Path, strategy: str) -> dict[str, Any]:
+    """What the released code computes with a subword ``checkpoint``'s model: the six
+    sentences as its pieces (module docstring)."""
+    model, vocab, action_dict = released_model(reference, checkpoint, strategy)
+    from nltk import Tree
+    from preprocess import get_actions, get_tags_tokens_lowercase, transform_to_subword_tree
+    from utils import get_in_order_actions, get_subword_boundary_mask
+
+    sentences = load_sentences(strategy, get_in_order_actions)
+    for s in sentences:
+        tree = transform_to_subword_tree(Tree.fromstring(s["tree"]).pformat(margin=10**9),
+                                         vocab.sp)
+        _, pieces, _ = get_tags_tokens_lowercase(tree)
+        actions = (get_in_order_actions(tree, subword_tokenized=True)
+                   if strategy == "in_order" else get_actions(tree))
+        s.update(pieces=pieces, piece_ids=vocab.sp.piece_to_id(pieces), actions=actions,
+                 word_ends=get_subword_boundary_mask(pieces))
+    p_ids = [s["piece_ids"] for s in sentences]
+    ends = [s["word_ends"] for s in sentences]
+    a_ids = [action_dict.to_id(s["actions"]) for s in sentences]
+    assert all(sum(e) == len(s["words"]) for e, s in zip(ends, sentences, strict=True))
+    for s, (a_lp, w_lp, joint) in zip(sentences, teacher_forced(model, p_ids, a_ids, ends),
+                                      strict=True):
+        s.update(action_log_probs=a_lp, word_log_probs=w_lp, joint=joint)
+    alone = [beam_search(model, [p], SETTING, action_dict.i2a, ends=[e])[0]
+             for p, e in zip(p_ids, ends, strict=True)]
     return {"sentences": sentences, "beams": {",".join(map(str, SETTING)): {"alone": alone}}}
 
 
@@ -124,14 +212,39 @@ def main(argv: list[str] | None = None) -> None:
     reference = args.reference.resolve()
     torch.set_num_threads(1)
     np.random.seed(0)
-    with tempfile.TemporaryDirectory() as tmp:
-        checkpoints = train(reference, Path(tmp))
-        found = {}
-        for strategy, path in checkpoints.items():
-            shutil.copyfile(path, FIXTURES / f"released_{strategy}.pt")
-            found[strategy] = outputs(reference, path, strategy)
-    torch.save(found, FIXTURES / "released_outputs.pt")
-    print(f"wrote {FIXTURES}/released_top_down.pt, released_in_order.pt, released_outputs.pt")
+    for subwords, prefix, compute in ((False, "released", outputs),
+                                      (True, "released_subword", subword_outputs)):
+        with tempfile.TemporaryDirectory() as tmp:
+            checkpoints = train(reference, Path(tmp), subwords)
+            found = {}
+            for strategy, path in checkpoints.items():
+                shutil.copyfile(path, FIXTURES / f"{prefix}_{strategy}.pt")
+                found[strategy] = compute(reference, path, strategy)
+        torch.save(found, FIXTURES / f"{prefix}_outputs.pt")
+        print(f"wrote {FIXTURES}/{prefix}_top_down.pt, {prefix}_in_order.pt, "
+              f"{prefix}_outputs.pt")
+    torch.save(berkeley_rule(reference), FIXTURES / "berkeley_rule.pt")
+    print(f"wrote {FIXTURES}/berkeley_rule.pt")
+
+
+def berkeley_rule(reference: Path) -> dict[str, Any]:
+    """The released ``berkeley_unk_conv`` of ``BERKELEY_WORDS`` (``classes``), and a released
+    ``Vocabulary`` built as ``preprocess.py --unkmethod berkeleyrule --vocabminfreq 2`` builds
+    it from the six sentences' words (``i2w``; the classes of every word as its specials, in
+    sorted order): the id its ``get_id`` gives each of ``BERKELEY_WORDS`` and of those words
+    (``ids``)."""
+    if str(reference) not in sys.path:
+        sys.path.insert(0, str(reference))
+    from data import Vocabulary
+    from utils import berkeley_unk_conv
+
+    words = [w for s in load_sentences() for w in s["words"]]
+    counts = {w: words.count(w) for w in dict.fromkeys(words)}
+    specials = sorted({berkeley_unk_conv(w) for w in counts})
+    vocab = Vocabulary([(w, c) for w, c in counts.items() if c >= 2], "<pad>", "berkeleyrule",
+                       "<unk>", specials)
+    return {"classes": {w: berkeley_unk_conv(w) for w in BERKELEY_WORDS}, "i2w": vocab.i2w,
+            "ids": {w: vocab.get_id(w) for w in [*BERKELEY_WORDS, *counts]}}
 
 
 if __name__ == "__main__":

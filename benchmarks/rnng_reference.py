@@ -143,14 +143,24 @@ def pad(rows: list[list[int]]) -> Tensor:
     return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
-def teacher_forced(model: Any, words: list[list[int]],
-                   actions: list[list[int]]) -> list[tuple[list[float], list[float], float]]:
+def word_end_mask(x: Tensor, ends: list[list[bool]] | None) -> Tensor:
+    """The reference's ``subword_end_mask`` of the padded batch ``x``: ``ends`` (whether
+    each piece ends its word) padded with True, or every token a word."""
+    if ends is None:
+        return torch.ones_like(x, dtype=torch.bool)
+    return torch.tensor([e + [True] * (x.size(1) - len(e)) for e in ends])
+
+
+def teacher_forced(model: Any, words: list[list[int]], actions: list[list[int]],
+                   ends: list[list[bool]] | None = None
+                   ) -> list[tuple[list[float], list[float], float]]:
     """Per sentence: gold action log-probs, word log-probs and the joint, from one padded
-    batch through the reference's ``forward``."""
+    batch through the reference's ``forward`` (``ends``: ``word_end_mask``; the in-order
+    stack reads it)."""
     x = pad(words)
-    with torch.no_grad():  # every token ends a word (the in-order stack reads the mask)
+    with torch.no_grad():
         loss, a_loss, w_loss, _ = model(x, pad(actions),
-                                        subword_end_mask=torch.ones_like(x, dtype=torch.bool))
+                                        subword_end_mask=word_end_mask(x, ends))
     a_lp, w_lp = (-a_loss).tolist(), (-w_loss).tolist()  # flattened row by row, padding gone
     out, ai, wi = [], 0, 0
     for w, a in zip(words, actions):
@@ -187,10 +197,12 @@ def gold_beam_score(model: Any, words: list[int], actions: list[int]) -> float:
 
 
 def beam_search(model: Any, words: list[list[int]], setting: tuple[int, int, int],
-                itos: list[str], stack_size_bound: int = 100) -> list[dict[str, Any]]:
-    """Surprisals and n-best parses (action strings, score) of one padded batch."""
+                itos: list[str], stack_size_bound: int = 100,
+                ends: list[list[bool]] | None = None) -> list[dict[str, Any]]:
+    """Surprisals (per token) and n-best parses (action strings, score) of one padded batch
+    (``ends``: ``word_end_mask``)."""
     x = pad(words)
-    mask = torch.ones_like(x, dtype=torch.bool)
+    mask = word_end_mask(x, ends)
     with torch.no_grad():
         parses, surprisals = model.word_sync_beam_search(x, mask, *setting,
                                                          stack_size_bound=stack_size_bound)

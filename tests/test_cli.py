@@ -187,7 +187,8 @@ def test_ls_lists_components(capsys: pytest.CaptureFixture[str]) -> None:
     components = list_components()
     assert {"AWDLSTM", "Transformer", "GPT2"} <= set(components["backbones"])
     assert {"PTB", "WikiText2", "SyntheticTreebank"} <= set(components["corpora"])
-    assert components["subwords"] == ["PretrainedTokenizer", "TrainedBPE", "TrainedUnigram"]
+    assert components["subwords"] == ["PretrainedTokenizer", "SentencePieceModel", "TrainedBPE",
+                                    "TrainedUnigram"]
     assert "quickstart.yaml" in components["configs"]
     assert run_cli(["ls"]) == 0
     assert "AWDLSTM" in capsys.readouterr().out

@@ -1,7 +1,9 @@
 """``synlm convert --from rnng-pytorch``: a checkpoint in the released ``train.py``'s format
 (written here from the reference fixtures' weights, tests/fixtures/rnng/, with the released
-classes' pickles) becomes a run folder whose model computes the released code's numbers;
-a checkpoint of another shape, or one that pickles anything else, is a one-line error."""
+classes' pickles, or by the released train.py itself, over words or SentencePiece pieces)
+becomes a run folder whose model computes the released code's numbers; a vocabulary with
+the released Berkeley unknown-word rule encodes words as the released one; a checkpoint of
+another shape, or one that pickles anything else, is a one-line error."""
 
 from __future__ import annotations
 
@@ -14,25 +16,33 @@ from pathlib import Path
 
 import pytest
 import torch
+from nltk import Tree
 from test_rnng_reference import assert_searches_equal, assert_teacher_forcing_equal
 
 from conftest import run_cli
 from synlm.commands.convert import write_run
+from synlm.data.subwords import SentencePieceVocab
+from synlm.data.unknown_words import BERKELEY_RULE, berkeley_rule
+from synlm.data.vocab import Vocab
 from synlm.loading import load_model
 from synlm.runtime.runs import CHECKPOINTS, LAST
+from synlm.syntax.actions import oracle, piece_actions
 from synlm.transition.beam import BeamSettings, search_batch
 from synlm.transition.rnng_pytorch import PAD_LOGIT, ConversionError, convert
+from synlm.tse.scoring import ModelScorer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rnng"
 STRATEGIES = {"top_down": "reference.pt", "in_order": "reference_in_order.pt"}
 RELEASED_CLASSES = ("data.Vocabulary", "data.SentencePieceVocabulary",
-                    "action_dict.TopDownActionDict", "action_dict.InOrderActionDict")
+                    "action_dict.TopDownActionDict", "action_dict.InOrderActionDict",
+                    "sentencepiece.SentencePieceProcessor")
 
 
 @contextmanager
 def released_modules() -> Iterator[dict[str, type]]:
     """Classes named as the released code's (``data.Vocabulary``, ...), importable while
-    a checkpoint is pickled: plain classes that only carry attributes."""
+    a checkpoint is pickled: plain classes that only carry attributes (``sentencepiece``'s
+    processor too, in place of the library's)."""
     classes, modules = {}, {}
     for full in RELEASED_CLASSES:
         module, name = full.split(".")
@@ -233,14 +243,23 @@ def _subword_vocab(checkpoint: dict) -> None:
     checkpoint["vocab"] = instance(sys.modules["data"].SentencePieceVocabulary, padding_idx=0)
 
 
+def _no_model_in_sp(checkpoint: dict) -> None:
+    """A subword checkpoint whose pickled processor holds no serialised model."""
+    sp = sys.modules["sentencepiece"].SentencePieceProcessor()
+    checkpoint["args"]["sp_model"] = "spm.model"
+    checkpoint["vocab"] = instance(sys.modules["data"].SentencePieceVocabulary, sp=sp,
+                                   padding_idx=0)
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (_drop("rnng.composition.output.1.bias"),
      "missing parameter rnng.composition.output.1.bias"),
     (lambda c: c["model_state_dict"].update(extra=torch.zeros(2)), "unexpected parameter extra"),
     (_reshape, "rnng.output.1.weight has shape (8, 5)"),
     (_pickle_os_system, "pickles posix.system"),
-    (_subword, "subword checkpoint (args.sp_model"),
-    (_subword_vocab, "subword checkpoint (args.sp_model"),
+    (_subword, "args.sp_model is set but vocab is a Vocabulary"),
+    (_subword_vocab, "vocab.sp is a NoneType without a serialised model"),
+    (_no_model_in_sp, "vocab.sp is a SentencePieceProcessor without a serialised model"),
     (lambda c: c.pop("action_dict"), "no key 'action_dict'"),
 ])
 def test_a_checkpoint_of_another_shape_is_one_line_naming_the_key(edit, message, tmp_path,
@@ -288,7 +307,6 @@ def test_lm_eval_scores_the_run_folder_by_its_beam(converted):
     from lm_eval.api.instance import Instance
 
     from synlm.lm_eval_model import SynlmLM
-    from synlm.tse.scoring import ModelScorer
 
     _, _, run = converted
     lm = SynlmLM(ckpt_path=str(run), beam_size=10, word_beam_size=5, device="cpu")
@@ -322,3 +340,182 @@ def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
                     str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not a torch.save archive" in err
+
+
+# ------------------------------------------------------------------ subword checkpoints
+def pieces_batch(lm, expected: dict, strategy: str) -> tuple[torch.Tensor, ...]:
+    """The fixture's sentences as the converted vocabulary splits them (pieces, their word
+    ends, synlm's oracle over pieces without ``FINISH``, lengths), each checked against the
+    released pieces, ids, word ends and actions."""
+    rows = []
+    for s in expected["sentences"]:
+        ((pieces, _),) = lm.vocab.split([s["words"]])
+        ids = lm.vocab.encode(pieces)
+        ends = lm.vocab.word_ends(ids)
+        actions = piece_actions(oracle(Tree.fromstring(s["tree"]), strategy), ends)
+        assert (pieces, ids, ends) == (s["pieces"], s["piece_ids"], s["word_ends"])
+        assert actions == [a for a in s["actions"] if a != "FINISH"]
+        rows.append((ids, ends, lm.action_vocab.encode(actions)))
+    N, A = max(len(r[0]) for r in rows), max(len(r[2]) for r in rows)
+    words, ends = torch.zeros(len(rows), N, dtype=torch.long), torch.zeros(len(rows), N,
+                                                                         dtype=torch.bool)
+    actions = torch.full((len(rows), A), -1)
+    for b, (ids, e, acts) in enumerate(rows):
+        words[b, :len(ids)], ends[b, :len(e)] = torch.tensor(ids), torch.tensor(e)
+        actions[b, :len(acts)] = torch.tensor(acts)
+    return words, ends, actions, torch.tensor([len(r[0]) for r in rows])
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_a_subword_checkpoint_the_released_train_py_wrote_computes_its_numbers(strategy,
+                                                                              tmp_path):
+    """released_subword_*.pt: written by the released train.py over the pieces of a
+    SentencePiece model its preprocess.py trained on the NLTK sample's words; its pieces,
+    actions and outputs by the released code (benchmarks/rnng_pytorch_checkpoints.py)."""
+    expected = torch.load(FIXTURES / "released_subword_outputs.pt", weights_only=True)[strategy]
+    run = write_run(FIXTURES / f"released_subword_{strategy}.pt", tmp_path / "run")
+    assert sorted(p.name for p in run.iterdir()) == ["actions.json", "checkpoints",
+                                                     "config.yaml", "spm.model"]
+    lm = loaded(run)
+    assert isinstance(lm.vocab, SentencePieceVocab) and lm.vocab.suffix
+    words, ends, actions, lengths = pieces_batch(lm, expected, strategy)
+    over_pieces = {"sentences": [{**s, "words": s["pieces"]} for s in expected["sentences"]]}
+    with torch.no_grad():
+        assert_teacher_forcing_equal(lm.model(words, actions, lengths, ends), over_pieces)
+    results = search_batch(lm.model, words, lengths, BeamSettings(10, 5, 1), ends)
+    itos = [*lm.action_vocab.itos, *(["FINISH"] if strategy == "in_order" else [])]
+    assert_searches_equal(results, expected["beams"]["10,5,1"]["alone"], itos)
+
+
+def test_the_released_tokenisation_of_a_word_with_and_without_a_leading_space():
+    """The released preprocess.py splits a sentence with ``sp.encode(" ".join(words))``; synlm
+    encodes each word on its own, which gives the same pieces (SentencePiece segments the
+    text between spaces), with or without a leading space: ``▁`` after a word's last piece
+    (``treat_whitespace_as_suffix``), never before its first."""
+    vocab = convert(FIXTURES / "released_subword_top_down.pt").vocab
+    expected = torch.load(FIXTURES / "released_subword_outputs.pt", weights_only=True)
+    for s in expected["top_down"]["sentences"]:
+        released = vocab.processor.encode(" ".join(s["words"]), out_type=str)
+        assert vocab.split([s["words"]])[0][0] == released == s["pieces"]
+    for word in ("sold", "bicycle", "1,200", "The"):
+        bare, spaced = (vocab.processor.encode(w, out_type=str) for w in (word, " " + word))
+        assert bare == spaced == vocab.split([[word]])[0][0]
+        assert bare[-1].endswith("\u2581") and not bare[0].startswith("\u2581")
+    assert vocab.split([["sold"]])[0][0] == ["s", "old", "\u2581"]
+
+
+@pytest.fixture(scope="module")
+def subword_run(tmp_path_factory) -> Path:
+    return write_run(FIXTURES / "released_subword_top_down.pt",
+                     tmp_path_factory.mktemp("subword") / "run")
+
+
+def test_a_subword_run_folder_parses_scores_and_tests(subword_run, tmp_path, capsys):
+    """``parse`` gives trees over the words; ``evaluate-syntax`` reads no word as unknown;
+    ``synlm test`` reads a treebank through the folder's SentencePiece model."""
+    text = tmp_path / "in.txt"
+    text.write_text("The zebras sold quickly .\n")
+    assert run_cli(["parse", "--ckpt_path", str(subword_run), "--input", str(text),
+                    "--format", "json"]) == 0
+    (parsed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert Tree.fromstring(parsed["tree"]).leaves() == ["The", "zebras", "sold", "quickly", "."]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": "Quixotic zebras sold .",
+                                 "sentence_bad": "zebras Quixotic sold ."}) + "\n")
+    assert run_cli(["evaluate-syntax", "--ckpt_path", str(subword_run), "--pairs", str(pairs),
+                    "--beam-size", "10", "--word-beam-size", "5", "--shift-size", "1"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["headline"]["pairs/accuracy"] in (0.0, 1.0)
+    model = load_model(str(subword_run))
+    assert not any(scored_unseen(model).unknown)
+    # a character the SentencePiece model lacks (no byte fallback) is its <unk> piece
+    assert ModelScorer(model).score([["Quixotic", "."]])[0].unknown == (True, False)
+    sample = str(Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg")
+    assert run_cli(["test", "--config", str(subword_run / "config.yaml"), "--ckpt_path",
+                    str(subword_run), "--data.corpus", "Treebank", "--data.corpus.train", sample,
+                    "--data.corpus.valid", sample, "--data.corpus.test", sample,
+                    "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
+                    "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
+    header, row = (tmp_path / "runs" / "version_0" / "metrics.csv").read_text().splitlines()[:2]
+    logged = dict(zip(header.split(","), row.split(",")))
+    assert 1.0 < float(logged["test/beam_ppl"]) < float("inf")
+
+
+def scored_unseen(model):
+    """``ModelScorer``'s score of a sentence of words no training sentence has."""
+    model.use_beam(10, 5, 1)
+    return ModelScorer(model).score([["quixotic", "zebras", "xylophoned", "."]])[0]
+
+
+def test_lm_eval_scores_a_subword_run_folder_by_its_beam(subword_run):
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from synlm.lm_eval_model import SynlmLM
+
+    lm = SynlmLM(ckpt_path=str(subword_run), beam_size=10, word_beam_size=5, device="cpu")
+    (rolling,) = lm.loglikelihood_rolling([Instance(
+        request_type="loglikelihood_rolling", doc={},
+        arguments=("quixotic zebras xylophoned .",), idx=0)])
+    assert rolling == pytest.approx(sum(scored_unseen(load_model(str(subword_run)))
+                                        .word_log_probs), abs=1e-9) and rolling < 0
+
+
+# ------------------------------------------------------------------ Berkeley unknown words
+def test_the_berkeley_rule_equals_the_released_function():
+    """``berkeley_rule`` on words through each branch, against what the released
+    ``utils.berkeley_unk_conv`` returned (benchmarks/rnng_pytorch_checkpoints.py)."""
+    released = torch.load(FIXTURES / "berkeley_rule.pt", weights_only=True)
+    assert {w: berkeley_rule(w) for w in released["classes"]} == released["classes"]
+    assert all(BERKELEY_RULE.fullmatch(c) for c in released["classes"].values())
+    assert len(set(released["classes"].values())) >= 15
+
+
+def test_a_berkeleyrule_checkpoint_encodes_unknown_words_as_the_released_vocabulary(tmp_path):
+    """A ``--unkmethod berkeleyrule`` vocabulary (``<pad>``, the classes, the words): each
+    word gets the id the released ``Vocabulary.get_id`` gives it (its class where the
+    vocabulary has it, else ``<unk>``), and the classes count as unknown."""
+    released = torch.load(FIXTURES / "berkeley_rule.pt", weights_only=True)
+    i2w = released["i2w"]
+    classes = [w for w in i2w[1:] if BERKELEY_RULE.fullmatch(w)]
+    reference = torch.load(FIXTURES / "reference.pt", weights_only=True)
+
+    def berkeley(checkpoint: dict) -> None:
+        state = checkpoint["model_state_dict"]
+        width = state["emb.0.weight"].size(1)
+        state["emb.0.weight"] = state["vocab_mlp.weight"] = torch.zeros(len(i2w), width,
+                                                                         dtype=torch.float64)
+        state["vocab_mlp.bias"] = torch.zeros(len(i2w), dtype=torch.float64)
+        vocab = checkpoint["vocab"]
+        vocab.__dict__.update(unkmethod="berkeleyrule", i2w=i2w, specials=classes,
+                              w2i={w: i for i, w in enumerate(i2w)})
+        del vocab.unk_id
+
+    converted_vocab = convert(released_checkpoint(reference, tmp_path / "model.pt", "top_down",
+                                                  berkeley)).vocab
+    assert converted_vocab.unknown_words == "berkeleyrule"
+    words = list(released["ids"])
+    assert converted_vocab.encode(words) == [released["ids"][w] for w in words]
+    assert {converted_vocab.itos[i] for i in converted_vocab.unknown_ids} == set(classes)
+    assert len(classes) == 7 and "<unk>" in classes
+    saved = Vocab.from_saved(json.loads(json.dumps(converted_vocab.to_saved())))
+    assert saved.encode(words) == converted_vocab.encode(words)
+
+
+def test_a_processor_pickled_as_its_bare_model_converts(tmp_path):
+    """sentencepiece before 0.2.1 pickled a processor as the serialised model alone (not a
+    dict of attributes): the same vocabulary comes out."""
+    proto = convert(FIXTURES / "released_subword_top_down.pt").vocab.model_proto
+    reference = torch.load(FIXTURES / "reference.pt", weights_only=True)
+
+    def bare(checkpoint: dict) -> None:
+        processor = sys.modules["sentencepiece"].SentencePieceProcessor
+        processor.__getstate__ = lambda self: proto
+        _no_model_in_sp(checkpoint)
+        state = checkpoint["model_state_dict"]
+        state["emb.0.weight"] = state["vocab_mlp.weight"] = torch.zeros(400, 8,
+                                                                         dtype=torch.float64)
+        state["vocab_mlp.bias"] = torch.zeros(400, dtype=torch.float64)
+
+    vocab = convert(released_checkpoint(reference, tmp_path / "m.pt", "top_down", bare)).vocab
+    assert isinstance(vocab, SentencePieceVocab) and vocab.model_proto == proto

@@ -90,7 +90,7 @@ def test_gpt2_tokenisation_gives_each_word_its_leading_space(tmp_path: Path) -> 
     assert vocab.word_ends(ids) == ends and sum(ends) == 4
 
 
-@pytest.mark.parametrize("subwords", [TrainedBPE(vocab_size=280), TrainedUnigram(280)],
+@pytest.mark.parametrize("subwords", [TrainedBPE(vocab_size=280), TrainedUnigram(320)],
                          ids=["bpe", "unigram"])
 def test_action_mode_serves_pieces_word_ends_and_a_shift_per_piece(
         subwords: TrainedBPE | TrainedUnigram, tmp_path: Path) -> None:

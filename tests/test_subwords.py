@@ -14,7 +14,16 @@ from nltk import Tree
 from synlm.data.batching import TokenBudgetLoader, token_budget_batches
 from synlm.data.corpora import TextCorpus
 from synlm.data.datamodule import SynLMDataModule
-from synlm.data.subwords import PretrainedTokenizer, SubwordVocab, TrainedBPE, load_vocab
+from synlm.data.subwords import (
+    SPACE,
+    PretrainedTokenizer,
+    SentencePieceModel,
+    SentencePieceVocab,
+    SubwordVocab,
+    TrainedBPE,
+    TrainedUnigram,
+    load_vocab,
+)
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.metrics.perplexity import Perplexity
 from synlm.syntax import Sentence
@@ -102,6 +111,51 @@ def test_a_pretrained_tokenizer_loads_from_a_local_directory(tmp_path: Path) -> 
     ((pieces, word_index),) = vocab.split([["the", "cat", "saw"]])
     assert vocab.encode(pieces) == hf.encode(" the cat saw")
     assert word_index == sorted(word_index) and word_index[-1] == 2
+
+
+def test_trained_unigram_is_a_sentencepiece_model_with_bytes_for_unseen_characters(
+        tmp_path: Path) -> None:
+    """``TrainedUnigram``: a SentencePiece unigram model of the training words, cached as its
+    ``.model`` file (which ``SentencePieceModel`` reads back), ``<eos>`` id 0, ``▁`` before
+    each word's first piece, a character it never saw spelled in bytes (no piece unknown);
+    decoding gives the words back, and a checkpoint rebuilds it."""
+    dm = SynLMDataModule(SyntheticTreebank(n_train=200, n_valid=20, n_test=20),
+                         subwords=TrainedUnigram(vocab_size=320), cache_dir=str(tmp_path))
+    vocab = dm.vocab
+    assert isinstance(vocab, SentencePieceVocab) and not vocab.suffix
+    assert vocab.eos_id == 0 and 300 < len(vocab) <= 320
+    for raw, sub in zip(dm.corpus_sentences("valid"), dm.sentences("valid")):
+        assert vocab.text(vocab.encode(sub.words)) == " ".join(raw.words)
+    ((pieces, word_index),) = vocab.split([["the", "Zébra\u2603"]])
+    ids = vocab.encode(pieces)
+    assert pieces[0].startswith(SPACE) and "<0xE2>" in pieces and word_index[0] == 0
+    assert vocab.word_ends(ids) == [word_index[k] != word_index[k + 1]
+                                    for k in range(len(ids) - 1)] + [True]
+    assert not any(vocab.is_unknown(i) for i in ids)
+    assert vocab.text(ids) == "the Zébra\u2603"
+    (path,) = sorted(tmp_path.rglob("unigram-320-*.model"))
+    assert SentencePieceModel(str(path), eos="<eos>").vocab([], tmp_path).itos == vocab.itos
+    assert load_vocab(vocab.to_saved()).itos == vocab.itos
+    from synlm.hf_export.tokenizer import build_tokenizer
+
+    with pytest.raises(ValueError, match="subwords are a SentencePiece model"):
+        build_tokenizer(vocab, "none")
+    with pytest.raises(ValueError, match=r"vocab_size=280\) cannot be trained.*284"):
+        TrainedUnigram(vocab_size=280).vocab([s.words for s in dm.corpus_sentences("train")],
+                                             tmp_path)
+
+
+def test_a_sentencepiece_model_without_an_eos_piece_is_one_line(tmp_path: Path) -> None:
+    import sentencepiece
+
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(["the cat sat", "a dog ran"] * 20),
+        model_prefix=str(tmp_path / "m"), vocab_size=15, eos_id=-1, minloglevel=2)
+    with pytest.raises(ValueError, match="no piece </s> to end a sentence with"):
+        SentencePieceModel(str(tmp_path / "m.model")).vocab([], tmp_path)
+    (tmp_path / "bad.model").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="not a SentencePiece model"):
+        SentencePieceModel(str(tmp_path / "bad.model")).vocab([], tmp_path)
 
 
 def test_bad_bpe_size_is_one_line() -> None:

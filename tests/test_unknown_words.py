@@ -164,6 +164,7 @@ def test_caches_never_mix(files: dict[str, str], tmp_path: Path) -> None:
     ({"unknown_words": "classes", "min_count": 1}, "data.min_count"),
     ({"min_count": 3}, "data.min_count"),
     ({"unknown_words": "words"}, "data.unknown_words"),
+    ({"unknown_words": "berkeleyrule"}, "vocab.json"),
 ])
 def test_senseless_settings_are_one_line(files: dict[str, str], tmp_path: Path,
                                          options: dict, names: str) -> None:

@@ -5,10 +5,11 @@
     synlm convert --from rnng-pytorch MODEL.pt --out DIR [--force]
 
 ``--from rnng-pytorch``: a ``train.py`` checkpoint of aistairc/rnng-pytorch (top-down or
-in-order, word level), read without the released package (``synlm.transition.rnng_pytorch``).
-``DIR`` gets ``config.yaml`` (``TransitionLM``'s form), ``checkpoints/last.ckpt``,
-``vocab.json`` and ``actions.json``; it is written in a temporary folder beside it and moved
-into place, so that an error leaves nothing half-written.
+in-order, over words or SentencePiece pieces), read without the released package
+(``synlm.transition.rnng_pytorch``). ``DIR`` gets ``config.yaml`` (``TransitionLM``'s form),
+``checkpoints/last.ckpt``, ``actions.json`` and the vocabulary: ``vocab.json`` (words), or
+``spm.model`` (a subword checkpoint's SentencePiece model); it is written in a temporary
+folder beside it and moved into place, so that an error leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from synlm.runtime.threads import configure_threads
 
 PROG = "synlm convert"
 SOURCES = ("rnng-pytorch",)
+#: A subword checkpoint's SentencePiece model in the run folder.
+SPM = "spm.model"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,6 +72,7 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
     import torch
     import yaml
 
+    from synlm.data.subwords import SentencePieceVocab
     from synlm.runtime.runs import CHECKPOINTS, CONFIG_KEY, LAST
     from synlm.transition.lm import TransitionLM
     from synlm.transition.rnng_pytorch import check_shapes, convert
@@ -82,7 +86,11 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
     check_shapes(parts.state_dict, lm.model, checkpoint)
     lm.model.load_state_dict(parts.state_dict, strict=True)
     lm.vocab, lm.action_vocab = parts.vocab, parts.action_vocab
-    config = {"seed_everything": parts.seed, **_config(lm, parts.action_order, out)}
+    data = ({"subwords": {"class_path": "synlm.data.subwords.SentencePieceModel",
+                          "init_args": {"path": str(out / SPM), "eos": parts.vocab.eos}}}
+            if isinstance(parts.vocab, SentencePieceVocab)
+            else {"vocab_file": str(out / "vocab.json")})
+    config = {"seed_everything": parts.seed, **_config(lm, parts.action_order, data)}
     saved: dict[str, Any] = {
         "state_dict": lm.state_dict(), "hyper_parameters": dict(lm.hparams),
         "pytorch-lightning_version": _lightning_version(), "epoch": 0, "global_step": 0,
@@ -94,21 +102,23 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
         (tmp / CHECKPOINTS).mkdir()
         torch.save(saved, tmp / CHECKPOINTS / LAST)
         (tmp / "config.yaml").write_text(saved[CONFIG_KEY], encoding="utf-8")
-        parts.vocab.save(tmp / "vocab.json")
+        if isinstance(parts.vocab, SentencePieceVocab):
+            (tmp / SPM).write_bytes(parts.vocab.model_proto)
+        else:
+            parts.vocab.save(tmp / "vocab.json")
         (tmp / "actions.json").write_text(json.dumps(parts.action_vocab.to_saved()),
                                           encoding="utf-8")
     return out
 
 
-def _config(lm: Any, action_order: str, out: Path) -> dict[str, Any]:
+def _config(lm: Any, action_order: str, data: dict[str, Any]) -> dict[str, Any]:
     """The converted model's config in ``TransitionLM``'s form, with a DataModule that reads
-    its vocabulary (a corpus to add for ``synlm test``)."""
+    its vocabulary (``data``; a corpus to add for ``synlm test``)."""
     hp = dict(lm.hparams)
     init_args = {k: hp[k] for k in ("model", "loss_normalize", "beam_size", "word_beam_size",
                                     "shift_size")}
     return {"model": {"class_path": "TransitionLM", "init_args": init_args},
-            "data": {"mode": "actions", "action_order": action_order,
-                     "vocab_file": str(out / "vocab.json")}}
+            "data": {"mode": "actions", "action_order": action_order, **data}}
 
 
 def _lightning_version() -> str:

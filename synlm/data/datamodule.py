@@ -93,7 +93,8 @@ class SynLMDataModule(pl.LightningDataModule):
         span_window: PaLM's m: span targets cover the m - 1 spans ending at each word;
             None: the window a head asks for (``SpanHead`` asks for its attention's), else 10.
         subwords: split words into subwords (``TrainedBPE``, ``TrainedUnigram``: a
-            byte-level BPE or unigram model trained on the training split;
+            byte-level BPE or a SentencePiece unigram model trained on the training split;
+            ``SentencePieceModel``: a trained SentencePiece model;
             ``PretrainedTokenizer``: GPT-2's or another pretrained tokenizer);
             gold syntax is projected onto the subwords, and evaluation also logs the
             word-level perplexity ``word_ppl``; in action mode each word's ``SHIFT`` becomes
@@ -124,6 +125,8 @@ class SynLMDataModule(pl.LightningDataModule):
             a model scores) reads as its class if the vocabulary has it, else as ``<unk>``.
             Needs raw words: not with ``subwords`` or ``vocab_file``, nor a corpus whose text
             already has ``<unk>`` in place of rare words (Mikolov's PTB, WikiText-2).
+            ``berkeleyrule`` (rnng-pytorch's) is refused here: it is the policy a converted
+            checkpoint's ``vocab_file`` carries, which that vocabulary keeps.
         min_count: with ``classes``: the count in the training split below which a word
             becomes its class; at least 2 (default 2: the training singletons).
         cache_dir: where vocabularies and encoded splits are cached
@@ -600,6 +603,10 @@ def _checked_min_count(unknown_words: str, min_count: int | None,
     ``min_count`` that makes no sense raises one line naming it."""
     if unknown_words not in get_args(UnknownWords):
         raise InputError(f"data.unknown_words is {unknown_words!r}; choose unk or classes")
+    if unknown_words == "berkeleyrule":
+        raise InputError("data.unknown_words: berkeleyrule is the policy of a vocabulary "
+                         "rnng-pytorch built, kept in its vocab.json (synlm convert; "
+                         "data.vocab_file); to build unknown-word classes use classes")
     if unknown_words == "unk":
         if min_count is not None:
             raise InputError("data.min_count applies only with data.unknown_words: classes")

@@ -2,6 +2,9 @@
 (``UNK-LC-ed``, ``UNK-INITC``, ``UNK-NUM``), in the form Dyer et al. 2016 (RNNG
 ``get_oracle.py``) took from the Berkeley parser. ``PTBSepsent`` gives its training singletons
 these classes; ``SynLMDataModule(unknown_words="classes")`` gives them to any corpus of raw words.
+
+``berkeley_rule`` is the simpler form rnng-pytorch's ``--unkmethod berkeleyrule`` uses
+(``<unk>``, ``<cunks>``, ``<unkn>``, ...), for ``Vocab(unknown_words="berkeleyrule")``.
 """
 
 from __future__ import annotations
@@ -54,3 +57,33 @@ def word_class(word: str, known: Container[str]) -> str:
     """``word`` if ``known`` or already a class (the text of a corpus that made its own, as
     ``PTBSepsent``), else its class (``unkify``)."""
     return word if word in known or is_signature(word) else unkify(word, known)
+
+
+#: Every string ``berkeley_rule`` returns, and nothing else.
+BERKELEY_RULE = re.compile(r"<(c?unk(n|ing|ed|ly|s|est|ER|ion|ory|al|-|\.)?|ununk)>")
+
+
+def berkeley_rule(word: str) -> str:
+    """rnng-pytorch's ``berkeley_unk_conv`` (utils.py, "a simplified version of unknown token
+    conversion in BerkeleyParser"): ``<unk>``, ``c`` before it for a capital first letter,
+    then the first that fits of: ``n`` (first and last characters digits), nothing (at most
+    3 characters), the suffixes ``ing``, ``ed``, ``ly``, ``s``, ``est``, ``ER`` (for ``er``),
+    ``ion``, ``ory``, an ``un`` prefix (``<ununk>``), ``al``, else the first ``-`` or ``.``
+    before the last character."""
+    uk, last = "unk", len(word) - 1
+    if word[0].isupper():
+        uk = "c" + uk
+    if word[0].isdigit() and word[last].isdigit():
+        return f"<{uk}n>"
+    if last <= 2:
+        return f"<{uk}>"
+    for suffix, mark in (("ing", "ing"), ("ed", "ed"), ("ly", "ly"), ("s", "s"),
+                         ("est", "est"), ("er", "ER"), ("ion", "ion"), ("ory", "ory")):
+        if word.endswith(suffix):
+            return f"<{uk}{mark}>"
+    if word.startswith("un"):
+        return f"<un{uk}>"
+    if word.endswith("al"):
+        return f"<{uk}al>"
+    mark = next((c for c in word[:last] if c in "-."), "")
+    return f"<{uk}{mark}>"

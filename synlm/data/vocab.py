@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal, get_args
 
-from synlm.data.unknown_words import is_signature, word_class
+from synlm.data.unknown_words import BERKELEY_RULE, berkeley_rule, is_signature, word_class
 from synlm.errors import InputError, reading
 from synlm.files import follow_umask
 
@@ -19,8 +19,10 @@ UNK = "<unk>"
 
 #: How a word vocabulary encodes a word it lacks: ``unk``: as ``<unk>``; ``classes``: as its
 #: unknown-word class (``synlm.data.unknown_words.word_class``) if the vocabulary has it, else
-#: as ``<unk>``.
-UnknownWords = Literal["unk", "classes"]
+#: as ``<unk>``; ``berkeleyrule``: as its class by rnng-pytorch's ``--unkmethod berkeleyrule``
+#: (``synlm.data.unknown_words.berkeley_rule``) if the vocabulary has it, else as ``<unk>``
+#: (itself one of the classes), as the released ``Vocabulary.get_id``.
+UnknownWords = Literal["unk", "classes", "berkeleyrule"]
 
 
 class Vocab:
@@ -51,11 +53,12 @@ class Vocab:
         if unknown_words == "classes" and unk is None:
             raise InputError("unknown-word classes need an unknown token to fall back on")
         self.unknown_words = unknown_words
-        unknown = ({i for i, w in enumerate(self.itos) if is_signature(w)}
-                   if unknown_words == "classes" else set())
+        is_class = {"classes": is_signature, "berkeleyrule": BERKELEY_RULE.fullmatch}.get(
+            unknown_words, lambda w: False)
+        unknown = {i for i, w in enumerate(self.itos) if is_class(w)}
         if self.unk_id is not None:
             unknown.add(self.unk_id)
-        #: The ids an unknown word may encode to: ``<unk>`` and, under ``classes``, the classes.
+        #: The ids an unknown word may encode to: ``<unk>`` and the classes.
         self.unknown_ids = frozenset(unknown)
 
     @classmethod
@@ -81,6 +84,8 @@ class Vocab:
         return len(self.itos)
 
     def encode(self, words: list[str]) -> list[int]:
+        if self.unknown_words == "berkeleyrule":
+            return self._encode_berkeley(words)
         if self.unk_id is None:
             unknown = [w for w in words if w not in self.stoi]
             if unknown:
@@ -92,9 +97,18 @@ class Vocab:
                     for w in words]
         return [get(w, unk) for w in words]
 
+    def _encode_berkeley(self, words: list[str]) -> list[int]:
+        get, unk = self.stoi.get, self.unk_id
+        ids = [i if (i := get(w)) is not None else get(berkeley_rule(w), unk) for w in words]
+        if None in ids:
+            word = words[ids.index(None)]
+            raise InputError(f"word {word!r}: its class {berkeley_rule(word)} is not in the "
+                             f"vocabulary, which has no {UNK} to fall back on")
+        return ids
+
     def is_unknown(self, token: int) -> bool:
         """Whether token id ``token`` stands for a word the vocabulary lacks: ``<unk>``, or under
-        ``classes`` an unknown-word class (``unknown_ids``)."""
+        ``classes`` or ``berkeleyrule`` an unknown-word class (``unknown_ids``)."""
         return token in self.unknown_ids
 
     def decode(self, ids: Iterable[int]) -> list[str]:
@@ -131,12 +145,17 @@ class Vocab:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         follow_umask(fd)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

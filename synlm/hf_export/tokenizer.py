@@ -32,7 +32,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, proces
 from tokenizers import pre_tokenizers as pre
 
 from synlm.data.normalization import MIKOLOV_DELETED, NORMALIZATIONS
-from synlm.data.subwords import SubwordVocab
+from synlm.data.subwords import SentencePieceVocab, SubwordVocab
 from synlm.data.vocab import Vocab
 from synlm.errors import InputError
 
@@ -124,6 +124,10 @@ def _subwords(vocab: SubwordVocab, normalizer: normalizers.Normalizer,
     """The vocabulary's byte-level BPE behind ``normalizer`` and ``pre_tokenizer``: each word
     they give gets its leading space from the byte-level step, as ``SubwordVocab.split``
     gives it."""
+    if isinstance(vocab, SentencePieceVocab):
+        raise InputError("the checkpoint's subwords are a SentencePiece model; the export "
+                         "reproduces byte-level BPE (data.subwords: TrainedBPE, GPT-2's "
+                         "PretrainedTokenizer) only")
     tokenizer = Tokenizer.from_str(vocab.tokenizer.to_str())
     own = tokenizer.pre_tokenizer
     if not isinstance(own, pre.ByteLevel):

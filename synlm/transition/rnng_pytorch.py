@@ -1,8 +1,8 @@
 """Checkpoints of the released RNNG code (aistairc/rnng-pytorch, Noji & Oseki 2021) as synlm
 models: a ``train.py`` checkpoint of ``FixedStackRNNG`` (top-down) or
-``FixedStackInOrderRNNG`` (in-order), word level, becomes a ``TransitionLM`` holding an
-``RNNG`` or ``InOrderRNNG`` with the same weights (``synlm convert``; docs/models/rnng.md,
-"rnng-pytorch checkpoints").
+``FixedStackInOrderRNNG`` (in-order), over words or SentencePiece pieces, becomes a
+``TransitionLM`` holding an ``RNNG`` or ``InOrderRNNG`` with the same weights
+(``synlm convert``; docs/models/rnng.md, "rnng-pytorch checkpoints").
 
 A ``train.py`` checkpoint is a ``torch.save`` of a dict: ``model_state_dict`` (the
 parameters), ``args`` (the training flags, a dict), ``vocab`` (a pickled
@@ -10,7 +10,10 @@ parameters), ``args`` (the training flags, a dict), ``vocab`` (a pickled
 ``InOrderActionDict``), ``prepro_args``, optimiser and scheduler states. It is read with
 ``torch.load(weights_only=True)``: torch's restricted unpickler, which rebuilds tensors and
 plain containers and refuses every other global, with the released classes (``PICKLED``)
-allowed as stand-ins that only record their state (``Recorded``). No code of the released
+allowed as stand-ins that only record their state (``Recorded``). A subword checkpoint's
+vocabulary (``data.SentencePieceVocabulary``) holds a pickled
+``sentencepiece.SentencePieceProcessor``, whose state is the serialised SentencePiece model:
+the ``sentencepiece`` library reads those bytes (``SentencePieceVocab``). No code of the released
 package is needed or run; a pickle naming anything else (``os.system``) is refused.
 torch's restricted unpickler rather than a ``pickle.Unpickler`` of synlm's own: it already
 reads the zip archive and rebuilds tensors and storages, and its list of allowed globals
@@ -22,9 +25,14 @@ words); synlm's keeps every id and reads ``<pad>`` as its ``<eos>``, a word the 
 generates: its word-decoder bias is set to ``PAD_LOGIT``, so that the converted model's word
 softmax leaves it out, as the released beam search does (``word_logit[:, pad] = -inf``; its
 training loss keeps ``<pad>`` in the softmax, where training drives its probability towards
-zero). Actions are matched by name (``SHIFT``, ``REDUCE``, ``NT(X)``, ``FINISH``): synlm's
-``ActionVocab`` sorts the labels and has no ``<pad>`` action (the released beam search masks
-it), and the in-order model puts ``FINISH`` last.
+zero). A subword checkpoint keeps the SentencePiece model's ids and pieces (``<pad>`` id 0,
+``<unk>``, ``<s>``, ``</s>``, then the pieces), its ``<pad>`` the end-of-sentence token.
+A word-level vocabulary built with the Berkeley unknown-word rules
+(``--unkmethod berkeleyrule``) keeps its classes (``<unk>``, ``<cunks>``, ...) and encodes
+an unknown word as its class (``synlm.data.unknown_words.berkeley_rule``), as the released
+``Vocabulary.get_id`` does. Actions are matched by name (``SHIFT``, ``REDUCE``, ``NT(X)``,
+``FINISH``): synlm's ``ActionVocab`` sorts the labels and has no ``<pad>`` action (the
+released beam search masks it), and the in-order model puts ``FINISH`` last.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from synlm.data.subwords import SentencePieceVocab
 from synlm.data.vocab import EOS, UNK, Vocab
 from synlm.errors import InputError
 from synlm.syntax.actions import ActionVocab, nt_label
@@ -72,6 +81,10 @@ PICKLED: dict[str, type[Recorded]] = {name: _stand_in(name) for name in (
     "data.Vocabulary", "data.SentencePieceVocabulary", "action_dict.TopDownActionDict",
     "action_dict.InOrderActionDict", "argparse.Namespace",
     "sentencepiece.SentencePieceProcessor")}
+
+#: The classes a pickled ``SentencePieceProcessor`` names as its return type (its
+#: ``_return_type``, ``int`` or ``str``): named, never called.
+RETURN_TYPES = [(int, "builtins.int"), (str, "builtins.str")]
 
 #: Released parameter name → (synlm's ``RNNG`` / ``InOrderRNNG`` name, how rows map).
 #: Rows: ``words``: same ids (``<pad>`` is synlm's ``<eos>``); ``actions``: by action name
@@ -114,7 +127,8 @@ class ConversionError(InputError):
 class Converted:
     """A released checkpoint as synlm's parts: the model's config (``{"class_path",
     "init_args"}`` without its sizes), its weights under synlm's names (the released
-    dtype), the vocabularies, the action order and the training seed."""
+    dtype), the vocabularies (a ``SentencePieceVocab`` for a subword checkpoint), the action
+    order and the training seed."""
 
     model_config: dict[str, Any]
     state_dict: dict[str, Tensor]
@@ -134,13 +148,11 @@ def read_released(path: str | Path) -> dict[str, Any]:
         raise ConversionError(f"{path}: not a torch.save archive (a train.py checkpoint is "
                               "one); is it cut short, or another kind of file?")
     try:
-        with torch.serialization.safe_globals([(cls, name) for name, cls in PICKLED.items()]):
+        with torch.serialization.safe_globals([*((cls, name) for name, cls in PICKLED.items()),
+                                               *RETURN_TYPES]):
             saved = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         found = re.search(r"GLOBAL (\S+)", str(err))
-        if found is not None and found.group(1).startswith("sentencepiece"):
-            raise ConversionError(f"{path}: a subword checkpoint (it pickles "
-                                  f"{found.group(1)}) is not supported yet") from None
         if found is None:
             raise ConversionError(f"{path}: its pickle cannot be read by torch's restricted "
                                   "unpickler; is it cut short?") from None
@@ -172,9 +184,7 @@ def convert(path: str | Path) -> Converted:
         raise ConversionError(f"{path}: args is a {type(args).__name__}; train.py saves a "
                               "dict of its flags")
     vocab, action_dict = _key(saved, "vocab", path), _key(saved, "action_dict", path)
-    if args.get("sp_model") or type(vocab).__name__ == "SentencePieceVocabulary":
-        raise ConversionError(f"{path}: a subword checkpoint (args.sp_model, a pickled "
-                              "data.SentencePieceVocabulary) is not supported yet")
+    subword = bool(args.get("sp_model")) or type(vocab).__name__ == "SentencePieceVocabulary"
     strategy = args.get("strategy", "top_down")
     if strategy not in STRATEGIES:
         raise ConversionError(f"{path}: args.strategy is {strategy!r}; expected top_down or "
@@ -184,11 +194,11 @@ def convert(path: str | Path) -> Converted:
                               "RNNG composes with the LSTM (composition: lstm)")
     prepro = saved.get("prepro_args") or {}
     for step in ("lowercase", "replace_num"):
-        if prepro.get(step):
+        if prepro.get(step) and not subword:  # preprocess.py skips both for pieces
             raise ConversionError(f"{path}: prepro_args.{step} is set; converting a "
                                   "checkpoint trained on lowercased or number-replaced words "
                                   "is not supported yet")
-    words = _vocab(vocab, path)
+    words = _pieces(vocab, path) if subword else _vocab(vocab, path)
     expected_actions = (["<pad>", "SHIFT", "REDUCE"] + (["FINISH"] if strategy == "in_order"
                                                         else []))
     i2a = list(getattr(action_dict, "i2a", []))
@@ -223,7 +233,13 @@ def convert(path: str | Path) -> Converted:
                     released_rows, path)
     state["word_decoder.bias"] = state["word_decoder.bias"].clone()
     state["word_decoder.bias"][0] = PAD_LOGIT
-    return Converted(model_config, state, Vocab([EOS, *words[1:]]), action_vocab, order,
+    if isinstance(words, SentencePieceVocab):
+        synlm_vocab: Vocab = words
+    else:
+        berkeley = getattr(vocab, "unkmethod", "unk") == "berkeleyrule"
+        synlm_vocab = Vocab([EOS, *words[1:]], unk=UNK if UNK in words else None,
+                            unknown_words="berkeleyrule" if berkeley else "unk")
+    return Converted(model_config, state, synlm_vocab, action_vocab, order,
                      int(args.get("seed", 3435)))
 
 
@@ -232,15 +248,45 @@ def _vocab(vocab: Any, path: str | Path) -> list[str]:
     if type(vocab).__name__ != "Vocabulary" or not hasattr(vocab, "i2w"):
         raise ConversionError(f"{path}: vocab is a {type(vocab).__name__}, not a pickled "
                               "data.Vocabulary")
-    if getattr(vocab, "unkmethod", "unk") != "unk":
-        raise ConversionError(f"{path}: vocab.unkmethod is {vocab.unkmethod!r}; only 'unk' "
-                              "is supported yet (the Berkeley rules are not synlm's classes)")
+    unkmethod = getattr(vocab, "unkmethod", "unk")
+    if unkmethod not in ("unk", "berkeleyrule"):
+        raise ConversionError(f"{path}: vocab.unkmethod is {unkmethod!r}; expected 'unk' or "
+                              "'berkeleyrule' (berkeleyrule2 is not supported)")
     words = list(vocab.i2w)
-    if getattr(vocab, "padding_idx", 0) != 0 or UNK not in words or EOS in words:
+    if getattr(vocab, "padding_idx", 0) != 0 or EOS in words or \
+            (unkmethod == "unk" and UNK not in words):
         raise ConversionError(f"{path}: vocab.i2w has <pad> at {getattr(vocab, 'padding_idx', 0)}"
                               f", {UNK} {'in' if UNK in words else 'missing'}; expected <pad> "
                               f"at 0, a {UNK} and no {EOS}")
     return words
+
+
+def _pieces(vocab: Any, path: str | Path) -> SentencePieceVocab:
+    """A subword checkpoint's vocabulary: the SentencePiece model its pickled
+    ``data.SentencePieceVocabulary`` holds (``vocab.sp``), ``<pad>`` (id 0) its
+    end-of-sentence token."""
+    if type(vocab).__name__ != "SentencePieceVocabulary":
+        raise ConversionError(f"{path}: args.sp_model is set but vocab is a "
+                              f"{type(vocab).__name__}; a subword checkpoint pickles a "
+                              "data.SentencePieceVocabulary")
+    processor = getattr(vocab, "sp", None)
+    proto = getattr(processor, "model_proto", getattr(processor, "state", None))
+    if type(processor).__name__ != "SentencePieceProcessor" or not isinstance(proto, bytes):
+        raise ConversionError(f"{path}: vocab.sp is a {type(processor).__name__} without a "
+                              "serialised model; expected a pickled "
+                              "sentencepiece.SentencePieceProcessor")
+    if getattr(vocab, "padding_idx", 0) != 0:
+        raise ConversionError(f"{path}: vocab.padding_idx is {vocab.padding_idx}; expected 0 "
+                              "(preprocess.py trains SentencePiece with pad_id=0)")
+    import sentencepiece
+
+    try:
+        pad = sentencepiece.SentencePieceProcessor(model_proto=proto).id_to_piece(0)
+    except (RuntimeError, IndexError) as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConversionError(f"{path}: vocab.sp holds no SentencePiece model the "
+                              f"sentencepiece library reads ({reason})") from None
+    return SentencePieceVocab(proto, pad)
 
 
 def _mapped(released: dict[str, Tensor], num_layers: int, rows: dict[str, Tensor],
