@@ -94,8 +94,9 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
     notes = _notes(columns, baselines, level, intervals, resamples, confidence, seed)
     if tested:
         notes.append(f"<model> - {names[0]}: the difference of the model and {names[0]} on the "
-                     f"same items, its {confidence:.0%} paired-bootstrap percentile interval "
-                     "(the items drawn alike for both models) and the two-sided p that "
+                     f"same items (in vocabulary: those in vocabulary for both), its "
+                     f"{confidence:.0%} paired-bootstrap percentile interval (the items drawn "
+                     "alike for both models) and the two-sided p that "
                      "inverts that interval: p = 2 min(#{d* <= 0}, #{d* >= 0}) / R over the R "
                      f"resampled differences d*, so p < {1 - confidence:.2g} exactly when the "
                      "interval excludes 0 (one bootstrap gives both). Holm p: adjusted by "
