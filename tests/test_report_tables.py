@@ -17,7 +17,7 @@ from test_export_hf import save_checkpoint
 from test_tse_compare import blimp_result, syntaxgym_result
 
 from conftest import local_gpt2, run_cli
-from synlm.commands.labels import default_labels
+from synlm.runtime.labels import default_labels
 from synlm.tse import compare, statistics, tables
 
 # ------------------------------------------------------------ a labelled table, golden

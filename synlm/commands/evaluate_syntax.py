@@ -16,7 +16,7 @@ TG) is scored by its beam search under its surprisal convention (``--search-conv
 ``synlm.transition.types.CONVENTIONS``), which each benchmark's convention names; ``--eos`` is
 refused for one whose end term is 0 by construction, and a pair or item with a sentence the
 beam finds no tree for is counted apart (``no_parse``). Any mix of ``--ckpt_path`` and ``--hf``
-models is scored in one command, each named by its ``--label`` (``synlm.commands.labels``) in
+models is scored in one command, each named by its ``--label`` (``synlm.runtime.labels``) in
 command-line order. Prints one JSON object on stdout: the headline numbers (``headline``),
 each benchmark's full summary and the conventions used; a table of the headline, each value
 beside its count, on stderr. The benchmark files are looked for under
@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from synlm.capabilities import Searches
-from synlm.commands.labels import default_labels, label_problem
 from synlm.errors import InputError, SynLMError, report
 from synlm.runtime.arguments import CommandParser
+from synlm.runtime.labels import default_labels, label_problem
 from synlm.runtime.threads import configure_threads
 from synlm.tse.benchmarks import (
     BENCHMARKS,
@@ -50,8 +50,8 @@ from synlm.tse.benchmarks import (
     load_benchmarks,
     score_benchmarks,
 )
-from synlm.tse.measures import GROUP_UNITS, UNIT_LEVELS, UNITS
 from synlm.tse.scores import ScoredSentence
+from synlm.tse.units import GROUP_UNITS, UNIT_LEVELS, UNITS
 
 PROG = "synlm evaluate-syntax"
 

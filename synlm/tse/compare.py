@@ -24,7 +24,6 @@ from typing import Literal
 
 from synlm.errors import InputError
 from synlm.tse.measures import (
-    UNITS,
     Measure,
     Results,
     Runs,
@@ -41,6 +40,7 @@ from synlm.tse.measures import (
 )
 from synlm.tse.statistics import check_resamples, holm, paired_difference
 from synlm.tse.tables import Cell, Table
+from synlm.tse.units import UNITS
 
 
 def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] | None = None,
@@ -57,7 +57,7 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
 
     Rows, benchmark by benchmark: at ``level="headline"`` the results' headline measures
     (``BenchmarkResult.headline``'s names); at ``level="unit"`` the ``units`` chosen
-    (``synlm.tse.measures.UNITS``): each BLiMP phenomenon then its paradigms
+    (``synlm.tse.units.UNITS``): each BLiMP phenomenon then its paradigms
     (``blimp/<phenomenon>/<UID>/...``), each SyntaxGym circuit then its suites
     (``syntaxgym/<circuit>/<suite>/...``; the paper's excluded suites under
     ``syntaxgym/excluded``), each Marvin & Linzen section then its Table 1 rows

@@ -23,9 +23,9 @@ its interval that of the seed mean under the two-level bootstrap (seeds, then it
 ``synlm.tse.statistics``). ``comparison_cells``: one model against another, the difference
 with its paired interval and p-value.
 
-A per-unit table shows the units chosen (``UNITS``): each benchmark's groups (BLiMP
-phenomena, SyntaxGym circuits, Marvin & Linzen sections) and its units (paradigms, suites,
-Table 1 rows).
+A per-unit table shows the units chosen (``synlm.tse.units.UNITS``): each benchmark's groups
+(BLiMP phenomena, SyntaxGym circuits, Marvin & Linzen sections) and its units (paradigms,
+suites, Table 1 rows).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from synlm.tse.statistics import (
 )
 from synlm.tse.syntaxgym import CIRCUITS, is_excluded, suite_circuit
 from synlm.tse.tables import Cell
+from synlm.tse.units import UNIT_LEVELS, UNITS
 
 #: One evaluation of a model: benchmark name -> its result.
 Results = Mapping[str, BenchmarkResult]
@@ -63,13 +64,6 @@ PAIR_BENCHMARKS = ("blimp", "pairs")
 ML_ROW = {template: f"{section}/{row}" for section, row, templates in TABLE1
           for template in templates}
 _ML_ORDER = {f"{section}/{row}": k for k, (section, row, _) in enumerate(TABLE1)}
-#: The units a per-unit table can show, by benchmark: its groups, then its units.
-UNIT_LEVELS = {"blimp": ("phenomenon", "paradigm"), "pairs": ("phenomenon", "paradigm"),
-               "syntaxgym": ("circuit", "suite"), "marvin_linzen": ("section", "row")}
-#: Every unit name, groups first.
-UNITS = ("phenomenon", "circuit", "section", "paradigm", "suite", "row")
-#: The units of the compact per-unit table: the groups.
-GROUP_UNITS = ("phenomenon", "circuit", "section")
 #: Unit-level names of headline measures named after their benchmark's aggregate.
 _UNIT_NAMES = {"sg_score": "accuracy", "in_vocabulary_sg_score": "in_vocabulary_accuracy"}
 
