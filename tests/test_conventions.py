@@ -109,14 +109,14 @@ def test_eos_is_refused_where_the_end_term_is_zero(capsys: pytest.CaptureFixture
                     pairs, "--eos", "--report", str(report)]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     rnng, lstm = (summary["models"][name]["conventions"]["pairs"]
-                  for name in ("rnng.ckpt", "lstm.ckpt"))
+                  for name in ("rnng", "lstm"))  # labelled by the files' stems
     assert rnng["search_convention"] == "renormalised_given_length"
     assert "0 by construction" in rnng["eos_term"]
     assert "search_convention" not in lstm and "eos_term" not in lstm
     # the side-by-side table says in its header that it mixes conventions
     header = (report / "headline.md").read_text().splitlines()[0]
     assert "mixed surprisal conventions" in header
-    assert "Mixed surprisal conventions: rnng.ckpt score log p(x_i | x_<i, n)" in \
+    assert "Mixed surprisal conventions: rnng score log p(x_i | x_<i, n)" in \
         (report / "headline.md").read_text()
 
 

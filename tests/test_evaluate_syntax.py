@@ -185,7 +185,7 @@ def test_eos_flags_flip_a_pair(capsys, monkeypatch, tmp_path):
                                  "sentence_bad": "The cat sleeps now also", "UID": "ends"})
                      + "\n")
     monkeypatch.setattr(evaluate_syntax, "_scorers",
-                        lambda args, build: [("stub", EndsAfterAVerb(), [])])
+                        lambda args, build: [("stub", "x.ckpt", EndsAfterAVerb(), [])])
     reference, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs))
     assert reference["benchmarks"] == ["pairs"]
     assert reference["headline"]["pairs/accuracy"] == 0.0  # -6 < -5: the words alone
@@ -329,7 +329,8 @@ def test_several_models_side_by_side_with_their_untrained_rows(capsys, monkeypat
                         "--data-dir", str(data), "--benchmark", "blimp", "syntaxgym",
                         "--suites", "number_src", "--report", str(report),
                         "--output", str(tmp_path / "r.jsonl"))
-    assert list(out["models"]) == ["a.ckpt", "b.ckpt"]
+    assert list(out["models"]) == ["a", "b"]  # labelled by the files' stems
+    assert out["models"]["a"]["model"] == "a.ckpt"
     for model in out["models"].values():
         assert model["headline"]["blimp/accuracy"] == 0.625
         assert model["untrained"]["n_models"] == 2
@@ -338,12 +339,12 @@ def test_several_models_side_by_side_with_their_untrained_rows(capsys, monkeypat
     assert {"headline.md", "headline.csv", "headline.tex", "unit.md", "unit.csv",
             "unit.tex"} <= names
     assert any(name.endswith(".png") for name in names)
-    paired = out["report"]["paired"]["blimp/accuracy"]
-    assert paired["difference"] == 0.0 and paired["p_value"] == 1.0
-    assert "a.ckpt untrained" in (report / "headline.md").read_text()
+    paired = out["report"]["paired"]["b - a"]["blimp/accuracy"]
+    assert paired["difference"] == 0.0 and paired["p_value"] == paired["holm"] == 1.0
+    assert "| a untrained (2 seeds) |" in (report / "headline.md").read_text()
     records = (tmp_path / "r.jsonl").read_text().splitlines()
-    assert {json.loads(line)["model"] for line in records} == {"a.ckpt", "b.ckpt"}
-    assert "a.ckpt" in err and "b.ckpt" in err  # a table each
+    assert {json.loads(line)["model"] for line in records} == {"a", "b"}
+    assert "blimp/accuracy" in err and "(n=5)" in err  # one table, each value with its count
 
 
 def test_token_surprisals_of_ones_own_sentences(capsys, monkeypatch, tmp_path):

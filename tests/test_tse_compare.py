@@ -131,14 +131,15 @@ def test_the_bootstrap_interval_holds_the_estimate_and_narrows_with_more_items()
 
 def test_the_bootstrap_interval_of_a_fixed_seed() -> None:
     """Two units (24 of 37 right, 9 of 23) resampled within themselves, 1,000 times from
-    default_rng(0): the percentile intervals of the mean of the unit accuracies (0.5200) and
-    of the pooled accuracy (33/60 = 0.55), golden values; another seed, another interval."""
+    default_rng(0): the percentile intervals (the 25th smallest and largest of the 1,000) of
+    the mean of the unit accuracies (0.5200) and of the pooled accuracy (33/60 = 0.55),
+    golden values; another seed, another interval."""
     units = {"a": [i % 3 != 0 for i in range(37)], "b": [i % 5 in (1, 3) for i in range(23)]}
-    assert statistics.bootstrap_interval(units) == pytest.approx((0.3977086, 0.6369565))
+    assert statistics.bootstrap_interval(units) == pytest.approx((0.3954172, 0.6392479))
     assert statistics.bootstrap_interval(units, statistics.pooled) == pytest.approx((0.4333333,
                                                                                      0.6666667))
-    assert statistics.bootstrap_interval(units, level=0.9) == pytest.approx((0.4164512, 0.6204465))
-    assert statistics.bootstrap_interval(units, seed=1) == pytest.approx((0.3977086, 0.6392479))
+    assert statistics.bootstrap_interval(units, level=0.9) == pytest.approx((0.4142186, 0.6204465))
+    assert statistics.bootstrap_interval(units, seed=3) == pytest.approx((0.4059929, 0.6609871))
 
 
 def test_a_model_against_itself_differs_by_nothing() -> None:
@@ -147,19 +148,20 @@ def test_a_model_against_itself_differs_by_nothing() -> None:
     assert test["difference"] == test["low"] == test["high"] == 0.0
     assert test["p_value"] == 1.0
     assert (test["units"], test["items"], test["resamples"]) == (2, 6, 1000)
+    assert (test["seeds_a"], test["seeds_b"]) == (1, 1)
 
 
 def test_90_against_50_of_the_same_100_items_is_significant() -> None:
     """Model A right on 90 items, B on 50 of them: the 40 items where they differ all favour
-    A, so no swap of outcomes gives a difference as large except the two all-one-way ones
-    (probability 2^-39): p is its least, 1/1001."""
+    A, so every resampled difference is above 0 (none is 0 unless all 100 draws miss those
+    40 items): p is 0, below 2/1000, and the interval excludes 0."""
     a = [True] * 90 + [False] * 10
     b = [True] * 50 + [False] * 50
     test = statistics.paired_test(a, b)
     assert (test["a"], test["b"]) == (0.9, 0.5)
     assert test["difference"] == pytest.approx(0.4)
-    assert test["p_value"] == pytest.approx(1 / 1001) and test["p_value"] < 0.01
-    assert 0.25 < test["low"] < 0.4 < test["high"] < 0.55
+    assert test["p_value"] == 0.0
+    assert 0 < 0.25 < test["low"] < 0.4 < test["high"] < 0.55
     reverse = statistics.paired_test(b, a)
     assert reverse["difference"] == pytest.approx(-0.4)
     assert reverse["p_value"] == test["p_value"]
@@ -194,27 +196,27 @@ Targeted syntactic evaluation: headline measures
 
 | measure | awd | awd untrained (2 seeds) | onlstm |
 |---|---:|---:|---:|
-| blimp/accuracy | 0.708 [0.375, 1.000] (n=7) | 0.333 [0.125, 0.542] (n=7) | 0.667 [0.500, 1.000] (n=7) |
-| blimp/in_vocabulary_accuracy | 0.833 [0.663, 1.000] (n=6) | 0.417 [0.250, 0.583] (n=6) | 0.667 [0.500, 1.000] (n=6) |
+| blimp/accuracy | 0.708 [0.375, 1.000] (n=7) | 0.333 [0.062, 0.667] (n=7) | 0.667 [0.500, 1.000] (n=7) |
+| blimp/in_vocabulary_accuracy | 0.833 [0.500, 1.000] (n=6) | 0.417 [0.167, 0.667] (n=6) | 0.667 [0.500, 1.000] (n=6) |
 | blimp/unknown_share | 0.125 (n=7) | 0.125 (n=7) | 0.125 (n=7) |
-| syntaxgym/sg_score | 0.708 [0.292, 1.000] (n=7) | 0.146 [0.000, 0.312] (n=7) | 1.000 [1.000, 1.000] (n=7) |
-| syntaxgym/in_vocabulary_sg_score | 0.875 [0.625, 1.000] (n=6) | 0.188 [0.000, 0.375] (n=6) | 1.000 [1.000, 1.000] (n=6) |
+| syntaxgym/sg_score | 0.708 [0.292, 1.000] (n=7) | 0.146 [0.000, 0.354] (n=7) | 1.000 [1.000, 1.000] (n=7) |
+| syntaxgym/in_vocabulary_sg_score | 0.875 [0.625, 1.000] (n=6) | 0.188 [0.000, 0.500] (n=6) | 1.000 [1.000, 1.000] (n=6) |
 | syntaxgym/unknown_share | 0.167 (n=7) | 0.167 (n=7) | 0.167 (n=7) |
 
-- Each value: the measure [its 95% percentile interval from 1000 item-bootstrap resamples, items resampled within each paradigm, suite or Table 1 row (Efron & Tibshirani 1993), seed 0] (n: the pairs or items it rests on; in_vocabulary: those without an unknown word where it matters).
+- Each value: the measure [its 95% percentile interval from 1000 item-bootstrap resamples, items resampled within each paradigm, suite or Table 1 row (Efron & Tibshirani 1993), seed 0] (n: the pairs or items it rests on; in_vocabulary: those without an unknown word where it matters; an in_vocabulary row only where it differs from its plain row).
 - Aggregates as each paper's: BLiMP, the unweighted mean over paradigms; SyntaxGym, over suites (the paper's 31; in vocabulary, those with an in-vocabulary item); Marvin & Linzen, a row pools its items and a section is the unweighted mean of its rows (synlm's summary: the paper reports the rows).
 - untrained: the model's configuration before training.
-- Several seeds: their mean, and the interval of that mean (every seed resampled on the same items).
+- Several seeds: their mean, and the interval of that mean from a two-level bootstrap: each resample draws the seeds with replacement, then the items within each unit, the same items for every drawn seed (the seeds were scored on the same items).
 - unknown_share: no interval (a property of the vocabulary and the data).
 """  # noqa: E501
 
 CSV = """\
 measure,awd,awd low,awd high,awd n,awd untrained (2 seeds),awd untrained (2 seeds) low,awd untrained (2 seeds) high,awd untrained (2 seeds) n,onlstm,onlstm low,onlstm high,onlstm n
-blimp/accuracy,0.708333,0.375000,1.000000,7,0.333333,0.125000,0.541667,7,0.666667,0.500000,1.000000,7
-blimp/in_vocabulary_accuracy,0.833333,0.662500,1.000000,6,0.416667,0.250000,0.583333,6,0.666667,0.500000,1.000000,6
+blimp/accuracy,0.708333,0.375000,1.000000,7,0.333333,0.062500,0.666667,7,0.666667,0.500000,1.000000,7
+blimp/in_vocabulary_accuracy,0.833333,0.500000,1.000000,6,0.416667,0.166667,0.666667,6,0.666667,0.500000,1.000000,6
 blimp/unknown_share,0.125000,,,7,0.125000,,,7,0.125000,,,7
-syntaxgym/sg_score,0.708333,0.291667,1.000000,7,0.145833,0.000000,0.312500,7,1.000000,1.000000,1.000000,7
-syntaxgym/in_vocabulary_sg_score,0.875000,0.625000,1.000000,6,0.187500,0.000000,0.375000,6,1.000000,1.000000,1.000000,6
+syntaxgym/sg_score,0.708333,0.291667,1.000000,7,0.145833,0.000000,0.354167,7,1.000000,1.000000,1.000000,7
+syntaxgym/in_vocabulary_sg_score,0.875000,0.625000,1.000000,6,0.187500,0.000000,0.500000,6,1.000000,1.000000,1.000000,6
 syntaxgym/unknown_share,0.166667,,,7,0.166667,,,7,0.166667,,,7
 """  # noqa: E501
 
@@ -223,11 +225,11 @@ LATEX = r"""% Targeted syntactic evaluation: headline measures
 \toprule
 measure & awd & awd untrained (2 seeds) & onlstm \\
 \midrule
-blimp/accuracy & 0.708 [0.375, 1.000] (n=7) & 0.333 [0.125, 0.542] (n=7) & 0.667 [0.500, 1.000] (n=7) \\
-blimp/in\_vocabulary\_accuracy & 0.833 [0.663, 1.000] (n=6) & 0.417 [0.250, 0.583] (n=6) & 0.667 [0.500, 1.000] (n=6) \\
+blimp/accuracy & 0.708 [0.375, 1.000] (n=7) & 0.333 [0.062, 0.667] (n=7) & 0.667 [0.500, 1.000] (n=7) \\
+blimp/in\_vocabulary\_accuracy & 0.833 [0.500, 1.000] (n=6) & 0.417 [0.167, 0.667] (n=6) & 0.667 [0.500, 1.000] (n=6) \\
 blimp/unknown\_share & 0.125 (n=7) & 0.125 (n=7) & 0.125 (n=7) \\
-syntaxgym/sg\_score & 0.708 [0.292, 1.000] (n=7) & 0.146 [0.000, 0.312] (n=7) & 1.000 [1.000, 1.000] (n=7) \\
-syntaxgym/in\_vocabulary\_sg\_score & 0.875 [0.625, 1.000] (n=6) & 0.188 [0.000, 0.375] (n=6) & 1.000 [1.000, 1.000] (n=6) \\
+syntaxgym/sg\_score & 0.708 [0.292, 1.000] (n=7) & 0.146 [0.000, 0.354] (n=7) & 1.000 [1.000, 1.000] (n=7) \\
+syntaxgym/in\_vocabulary\_sg\_score & 0.875 [0.625, 1.000] (n=6) & 0.188 [0.000, 0.500] (n=6) & 1.000 [1.000, 1.000] (n=6) \\
 syntaxgym/unknown\_share & 0.167 (n=7) & 0.167 (n=7) & 0.167 (n=7) \\
 \bottomrule
 \end{tabular}
@@ -236,14 +238,15 @@ syntaxgym/unknown\_share & 0.167 (n=7) & 0.167 (n=7) & 0.167 (n=7) \\
 
 @pytest.fixture(scope="module")
 def table() -> tables.Table:
-    return compare.comparison_table({"awd": AWD, "onlstm": ONLSTM}, {"awd": UNTRAINED})
+    return compare.comparison_table({"awd": AWD, "onlstm": ONLSTM}, {"awd": UNTRAINED},
+                                    comparisons=False)
 
 
 def test_the_headline_table_in_markdown_csv_and_latex(table: tables.Table) -> None:
-    """Two models, the first with its untrained baseline over two seeds (their mean): each
-    value with its interval and its count; SyntaxGym's scores leave out the excluded
-    nn-nv-rpl (the paper's 31 suites); the LaTeX is a booktabs tabular, the title and notes
-    as comments."""
+    """Two models, the first with its untrained baseline over two seeds (their mean, its
+    interval from the two-level bootstrap): each value with its interval and its count;
+    SyntaxGym's scores leave out the excluded nn-nv-rpl (the paper's 31 suites); the LaTeX is
+    a booktabs tabular, the title and notes as comments."""
     assert table.columns == ["awd", "awd untrained (2 seeds)", "onlstm"]
     assert tables.to_markdown(table) == MARKDOWN
     assert tables.to_csv(table) == CSV
@@ -284,7 +287,8 @@ def test_write_tables_writes_the_three_files_whole(table: tables.Table, tmp_path
 def test_the_unit_table_lists_groups_then_their_units() -> None:
     """BLiMP phenomena then paradigms; SyntaxGym circuits then suites, the excluded suite
     last; Marvin & Linzen sections then rows, under each section's headline measures (the
-    NPI rows: their pairwise comparisons)."""
+    NPI rows: their pairwise comparisons); an in-vocabulary row only where it differs from
+    its plain row (no Marvin & Linzen record here has an unknown word)."""
     npi = {"grammatical_gt_intrusive": True, "intrusive_gt_ungrammatical": False}
     ml = BenchmarkResult("marvin_linzen", {}, [
         ml_record("simple_agrmt", True), ml_record("simple_npi_anim", True, **npi)], {
@@ -309,9 +313,7 @@ def test_the_unit_table_lists_groups_then_their_units() -> None:
         "syntaxgym/excluded/nn-nv-rpl/accuracy"]
     assert [label for label in labels if label.startswith("marvin_linzen")] == [
         "marvin_linzen/Subject-verb agreement/accuracy",
-        "marvin_linzen/Subject-verb agreement/in_vocabulary_accuracy",
         "marvin_linzen/Subject-verb agreement/Simple/accuracy",
-        "marvin_linzen/Subject-verb agreement/Simple/in_vocabulary_accuracy",
         "marvin_linzen/Negative polarity items/grammatical_gt_intrusive",
         "marvin_linzen/Negative polarity items/intrusive_gt_ungrammatical",
         "marvin_linzen/Negative polarity items/Simple/grammatical_gt_intrusive",
@@ -367,7 +369,9 @@ def suite(name: str) -> Any:
 
 def test_the_table_recomputes_what_the_benchmarks_report() -> None:
     """Results scored by ``score_benchmarks`` itself: every headline measure is a row, and
-    its value is the headline's (rounded there to 4 places)."""
+    its value is the headline's (rounded there to 4 places); an in-vocabulary measure equal
+    to its plain one (here BLiMP's: no pair has an unknown word where it matters) has no
+    row."""
     blimp = [MinimalPair({"UID": uid, "phenomenon": phenomenon, "pairID": i}, good, (bad,))
              for uid, phenomenon, pairs in [
                  ("agreement", "subject_verb_agreement",
@@ -391,6 +395,9 @@ def test_the_table_recomputes_what_the_benchmarks_report() -> None:
         for key, value in result.headline.items():
             if value is None:
                 assert key not in rows or rows[key].value is None
+            elif key not in rows:
+                assert key.replace("in_vocabulary_", "") in rows
+                assert value == result.headline[key.replace("in_vocabulary_", "")]
             else:
                 assert rows[key].value == pytest.approx(value, abs=5e-5), key
     assert rows["blimp/accuracy"].n == 4 and rows["syntaxgym/sg_score"].n == 3

@@ -4,6 +4,7 @@ Face causal and masked LMs on BLiMP, SyntaxGym and Marvin & Linzen (docs/syntact
     synlm evaluate-syntax --ckpt_path RUN [--benchmark blimp syntaxgym marvin-linzen]
     synlm evaluate-syntax --ckpt_path RUN --subset 20 --output pairs.jsonl   (a quick look)
     synlm evaluate-syntax --ckpt_path RUN_A RUN_B --untrained 3 --report DIR (side by side)
+    synlm evaluate-syntax --ckpt_path RUN --hf gpt2 --label ours GPT-2 --report DIR  (any mix)
     synlm evaluate-syntax --hf gpt2 --benchmark syntaxgym --suites my_suite.json
     synlm evaluate-syntax --config awd_lstm.yaml --seeds 3   (untrained models: mean and std)
     synlm evaluate-syntax --ckpt_path RUN --sentences text.txt --surprisals tokens.tsv
@@ -14,10 +15,12 @@ sentence unless ``--eos``/``--no-eos`` says otherwise. A transition LM (RNNG, PL
 TG) is scored by its beam search under its surprisal convention (``--search-convention``;
 ``synlm.transition.types.CONVENTIONS``), which each benchmark's convention names; ``--eos`` is
 refused for one whose end term is 0 by construction, and a pair or item with a sentence the
-beam finds no tree for is counted apart (``no_parse``). Prints one JSON object on stdout: the
-headline numbers (``headline``), each benchmark's full summary and the conventions used, and
-what they were computed from (``provenance``: ``synlm.tse.provenance``, also beside every
-file written); a table of the headline on stderr. The benchmark files are looked for under
+beam finds no tree for is counted apart (``no_parse``). Any mix of ``--ckpt_path`` and ``--hf``
+models is scored in one command, each named by its ``--label`` (``synlm.runtime.labels``) in
+command-line order. Prints one JSON object on stdout: the headline numbers (``headline``),
+each benchmark's full summary and the conventions used, and what they were computed from
+(``provenance``: ``synlm.tse.provenance``, also beside every file written); a table of the
+headline, each value beside its count, on stderr. The benchmark files are looked for under
 ``$SYNLM_DATA_DIR`` (or ``--data-dir``); ``--download`` fetches missing ones.
 
 This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
@@ -39,6 +42,7 @@ from typing import Any
 from synlm.capabilities import Searches
 from synlm.errors import InputError, SynLMError, report
 from synlm.runtime.arguments import CommandParser
+from synlm.runtime.labels import default_labels, label_problem
 from synlm.runtime.threads import configure_threads
 from synlm.tse.benchmarks import (
     BENCHMARKS,
@@ -48,6 +52,7 @@ from synlm.tse.benchmarks import (
     score_benchmarks,
 )
 from synlm.tse.scores import ScoredSentence
+from synlm.tse.units import GROUP_UNITS, UNIT_LEVELS, UNITS
 
 PROG = "synlm evaluate-syntax"
 
@@ -75,23 +80,38 @@ def benchmark_names(text: str) -> str:
     return name
 
 
+class ModelSources(argparse.Action):
+    """``--ckpt_path`` and ``--hf``: their values, and every model of both in command-line
+    order as ``(flag, source)`` in ``models`` (either flag given any number of times)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), *values])
+        namespace.models = [*namespace.models, *((self.dest, value) for value in values)]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(PROG, __doc__.split("\n\n")[0])
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--ckpt_path", nargs="+", metavar="RUN", help="synlm checkpoints or run "
-                     "folders (several: one side-by-side table)")
-    src.add_argument("--hf", nargs="+", metavar="MODEL", help="Hugging Face causal or masked "
-                     "LMs: local folders written by save_pretrained, or hub names where the "
-                     "network allows; each is scored with its own tokenizer (a masked LM by "
-                     "pseudo-log-likelihood, --pll)")
+    p.set_defaults(models=[])
+    p.add_argument("--ckpt_path", nargs="+", action=ModelSources, metavar="RUN",
+                   help="synlm checkpoints or run folders (several, and beside --hf models: "
+                   "one side-by-side table)")
+    p.add_argument("--hf", nargs="+", action=ModelSources, metavar="MODEL",
+                   help="Hugging Face causal or masked LMs: local folders written by "
+                   "save_pretrained, or hub names where the network allows; each is scored "
+                   "with its own tokenizer (a masked LM by pseudo-log-likelihood, --pll)")
+    p.add_argument("--label", nargs="+", metavar="NAME", help="a name for each model, in "
+                   "command-line order (--ckpt_path and --hf together; --config: one), the "
+                   "column of the tables; the same name twice: seeds of one model (default: "
+                   "each run folder's or model folder's own name)")
     p.add_argument("--trust-remote-code", action="store_true", help="--hf: run the model code "
                    "a folder carries (a synlm export-hf folder does), as transformers asks")
     p.add_argument("--pll", choices=("within_word_l2r", "original"), default=None,
                    help="--hf on a masked LM (BERT, RoBERTa): the pseudo-log-likelihood, each "
                    "token masked with the rest of its word (within_word_l2r, the default) or "
                    "alone (original)")
-    src.add_argument("--config", help="a training config: evaluate the untrained models it "
-                     "builds (--seeds of them), the chance row of a results table")
+    p.add_argument("--config", help="a training config: evaluate the untrained models it "
+                   "builds (--seeds of them), the chance row of a results table")
     p.add_argument("--seeds", type=_at_least_one, default=1,
                    help="--config: this many untrained models (seeds 0..N-1)")
     p.add_argument("--untrained", type=int, default=0, metavar="N",
@@ -146,7 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="count the end of the sentence in no benchmark (SyntaxGym included)")
     p.add_argument("--output", help="write one JSON record per pair or item here (JSONL)")
     p.add_argument("--report", metavar="DIR", help="write the side-by-side tables (Markdown, "
-                   "CSV, LaTeX, with item-bootstrap intervals) and plots here")
+                   "CSV, LaTeX: bootstrap intervals, each model against the first with its "
+                   "paired test and Holm's adjustment) and plots here")
+    p.add_argument("--units", nargs="+", choices=UNITS, default=None, metavar="UNIT",
+                   help="--report: the rows of its unit table, any of " + ", ".join(UNITS) +
+                   " (BLiMP phenomena and paradigms, SyntaxGym circuits and suites, Marvin & "
+                   "Linzen sections and Table 1 rows; default: " + " ".join(GROUP_UNITS) + ")")
     p.add_argument("--regions", metavar="FILE", help="write SyntaxGym's region surprisals here "
                    "(one row a region: suite, item, condition, region, sum in bits)")
     p.add_argument("--sentences", metavar="FILE", help="score these sentences (one a line) "
@@ -221,12 +246,23 @@ class ProgressScorer:
 
 @dataclass
 class Evaluated:
-    """One model's results and its untrained copies' (the chance row), under its name."""
+    """One model's results and its untrained copies' (the chance row), under its label
+    (``name``); ``source``: what was scored (a checkpoint, run folder or Hugging Face model)."""
 
     name: str
     results: dict[str, BenchmarkResult]
     untrained: list[dict[str, BenchmarkResult]]
     vocab_size: int
+    source: str = ""
+
+
+def by_label(runs: Sequence[Evaluated]) -> dict[str, list[Evaluated]]:
+    """The runs under each label, in command-line order: a label given to several models
+    names the seeds of one model."""
+    groups: dict[str, list[Evaluated]] = {}
+    for run in runs:
+        groups.setdefault(run.name, []).append(run)
+    return groups
 
 
 def evaluate_scorer(scorer: Any, loaded: dict[str, list[Any]],
@@ -289,39 +325,90 @@ def no_parse_warnings(results: dict[str, BenchmarkResult], name: str) -> list[st
 
 
 def write_records(path: str, runs: Sequence[Evaluated]) -> int:
-    """Every record of ``runs`` as JSON lines (with ``model`` when there are several), written
-    whole or not at all; how many."""
+    """Every record of ``runs`` as JSON lines (with ``model``, the label, when there are
+    several; and ``source`` when a label names several runs), written whole or not at all;
+    how many."""
     target = Path(path)
     partial = target.with_name(f".{target.name}.partial")
     count = 0
+    seeds = len({run.name for run in runs}) < len(runs)
     with partial.open("w", encoding="utf-8") as out:
         for run in runs:
+            extra = {"model": run.name} if len(runs) > 1 else {}
+            if seeds:
+                extra["source"] = run.source
             for result in run.results.values():
                 for record in result.records:
-                    extra = {"model": run.name} if len(runs) > 1 else {}
                     out.write(json.dumps({**extra, **record}) + "\n")
                     count += 1
     os.replace(partial, target)
     return count
 
 
-def print_table(title: str, numbers: dict[str, Any]) -> None:
+def print_table(models: dict[str, list[dict[str, BenchmarkResult]]]) -> None:
+    """The headline of each model (label -> its results, one a seed) side by side on stderr,
+    each value beside the number of pairs or items it rests on (several seeds: their mean ±
+    their standard deviation); an in-vocabulary row only where it differs from its plain
+    row (``synlm.tse.compare.comparison_table``)."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left")
+    from synlm.loading import mean_and_std
+    from synlm.tse.compare import comparison_table
+
+    numbers = comparison_table(models, intervals=False)
+    spread = [mean_and_std([headline(r) for r in runs], digits=4) for runs in models.values()]
+    table = Table(title="Targeted syntactic evaluation", title_justify="left")
     table.add_column("benchmark/measure")
-    table.add_column("value", justify="right")
-    for key, value in numbers.items():
-        if not key.endswith("_std") and key != "n_models":
-            std = numbers.get(f"{key}_std")
-            shown = "-" if value is None else f"{value:.4f}"
-            table.add_row(key, shown + (f" ± {std:.4f}" if std is not None else ""))
+    for column in numbers.columns:
+        table.add_column(column, justify="right")
+    for key, cells in numbers.rows:
+        shown = []
+        for cell, seeds in zip(cells, spread):
+            std = seeds.get(f"{key}_std")
+            shown.append("-" if cell.value is None else f"{cell.value:.4f}" + (
+                f" ± {std:.4f}" if std is not None else "") + f" (n={cell.n})")
+        table.add_row(key, *shown)
     Console(stderr=True).print(table)
+
+
+def _models_text(args: argparse.Namespace) -> str:
+    """How many models each flag gave: ``2 --ckpt_path, 1 --hf``."""
+    counts = {flag: sum(f == flag for f, _ in args.models) for flag in ("ckpt_path", "hf")}
+    return ", ".join(f"{n} --{flag}" for flag, n in counts.items() if n) or "--config"
+
+
+def units_problem(args: argparse.Namespace) -> str | None:
+    """The one-line error for ``--units`` without ``--report``, or a unit of no benchmark
+    asked for."""
+    if not args.units:
+        return None
+    if not args.report:
+        return "--units: the rows of --report's unit table; add --report DIR"
+    asked = [*args.benchmark, *(["pairs"] if args.pairs else [])]
+    offered = [u for u in UNITS if any(u in UNIT_LEVELS[b] for b in asked)]
+    for unit in args.units:
+        if unit not in offered:
+            owner = next(b for b, levels in UNIT_LEVELS.items() if unit in levels)
+            return (f"--units {unit}: a unit of {owner.replace('_', '-')}, which is not scored "
+                    f"here; add it to --benchmark, or choose among {', '.join(offered)}")
+    return None
 
 
 def argument_problem(args: argparse.Namespace) -> str | None:
     """The first inconsistency among the flags, as the message of a one-line error."""
+    if not args.models and not args.config:
+        return "give the models to score: --ckpt_path RUN and --hf MODEL (any mix), or " \
+               "--config C"
+    if args.models and args.config:
+        return "--config scores a config's untrained models alone; give --ckpt_path and " \
+               "--hf without it"
+    problem = label_problem(args.label, [s for _, s in args.models] or [args.config],
+                            _models_text(args)) or units_problem(args)
+    if problem:
+        return problem
+    if args.sentences and len(args.models) > 1:
+        return "--sentences: the surprisals of one model; give one --ckpt_path or --hf"
     for flag in ("output", "regions", "surprisals"):
         path = getattr(args, flag)
         if path and not Path(path).parent.resolve().is_dir():
@@ -340,7 +427,7 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return f"{given_beam_size(args)}: a beam size; particle filtering takes --particles"
     if args.pll and not args.hf:
         return "--pll: the pseudo-log-likelihood of a masked LM given with --hf"
-    if args.hf and given_beam_flag(args):
+    if args.hf and not args.ckpt_path and given_beam_flag(args):
         return f"{given_beam_flag(args)}: a Hugging Face model has no beam search; the beam " \
                "flags are for synlm's transition LMs (RNNG, PLM, PLM-mask, TG)"
     if bool(args.sentences) != bool(args.surprisals):
@@ -409,58 +496,77 @@ def check_model_flags(args: argparse.Namespace, models: Sequence[tuple[str, Any]
     if flag and not any(isinstance(model, Searches) for _, model in models):
         raise InputError(f"{flag}: {models[0][0]} has no beam search; the beam flags are for "
                          "transition LMs (RNNG, PLM, PLM-mask, TG)")
-    if args.eos and len(models) == 1 and end_is_certain(models[0][1], args.search_convention):
+    if args.eos and len(models) == 1 and len(args.models) <= 1 and \
+            end_is_certain(models[0][1], args.search_convention):
         raise InputError(f"--eos: the end-of-sentence term of {models[0][0]} is 0 by "
                          "construction (its search renormalises over the legal actions given "
                          "the length: renormalised_given_length); drop --eos, or add "
                          "--search-convention all_actions")
 
 
-def _scorers(args: argparse.Namespace,
-             build_model: Callable[..., Any] | None) -> list[tuple[str, Any, list[Any]]]:
-    """(name, scorer, untrained scorers) of each model the flags name; loaded here, after the
-    arguments are checked (torch is imported only now)."""
+def _scorers(args: argparse.Namespace, build_model: Callable[..., Any] | None
+             ) -> list[tuple[str, str, Any, list[Any]]]:
+    """(label, source, scorer, untrained scorers) of each model the flags name, in
+    command-line order; loaded here, after the arguments are checked (torch is imported
+    only now). The untrained copies (``--untrained``) are of each label's first checkpoint."""
     from synlm.loading import untrained_copy, untrained_model
     from synlm.tse.scoring import ModelScorer
 
     device = device_of(args.device)
-    if args.hf:
-        from synlm.tse.hf_scoring import HFScorer
-        from synlm.tse.masked_scoring import PLLScorer, is_masked_lm
+    if args.config:
+        if build_model is None:
+            raise InputError("--config needs the CLI's model builder; run `synlm "
+                             "evaluate-syntax`")
+        label = (args.label or [f"{Path(args.config).stem} untrained"])[0]
+        untrained = [untrained_model(build_model, args.config, seed, args.set)
+                     for seed in range(args.seeds)]
+        check_model_flags(args, [(args.config, untrained[0])])
+        return [(label, f"{args.config} untrained, seeds 0-{args.seeds - 1}", None,
+                 [ModelScorer(with_beam(model, args), args.batch_size, device)
+                  for model in untrained])]
+    labels = args.label or default_labels([source for _, source in args.models])
+    scorers = _hf_scorers(args, device)
+    loaded = {k: load_model(source) for k, (flag, source) in enumerate(args.models)
+              if flag == "ckpt_path"}
+    if loaded:
+        check_model_flags(args, [(args.models[k][1], model) for k, model in loaded.items()])
+    out = []
+    for k, ((_, source), label) in enumerate(zip(args.models, labels)):
+        chance = []
+        if k in loaded:
+            model = with_beam(loaded[k], args)
+            scorers[k] = ModelScorer(model, args.batch_size, device)
+            if label not in labels[:k]:  # a label's seeds share its first one's chance row
+                chance = [ModelScorer(with_beam(untrained_copy(model, seed), args),
+                                      args.batch_size, device)
+                          for seed in range(args.untrained)]
+        out.append((label, source, scorers[k], chance))
+    return out
 
-        masked = {name: is_masked_lm(name, args.trust_remote_code) for name in args.hf}
-        if args.eos and any(masked.values()):
-            raise InputError(f"--eos: {next(n for n in args.hf if masked[n])} is a masked LM, "
-                             "scored by pseudo-log-likelihood, which has no end-of-sentence "
-                             "term; drop --eos")
-        if args.pll and not any(masked.values()):
-            raise InputError(f"--pll: {args.hf[0]} is a causal LM, scored by its own "
-                             "log-probabilities; --pll is for a masked LM (BERT, RoBERTa)")
-        return [(name, PLLScorer(name, variant=args.pll or "within_word_l2r",
-                                 batch_size=args.batch_size, device=device,
-                                 trust_remote_code=args.trust_remote_code) if masked[name]
-                 else HFScorer(name, batch_size=args.batch_size, device=device,
-                               trust_remote_code=args.trust_remote_code), [])
-                for name in args.hf]
-    if args.ckpt_path:
-        loaded = [(path, load_model(path)) for path in args.ckpt_path]
-        check_model_flags(args, loaded)
-        out = []
-        for path, model in loaded:
-            model = with_beam(model, args)
-            chance = [ModelScorer(with_beam(untrained_copy(model, seed), args), args.batch_size,
-                                  device)
-                      for seed in range(args.untrained)]
-            out.append((path, ModelScorer(model, args.batch_size, device), chance))
-        return out
-    if build_model is None:
-        raise InputError("--config needs the CLI's model builder; run `synlm evaluate-syntax`")
-    name = f"{args.config} untrained, seeds 0-{args.seeds - 1}"
-    untrained = [untrained_model(build_model, args.config, seed, args.set)
-                 for seed in range(args.seeds)]
-    check_model_flags(args, [(args.config, untrained[0])])
-    untrained = [with_beam(model, args) for model in untrained]
-    return [(name, None, [ModelScorer(model, args.batch_size, device) for model in untrained])]
+
+def _hf_scorers(args: argparse.Namespace, device: str) -> dict[int, Any]:
+    """The scorer of each ``--hf`` model, by its place among all the models: a causal LM's
+    log-probabilities, or a masked LM's pseudo-log-likelihood."""
+    names = [(k, source) for k, (flag, source) in enumerate(args.models) if flag == "hf"]
+    if not names:
+        return {}
+    from synlm.tse.hf_scoring import HFScorer
+    from synlm.tse.masked_scoring import PLLScorer, is_masked_lm
+
+    masked = {name: is_masked_lm(name, args.trust_remote_code) for _, name in names}
+    if args.eos and any(masked.values()):
+        raise InputError(f"--eos: {next(n for n in masked if masked[n])} is a masked LM, "
+                         "scored by pseudo-log-likelihood, which has no end-of-sentence "
+                         "term; drop --eos")
+    if args.pll and not any(masked.values()):
+        raise InputError(f"--pll: {names[0][1]} is a causal LM, scored by its own "
+                         "log-probabilities; --pll is for a masked LM (BERT, RoBERTa)")
+    return {k: PLLScorer(name, variant=args.pll or "within_word_l2r",
+                         batch_size=args.batch_size, device=device,
+                         trust_remote_code=args.trust_remote_code) if masked[name]
+            else HFScorer(name, batch_size=args.batch_size, device=device,
+                          trust_remote_code=args.trust_remote_code)
+            for k, name in names}
 
 
 def _vocab_size(scorer: Any) -> int:
@@ -496,7 +602,9 @@ def score_sentences(scorer: Any, path: str, out: str) -> int:
 
 
 def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str, Any]:
-    """The JSON object the command prints: one model's summaries, or several side by side."""
+    """The JSON object the command prints: one model's summaries (``model``: what was
+    scored, ``label``: its name in the tables), or several side by side under ``models``, by
+    label (a label of several runs: the mean and spread of their headlines, ``per_seed``)."""
     from synlm.loading import mean_and_std
 
     def chance_row(untrained: list[dict[str, BenchmarkResult]]) -> dict[str, Any]:
@@ -506,7 +614,7 @@ def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str,
                                "subset": args.subset, "eos": args.eos}
     if args.config:
         chance = runs[0].untrained
-        summary["model"] = runs[0].name
+        summary["model"], summary["label"] = runs[0].source, runs[0].name
         per_seed = [headline(r) for r in chance]
         summary["headline"] = mean_and_std(per_seed, digits=4)
         summary["per_seed"] = per_seed
@@ -515,38 +623,66 @@ def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str,
     first = runs[0]
     summary["conventions"] = conventions(first.results)
     if len(runs) == 1:
-        summary["model"] = first.name
+        summary["model"], summary["label"] = first.source, first.name
         summary["headline"] = headline(first.results)
         summary.update({name: result.summary for name, result in first.results.items()})
         if first.untrained:
             summary["untrained"] = chance_row(first.untrained)
         return summary
-    summary["models"] = {run.name: {
-        "headline": headline(run.results), "conventions": conventions(run.results),
-        **({"untrained": chance_row(run.untrained)} if run.untrained else {})} for run in runs}
+    models: dict[str, Any] = {}
+    for label, group in by_label(runs).items():
+        entry: dict[str, Any] = {"model": group[0].source, "headline": headline(group[0].results)}
+        if len(group) > 1:
+            per_seed = [headline(run.results) for run in group]
+            entry = {"models": [run.source for run in group],
+                     "headline": mean_and_std(per_seed, digits=4), "per_seed": per_seed}
+        entry["conventions"] = conventions(group[0].results)
+        if group[0].untrained:
+            entry["untrained"] = chance_row(group[0].untrained)
+        models[label] = entry
+    summary["models"] = models
     return summary
+
+
+def table_models(args: argparse.Namespace, runs: list[Evaluated]
+                 ) -> tuple[dict[str, list[dict[str, BenchmarkResult]]],
+                            dict[str, list[dict[str, BenchmarkResult]]] | None]:
+    """The models of the tables, label -> its results (one a seed: a label's runs, or a
+    config's untrained seeds), and each one's untrained baseline where scored."""
+    if args.config:
+        return {runs[0].name: runs[0].untrained}, None
+    groups = by_label(runs)
+    models = {label: [run.results for run in group] for label, group in groups.items()}
+    baselines = {label: group[0].untrained for label, group in groups.items()
+                 if group[0].untrained}
+    return models, baselines or None
 
 
 def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
                   summary: dict[str, Any]) -> None:
     """``--output``, ``--regions`` and ``--report`` (tables and plots), each written whole,
-    with the run's provenance beside each (``synlm.tse.provenance``)."""
+    with the run's provenance beside each (``synlm.tse.provenance``); a config's untrained
+    seeds are written as models ``seed 0``, ``seed 1``, ..."""
     from synlm.tse import provenance
 
+    scored = runs if not args.config else [
+        Evaluated(f"seed {seed}", r, [], runs[0].vocab_size)
+        for seed, r in enumerate(runs[0].untrained)]
     if args.output:
         summary["output"] = args.output
-        summary["records"] = write_records(args.output, runs)
+        summary["records"] = write_records(args.output, scored)
     if args.regions:
         from synlm.data.vocab import atomic_write_text
         from synlm.tse.surprisal_tables import region_table
 
-        records = [{"model": run.name, **r} if len(runs) > 1 else r for run in runs
+        records = [{"model": run.name, **r} if len(scored) > 1 else r for run in scored
                    if "syntaxgym" in run.results for r in run.results["syntaxgym"].records
                    if "surprisals" in r]  # an item without a parse has none
         atomic_write_text(Path(args.regions), region_table(records))
         summary["regions"] = args.regions
     if args.report:
-        summary["report"] = write_report(Path(args.report), runs)
+        summary["report"] = write_report(Path(args.report), *table_models(args, runs),
+                                         units=args.units or GROUP_UNITS)
         summary["report"]["files"].append(str(provenance.write(
             Path(args.report) / provenance.REPORT_FILE, summary["provenance"])))
     for path in filter(None, (args.output, args.regions)):
@@ -554,42 +690,53 @@ def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
 
 
 def provenance_of(args: argparse.Namespace, argv: Sequence[str] | None,
-                  models: Sequence[tuple[str, Any, list[Any]]], threads: Any,
+                  models: Sequence[tuple[str, str, Any, list[Any]]], threads: Any,
                   loaded: dict[str, list[Any]] | None = None,
                   runs: Sequence[Evaluated] = ()) -> dict[str, Any]:
     """What the results were computed from (``synlm.tse.provenance``), as JSON: the
-    command, the ``models`` (name, scorer, untrained scorers), the benchmark files
+    command, the ``models`` (label, source, scorer, untrained scorers), the benchmark files
     ``loaded`` read and each run's conventions."""
     from synlm.tse import provenance
 
     files = provenance.benchmark_files(list(loaded or ()), args.data_dir, args.suites,
                                        args.pairs)
     return provenance.collect(
-        provenance.command_line(PROG, argv), models, threads, files,
-        [conventions(run.results or run.untrained[0]) for run in runs], args.config).to_json()
+        provenance.command_line(PROG, argv), [(label, scorer, chance)
+                                              for label, _, scorer, chance in models],
+        threads, files, [conventions(run.results or run.untrained[0]) for run in runs],
+        args.config).to_json()
 
 
-def write_report(folder: Path, runs: list[Evaluated]) -> dict[str, Any]:
-    """The side-by-side tables (headline and per unit, with item-bootstrap intervals and each
-    model's untrained column), a paired test for two models, and the plots (SyntaxGym's
-    region figure of each suite in ``regions/``)."""
+def write_report(folder: Path, models: dict[str, list[dict[str, BenchmarkResult]]],
+                 baselines: dict[str, list[dict[str, BenchmarkResult]]] | None = None,
+                 units: Sequence[str] = GROUP_UNITS) -> dict[str, Any]:
+    """The side-by-side tables (headline, and per unit for the ``units`` chosen: bootstrap
+    intervals, two-level over seeds, each model's untrained column, each model against the
+    first with its paired test and Holm's adjustment), the plots (SyntaxGym's region figure
+    of each suite in ``regions/``), and ``paired``: the headline table's comparisons
+    (column -> measure -> the test)."""
     from synlm.tse import compare, plots, tables
 
     folder.mkdir(parents=True, exist_ok=True)
-    models = {run.name: run.results for run in runs}
-    baselines = {run.name: run.untrained for run in runs if run.untrained} or None
     written: list[Path] = []
-    for level in ("headline", "unit"):
-        table = compare.comparison_table(models, baselines, level=level)
-        written += tables.write_tables(table, folder / level)
+    headline_table = compare.comparison_table(models, baselines)
+    written += tables.write_tables(headline_table, folder / "headline")
+    written += tables.write_tables(
+        compare.comparison_table(models, baselines, level="unit", units=units), folder / "unit")
     for benchmark, kind in (("syntaxgym", "circuits"), ("blimp", "phenomena")):
-        if all(benchmark in results for results in models.values()):
+        if all(benchmark in results for runs in models.values() for results in runs):
             written += plots.plot_units(models, benchmark, folder / kind, kind=kind,
                                         baselines=baselines)
     written += plots.plot_regions(models, folder / "regions")  # SyntaxGym's, a suite each
     report: dict[str, Any] = {"files": [str(path) for path in written]}
-    if len(runs) == 2:
-        report["paired"] = compare.paired_tests(runs[0].results, runs[1].results)
+    tested = [k for k, t in enumerate(tables.tested_columns(headline_table)) if t]
+    if tested:
+        report["paired"] = {headline_table.columns[k]: {
+            label: {"difference": cells[k].value, "low": cells[k].low, "high": cells[k].high,
+                    "p_value": cells[k].p, "holm": cells[k].holm, "items": cells[k].n,
+                    "resamples": headline_table.resamples}
+            for label, cells in headline_table.rows if cells[k].p is not None}
+            for k in tested}
     return report
 
 
@@ -613,19 +760,20 @@ def main(argv: list[str] | None = None,
         loaded = {} if args.sentences else load_benchmarks(
             args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)
         runs = []
-        for name, scorer, chance in models:
+        for name, source, scorer, chance in models:
             if args.sentences:
                 from synlm.tse.provenance import write_beside
 
                 count = score_sentences(scorer, args.sentences, args.surprisals)
                 record = provenance_of(args, argv, models, threads)
                 write_beside(args.surprisals, record)
-                print(json.dumps({"model": name, "sentences": count,
+                print(json.dumps({"model": source, "label": name, "sentences": count,
                                   "surprisals": args.surprisals, "provenance": record}))
                 return 0
             results = evaluate_scorer(scorer, loaded, args.eos) if scorer is not None else {}
             untrained = [evaluate_scorer(c, loaded, args.eos) for c in chance]
-            runs.append(Evaluated(name, results, untrained, _vocab_size(scorer or chance[0])))
+            runs.append(Evaluated(name, results, untrained, _vocab_size(scorer or chance[0]),
+                                  source))
             for line in unknown_warnings(results or untrained[0], args.warn_unknown,
                                          runs[-1].vocab_size):
                 print(line, file=sys.stderr)
@@ -635,13 +783,10 @@ def main(argv: list[str] | None = None,
                 print(line, file=sys.stderr)
         summary = summarize_runs(args, runs)
         summary["provenance"] = provenance_of(args, argv, models, threads, loaded, runs)
-        write_outputs(args, runs if not args.config else [
-            Evaluated(f"seed {seed}", r, [], runs[0].vocab_size)
-            for seed, r in enumerate(runs[0].untrained)], summary)
+        write_outputs(args, runs, summary)
+        print_table(table_models(args, runs)[0])
     except SynLMError as err:
         return report(err, PROG)
-    for model_name, numbers in (summary.get("models") or {summary["model"]: summary}).items():
-        print_table(model_name, numbers["headline"])
     print(json.dumps(summary))
     return 0
 

@@ -1,75 +1,160 @@
 """What a paper reports from evaluated models, from ``BenchmarkResult``s alone (no model is
 needed: results read back from their records will do):
 
-- ``comparison_table``: a row per headline measure (or per phenomenon and paradigm, circuit
-  and suite, section and Table 1 row), a column per model and one per model's untrained
-  baseline; every value with its interval and the number of pairs or items it rests on.
-  Written by ``synlm.tse.tables`` (``to_markdown``, ``to_csv``, ``to_latex``,
-  ``write_tables``).
-- ``paired_tests``: ``synlm.tse.statistics.paired_test`` of two models for every headline
-  measure they share.
+- ``comparison_table``: a row per headline measure (or per unit chosen: phenomenon and
+  paradigm, circuit and suite, section and Table 1 row), a column per model and one per
+  model's untrained baseline, then a column per comparison (each model against the first:
+  the difference, its paired interval, its p-value and the Holm-adjusted one over the
+  table's comparisons); every value with its interval and the number of pairs or items it
+  rests on; an in-vocabulary row only where it differs from its plain row. Written by
+  ``synlm.tse.tables`` (``to_markdown``, ``to_csv``, ``to_latex``, ``write_tables``).
+- ``paired_tests``: ``synlm.tse.statistics.paired_difference`` of two models for every
+  headline measure they share.
 
 What each row measures and how its items are read from the records: ``synlm.tse.measures``;
-the item bootstrap and the paired randomisation test: ``synlm.tse.statistics``; the plots:
+the bootstraps, the p-value and Holm's adjustment: ``synlm.tse.statistics``; the plots:
 ``synlm.tse.plots``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from synlm.errors import InputError
 from synlm.tse.measures import (
+    Measure,
     Results,
     Runs,
+    as_runs,
     benchmark_units,
     benchmarks_in,
     collect_outcomes,
     column_cells,
+    comparison_cells,
     headline_units,
     named_columns,
     record_field,
     table_measures,
 )
-from synlm.tse.statistics import check_resamples, paired_test
-from synlm.tse.tables import Table
+from synlm.tse.statistics import check_resamples, holm, paired_difference
+from synlm.tse.tables import Cell, Table
+from synlm.tse.units import UNITS
 
 
 def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] | None = None,
                      level: Literal["headline", "unit"] = "headline", intervals: bool = True,
-                     resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> Table:
+                     resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
+                     units: Sequence[str] = UNITS, comparisons: bool = True) -> Table:
     """The models side by side: a column per model (name -> its results, or a list of
     results, one a seed, averaged), each followed by its untrained baseline
     (``baselines[name]``, likewise) where given, named ``<name> untrained`` (``(k seeds)``
-    added for several).
+    added for several); then, with ``comparisons`` and intervals, a column per model after
+    the first, ``<model> - <first>``: the paired difference, its interval, its p-value
+    (``synlm.tse.statistics.inversion_p_value``: p < 1 - confidence exactly when the interval
+    excludes 0) and Holm's adjustment of it over every comparison in the table.
 
     Rows, benchmark by benchmark: at ``level="headline"`` the results' headline measures
-    (``BenchmarkResult.headline``'s names); at ``level="unit"`` each BLiMP phenomenon then its
-    paradigms (``blimp/<phenomenon>/<UID>/...``), each SyntaxGym circuit then its suites
+    (``BenchmarkResult.headline``'s names); at ``level="unit"`` the ``units`` chosen
+    (``synlm.tse.units.UNITS``): each BLiMP phenomenon then its paradigms
+    (``blimp/<phenomenon>/<UID>/...``), each SyntaxGym circuit then its suites
     (``syntaxgym/<circuit>/<suite>/...``; the paper's excluded suites under
     ``syntaxgym/excluded``), each Marvin & Linzen section then its Table 1 rows
     (``marvin_linzen/<section>/<row>/...``), under the headline's measures of the benchmark or
-    section (unknown shares aside; ``sg_score`` is a suite's ``accuracy``). Every cell has its
-    interval (``intervals``: ``resamples`` item-bootstrap resamples at ``confidence``; none
-    for unknown shares, a property of the vocabulary and the data) and its number of pairs
-    or items. Every column resamples from ``default_rng(seed)``, so a model and its baseline
-    are resampled on the same items.
+    section (unknown shares aside; ``sg_score`` is a suite's ``accuracy``). An in-vocabulary
+    row is left out where every column's value and count equal its plain row's (no item of
+    it has an unknown word where it matters: a subword model). Every cell has its interval
+    (``intervals``: ``resamples`` bootstrap resamples at ``confidence``, two-level over
+    several seeds; none for unknown shares, a property of the vocabulary and the data) and
+    its number of pairs or items. Every column resamples the items from
+    ``default_rng(seed)``, so every column and comparison is resampled on the same items.
     """
     if level not in ("headline", "unit"):
         raise InputError(f"level must be 'headline' or 'unit', got {level!r}")
     if intervals:
         check_resamples(resamples)
     columns = named_columns(models, baselines)
-    measures = table_measures([runs for _, runs in columns], level)
-    cells = [column_cells(runs, measures, resamples if intervals else 0, confidence, seed)
-             for _, runs in columns]
+    measures = table_measures([runs for _, runs in columns], level, units)
+    draws = resamples if intervals else 0
+    cells = [column_cells(runs, measures, draws, confidence, seed) for _, runs in columns]
+    kept = [i for i, m in enumerate(measures) if not _repeats_plain(m, measures, cells, i)]
+    measures = [measures[i] for i in kept]
+    cells = [[column[i] for i in kept] for column in cells]
+    names = list(models)
+    tested = comparisons and intervals and len(names) > 1
+    if tested:
+        first = as_runs(models[names[0]], names[0])
+        for name in names[1:]:
+            columns.append((f"{name} - {names[0]}", []))
+            cells.append(comparison_cells(first, as_runs(models[name], name), measures,
+                                          resamples, confidence, seed))
+        cells = _with_holm(cells)
     rows = [(m.label, [column[i] for column in cells]) for i, m in enumerate(measures)]
+    notes = _notes(columns, baselines, level, intervals, resamples, confidence, seed)
+    if tested:
+        notes.append(f"<model> - {names[0]}: the difference of the model and {names[0]} on the "
+                     f"same items (in vocabulary: those in vocabulary for both), its "
+                     f"{confidence:.0%} paired-bootstrap percentile interval (the items drawn "
+                     "alike for both models) and the two-sided p that "
+                     "inverts that interval: p = 2 min(#{d* <= 0}, #{d* >= 0}) / R over the R "
+                     f"resampled differences d*, so p < {1 - confidence:.2g} exactly when the "
+                     "interval excludes 0 (one bootstrap gives both). Holm p: adjusted by "
+                     f"Holm's step-down method over the {_count_tests(cells)} comparisons of "
+                     f"this table (family-wise error rate {1 - confidence:.2g}).")
+    title = ("Targeted syntactic evaluation: headline measures" if level == "headline" else
+             "Targeted syntactic evaluation by " + ", ".join(
+                 u for u in UNITS if u in units))
+    # a transition LM's search renormalised given the length scores another quantity
+    given_length = {name for name, runs in columns for results in runs for r in results.values()
+                    if r.convention.get("search_convention") == "renormalised_given_length"}
+    if given_length and len(given_length) < len([c for c in columns if c[1]]):
+        title += " (mixed surprisal conventions: not one quantity)"
+        notes.insert(0, f"Mixed surprisal conventions: {', '.join(sorted(given_length))} "
+                     "score log p(x_i | x_<i, n), renormalised over the legal actions given "
+                     "the length; the other columns log p(x_i | x_<i).")
+    return Table([name for name, _ in columns], rows, title, notes,
+                 resamples if tested else 0)
+
+
+def _repeats_plain(m: Measure, measures: Sequence[Measure], cells: Sequence[Sequence[Cell]],
+                   i: int) -> bool:
+    """Whether row ``i`` is an in-vocabulary row whose every cell has the value and count
+    of its plain row's (the row of the same name without ``in_vocabulary_``)."""
+    prefix, name = m.label.rsplit("/", 1)
+    if not name.startswith("in_vocabulary_"):
+        return False
+    plain = f"{prefix}/{name.removeprefix('in_vocabulary_')}"
+    j = next((j for j, other in enumerate(measures) if other.label == plain), None)
+    return j is not None and all(
+        (column[i].value, column[i].n) == (column[j].value, column[j].n) for column in cells)
+
+
+def _with_holm(cells: list[list[Cell]]) -> list[list[Cell]]:
+    """The cells with every comparison's Holm-adjusted p over all the table's comparisons."""
+    tests = [(k, i) for k, column in enumerate(cells) for i, cell in enumerate(column)
+             if cell.p is not None]
+    adjusted = holm([cells[k][i].p for k, i in tests])  # type: ignore[misc]
+    out = [list(column) for column in cells]
+    for (k, i), p in zip(tests, adjusted):
+        out[k][i] = replace(out[k][i], holm=p)
+    return out
+
+
+def _count_tests(cells: Sequence[Sequence[Cell]]) -> int:
+    return sum(cell.p is not None for column in cells for cell in column)
+
+
+def _notes(columns: Sequence[tuple[str, Sequence[Results]]], baselines: Mapping[str, Runs] | None,
+           level: str, intervals: bool, resamples: int, confidence: float,
+           seed: int) -> list[str]:
+    """The notes under a table: what each value is, how it aggregates, the seeds."""
     interval = (f" [its {confidence:.0%} percentile interval from {resamples} item-bootstrap "
                 f"resamples, items resampled within each paradigm, suite or Table 1 row "
                 f"(Efron & Tibshirani 1993), seed {seed}]" if intervals else "")
     notes = [f"Each value: the measure{interval} (n: the pairs or items it rests on; "
-             "in_vocabulary: those without an unknown word where it matters).",
+             "in_vocabulary: those without an unknown word where it matters; an "
+             "in_vocabulary row only where it differs from its plain row).",
              "Aggregates as each paper's: BLiMP, the unweighted mean over paradigms; SyntaxGym, "
              "over suites (the paper's 31; in vocabulary, those with an in-vocabulary item); "
              "Marvin & Linzen, a row pools its items and a section is the unweighted mean of "
@@ -77,44 +162,43 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
     if baselines:
         notes.append("untrained: the model's configuration before training.")
     if any(len(runs) > 1 for _, runs in columns):
-        notes.append("Several seeds: their mean, and the interval of that mean (every seed "
-                     "resampled on the same items).")
+        notes.append("Several seeds: their mean"
+                     + (", and the interval of that mean from a two-level bootstrap: each "
+                        "resample draws the seeds with replacement, then the items within "
+                        "each unit, the same items for every drawn seed (the seeds were "
+                        "scored on the same items)" if intervals else "") + ".")
     if level == "headline":
         notes.append("unknown_share: no interval (a property of the vocabulary and the data).")
-    title = ("Targeted syntactic evaluation: headline measures" if level == "headline" else
-             "Targeted syntactic evaluation by phenomenon and paradigm, circuit and suite, "
-             "section and Table 1 row")
-    # a transition LM's search renormalised given the length scores another quantity
-    given_length = {name for name, runs in columns for results in runs for r in results.values()
-                    if r.convention.get("search_convention") == "renormalised_given_length"}
-    if given_length and len(given_length) < len(columns):
-        title += " (mixed surprisal conventions: not one quantity)"
-        notes.insert(0, f"Mixed surprisal conventions: {', '.join(sorted(given_length))} "
-                     "score log p(x_i | x_<i, n), renormalised over the legal actions given "
-                     "the length; the other columns log p(x_i | x_<i).")
-    return Table([name for name, _ in columns], rows, title, notes)
+    return notes
 
 
-def paired_tests(a: Results, b: Results, resamples: int = 1000, level: float = 0.95,
+def paired_tests(a: Runs, b: Runs, resamples: int = 1000, level: float = 0.95,
                  seed: int = 0) -> dict[str, dict[str, float | int]]:
-    """``paired_test`` of model A against model B (their results on the same data) for every
-    headline measure both have, unknown shares aside: headline name -> the test. An
-    in-vocabulary measure is compared on the items in vocabulary for both models."""
+    """``paired_difference`` of model A against model B (their results on the same data; one
+    evaluation each, or several seeds) for every headline measure both have, unknown shares
+    aside: headline name -> the test, with ``holm``, its p adjusted over these tests. An
+    in-vocabulary measure is compared on the items in vocabulary for every run of both."""
+    runs_a, runs_b = as_runs(a, "a"), as_runs(b, "b")
     tests: dict[str, dict[str, float | int]] = {}
-    for benchmark in benchmarks_in([[a], [b]]):
-        if benchmark not in a or benchmark not in b:
+    for benchmark in benchmarks_in([runs_a, runs_b]):
+        if any(benchmark not in results for results in (*runs_a, *runs_b)):
             continue
-        shared = [key for key in a[benchmark].headline if key in b[benchmark].headline]
-        units = list(benchmark_units([a[benchmark]], benchmark))
+        results = [results[benchmark] for results in (*runs_a, *runs_b)]
+        shared = [key for key in results[0].headline
+                  if all(key in r.headline for r in results)]
+        units = list(benchmark_units(results[:1], benchmark))
         for key in shared:
             prefix, name = key.rsplit("/", 1)
             if name == "unknown_share":
                 continue
             members = set(headline_units(benchmark, prefix, units))
             field_name, in_vocabulary = record_field(name)
-            pair = [{u: v for u, v in outcomes.items() if u in members} for outcomes in
-                    collect_outcomes(benchmark, [a[benchmark].records, b[benchmark].records],
-                                     field_name, in_vocabulary)]
-            if pair[0]:
-                tests[key] = paired_test(*pair, resamples=resamples, level=level, seed=seed)
+            sets = [{u: v for u, v in outcomes.items() if u in members} for outcomes in
+                    collect_outcomes(benchmark, [r.records for r in results], field_name,
+                                     in_vocabulary)]
+            if sets[0]:
+                tests[key] = paired_difference(sets[:len(runs_a)], sets[len(runs_a):],
+                                               resamples=resamples, level=level, seed=seed)
+    for test, p in zip(tests.values(), holm([t["p_value"] for t in tests.values()])):
+        test["holm"] = p
     return tests

@@ -19,7 +19,13 @@ follows from its name: ``accuracy`` and ``sg_score`` read ``correct``, ``unknown
 reads ``unknown``, any other name the field of that name; ``in_vocabulary_<name>`` is
 ``<name>`` over the pairs or items without an unknown word where it matters, units with none
 left out, as the headline does. A model given as several results (seeds) is their mean, and
-its interval that of the seed mean, every seed resampled on the same items.
+its interval that of the seed mean under the two-level bootstrap (seeds, then items:
+``synlm.tse.statistics``). ``comparison_cells``: one model against another, the difference
+with its paired interval and p-value.
+
+A per-unit table shows the units chosen (``synlm.tse.units.UNITS``): each benchmark's groups
+(BLiMP phenomena, SyntaxGym circuits, Marvin & Linzen sections) and its units (paradigms,
+suites, Table 1 rows).
 """
 
 from __future__ import annotations
@@ -34,13 +40,17 @@ from synlm.errors import InputError
 from synlm.tse.benchmarks import BENCHMARKS, ML_SECTIONS, BenchmarkResult
 from synlm.tse.marvin_linzen import TABLE1
 from synlm.tse.statistics import (
+    inversion_p_value,
     mean_of_units,
     outcome_arrays,
     percentile_interval,
+    seed_draws,
+    two_level,
     unit_accuracies,
 )
 from synlm.tse.syntaxgym import CIRCUITS, is_excluded, suite_circuit
 from synlm.tse.tables import Cell
+from synlm.tse.units import UNIT_LEVELS, UNITS
 
 #: One evaluation of a model: benchmark name -> its result.
 Results = Mapping[str, BenchmarkResult]
@@ -215,28 +225,36 @@ def _ungrouped_label(benchmark: str, unit: str) -> str:
     return f"{benchmark}/no phenomenon/{unit}"
 
 
-def table_measures(columns: Sequence[Sequence[Results]], level: str) -> list[Measure]:
+def table_measures(columns: Sequence[Sequence[Results]], level: str,
+                   units: Sequence[str] = UNITS) -> list[Measure]:
     """The rows: at ``headline`` each headline measure of the results; at ``unit`` each
     group and then each of its units, under its benchmark's headline measures (unknown shares
-    aside), the units in no group last."""
+    aside), the units in no group last; of these, the groups and units named in ``units``
+    (``UNIT_LEVELS``: ``circuit`` for SyntaxGym's circuits, ``suite`` for its suites, ...)."""
     measures: list[Measure] = []
     for benchmark in benchmarks_in(columns):
         results = benchmark_results(columns, benchmark)
-        units = benchmark_units(results, benchmark)
+        found = benchmark_units(results, benchmark)
         names = _headline_names(results)
         if level == "headline":
             for prefix, last in names.items():
-                members = frozenset(headline_units(benchmark, prefix, list(units)))
+                members = frozenset(headline_units(benchmark, prefix, list(found)))
                 measures += [Measure(f"{prefix}/{name}", benchmark, members,
                                      *record_field(name), interval=name != "unknown_share")
                              for name in last if members]
             continue
-        groups, ungrouped = grouped_units(benchmark, units)
+        groups, ungrouped = grouped_units(benchmark, found)
+        group_level, unit_level = UNIT_LEVELS.get(benchmark, ("phenomenon", "paradigm"))
         rows: list[tuple[str, str, frozenset[str]]] = []
         for label, prefix, members in groups:
-            rows.append((label, prefix, frozenset(members)))
-            rows += [(f"{label}/{u.split('/')[-1]}", prefix, frozenset({u})) for u in members]
-        rows += [(_ungrouped_label(benchmark, u), benchmark, frozenset({u})) for u in ungrouped]
+            if group_level in units:
+                rows.append((label, prefix, frozenset(members)))
+            if unit_level in units:
+                rows += [(f"{label}/{u.split('/')[-1]}", prefix, frozenset({u}))
+                         for u in members]
+        if unit_level in units:
+            rows += [(_ungrouped_label(benchmark, u), benchmark, frozenset({u}))
+                     for u in ungrouped]
         measures += [Measure(f"{label}/{_UNIT_NAMES.get(name, name)}", benchmark, members,
                              *record_field(name))
                      for label, prefix, members in rows for name in names.get(prefix, [])
@@ -253,41 +271,86 @@ def as_runs(runs: Runs, name: str) -> list[Results]:
     return listed
 
 
+class _Draws:
+    """The unit accuracies of sets of runs (seeds of one model, or of two models together),
+    observed and under the item bootstrap, computed once a benchmark, field and filter:
+    every column and comparison resamples the items from ``default_rng(seed)``, so all of
+    them are resampled on the same items."""
+
+    def __init__(self, runs: Sequence[Results], resamples: int, seed: int) -> None:
+        self.runs, self.resamples, self.seed = runs, resamples, seed
+        self.computed: dict[tuple[str, str, bool, int],
+                            tuple[list[str], np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def units(self, m: Measure, draws: int
+              ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray] | None:
+        """The chosen units' positions, the accuracies (S, U), their resamples (S, R, U) and
+        the units' items (U,) of ``m``; None where no unit is left."""
+        key = (m.benchmark, m.field, m.in_vocabulary, draws)
+        if key not in self.computed:
+            sets = collect_outcomes(m.benchmark,
+                                    [results[m.benchmark].records for results in self.runs],
+                                    m.field, m.in_vocabulary)
+            self.computed[key] = (list(sets[0]), *unit_accuracies(
+                [outcome_arrays(s) if s else {} for s in sets], draws,
+                np.random.default_rng(self.seed)))
+        units, point, resampled, items = self.computed[key]
+        chosen = [k for k, unit in enumerate(units) if unit in m.units]
+        return (chosen, point, resampled, items) if chosen else None
+
+
 def column_cells(runs: Sequence[Results], measures: Sequence[Measure], resamples: int,
                  confidence: float, seed: int) -> list[Cell]:
     """A column's cells: each measure over the runs (seeds), averaged, with the interval of
-    that mean under the item bootstrap (``resamples`` 0: none). Seeds are compared item by
-    item: in vocabulary, over the items in vocabulary for every seed."""
-    computed: dict[tuple[str, str, bool, int],
-                   tuple[list[str], np.ndarray, np.ndarray, np.ndarray]] = {}
+    that mean (``resamples`` 0: none) under the two-level bootstrap (seeds, then items:
+    ``synlm.tse.statistics.two_level``; one run: the item bootstrap). Seeds are compared
+    item by item: in vocabulary, over the items in vocabulary for every seed."""
+    found = _Draws(runs, resamples, seed)
+    seeds = seed_draws(len(runs), resamples, np.random.default_rng((seed, 1)))
     cells = []
     for m in measures:
-        if any(m.benchmark not in results for results in runs):
-            cells.append(Cell(None))
-            continue
         draws = resamples if m.interval else 0
-        key = (m.benchmark, m.field, m.in_vocabulary, draws)
-        if key not in computed:
-            sets = collect_outcomes(m.benchmark,
-                                    [results[m.benchmark].records for results in runs],
-                                    m.field, m.in_vocabulary)
-            computed[key] = (list(sets[0]), *unit_accuracies(
-                [outcome_arrays(s) if s else {} for s in sets], draws,
-                np.random.default_rng(seed)))
-        units, point, resampled, items = computed[key]
-        chosen = [k for k, unit in enumerate(units) if unit in m.units]
-        if not chosen:
+        drawn = found.units(m, draws) if all(m.benchmark in r for r in runs) else None
+        if drawn is None:
             cells.append(Cell(None))
             continue
+        chosen, point, resampled, items = drawn
         value = float(mean_of_units(point[:, chosen], items[chosen]).mean())
         n = int(items[chosen].sum())
         if not draws:
             cells.append(Cell(value, n=n))
             continue
-        low, high = percentile_interval(
-            mean_of_units(resampled[:, :, chosen], items[chosen]).mean(axis=0),  # (S, R) -> (R,)
-            confidence)
-        cells.append(Cell(value, low, high, n))
+        per_seed = mean_of_units(resampled[:, :, chosen], items[chosen])  # (S, R)
+        cells.append(Cell(value, *percentile_interval(two_level(per_seed, seeds), confidence),
+                          n))
+    return cells
+
+
+def comparison_cells(a: Sequence[Results], b: Sequence[Results], measures: Sequence[Measure],
+                     resamples: int, confidence: float, seed: int) -> list[Cell]:
+    """Model B against model A, each given as its runs (seeds): for each measure the
+    difference of the seed means (B - A), its paired percentile interval and the p-value that
+    inverts it (``synlm.tse.statistics``: items drawn alike for both models, each model's
+    seeds drawn on its own), over the items both models have (in vocabulary: for every run
+    of both). No interval, no test: ``Cell(None)``."""
+    found = _Draws([*a, *b], resamples, seed)
+    seed_rng = np.random.default_rng((seed, 1))
+    seeds = [seed_draws(len(a), resamples, seed_rng), seed_draws(len(b), resamples, seed_rng)]
+    cells = []
+    for m in measures:
+        present = all(m.benchmark in r for r in (*a, *b))
+        drawn = found.units(m, resamples) if present and m.interval else None
+        if drawn is None:
+            cells.append(Cell(None))
+            continue
+        chosen, point, resampled, items = drawn
+        values = mean_of_units(point[:, chosen], items[chosen])  # (S_a + S_b,)
+        per_seed = mean_of_units(resampled[:, :, chosen], items[chosen])  # (S_a + S_b, R)
+        differences = two_level(per_seed[len(a):], seeds[1]) - \
+            two_level(per_seed[:len(a)], seeds[0])
+        cells.append(Cell(float(values[len(a):].mean() - values[:len(a)].mean()),
+                          *percentile_interval(differences, confidence),
+                          int(items[chosen].sum()), p=inversion_p_value(differences)))
     return cells
 
 

@@ -208,14 +208,19 @@ def region_figure(suite: str, models: Mapping[str, Mapping[str, Mapping[int, Reg
     return fig
 
 
-def plot_regions(models: Mapping[str, Mapping[str, Any]], folder: Path,
+def plot_regions(models: Mapping[str, Runs], folder: Path,
                  confidence: float = 0.95) -> list[Path]:
     """SyntaxGym's region figure (``region_figure``) of each suite that the ``models``
-    (name -> results: benchmark -> ``BenchmarkResult``) were scored on, as
-    ``folder/<suite>.png`` and ``.svg``; the paths (none without SyntaxGym results)."""
-    results = {name: r["syntaxgym"] for name, r in models.items() if "syntaxgym" in r}
-    means = {name: region_means(result.records, confidence) for name, result in results.items()}
-    names = {suite: {int(k): v for k, v in regions.items()} for result in results.values()
+    (name -> results: benchmark -> ``BenchmarkResult``, or a list of them, its seeds, whose
+    items are pooled) were scored on, as ``folder/<suite>.png`` and ``.svg``; the paths (none
+    without SyntaxGym results)."""
+    results = {name: [r["syntaxgym"] for r in as_runs(runs, name) if "syntaxgym" in r]
+               for name, runs in models.items()}
+    results = {name: scored for name, scored in results.items() if scored}
+    means = {name: region_means([record for result in scored for record in result.records],
+                                confidence) for name, scored in results.items()}
+    names = {suite: {int(k): v for k, v in regions.items()} for scored in results.values()
+             for result in scored
              for suite, regions in result.summary.get("region_names", {}).items()}
     paths: list[Path] = []
     for suite in dict.fromkeys(s for by_suite in means.values() for s in by_suite):

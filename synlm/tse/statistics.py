@@ -5,23 +5,32 @@ grouped in units (a BLiMP paradigm, a SyntaxGym suite, a Marvin & Linzen Table 1
   the Bootstrap*, ch. 6 and 13): the items of each unit are resampled with replacement within
   the unit, the aggregate of the unit accuracies (``mean_of_units``, the headline of BLiMP
   and SyntaxGym; ``pooled``) is recomputed on every resample, and the interval is the
-  percentile interval of those. Only the items vary: the units are fixed by the benchmark.
-- ``paired_test``: two models on the same items. The difference of their aggregates, a
-  paired bootstrap interval of it (the same resampled items for both models) and a
-  two-sided p-value from a paired approximate randomisation test (Noreen 1989; Riezler &
-  Maxwell 2005, "On Some Pitfalls in Automatic Evaluation and Significance Testing for MT";
-  Dror et al. 2018, "The Hitchhiker's Guide to Testing Statistical Significance in NLP"):
-  under the null hypothesis the two models are exchangeable on each item, so each item's two
-  outcomes are swapped with probability 1/2, and p = (1 + #{|d*| >= |d|}) / (1 + R) over R
-  shuffles (the +1 counts the observed assignment: p is never 0, at least 1 / (1 + R)).
+  percentile interval of those (``percentile_interval``). Only the items vary: the units are
+  fixed by the benchmark.
+- Several seeds of a model (``seed_draws``, ``two_level``): the two-level bootstrap. Each
+  resample draws the seeds with replacement, then the items of each unit with replacement;
+  the seeds were scored on the same items (a crossed design), so the drawn items are the same
+  for every drawn seed, and an item's difficulty stays common to the seeds as it is in the
+  data. The value is the mean over the drawn seeds of each seed's aggregate. One seed: the
+  item bootstrap.
+- ``paired_difference`` (``paired_test`` for one run a model): model A against model B on the
+  same items. The difference of their aggregates, its paired bootstrap percentile interval
+  (the same resampled items for both models; each model's seeds drawn on their own) and the
+  two-sided p-value that inverts that interval (``inversion_p_value``): the least 1 - level at
+  which the percentile interval excludes 0, so p < 1 - level exactly when the interval at
+  that level excludes 0, at every level (one method for both; Efron & Tibshirani 1993,
+  ch. 15-16, on tests from confidence intervals).
+- ``holm``: Holm's (1979) step-down adjustment of the p-values of the comparisons of one
+  table, which holds the family-wise error rate.
 
-Every resampling draws from ``numpy.random.default_rng(seed)``, unit by unit in the units'
-order, one ``integers`` draw of shape (resamples, items) per unit, so a result is the same on
-every run.
+Every resampling draws from ``numpy.random.default_rng(seed)`` (the items: unit by unit in
+the units' order, one ``integers`` draw of shape (resamples, items) per unit) and
+``default_rng((seed, 1))`` (the seeds, model by model), so a result is the same on every run.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -33,8 +42,7 @@ from synlm.errors import InputError
 Aggregate = Callable[[np.ndarray, np.ndarray], np.ndarray]
 #: Outcomes by unit (``synlm.tse.measures.item_outcomes``), or one unit's as a plain sequence.
 Outcomes = Mapping[str, Sequence[bool]] | Sequence[bool]
-#: Differences of aggregates closer than this count as equal in the randomisation test
-#: (a shuffle that reproduces the observed difference up to rounding is as extreme).
+#: Differences closer to 0 than this count as 0 in the p-value (rounding of equal means).
 _TIE = 1e-12
 
 
@@ -88,12 +96,32 @@ def unit_accuracies(sets: Sequence[Mapping[str, np.ndarray]], resamples: int,
     return point, resampled, items
 
 
-def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]:
-    """The central ``level`` percentile interval of ``values`` (R,)."""
+def _tail(resamples: int, level: float) -> int:
+    """How many resamples each end of a ``level`` percentile interval leaves out:
+    ceil(R (1 - level) / 2) - 1."""
     if not 0 < level < 1:
         raise InputError(f"the interval's level must be in (0, 1), got {level}")
-    low, high = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high)
+    return max(math.ceil(resamples * (1 - level) / 2 - 1e-9) - 1, 0)
+
+
+def percentile_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The central ``level`` percentile interval of ``values`` (R,): its order statistics
+    k + 1 and R - k, k = ceil(R (1 - level) / 2) - 1 left out at each end (R = 1000, 95%: the
+    25th smallest and the 25th largest), the interval that ``inversion_p_value`` inverts."""
+    k = _tail(values.size, level)
+    ordered = np.sort(values)
+    return float(ordered[k]), float(ordered[values.size - 1 - k])
+
+
+def inversion_p_value(values: np.ndarray) -> float:
+    """The two-sided p-value of "the difference is 0" from its bootstrap resamples ``values``
+    (R,): min(1, 2 min(#{d <= 0}, #{d >= 0}) / R), the least 1 - level at which
+    ``percentile_interval`` excludes 0. The interval at ``level`` leaves out k resamples at
+    each end and excludes 0 exactly when min(#{d <= 0}, #{d >= 0}) <= k, i.e. < R (1 - level)
+    / 2, i.e. p < 1 - level. 0 when every resample lies on one side: p < 2 / R."""
+    below = int(np.count_nonzero(values <= _TIE))
+    above = int(np.count_nonzero(values >= -_TIE))
+    return min(1.0, 2 * min(below, above) / values.size)
 
 
 def check_resamples(resamples: int) -> None:
@@ -102,43 +130,88 @@ def check_resamples(resamples: int) -> None:
         raise InputError(f"resamples must be at least 1, got {resamples}")
 
 
+def seed_draws(seeds: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The seeds of each resample of the two-level bootstrap, drawn with replacement:
+    (R, S) indices; one seed draws nothing from ``rng`` (the item bootstrap)."""
+    if seeds == 1:
+        return np.zeros((resamples, 1), dtype=np.int64)
+    return rng.integers(0, seeds, size=(resamples, seeds))
+
+
+def two_level(per_seed: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """The two-level bootstrap's resamples of a seed mean: each seed's aggregate under each
+    item resample (S, R) and the drawn seeds of each resample (R, S') -> the mean over the
+    drawn seeds (R,)."""
+    resample = np.arange(draws.shape[0])[:, None]  # (R, 1)
+    return per_seed[draws, resample].mean(axis=1)  # (R, S') -> (R,)
+
+
 def bootstrap_interval(outcomes_by_unit: Outcomes, aggregate: Aggregate = mean_of_units,
                        resamples: int = 1000, level: float = 0.95,
                        seed: int = 0) -> tuple[float, float]:
     """The percentile interval of ``aggregate`` under the item bootstrap: each unit's items
     resampled with replacement within the unit, ``resamples`` times (one unit: its outcomes
     as a plain sequence, or a mapping of one)."""
+    return seed_interval([outcomes_by_unit], aggregate, resamples, level, seed)
+
+
+def seed_interval(seeds: Sequence[Outcomes], aggregate: Aggregate = mean_of_units,
+                  resamples: int = 1000, level: float = 0.95,
+                  seed: int = 0) -> tuple[float, float]:
+    """The percentile interval of the mean over ``seeds`` (a model's outcomes under each
+    seed, on the same items) of ``aggregate``, under the two-level bootstrap (seeds, then
+    items; one seed: the item bootstrap)."""
     check_resamples(resamples)
-    _, resampled, items = unit_accuracies([outcome_arrays(outcomes_by_unit)], resamples,
+    _, resampled, items = unit_accuracies([outcome_arrays(s) for s in seeds], resamples,
                                           np.random.default_rng(seed))
-    return percentile_interval(aggregate(resampled[0], items), level)
+    draws = seed_draws(len(seeds), resamples, np.random.default_rng((seed, 1)))
+    return percentile_interval(two_level(aggregate(resampled, items), draws), level)
+
+
+def paired_difference(a_seeds: Sequence[Outcomes], b_seeds: Sequence[Outcomes],
+                      aggregate: Aggregate = mean_of_units, resamples: int = 1000,
+                      level: float = 0.95, seed: int = 0) -> dict[str, float | int]:
+    """Model A against model B on the same items (the same units, item i of a unit the same
+    item for every seed of both), each given as its outcomes under one seed or several:
+    ``a``, ``b`` (the seed means), their ``difference`` (a - b), its paired bootstrap
+    percentile interval (``low``, ``high``: the items drawn alike for both models, each
+    model's seeds drawn on their own), the two-sided ``p_value`` that inverts it
+    (``inversion_p_value``), and the ``units``, ``items``, ``seeds_a``, ``seeds_b`` and
+    ``resamples`` behind them."""
+    check_resamples(resamples)
+    sets = [outcome_arrays(s) for s in (*a_seeds, *b_seeds)]
+    point, resampled, items = unit_accuracies(sets, resamples, np.random.default_rng(seed))
+    values, per_seed = aggregate(point, items), aggregate(resampled, items)  # (S,), (S, R)
+    split = len(a_seeds)
+    seed_rng = np.random.default_rng((seed, 1))
+    draws = [seed_draws(len(a_seeds), resamples, seed_rng),
+             seed_draws(len(b_seeds), resamples, seed_rng)]
+    value_a, value_b = float(values[:split].mean()), float(values[split:].mean())
+    differences = two_level(per_seed[:split], draws[0]) - two_level(per_seed[split:], draws[1])
+    low, high = percentile_interval(differences, level)
+    return {"a": value_a, "b": value_b, "difference": value_a - value_b, "low": low,
+            "high": high, "p_value": inversion_p_value(differences), "units": len(items),
+            "items": int(items.sum()), "seeds_a": len(a_seeds), "seeds_b": len(b_seeds),
+            "resamples": resamples}
 
 
 def paired_test(a_by_unit: Outcomes, b_by_unit: Outcomes, aggregate: Aggregate = mean_of_units,
                 resamples: int = 1000, level: float = 0.95, seed: int = 0
                 ) -> dict[str, float | int]:
-    """Model A against model B on the same items (the same units, item i of a unit the same
-    item for both): ``a``, ``b``, their ``difference`` (a - b), its paired bootstrap interval
-    (``low``, ``high``: both models' outcomes resampled on the same items), the two-sided
-    ``p_value`` of the paired approximate randomisation test (each item's outcomes swapped
-    between the models with probability 1/2, ``resamples`` times), and the ``units``,
-    ``items`` and ``resamples`` behind them. The bootstrap draws come first, then the swaps,
-    from one ``default_rng(seed)``."""
-    check_resamples(resamples)
-    a, b = outcome_arrays(a_by_unit), outcome_arrays(b_by_unit)
-    rng = np.random.default_rng(seed)
-    point, resampled, items = unit_accuracies([a, b], resamples, rng)
-    value_a, value_b = (float(aggregate(point[s], items)) for s in (0, 1))
-    difference = value_a - value_b
-    low, high = percentile_interval(
-        aggregate(resampled[0], items) - aggregate(resampled[1], items), level)
-    shuffled = np.empty((2, resamples, len(items)))  # (2, R, U): both models' accuracies
-    for k, unit in enumerate(a):
-        swap = rng.integers(0, 2, size=(resamples, items[k]), dtype=bool)  # (R, n)
-        shuffled[0, :, k] = np.where(swap, b[unit], a[unit]).mean(axis=1)
-        shuffled[1, :, k] = np.where(swap, a[unit], b[unit]).mean(axis=1)
-    null = aggregate(shuffled[0], items) - aggregate(shuffled[1], items)  # (R,)
-    extreme = int(np.count_nonzero(np.abs(null) >= abs(difference) - _TIE))
-    return {"a": value_a, "b": value_b, "difference": difference, "low": low, "high": high,
-            "p_value": (1 + extreme) / (1 + resamples), "units": len(items),
-            "items": int(items.sum()), "resamples": resamples}
+    """``paired_difference`` of one run of model A and one of model B: the paired item
+    bootstrap of the difference, its percentile interval and the p-value that inverts it."""
+    return paired_difference([a_by_unit], [b_by_unit], aggregate, resamples, level, seed)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's (1979) step-down adjusted p-values, in the given order: the i-th smallest of
+    the m p-values times m - i + 1, made non-decreasing in that order and capped at 1. A
+    comparison whose adjusted p is below alpha is rejected with a family-wise error rate of
+    at most alpha."""
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted

@@ -1,6 +1,7 @@
 """Side-by-side tables: a ``Table`` of ``Cell``s (a value, its interval and the number of
-pairs or items it rests on), written as Markdown (``to_markdown``), CSV (``to_csv``) and a
-booktabs LaTeX ``tabular`` (``to_latex``), or all three at once (``write_tables``).
+pairs or items it rests on; a comparison's cell adds its p-value and the Holm-adjusted one),
+written as Markdown (``to_markdown``), CSV (``to_csv``) and a booktabs LaTeX ``tabular``
+(``to_latex``), or all three at once (``write_tables``).
 ``synlm.tse.compare.comparison_table`` fills one from evaluated models."""
 
 from __future__ import annotations
@@ -20,32 +21,53 @@ class Cell:
     """One figure of a table: the ``value`` (None where there is nothing to measure: no such
     benchmark, or no pair or item left), its interval (``low``, ``high``; None without one)
     and ``n``, the number of pairs or items it rests on (in vocabulary: those without an
-    unknown word where it matters)."""
+    unknown word where it matters). A comparison's cell (a difference) also has its two-sided
+    ``p`` and ``holm``, p adjusted over the table's comparisons."""
 
     value: float | None
     low: float | None = None
     high: float | None = None
     n: int = 0
+    p: float | None = None
+    holm: float | None = None
 
 
 @dataclass(frozen=True)
 class Table:
     """Side-by-side numbers: ``columns`` names the value columns (the row labels come
-    first, under ``measure``); each row is a label and a ``Cell`` a column."""
+    first, under ``measure``); each row is a label and a ``Cell`` a column. ``resamples``:
+    those behind the p-values (a p of 0 is shown as below 2 / resamples, its resolution)."""
 
     columns: list[str]
     rows: list[tuple[str, list[Cell]]]
     title: str = ""
     notes: list[str] = field(default_factory=list)
+    resamples: int = 0
 
 
-def _cell_text(cell: Cell, digits: int, missing: str) -> str:
+def _p_text(p: float, resamples: int) -> str:
+    return f"<{2 / resamples:.3g}" if p == 0 and resamples else f"={p:.3f}"
+
+
+def _cell_text(cell: Cell, digits: int, missing: str, resamples: int = 0) -> str:
     if cell.value is None:
         return missing
-    text = f"{cell.value:.{digits}f}"
+    sign = "+" if cell.p is not None else ""  # a difference: signed
+    text = f"{cell.value:{sign}.{digits}f}"
     if cell.low is not None and cell.high is not None:
-        text += f" [{cell.low:.{digits}f}, {cell.high:.{digits}f}]"
-    return f"{text} (n={cell.n})"
+        text += f" [{cell.low:{sign}.{digits}f}, {cell.high:{sign}.{digits}f}]"
+    text += f" (n={cell.n})"
+    if cell.p is not None:
+        text += f" p{_p_text(cell.p, resamples)}"
+    if cell.holm is not None:
+        text += f", Holm p{_p_text(cell.holm, resamples)}"
+    return text
+
+
+def tested_columns(table: Table) -> list[bool]:
+    """Whether each column holds comparisons (a cell with a p-value)."""
+    return [any(cells[k].p is not None for _, cells in table.rows)
+            for k in range(len(table.columns))]
 
 
 def to_markdown(table: Table, digits: int = 3) -> str:
@@ -57,7 +79,7 @@ def to_markdown(table: Table, digits: int = 3) -> str:
     lines = [table.title, ""] if table.title else []
     lines += [line(["measure", *table.columns]),
               "|" + "|".join(["---", *["---:"] * len(table.columns)]) + "|"]
-    lines += [line([label, *(_cell_text(c, digits, "—") for c in cells)])
+    lines += [line([label, *(_cell_text(c, digits, "—", table.resamples) for c in cells)])
               for label, cells in table.rows]
     if table.notes:
         lines += ["", *(f"- {note}" for note in table.notes)]
@@ -66,16 +88,23 @@ def to_markdown(table: Table, digits: int = 3) -> str:
 
 def to_csv(table: Table) -> str:
     """The table's numbers as CSV (``csv`` module): ``measure``, then for each column its
-    value and ``<column> low``, ``<column> high``, ``<column> n``; fractions to 6 places,
-    empty where there is none. The title and notes are the Markdown and LaTeX files'."""
+    value and ``<column> low``, ``<column> high``, ``<column> n`` (a comparison's column adds
+    ``<column> p`` and ``<column> holm``); fractions to 6 places, empty where there is none.
+    The title and notes are the Markdown and LaTeX files'."""
+    tested = tested_columns(table)
+    parts = [("", " low", " high", " n", *((" p", " holm") if t else ())) for t in tested]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["measure", *(f"{c}{part}" for c in table.columns
-                                  for part in ("", " low", " high", " n"))])
+    writer.writerow(["measure", *(f"{c}{part}" for c, names in zip(table.columns, parts)
+                                  for part in names)])
+
+    def text(value: float | None) -> str:
+        return "" if value is None else f"{value:.6f}"
+
     for label, cells in table.rows:
-        writer.writerow([label, *(part for cell in cells for part in (
-            *(("" if v is None else f"{v:.6f}") for v in (cell.value, cell.low, cell.high)),
-            cell.n))])
+        writer.writerow([label, *(part for cell, t in zip(cells, tested) for part in (
+            *map(text, (cell.value, cell.low, cell.high)), cell.n,
+            *((text(cell.p), text(cell.holm)) if t else ())))])
     return out.getvalue()
 
 
@@ -97,7 +126,8 @@ def to_latex(table: Table, digits: int = 3) -> str:
               " & ".join(latex_escape(c) for c in ["measure", *table.columns]) + r" \\",
               r"\midrule"]
     lines += [" & ".join([latex_escape(label),
-                          *(latex_escape(_cell_text(c, digits, "--")) for c in cells)]) + r" \\"
+                          *(latex_escape(_cell_text(c, digits, "--", table.resamples))
+                            .replace("<", "$<$") for c in cells)]) + r" \\"
               for label, cells in table.rows]
     lines += [r"\bottomrule", r"\end{tabular}", *(f"% {note}" for note in table.notes)]
     return "\n".join(lines) + "\n"
