@@ -45,7 +45,14 @@ from torch import Tensor
 
 from synlm.errors import InputError, SettingError, at_least
 from synlm.syntax.actions import ActionError
-from synlm.transition.attention.base import AttentionPolicy, BatchMasks, StepMasks, opened_by
+from synlm.transition.attention.base import (
+    AttentionPolicy,
+    BatchMasks,
+    ChunkedMasks,
+    MemoryChunk,
+    StepMasks,
+    opened_by,
+)
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT
 from synlm.transition.structure import RowState, check_actions
 
@@ -71,6 +78,9 @@ class TGLayout:
             itself, a padding query attends key 0 only.
         relative: (B, T, T) long: depth(i) − depth(j) where ``mask`` holds, 0 elsewhere.
         lengths: (B,) long: the row's tokens, the start token included.
+        popped_at: (B, T) long: the token that pops each token off the stack (T: none);
+            a token never pushed (a closing bracket's copy, padding) its own position. After
+            token t the stack holds the tokens j <= t with ``popped_at[j] > t``.
     """
 
     source: Tensor
@@ -80,6 +90,7 @@ class TGLayout:
     mask: Tensor
     relative: Tensor
     lengths: Tensor
+    popped_at: Tensor
 
 
 def _name(action: int) -> str:
@@ -184,7 +195,63 @@ def tg_layout(actions: Tensor) -> TGLayout:
     mask[..., 0] |= ~real
     relative = torch.where(mask, depth[:, :, None] - depth[:, None, :], 0)
     return TGLayout(source=source, compose=compose, opening=opening, depth=depth, mask=mask,
-                    relative=relative, lengths=lengths)
+                    relative=relative, lengths=lengths,
+                    popped_at=torch.where(pushed, pop, pos[None, :]))
+
+
+def tg_chunks(layout: TGLayout, sequence_length: int, memory_length: int
+              ) -> tuple[MemoryChunk, ...]:
+    """``layout``'s tokens cut into chunks of L = ``sequence_length`` read with M =
+    ``memory_length`` memory slots, as the released ``StackComposeDoubleClosingNT`` with
+    ``gather_into_new_memory`` (the "smart" memory, ``masking_rules.cc`` ``MakeChunks``)
+    cuts a sequence:
+
+    - chunk k holds tokens kL .. kL + L − 1; a query attends what ``layout.mask`` allows
+      among the chunk's tokens and the tokens the memory holds (a key in neither is lost);
+    - after chunk k, the memory is the stack after its last real token, from the top:
+      slot M − 1 the top of the stack, then down, each stack token taken from the chunk or
+      from the memory that holds it (one in neither is skipped), until the slots are full.
+
+    Relative positions are the depth differences of ``layout.relative``."""
+    at_least("sequence_length", sequence_length, 1)
+    at_least("memory_length", memory_length, 1)
+    B, T = layout.source.shape
+    M, device = memory_length, layout.source.device
+    pos = torch.arange(T, device=device)
+    memory = torch.full((B, M), -1, dtype=torch.long, device=device)
+    slots = torch.arange(M, device=device).expand(B, M)
+    chunks = []
+    for start in range(0, T, sequence_length):
+        end = min(start + sequence_length, T)
+        n = end - start
+        held = memory >= 0  # (B, M)
+        rows = layout.mask[:, start:end]  # (B, n, T)
+        at = memory.clamp(min=0)[:, None, :].expand(B, n, M)
+        padding = (pos[start:end][None, :] >= layout.lengths[:, None])[:, :, None]  # (B, n, 1)
+        from_memory = rows.gather(2, at) & held[:, None, :] & ~padding  # (B, n, M)
+        own = torch.where(padding, torch.eye(n, dtype=torch.bool, device=device),
+                          rows[:, :, start:end])  # (B, n, n)
+        allowed = torch.cat([from_memory, own], 2)
+        relative = torch.cat([layout.relative[:, start:end].gather(2, at),
+                              layout.relative[:, start:end, start:end]], 2)
+        relative = torch.where(allowed, relative, 0)
+        # the next memory: the top M of the stack after the last real token so far
+        last = torch.minimum(layout.lengths, torch.tensor(end, device=device)) - 1  # (B,)
+        on_stack = (pos[None, :] <= last[:, None]) & (layout.popped_at > last[:, None])
+        slot_of = torch.full((B, T + 1), -1, dtype=torch.long, device=device)
+        slot_of.scatter_(1, torch.where(held, memory, T), slots)  # (B, T + 1)
+        in_chunk = (pos >= start) & (pos < end)
+        kept = on_stack & (in_chunk[None, :] | (slot_of[:, :T] >= 0))  # (B, T)
+        from_top = kept.flip(1).cumsum(1).flip(1)  # 1 for the top of the stack
+        kept &= from_top <= M
+        new = torch.full((B, M + 1), -1, dtype=torch.long, device=device)
+        new.scatter_(1, torch.where(kept, M - from_top, M), pos.expand(B, T))
+        new = new[:, :M]
+        update = torch.where(new >= start, M + new - start, slot_of.gather(1, new.clamp(min=0)))
+        chunks.append(MemoryChunk(start=start, allowed=allowed[:, None], relative=relative,
+                                  memory=memory, update=torch.where(new >= 0, update, -1)))
+        memory = new
+    return tuple(chunks)
 
 
 @dataclass
@@ -308,6 +375,7 @@ class TGPolicy(AttentionPolicy):
     pre_norm = False
     absolute_positions = False
     closing_brackets = True
+    memory = True
 
     def __init__(self, min_relative: int = -1, max_relative: int = 62) -> None:
         if max_relative < min_relative:
@@ -319,6 +387,13 @@ class TGPolicy(AttentionPolicy):
         layout = tg_layout(actions)
         return BatchMasks(source=layout.source, predicts=~layout.compose,
                           allowed=layout.mask[:, None], relative=layout.relative)
+
+    def chunked_masks(self, actions: Tensor, num_heads: int, sequence_length: int,
+                      memory_length: int) -> ChunkedMasks:
+        """Chunks with the smart memory of the released code (``tg_chunks``)."""
+        layout = tg_layout(actions)
+        return ChunkedMasks(source=layout.source, predicts=~layout.compose,
+                            chunks=tg_chunks(layout, sequence_length, memory_length))
 
     def initial_state(self, rows: int, capacity: int, num_heads: int,
                       device: torch.device | str | None = None) -> TGState:
