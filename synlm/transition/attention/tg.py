@@ -37,7 +37,7 @@ beam search. ``TGPolicy`` is ``attention: tg`` (``synlm.transition.attention.bas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -75,8 +75,9 @@ class TGLayout:
             opening bracket's token; -1 otherwise.
         depth: (B, T) long: the token's depth in the tree (start token and padding 0).
         mask: (B, T, T) bool: query i may attend key j; a real token attends at least
-            itself, a padding query attends key 0 only.
-        relative: (B, T, T) long: depth(i) − depth(j) where ``mask`` holds, 0 elsewhere.
+            itself, a padding query attends key 0 only (None: not computed).
+        relative: (B, T, T) long: depth(i) − depth(j) where ``mask`` holds, 0 elsewhere
+            (None: not computed).
         lengths: (B,) long: the row's tokens, the start token included.
         popped_at: (B, T) long: the token that pops each token off the stack (T: none);
             a token never pushed (a closing bracket's copy, padding) its own position. After
@@ -87,8 +88,8 @@ class TGLayout:
     compose: Tensor
     opening: Tensor
     depth: Tensor
-    mask: Tensor
-    relative: Tensor
+    mask: Tensor | None
+    relative: Tensor | None
     lengths: Tensor
     popped_at: Tensor
 
@@ -136,9 +137,11 @@ def _raise_for(actions: Tensor, before: Tensor, after: Tensor) -> None:
                       "expected padding (-1)")
 
 
-def tg_layout(actions: Tensor) -> TGLayout:
+def tg_layout(actions: Tensor, attention: bool = True) -> TGLayout:
     """(B, A) top-down action ids, padded with -1 -> the Transformer Grammars tokens of each
-    row with their attention mask and relative positions (``TGLayout``; module docstring).
+    row with their attention mask and relative positions (``TGLayout``; module docstring;
+    without ``attention``, no (B, T, T) mask and relative positions: ``tg_chunks`` computes
+    a chunk's rows).
 
     Each row must build one tree: ``NT(X)`` first, every ``REDUCE`` closing a constituent
     that is open and not empty, nothing after the root's ``REDUCE`` but padding, nothing
@@ -182,21 +185,41 @@ def tg_layout(actions: Tensor) -> TGLayout:
     pos = torch.arange(tokens, device=device)
     real = pos[None, :] < lengths[:, None]  # (B, T)
     pushed = real & ~(real_action & (opening >= 0) & ~compose)  # all but the copies
-    # pop[k]: the first COMPOSE token c > k whose opening bracket is at or before k
-    pops = compose[:, None, :] & (pos[:, None] < pos[None, :])[None] \
-        & (opening[:, None, :] <= pos[None, :, None])  # (B, k, c)
-    pop = torch.where(pops, pos, tokens).amin(-1)  # (B, T); T: never popped
-    earlier = (pos[None, :] < pos[:, None])[None] & pushed[:, None, :]  # (B, i, j)
-    stays = torch.where(compose[:, :, None], pop[:, None, :] == pos[None, :, None],
-                        pop[:, None, :] > pos[None, :, None])
-    mask = (earlier & stays) | (torch.eye(tokens, dtype=torch.bool, device=device)[None]
-                                & real[:, :, None])
-    mask &= real[:, :, None]
-    mask[..., 0] |= ~real
-    relative = torch.where(mask, depth[:, :, None] - depth[:, None, :], 0)
-    return TGLayout(source=source, compose=compose, opening=opening, depth=depth, mask=mask,
-                    relative=relative, lengths=lengths,
-                    popped_at=torch.where(pushed, pop, pos[None, :]))
+    # a token is popped by the first later COMPOSE token at the depth of its parent's
+    # closing bracket (an opening bracket: its own constituent's)
+    level = depth - 1 + (real_action & (opening < 0) & opens.gather(1, at_action)).long()
+    popped_at = torch.full_like(source, tokens)
+    for d in range(int(level.max()) + 1 if tokens else 0):
+        closing = torch.where(compose & (depth == d), pos, tokens)  # (B, T)
+        following = F.pad(closing[:, 1:], (0, 1), value=tokens).flip(1).cummin(1).values.flip(1)
+        popped_at = torch.where(level == d, following, popped_at)
+    popped_at = torch.where(pushed, popped_at, pos[None, :])
+    placed = TGLayout(source=source, compose=compose, opening=opening, depth=depth,
+                      lengths=lengths, popped_at=popped_at, mask=None, relative=None)
+    if not attention:
+        return placed
+    mask, relative = attention_rows(placed, 0, tokens)
+    return replace(placed, mask=mask, relative=relative)
+
+
+def attention_rows(layout: TGLayout, start: int, end: int) -> tuple[Tensor, Tensor]:
+    """The mask (B, n, T) and relative positions (B, n, T) of ``layout``'s queries
+    ``start`` .. ``end`` − 1 over all its T tokens (``TGLayout.mask``, ``relative``): a
+    STACK token attends the tokens on the stack before it (pushed earlier, not popped yet),
+    a COMPOSE token those it pops, each itself; a padding query key 0."""
+    T = layout.source.size(1)
+    pos = torch.arange(T, device=layout.source.device)
+    query = pos[start:end][None, :, None]  # (1, n, 1)
+    real = (pos[None, :] < layout.lengths[:, None])  # (B, T)
+    real_query = real[:, start:end, None]  # (B, n, 1)
+    popped_at = layout.popped_at[:, None, :]  # (B, 1, T)
+    earlier = (pos[None, None, :] < query) & (popped_at > pos[None, None, :])
+    stays = torch.where(layout.compose[:, start:end, None], popped_at == query,
+                        popped_at > query)
+    mask = ((earlier & stays) | (pos[None, None, :] == query)) & real_query
+    mask[..., 0] |= ~real_query[..., 0]
+    relative = torch.where(mask, layout.depth[:, start:end, None] - layout.depth[:, None, :], 0)
+    return mask, relative
 
 
 def tg_chunks(layout: TGLayout, sequence_length: int, memory_length: int
@@ -206,13 +229,14 @@ def tg_chunks(layout: TGLayout, sequence_length: int, memory_length: int
     ``gather_into_new_memory`` (the "smart" memory, ``masking_rules.cc`` ``MakeChunks``)
     cuts a sequence:
 
-    - chunk k holds tokens kL .. kL + L − 1; a query attends what ``layout.mask`` allows
+    - chunk k holds tokens kL .. kL + L − 1; a query attends what ``TGLayout.mask`` allows
       among the chunk's tokens and the tokens the memory holds (a key in neither is lost);
     - after chunk k, the memory is the stack after its last real token, from the top:
       slot M − 1 the top of the stack, then down, each stack token taken from the chunk or
       from the memory that holds it (one in neither is skipped), until the slots are full.
 
-    Relative positions are the depth differences of ``layout.relative``."""
+    Relative positions are the depth differences (``TGLayout.relative``). ``layout`` needs
+    no mask (``tg_layout(actions, attention=False)``): a chunk's rows are computed alone."""
     at_least("sequence_length", sequence_length, 1)
     at_least("memory_length", memory_length, 1)
     B, T = layout.source.shape
@@ -225,15 +249,14 @@ def tg_chunks(layout: TGLayout, sequence_length: int, memory_length: int
         end = min(start + sequence_length, T)
         n = end - start
         held = memory >= 0  # (B, M)
-        rows = layout.mask[:, start:end]  # (B, n, T)
+        rows, relative_rows = attention_rows(layout, start, end)  # (B, n, T) each
         at = memory.clamp(min=0)[:, None, :].expand(B, n, M)
         padding = (pos[start:end][None, :] >= layout.lengths[:, None])[:, :, None]  # (B, n, 1)
         from_memory = rows.gather(2, at) & held[:, None, :] & ~padding  # (B, n, M)
         own = torch.where(padding, torch.eye(n, dtype=torch.bool, device=device),
                           rows[:, :, start:end])  # (B, n, n)
         allowed = torch.cat([from_memory, own], 2)
-        relative = torch.cat([layout.relative[:, start:end].gather(2, at),
-                              layout.relative[:, start:end, start:end]], 2)
+        relative = torch.cat([relative_rows.gather(2, at), relative_rows[:, :, start:end]], 2)
         relative = torch.where(allowed, relative, 0)
         # the next memory: the top M of the stack after the last real token so far
         last = torch.minimum(layout.lengths, torch.tensor(end, device=device)) - 1  # (B,)
@@ -391,7 +414,7 @@ class TGPolicy(AttentionPolicy):
     def chunked_masks(self, actions: Tensor, num_heads: int, sequence_length: int,
                       memory_length: int) -> ChunkedMasks:
         """Chunks with the smart memory of the released code (``tg_chunks``)."""
-        layout = tg_layout(actions)
+        layout = tg_layout(actions, attention=False)
         return ChunkedMasks(source=layout.source, predicts=~layout.compose,
                             chunks=tg_chunks(layout, sequence_length, memory_length))
 
