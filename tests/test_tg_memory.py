@@ -9,18 +9,27 @@ settings the model cannot honour."""
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 from pathlib import Path
 
 import pytest
 import torch
+from nltk import Tree
 from torch import Tensor
 
+from conftest import run_cli
+from staged import staged
+from synlm.catalog import REPO_CONFIGS
+from synlm.data.datamodule import SynLMDataModule
+from synlm.data.treebanks import Treebank
 from synlm.errors import InputError, SettingError
 from synlm.syntax import Sentence
+from synlm.syntax.actions import REDUCE, oracle
 from synlm.syntax.documents import DOC, documents
 from synlm.transition.action_transformer import ActionTransformer
 from synlm.transition.attention.tg import tg_chunks, tg_layout
+from synlm.transition.beam import BeamSettings, search_sentences
 from synlm.transition.parser_state import SHIFT
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tg_memory" / "reference.json"
@@ -183,8 +192,6 @@ def test_memory_a_model_cannot_honour_is_a_one_line_error(kwargs: dict, message:
 def test_search_past_one_chunk_is_a_one_line_error() -> None:
     """Search reads a sentence as one chunk (its cache holds all of it): a sentence of more
     tokens than sequence_length would be read otherwise than teacher forcing reads it."""
-    from synlm.transition.beam import BeamSettings, search_sentences
-
     torch.manual_seed(0)
     model = ActionTransformer(30, 6, "tg", size=16, num_layers=1, num_heads=2,
                               max_consecutive=1, sequence_length=5).eval()
@@ -203,8 +210,6 @@ def test_documents_are_the_sentences_of_one_file_under_doc() -> None:
     """Consecutive sentences of a file make one document: words in order, the tree
     (DOC t1 t2), the file as its source; a sentence without a file:line source is one
     line."""
-    from nltk import Tree
-
     def sentence(text: str, source: str | None) -> Sentence:
         tree = Tree.fromstring(text)
         return Sentence(tree.leaves(), tree=tree, source=source)
@@ -219,3 +224,56 @@ def test_documents_are_the_sentences_of_one_file_under_doc() -> None:
     with pytest.raises(InputError, match=r"^valid sentence 2: no file:line source to group "
                                          r"documents by \(data.action_unit: document\)"):
         documents([sentence("(S a)", "f.mrg:1"), sentence("(S b)", None)], "valid")
+
+
+def test_the_nltk_sample_in_documents_one_a_file() -> None:
+    """``action_unit: document``: a row a .mrg file of the split (10 test files), its words
+    the file's sentences' in order, its actions NT(DOC), theirs, REDUCE."""
+
+    corpus = Treebank(str(staged("nltk_treebank", "treebank.zip").parents[1]))
+    sentences = SynLMDataModule(corpus, mode="actions").action_items("test")
+    dm = SynLMDataModule(corpus, mode="actions", action_unit="document", test_batch_size=4)
+    items = dm.action_items("test")
+    assert len(items) == 10 and "NT(DOC)" in dm.action_vocab.itos
+    assert [w for item in sentences for w in item.words] == \
+        [w for item in items for w in item.words]
+    first = [s for s in sentences if s.sentence.source.rsplit(":", 1)[0] ==
+             items[0].sentence.source]
+    vocab = dm.action_vocab
+    assert vocab.decode(items[0].actions.tolist()) == \
+        ["NT(DOC)", *[a for s in first for a in oracle(s.sentence.tree)], REDUCE]
+    batch = next(iter(dm.test_dataloader()))
+    assert batch.words.size(0) == 4 and batch.n_words == sum(len(i.words) for i in items[:4])
+    with pytest.raises(SettingError, match=r"^action_unit=paragraph: expected sentence \| "
+                                           r"document"):
+        SynLMDataModule(corpus, mode="actions", action_unit="paragraph")
+
+
+def test_the_document_config_trains_and_tests_documents(tmp_path: Path) -> None:
+    """configs/tg_document.yaml, tiny, on the NLTK sample: a few steps of chunked teacher
+    forcing, then ``synlm test`` logs the document-level perplexity and no beam search."""
+
+    staged("nltk_treebank", "treebank.zip")
+    torch.set_num_threads(1)
+    tiny = ["--model.init_args.model.init_args.size=16",
+            "--model.init_args.model.init_args.num_layers=1",
+            "--model.init_args.model.init_args.num_heads=2",
+            "--model.init_args.model.init_args.ffn_size=32",
+            "--model.init_args.model.init_args.sequence_length=64",
+            "--data.corpus.init_args.valid_files=2", "--data.corpus.init_args.test_files=2",
+            "--trainer.accelerator=cpu", "--trainer.devices=1",
+            "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+            "--trainer.limit_train_batches=3", "--trainer.limit_val_batches=1",
+            "--trainer.max_epochs=1", "--trainer.log_every_n_steps=1"]
+    root = tmp_path / "run"
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / "tg_document.yaml"), *tiny,
+                    f"--trainer.default_root_dir={root}"]) == 0
+    out = tmp_path / "test"
+    assert run_cli(["test", "--ckpt_path", str(root), "--trainer.limit_test_batches=1",
+                    f"--trainer.default_root_dir={out}"]) == 0
+    (metrics,) = out.glob("version_*/metrics.csv")
+    header, row = metrics.read_text().splitlines()[:2]
+    logged = dict(zip(header.split(","), row.split(",")))
+    for name in ("test/doc_ppl", "test/joint_ppl", "test/word_ppl"):
+        assert 1.0 < float(logged[name]) < math.inf, name
+    assert "test/beam_ppl" not in logged and "test/uf1" not in logged

@@ -194,6 +194,8 @@ class TransitionLM(pl.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_perplexities("test")
+        if self.action_unit == "document":  # no search, no parses
+            return
         scores = self.parsing.compute()
         self.parsing.reset()
         if scores["n_sentences"] > 0:
