@@ -29,6 +29,12 @@ reads, and how positions enter:
       logit(i, j) = ((q_i + u)·k_j + (q_i + v)·W_r φ(clip(depth_i − depth_j))) / √d
 
   with φ the sinusoidal encoding of the released code. The first copy predicts nothing.
+  With ``sequence_length`` (documents, as the released document-level models) teacher
+  forcing reads each row in chunks of that many tokens with Transformer-XL memory (Dai et
+  al. 2019 §3.2): each layer keeps its inputs at the ``memory_length`` tokens the policy's
+  memory holds, for TG the top of the stack at the chunk boundary (the released
+  ``gather_into_new_memory``), and the next chunk's keys and values are those of
+  ``[memory | chunk]``.
 - a policy of one's own (``AttentionPolicy``), by ``class_path`` or as an instance.
 
 The model reads only what the policy provides (``synlm.transition.attention.base``): the

@@ -24,14 +24,16 @@ The relative position of query i and key j is depth(i) − depth(j) wherever i a
 model clips it, to [−1, 62] in the paper's configuration). This is the rule
 ``StackComposeDoubleClosingNT`` of the released deepmind/transformer_grammars
 (``masking_rules.cc``) with the paper's settings (``configs/config_tg.py``: relative
-positions ``delta_depth``, one attention function, no transparency); synlm computes one
-sentence as one chunk, with no Transformer-XL memory (tests/fixtures/tg holds the released
-code's masks for comparison).
+positions ``delta_depth``, one attention function, no transparency): tests/fixtures/tg
+holds the released code's masks of sentences read as one chunk, tests/fixtures/tg_memory its
+chunks of documents read with the "smart" Transformer-XL memory (``gather_into_new_memory``).
 
 ``tg_layout`` lays out a batch of action sequences at once: a token is popped by the first
-later COMPOSE token whose opening bracket is at or before it (the innermost constituent
-that holds it as a child closes), so one (B, T, T) comparison finds every token's pop time
-and the mask follows from it. ``TGState`` gives the same rows one action at a time, for
+later COMPOSE token at the depth of its parent's closing bracket (an opening bracket: at its
+own), which one reverse running minimum per depth finds for every token, and the mask
+follows from the pop times. ``tg_chunks`` cuts the tokens into chunks read with memory, as
+the released ``MakeChunks``: a chunk's rows of the mask alone, the memory the top of the
+stack at each boundary. ``TGState`` gives the rows of one chunk one action at a time, for
 beam search. ``TGPolicy`` is ``attention: tg`` (``synlm.transition.attention.base``).
 """
 
