@@ -277,3 +277,11 @@ def test_the_document_config_trains_and_tests_documents(tmp_path: Path) -> None:
     for name in ("test/doc_ppl", "test/joint_ppl", "test/word_ppl"):
         assert 1.0 < float(logged[name]) < math.inf, name
     assert "test/beam_ppl" not in logged and "test/uf1" not in logged
+    # the same log p(x, y) of the two test documents, per word and per action and word
+    corpus = Treebank(str(staged("nltk_treebank", "treebank.zip").parents[1]), valid_files=2,
+                      test_files=2)
+    items = SynLMDataModule(corpus, mode="actions", action_unit="document").action_items("test")
+    assert len(items) == 2
+    words, actions = sum(len(i.words) for i in items), sum(len(i.actions) for i in items)
+    assert math.log(float(logged["test/doc_ppl"])) * words == pytest.approx(
+        math.log(float(logged["test/joint_ppl"])) * (words + actions), rel=1e-4)

@@ -216,9 +216,13 @@ def opened_by(actions: Tensor) -> Tensor:
     step = opens.long() - closes.long()
     depth = step.cumsum(1) - step + 1 - closes.long()  # a closing bracket's depth is its NT's
     index = torch.arange(actions.size(1), device=actions.device)
-    match = opens[:, None, :] & (depth[:, None, :] == depth[:, :, None]) \
-        & (index[None, :] < index[:, None])
-    return torch.where(match & closes[:, :, None], index, 0).amax(-1)
+    out = torch.zeros_like(actions)
+    if actions.numel() == 0:
+        return out
+    for d in range(int(depth.min()), int(depth.max()) + 1):  # the last NT at each depth so far
+        last = torch.where(opens & (depth == d), index, 0).cummax(1).values
+        out = torch.where(closes & (depth == d), last, out)
+    return out
 
 
 def causal_masks(actions: Tensor) -> BatchMasks:

@@ -204,23 +204,29 @@ def tg_layout(actions: Tensor, attention: bool = True) -> TGLayout:
     return replace(placed, mask=mask, relative=relative)
 
 
-def attention_rows(layout: TGLayout, start: int, end: int) -> tuple[Tensor, Tensor]:
-    """The mask (B, n, T) and relative positions (B, n, T) of ``layout``'s queries
-    ``start`` .. ``end`` − 1 over all its T tokens (``TGLayout.mask``, ``relative``): a
-    STACK token attends the tokens on the stack before it (pushed earlier, not popped yet),
-    a COMPOSE token those it pops, each itself; a padding query key 0."""
-    T = layout.source.size(1)
+def attention_rows(layout: TGLayout, start: int, end: int, keys: Tensor | None = None
+                   ) -> tuple[Tensor, Tensor]:
+    """The mask (B, n, K) and relative positions (B, n, K) of ``layout``'s queries
+    ``start`` .. ``end`` − 1 over the K tokens at positions ``keys`` (B, K) (None: all T,
+    ``TGLayout.mask`` and ``relative``): a STACK token attends the tokens on the stack
+    before it (pushed earlier, not popped yet), a COMPOSE token those it pops, each itself;
+    over all tokens a padding query attends key 0."""
+    B, T = layout.source.shape
     pos = torch.arange(T, device=layout.source.device)
+    every = keys is None
+    keys = pos.expand(B, T) if every else keys
     query = pos[start:end][None, :, None]  # (1, n, 1)
-    real = (pos[None, :] < layout.lengths[:, None])  # (B, T)
-    real_query = real[:, start:end, None]  # (B, n, 1)
-    popped_at = layout.popped_at[:, None, :]  # (B, 1, T)
-    earlier = (pos[None, None, :] < query) & (popped_at > pos[None, None, :])
+    real_query = (query < layout.lengths[:, None, None])  # (B, n, 1)
+    key = keys[:, None, :]  # (B, 1, K)
+    popped_at = layout.popped_at.gather(1, keys)[:, None, :]  # (B, 1, K)
+    earlier = (key < query) & (popped_at > key)
     stays = torch.where(layout.compose[:, start:end, None], popped_at == query,
                         popped_at > query)
-    mask = ((earlier & stays) | (pos[None, None, :] == query)) & real_query
-    mask[..., 0] |= ~real_query[..., 0]
-    relative = torch.where(mask, layout.depth[:, start:end, None] - layout.depth[:, None, :], 0)
+    mask = ((earlier & stays) | (key == query)) & real_query
+    if every:
+        mask[..., 0] |= ~real_query[..., 0]
+    depth = layout.depth.gather(1, keys)[:, None, :]  # (B, 1, K)
+    relative = torch.where(mask, layout.depth[:, start:end, None] - depth, 0)
     return mask, relative
 
 
@@ -251,14 +257,13 @@ def tg_chunks(layout: TGLayout, sequence_length: int, memory_length: int
         end = min(start + sequence_length, T)
         n = end - start
         held = memory >= 0  # (B, M)
-        rows, relative_rows = attention_rows(layout, start, end)  # (B, n, T) each
-        at = memory.clamp(min=0)[:, None, :].expand(B, n, M)
+        keys = torch.cat([memory.clamp(min=0), pos[start:end].expand(B, n)], 1)  # (B, M + n)
+        rows, relative = attention_rows(layout, start, end, keys)  # (B, n, M + n) each
         padding = (pos[start:end][None, :] >= layout.lengths[:, None])[:, :, None]  # (B, n, 1)
-        from_memory = rows.gather(2, at) & held[:, None, :] & ~padding  # (B, n, M)
+        from_memory = rows[:, :, :M] & held[:, None, :] & ~padding  # (B, n, M)
         own = torch.where(padding, torch.eye(n, dtype=torch.bool, device=device),
-                          rows[:, :, start:end])  # (B, n, n)
+                          rows[:, :, M:])  # (B, n, n)
         allowed = torch.cat([from_memory, own], 2)
-        relative = torch.cat([relative_rows.gather(2, at), relative_rows[:, :, start:end]], 2)
         relative = torch.where(allowed, relative, 0)
         # the next memory: the top M of the stack after the last real token so far
         last = torch.minimum(layout.lengths, torch.tensor(end, device=device)) - 1  # (B,)
