@@ -158,6 +158,19 @@ def test_chunked_equals_unchunked_where_the_memory_holds_the_stack(sequence_leng
         assert (short(words, actions, lengths).joint - expected.joint).abs().max() > 1e-4
 
 
+def test_the_fused_kernel_reads_the_chunks_as_the_unfused_one() -> None:
+    """flex_attention over a chunk's block mask of ``[memory | chunk]`` keys, TG's relative
+    term as its score_mod, equals the unfused attention (1e-5, float32)."""
+    words, actions, lengths, n_actions = fixture_batch()
+    unfused = tg(n_actions, sequence_length=8, memory_length=6)
+    fused = tg(n_actions, sequence_length=8, memory_length=6)
+    fused.attention_kernel = "fused"
+    with torch.no_grad():
+        expected, out = unfused(words, actions, lengths), fused(words, actions, lengths)
+    torch.testing.assert_close(out.action_log_probs, expected.action_log_probs, atol=1e-5,
+                               rtol=0)
+
+
 def test_no_gradient_crosses_a_chunk_boundary_through_the_memory() -> None:
     """The memory is detached (the released stop_gradient): the start token, read in the
     first chunk and held in memory ever after, gets no gradient from a later chunk's
