@@ -38,6 +38,7 @@ from synlm.errors import InputError
 from synlm.outputs import GOLD_FIELDS
 from synlm.syntax import Sentence, baseline_tree
 from synlm.syntax.actions import ORDERS, ActionError, ActionVocab, oracle, piece_actions
+from synlm.syntax.documents import DOC, documents
 from synlm.syntax.subwords import project_sentence
 from synlm.syntax.targets import cached_targets, max_distance
 
@@ -63,6 +64,9 @@ HELD_OUT = "train-held-out"
 #: The batch layouts a split can be served in (``mode``, ``eval_mode``).
 Mode = Literal["stream", "sentence", "actions"]
 
+#: What a row of action mode is (``action_unit``).
+ACTION_UNITS = ("sentence", "document")
+
 
 class SynLMDataModule(pl.LightningDataModule):
     """Batches a ``Corpus`` for language modelling with optional gold syntax.
@@ -79,6 +83,11 @@ class SynLMDataModule(pl.LightningDataModule):
             stream-trained model validated in ``sentence`` mode logs ``val/uf1``.
         action_order: action mode: ``top_down`` (Dyer et al. 2016) or ``in_order`` (Liu &
             Zhang 2017) actions (``synlm.syntax.actions.oracle``).
+        action_unit: action mode: what a row is, a ``sentence`` or a ``document``: the
+            sentences of one source file (an ``.mrg`` file of a treebank: one article) as
+            one tree under a root ``DOC``, as the released Transformer Grammars' documents
+            (``synlm.syntax.documents``); the words of a row are then the document's, and
+            ``max_length`` counts them.
         batch_size: training columns (stream) or sentences (sentence, actions) per device.
         eval_batch_size: the same for validation (AWD: 10).
         test_batch_size: the same for test (AWD: 1).
@@ -139,6 +148,7 @@ class SynLMDataModule(pl.LightningDataModule):
         mode: Mode = "stream",
         eval_mode: Mode | None = None,
         action_order: Literal["top_down", "in_order"] = "top_down",
+        action_unit: Literal["sentence", "document"] = "sentence",
         batch_size: int = 20,
         eval_batch_size: int = 10,
         test_batch_size: int = 1,
@@ -175,6 +185,9 @@ class SynLMDataModule(pl.LightningDataModule):
         if "actions" in (self.mode, self.eval_mode):
             _check_action_mode(self.corpus, action_order, tree_source)
         self.action_order = action_order
+        if action_unit not in ACTION_UNITS:
+            raise errors.SettingError("action_unit", action_unit, " | ".join(ACTION_UNITS))
+        self.action_unit = action_unit
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.test_batch_size = test_batch_size
@@ -365,23 +378,28 @@ class SynLMDataModule(pl.LightningDataModule):
     @cached_property
     def action_vocab(self) -> ActionVocab:
         """The actions of the training split's trees (all of it, ``dependency_holdout``'s
-        held-out sentences included): ``SHIFT``, ``REDUCE``, ``NT(X)`` by sorted label."""
+        held-out sentences included): ``SHIFT``, ``REDUCE``, ``NT(X)`` by sorted label
+        (``NT(DOC)`` among them with ``action_unit: document``)."""
         train = self.corpus_sentences("train")
         trees = [_rooted(s.tree, _where(s, f"train sentence {i + 1}")) for i, s in enumerate(train)
                  if s.tree is not None]
         if not trees:
             raise InputError(f"action mode needs trees, but no training sentence of "
                              f"{type(self.corpus).__name__} has one")
-        return ActionVocab.from_trees(trees)
+        vocab = ActionVocab.from_trees(trees)
+        if self.action_unit == "document":
+            return ActionVocab([*vocab.labels, DOC])
+        return vocab
 
     def action_items(self, split: str) -> list[ActionItem]:
         """The split's sentences with a tree (as ``sentences`` gives them), each as its word
         ids, the ids of the actions that build its tree (``action_order``) and the sentence;
         sentences without a tree are left out. With ``subwords``: the word-level sentence's
         pieces (each word with a leading space, ``SubwordVocab.split``), which of them ends
-        a word, and one ``SHIFT`` a piece (``piece_actions``). A split without any tree, a
-        tree the oracle cannot take or a label the training split lacks raises one line
-        naming the source."""
+        a word, and one ``SHIFT`` a piece (``piece_actions``). With ``action_unit:
+        document`` an item is a document (``synlm.syntax.documents``). A split without any
+        tree, a tree the oracle cannot take or a label the training split lacks raises one
+        line naming the source."""
         if split not in self._action_items:
             subwords = isinstance(self.vocab, SubwordVocab)
             sentences = self.corpus_sentences(split) if subwords else self.sentences(split)
@@ -391,6 +409,10 @@ class SynLMDataModule(pl.LightningDataModule):
                     f"action mode needs trees, but no {split} sentence of "
                     f"{type(self.corpus).__name__} has one; use a corpus with trees in every "
                     "split, e.g. PTBSepsent, or PTBConcatSyn with treebank: the LDC WSJ folder")
+            if self.action_unit == "document":
+                rooted = [replace(s, tree=_rooted(s.tree, _where(s, f"{split} sentence {i + 1}")))
+                          for i, s in with_trees]
+                with_trees = list(enumerate(documents(rooted, split)))
             pieces = self.vocab.split([s.words for _, s in with_trees]) if subwords else None
             items = []
             for k, (i, s) in enumerate(with_trees):

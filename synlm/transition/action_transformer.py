@@ -29,6 +29,12 @@ reads, and how positions enter:
       logit(i, j) = ((q_i + u)·k_j + (q_i + v)·W_r φ(clip(depth_i − depth_j))) / √d
 
   with φ the sinusoidal encoding of the released code. The first copy predicts nothing.
+  With ``sequence_length`` (documents, as the released document-level models) teacher
+  forcing reads each row in chunks of that many tokens with Transformer-XL memory (Dai et
+  al. 2019 §3.2): each layer keeps its inputs at the ``memory_length`` tokens the policy's
+  memory holds, for TG the top of the stack at the chunk boundary (the released
+  ``gather_into_new_memory``), and the next chunk's keys and values are those of
+  ``[memory | chunk]``.
 - a policy of one's own (``AttentionPolicy``), by ``class_path`` or as an instance.
 
 The model reads only what the policy provides (``synlm.transition.attention.base``): the
@@ -67,6 +73,7 @@ from synlm.transition.attention.base import (
     AttentionPolicy,
     AttentionState,
     BatchMasks,
+    ChunkedMasks,
     StepMasks,
     opened_by,
 )
@@ -206,12 +213,19 @@ class ActionLayer(nn.Module):
 
     def forward(self, x: Tensor, allowed: Tensor | None, relative: Tensor | None,
                 encodings: Tensor | None, cache: Tensor | None = None,
-                step: StepMasks | None = None, fused: BlockMask | None = None) -> Tensor:
+                step: StepMasks | None = None, fused: BlockMask | None = None,
+                memory: Tensor | None = None) -> Tensor:
         """``x`` (B, T, C) over the whole sequence; or, with ``cache`` (B, 2, nh, S, hd)
         (this layer's keys and values) and ``step``, T new tokens written into it first and
-        the queries attending over its first S' positions (``allowed`` (B, G, T, S')).
+        the queries attending over its first S' positions (``allowed`` (B, G, T, S')); or,
+        with ``memory`` (B, M, C) (Transformer-XL's: this layer's inputs at the tokens the
+        memory holds), the keys and values of ``[memory | x]`` (``allowed`` (B, G, T, M + T)).
         ``fused``: ``allowed``'s block mask, attention through flex_attention."""
         q, k, v = self.attn.project(self.attn_norm(x) if self.pre_norm else x)
+        if memory is not None:
+            _, k_memory, v_memory = self.attn.project(
+                self.attn_norm(memory) if self.pre_norm else memory)  # (B, nh, M, hd) each
+            k, v = torch.cat([k_memory, k], 2), torch.cat([v_memory, v], 2)
         if cache is not None:
             rows, slots = step.present.nonzero(as_tuple=True)
             at = step.positions[rows, slots]
@@ -302,7 +316,7 @@ class ActionTransformerState(RowState):
         self.cache[rows, ..., :used, :] = source.cache[source_rows, ..., :used, :]
 
 
-def _predictors(masks: BatchMasks, n_actions: int) -> Tensor:
+def _predictors(masks: BatchMasks | ChunkedMasks, n_actions: int) -> Tensor:
     """(B, A) long: the token whose top layer predicts each action of a batch laid out as
     ``masks``: the start token for the first, then the last predicting token that stands
     for the action before."""
@@ -353,6 +367,15 @@ class ActionTransformer(RecordsInit, TransitionModel):
             docs/performance.md). ``causal`` teacher forcing is
             ``scaled_dot_product_attention(is_causal=True)`` under every kernel. The same
             numbers (to float rounding) under every kernel.
+        sequence_length: teacher forcing cuts each row's tokens into chunks of this many,
+            read one after another with Transformer-XL memory (a policy with ``memory``:
+            ``tg``, whose memory carries the stack across a chunk boundary, as the released
+            document-level models; their configuration: 256); None: a row is one chunk.
+            Search reads a sentence as one chunk: one of more tokens is a one-line
+            ``SettingError``.
+        memory_length: the memory slots (default ``sequence_length``, the released code's
+            only setting); each layer keeps its inputs at the tokens the memory holds, as
+            Transformer-XL, with no gradient through them (the released ``stop_gradient``).
 
     The four policy settings (``buffer_head`` .. ``max_relative``) go to the named policy
     that takes them; one that the policy does not take (``buffer_head`` with ``tg``, any
@@ -373,7 +396,8 @@ class ActionTransformer(RecordsInit, TransitionModel):
                  dropout: float = 0.1, max_positions: int = 1024, buffer_head: int = 0,
                  stack_head: int = 1, min_relative: int = -1, max_relative: int = 62,
                  pre_norm: bool | None = None, max_open: int = 100,
-                 max_consecutive: int = 8, attention_kernel: AttentionKernel = "auto") -> None:
+                 max_consecutive: int = 8, attention_kernel: AttentionKernel = "auto",
+                 sequence_length: int | None = None, memory_length: int | None = None) -> None:
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("size", size),
                             ("num_layers", num_layers), ("num_heads", num_heads),
@@ -393,6 +417,18 @@ class ActionTransformer(RecordsInit, TransitionModel):
             ("min_relative", min_relative), ("max_relative", max_relative))}
         self.policy = build_policy(attention, settings)
         self.policy.check(num_heads)
+        errors.at_least("sequence_length", sequence_length)
+        errors.at_least("memory_length", memory_length)
+        if sequence_length is None and memory_length is not None:
+            raise errors.SettingError("memory_length", memory_length,
+                                      "unset: memory needs a sequence_length to cut chunks")
+        if sequence_length is not None and not self.policy.memory:
+            raise errors.SettingError(
+                "sequence_length", sequence_length,
+                f"unset: the attention policy {type(self.policy).__name__} has no "
+                "Transformer-XL memory (tg has)")
+        self.sequence_length = sequence_length
+        self.memory_length = memory_length or sequence_length
         #: the policy as a config value: its name, or its ``{"class_path", "init_args"}``
         self.attention: Any = attention if isinstance(attention, str) and attention in POLICIES \
             else self.policy.init_config
@@ -504,7 +540,9 @@ class ActionTransformer(RecordsInit, TransitionModel):
         shifts = actions == SHIFT
         word_index = shifts.long().cumsum(1) - 1  # (B, A) a SHIFT's word's index
         word_of_action = words.gather(1, word_index.clamp(0, words.size(1) - 1))  # its word
-        masks = self.policy.masks(actions, self.num_heads)
+        masks = self.policy.masks(actions, self.num_heads) if self.sequence_length is None \
+            else self.policy.chunked_masks(actions, self.num_heads, self.sequence_length,
+                                           self.memory_length)
         T = masks.source.size(1)
         # each token's action, word and closed NT; column A: the start token's and padding's
         at = torch.where(masks.source >= 0, masks.source, A)  # (B, T)
@@ -515,10 +553,7 @@ class ActionTransformer(RecordsInit, TransitionModel):
                                        F.pad(word_of_action, (0, 1)).gather(1, at), closing)
         positions = torch.arange(T, device=device).expand(B, T)
         x = self._input(tokens, positions, positions == 0)
-        relative = self._relative_index(masks.relative)
-        fused = self._block_mask(masks.allowed, x)
-        for layer in self.layers:
-            x = layer(x, masks.allowed, relative, self.encodings, fused=fused)  # (B, T, C)
+        x = self._whole(x, masks) if isinstance(masks, BatchMasks) else self._chunked(x, masks)
         # the vocabulary only at the M tokens that predict an action (no padding, no copy)
         row, col = (actions != NO_ACTION).nonzero(as_tuple=True)  # (M,) each
         h = self.final_norm(x[row, _predictors(masks, A)[row, col]])  # (M, C)
@@ -532,6 +567,37 @@ class ActionTransformer(RecordsInit, TransitionModel):
         word_lp = action_lp.new_zeros(words.shape).index_put(
             (row[shift], word_index[row[shift], col[shift]]), word_given_shift[shift])
         return RNNGOutput(action_lps, word_lp, action_lps.sum(1) + word_lp.sum(1))
+
+    def _whole(self, x: Tensor, masks: BatchMasks) -> Tensor:
+        """The top layer (B, T, C) of inputs ``x`` (B, T, C) read at once under ``masks``."""
+        relative = self._relative_index(masks.relative)
+        fused = self._block_mask(masks.allowed, x)
+        for layer in self.layers:
+            x = layer(x, masks.allowed, relative, self.encodings, fused=fused)  # (B, T, C)
+        return x
+
+    def _chunked(self, x: Tensor, masks: ChunkedMasks) -> Tensor:
+        """The top layer (B, T, C) of inputs ``x`` (B, T, C) read a chunk at a time with
+        Transformer-XL memory (Dai et al. 2019 §3.2; the released Transformer Grammars'
+        ``Core``): layer i of chunk k reads its inputs at the tokens the memory holds
+        (``MemoryChunk.memory``), which chunk k gathers from its memory and its own
+        inputs for chunk k + 1 (``MemoryChunk.update``), without gradient."""
+        B, _, C = x.shape
+        memory = [x.new_zeros(B, self.memory_length, C) for _ in self.layers]
+        out = []
+        for chunk in masks.chunks:
+            h = x[:, chunk.start:chunk.start + chunk.allowed.size(2)]  # (B, l, C)
+            relative = self._relative_index(chunk.relative)
+            fused = self._block_mask(chunk.allowed, h)
+            for i, layer in enumerate(self.layers):
+                keys = torch.cat([memory[i], h], 1)  # (B, M + l, C)
+                source = chunk.update.clamp(min=0)[..., None].expand(B, -1, C)
+                memory[i] = torch.where(chunk.update[..., None] >= 0,
+                                        keys.gather(1, source), 0).detach()  # (B, M, C)
+                h = layer(h, chunk.allowed, relative, self.encodings, fused=fused,
+                          memory=keys[:, :self.memory_length])
+            out.append(h)
+        return torch.cat(out, 1)
 
     # ------------------------------------------------------------------ search
     def cache_positions(self, max_actions: int) -> int:
@@ -571,6 +637,11 @@ class ActionTransformer(RecordsInit, TransitionModel):
         queries read only the cache positions some row has filled (``used``)."""
         x = self._input(tokens, step.positions, is_start)
         used = state.used()
+        if self.sequence_length is not None and used > self.sequence_length:
+            raise errors.SettingError(
+                "sequence_length", self.sequence_length,
+                f"at least {used}, or unset: search reads a sentence as one chunk, and this "
+                f"one needs {used} tokens (teacher forcing would read it in chunks)")
         state.reserve(used)
         allowed = step.allowed[..., :used]
         relative = self._relative_index(None if step.relative is None

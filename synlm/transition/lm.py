@@ -20,6 +20,14 @@ F1 of its best trees::
 
 over the sentences the search parses: one whose beam empties twice (``synlm.transition.beam``)
 is left out of ``beam_ppl`` and of the F1, and counted (``test/no_parse``, and a warning).
+
+With documents (the DataModule's ``action_unit: document``) validation and test log the
+document-level perplexity Transformer Grammars report (Sartran et al. 2022), the joint
+over the gold trees per word of the documents::
+
+    doc_ppl = exp(−Σ_documents log p(x, y) / Σ words)
+
+and test runs no beam search (the paper scores documents with their gold trees only).
 """
 
 from __future__ import annotations
@@ -119,6 +127,8 @@ class TransitionLM(pl.LightningModule):
         self.normalization = "none"
         self.action_vocab: ActionVocab | None = None
         self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
+        #: rows are ``sentence``s or ``document``s (the DataModule's ``action_unit``)
+        self.action_unit = "sentence"
 
     # ------------------------------------------------------------------ data
     def setup(self, stage: str) -> None:
@@ -129,6 +139,7 @@ class TransitionLM(pl.LightningModule):
             self.vocab = datamodule.vocab
             self.normalization = datamodule.normalization
             self.action_vocab = datamodule.action_vocab
+            self.action_unit = datamodule.action_unit
 
     # ------------------------------------------------------------------ loops
     def _joint(self, batch: ActionBatch, stage: str) -> Tensor:
@@ -160,6 +171,8 @@ class TransitionLM(pl.LightningModule):
 
     def test_step(self, batch: ActionBatch, batch_idx: int) -> None:
         self._joint(batch, "test")
+        if self.action_unit == "document":
+            return
         results = self.search(batch.words, batch.word_lengths, word_ends=batch.word_ends)
         parsed = [b for b, r in enumerate(results) if r.parsed]
         n_words = batch.word_lengths if batch.word_ends is None else batch.word_ends.sum(1)
@@ -181,6 +194,8 @@ class TransitionLM(pl.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         self._log_perplexities("test")
+        if self.action_unit == "document":  # no search, no parses
+            return
         scores = self.parsing.compute()
         self.parsing.reset()
         if scores["n_sentences"] > 0:
@@ -196,6 +211,8 @@ class TransitionLM(pl.LightningModule):
             return
         ppl = {"joint_ppl": (s["action_ll"] + s["word_ll"]) / (s["actions"] + s["words"]),
                "action_ppl": s["action_ll"] / s["actions"], "word_ppl": s["word_ll"] / s["words"]}
+        if self.action_unit == "document":
+            ppl["doc_ppl"] = (s["action_ll"] + s["word_ll"]) / s["words"]
         if s["beam_words"] > 0:
             ppl["beam_ppl"] = s["beam_ll"] / s["beam_words"]
         if s["no_parse"] > 0:

@@ -12,7 +12,12 @@ the policy decides which earlier tokens each token reads, in the two ways the mo
   ``initial_state(rows, capacity, num_heads, device)`` gives the rows' ``AttentionState``
   (the start token read), whose ``step(actions)`` updates it in place and returns what the
   step feeds the attention (``StepMasks``: the new tokens' cache positions and their mask
-  rows); ``cache_positions(max_actions)`` says how many positions a row may fill.
+  rows); ``cache_positions(max_actions)`` says how many positions a row may fill;
+- **teacher forcing with Transformer-XL memory** (a policy with ``memory``, as Transformer
+  Grammars' documents): ``chunked_masks(actions, num_heads, sequence_length,
+  memory_length)`` cuts the batch's tokens into chunks of ``sequence_length`` and says what
+  each chunk reads (``MemoryChunk``: the keys of its own tokens and of the ``memory_length``
+  memory slots, and which tokens the next chunk's memory holds).
 
 and it sets what the model builds around it: learned absolute positions
 (``absolute_positions``) or none, Transformer-XL relative attention over a range of
@@ -32,6 +37,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from synlm.errors import SettingError
 from synlm.modules.recorded import RecordsInit
 from synlm.transition.parser_state import FIRST_NT, REDUCE
 
@@ -58,6 +64,44 @@ class BatchMasks:
     predicts: Tensor
     allowed: Tensor | None
     relative: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class MemoryChunk:
+    """What one chunk of a batch read with Transformer-XL memory attends: the chunk's l
+    tokens (positions ``start`` to ``start + l`` of ``BatchMasks.source``) read the M memory
+    slots, then the chunk's own tokens (the layout of the released ``cpp_masking`` chunks:
+    memory columns first).
+
+    Attributes:
+        start: the position of the chunk's first token.
+        allowed: (B, G, l, M + l) bool: query i may attend memory slot m (columns < M) or
+            the chunk's token j (column M + j); a padding query attends itself only.
+        relative: (B, l, M + l) long: the relative position of each key where ``allowed``
+            (0 elsewhere); None with no relative attention.
+        memory: (B, M) long: the token each memory slot holds while the chunk is read (its
+            position), -1 for an empty slot.
+        update: (B, M) long: the memory the next chunk reads: each slot's source as an index
+            into this chunk's keys ``[memory | chunk]`` (what a layer's input there was),
+            -1 for an empty slot.
+    """
+
+    start: int
+    allowed: Tensor
+    relative: Tensor | None
+    memory: Tensor
+    update: Tensor
+
+
+@dataclass(frozen=True)
+class ChunkedMasks:
+    """A teacher-forced batch cut into chunks read with memory (``chunked_masks``):
+    ``source`` and ``predicts`` as ``BatchMasks``' over the whole rows, and the chunks in
+    order."""
+
+    source: Tensor
+    predicts: Tensor
+    chunks: tuple[MemoryChunk, ...]
 
 
 @dataclass
@@ -122,12 +166,15 @@ class AttentionPolicy(RecordsInit, abc.ABC):
         relative_range: (lowest, highest) relative positions of Transformer-XL relative
             attention (Dai et al. 2019 eq. 4), others clipped to them; None: no relative
             attention.
+        memory: teacher forcing can cut a batch into chunks read with Transformer-XL
+            memory (``chunked_masks``).
     """
 
     pre_norm: bool = True
     absolute_positions: bool = True
     closing_brackets: bool = False
     relative_range: tuple[int, int] | None = None
+    memory: bool = False
 
     def check(self, num_heads: int) -> None:
         """A one-line ``SettingError`` if the policy cannot run on ``num_heads`` heads (the
@@ -146,6 +193,15 @@ class AttentionPolicy(RecordsInit, abc.ABC):
         ``capacity`` tokens (``cache_positions``); its ``step`` gives ``StepMasks`` whose
         rows equal those of ``masks`` for the same actions."""
 
+    def chunked_masks(self, actions: Tensor, num_heads: int, sequence_length: int,
+                      memory_length: int) -> ChunkedMasks:
+        """The tokens of ``actions`` (as ``masks``) cut into chunks of ``sequence_length``
+        read with ``memory_length`` memory slots (``ChunkedMasks``); only a policy with
+        ``memory`` has them."""
+        raise SettingError("sequence_length", sequence_length,
+                           f"unset: the attention policy {type(self).__name__} has no "
+                           "Transformer-XL memory")
+
     def cache_positions(self, max_actions: int) -> int:
         """The cache positions a row needs for ``max_actions`` actions: the start token and
         one per action, by default."""
@@ -160,9 +216,13 @@ def opened_by(actions: Tensor) -> Tensor:
     step = opens.long() - closes.long()
     depth = step.cumsum(1) - step + 1 - closes.long()  # a closing bracket's depth is its NT's
     index = torch.arange(actions.size(1), device=actions.device)
-    match = opens[:, None, :] & (depth[:, None, :] == depth[:, :, None]) \
-        & (index[None, :] < index[:, None])
-    return torch.where(match & closes[:, :, None], index, 0).amax(-1)
+    out = torch.zeros_like(actions)
+    if actions.numel() == 0:
+        return out
+    for d in range(int(depth.min()), int(depth.max()) + 1):  # the last NT at each depth so far
+        last = torch.where(opens & (depth == d), index, 0).cummax(1).values
+        out = torch.where(closes & (depth == d), last, out)
+    return out
 
 
 def causal_masks(actions: Tensor) -> BatchMasks:

@@ -24,20 +24,22 @@ The relative position of query i and key j is depth(i) − depth(j) wherever i a
 model clips it, to [−1, 62] in the paper's configuration). This is the rule
 ``StackComposeDoubleClosingNT`` of the released deepmind/transformer_grammars
 (``masking_rules.cc``) with the paper's settings (``configs/config_tg.py``: relative
-positions ``delta_depth``, one attention function, no transparency); synlm computes one
-sentence as one chunk, with no Transformer-XL memory (tests/fixtures/tg holds the released
-code's masks for comparison).
+positions ``delta_depth``, one attention function, no transparency): tests/fixtures/tg
+holds the released code's masks of sentences read as one chunk, tests/fixtures/tg_memory its
+chunks of documents read with the "smart" Transformer-XL memory (``gather_into_new_memory``).
 
 ``tg_layout`` lays out a batch of action sequences at once: a token is popped by the first
-later COMPOSE token whose opening bracket is at or before it (the innermost constituent
-that holds it as a child closes), so one (B, T, T) comparison finds every token's pop time
-and the mask follows from it. ``TGState`` gives the same rows one action at a time, for
+later COMPOSE token at the depth of its parent's closing bracket (an opening bracket: at its
+own), which one reverse running minimum per depth finds for every token, and the mask
+follows from the pop times. ``tg_chunks`` cuts the tokens into chunks read with memory, as
+the released ``MakeChunks``: a chunk's rows of the mask alone, the memory the top of the
+stack at each boundary. ``TGState`` gives the rows of one chunk one action at a time, for
 beam search. ``TGPolicy`` is ``attention: tg`` (``synlm.transition.attention.base``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +47,14 @@ from torch import Tensor
 
 from synlm.errors import InputError, SettingError, at_least
 from synlm.syntax.actions import ActionError
-from synlm.transition.attention.base import AttentionPolicy, BatchMasks, StepMasks, opened_by
+from synlm.transition.attention.base import (
+    AttentionPolicy,
+    BatchMasks,
+    ChunkedMasks,
+    MemoryChunk,
+    StepMasks,
+    opened_by,
+)
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT
 from synlm.transition.structure import RowState, check_actions
 
@@ -68,18 +77,23 @@ class TGLayout:
             opening bracket's token; -1 otherwise.
         depth: (B, T) long: the token's depth in the tree (start token and padding 0).
         mask: (B, T, T) bool: query i may attend key j; a real token attends at least
-            itself, a padding query attends key 0 only.
-        relative: (B, T, T) long: depth(i) − depth(j) where ``mask`` holds, 0 elsewhere.
+            itself, a padding query attends key 0 only (None: not computed).
+        relative: (B, T, T) long: depth(i) − depth(j) where ``mask`` holds, 0 elsewhere
+            (None: not computed).
         lengths: (B,) long: the row's tokens, the start token included.
+        popped_at: (B, T) long: the token that pops each token off the stack (T: none);
+            a token never pushed (a closing bracket's copy, padding) its own position. After
+            token t the stack holds the tokens j <= t with ``popped_at[j] > t``.
     """
 
     source: Tensor
     compose: Tensor
     opening: Tensor
     depth: Tensor
-    mask: Tensor
-    relative: Tensor
+    mask: Tensor | None
+    relative: Tensor | None
     lengths: Tensor
+    popped_at: Tensor
 
 
 def _name(action: int) -> str:
@@ -125,9 +139,11 @@ def _raise_for(actions: Tensor, before: Tensor, after: Tensor) -> None:
                       "expected padding (-1)")
 
 
-def tg_layout(actions: Tensor) -> TGLayout:
+def tg_layout(actions: Tensor, attention: bool = True) -> TGLayout:
     """(B, A) top-down action ids, padded with -1 -> the Transformer Grammars tokens of each
-    row with their attention mask and relative positions (``TGLayout``; module docstring).
+    row with their attention mask and relative positions (``TGLayout``; module docstring;
+    without ``attention``, no (B, T, T) mask and relative positions: ``tg_chunks`` computes
+    a chunk's rows).
 
     Each row must build one tree: ``NT(X)`` first, every ``REDUCE`` closing a constituent
     that is open and not empty, nothing after the root's ``REDUCE`` but padding, nothing
@@ -171,20 +187,101 @@ def tg_layout(actions: Tensor) -> TGLayout:
     pos = torch.arange(tokens, device=device)
     real = pos[None, :] < lengths[:, None]  # (B, T)
     pushed = real & ~(real_action & (opening >= 0) & ~compose)  # all but the copies
-    # pop[k]: the first COMPOSE token c > k whose opening bracket is at or before k
-    pops = compose[:, None, :] & (pos[:, None] < pos[None, :])[None] \
-        & (opening[:, None, :] <= pos[None, :, None])  # (B, k, c)
-    pop = torch.where(pops, pos, tokens).amin(-1)  # (B, T); T: never popped
-    earlier = (pos[None, :] < pos[:, None])[None] & pushed[:, None, :]  # (B, i, j)
-    stays = torch.where(compose[:, :, None], pop[:, None, :] == pos[None, :, None],
-                        pop[:, None, :] > pos[None, :, None])
-    mask = (earlier & stays) | (torch.eye(tokens, dtype=torch.bool, device=device)[None]
-                                & real[:, :, None])
-    mask &= real[:, :, None]
-    mask[..., 0] |= ~real
-    relative = torch.where(mask, depth[:, :, None] - depth[:, None, :], 0)
-    return TGLayout(source=source, compose=compose, opening=opening, depth=depth, mask=mask,
-                    relative=relative, lengths=lengths)
+    # a token is popped by the first later COMPOSE token at the depth of its parent's
+    # closing bracket (an opening bracket: its own constituent's)
+    level = depth - 1 + (real_action & (opening < 0) & opens.gather(1, at_action)).long()
+    popped_at = torch.full_like(source, tokens)
+    for d in range(int(level.max()) + 1 if tokens else 0):
+        closing = torch.where(compose & (depth == d), pos, tokens)  # (B, T)
+        following = F.pad(closing[:, 1:], (0, 1), value=tokens).flip(1).cummin(1).values.flip(1)
+        popped_at = torch.where(level == d, following, popped_at)
+    popped_at = torch.where(pushed, popped_at, pos[None, :])
+    placed = TGLayout(source=source, compose=compose, opening=opening, depth=depth,
+                      lengths=lengths, popped_at=popped_at, mask=None, relative=None)
+    if not attention:
+        return placed
+    mask, relative = attention_rows(placed, 0, tokens)
+    return replace(placed, mask=mask, relative=relative)
+
+
+def attention_rows(layout: TGLayout, start: int, end: int, keys: Tensor | None = None
+                   ) -> tuple[Tensor, Tensor]:
+    """The mask (B, n, K) and relative positions (B, n, K) of ``layout``'s queries
+    ``start`` .. ``end`` − 1 over the K tokens at positions ``keys`` (B, K) (None: all T,
+    ``TGLayout.mask`` and ``relative``): a STACK token attends the tokens on the stack
+    before it (pushed earlier, not popped yet), a COMPOSE token those it pops, each itself;
+    over all tokens a padding query attends key 0."""
+    B, T = layout.source.shape
+    pos = torch.arange(T, device=layout.source.device)
+    every = keys is None
+    keys = pos.expand(B, T) if every else keys
+    query = pos[start:end][None, :, None]  # (1, n, 1)
+    real_query = (query < layout.lengths[:, None, None])  # (B, n, 1)
+    key = keys[:, None, :]  # (B, 1, K)
+    popped_at = layout.popped_at.gather(1, keys)[:, None, :]  # (B, 1, K)
+    earlier = (key < query) & (popped_at > key)
+    stays = torch.where(layout.compose[:, start:end, None], popped_at == query,
+                        popped_at > query)
+    mask = ((earlier & stays) | (key == query)) & real_query
+    if every:
+        mask[..., 0] |= ~real_query[..., 0]
+    depth = layout.depth.gather(1, keys)[:, None, :]  # (B, 1, K)
+    relative = torch.where(mask, layout.depth[:, start:end, None] - depth, 0)
+    return mask, relative
+
+
+def tg_chunks(layout: TGLayout, sequence_length: int, memory_length: int
+              ) -> tuple[MemoryChunk, ...]:
+    """``layout``'s tokens cut into chunks of L = ``sequence_length`` read with M =
+    ``memory_length`` memory slots, as the released ``StackComposeDoubleClosingNT`` with
+    ``gather_into_new_memory`` (the "smart" memory, ``masking_rules.cc`` ``MakeChunks``)
+    cuts a sequence:
+
+    - chunk k holds tokens kL .. kL + L − 1; a query attends what ``TGLayout.mask`` allows
+      among the chunk's tokens and the tokens the memory holds (a key in neither is lost);
+    - after chunk k, the memory is the stack after its last real token, from the top:
+      slot M − 1 the top of the stack, then down, each stack token taken from the chunk or
+      from the memory that holds it (one in neither is skipped), until the slots are full.
+
+    Relative positions are the depth differences (``TGLayout.relative``). ``layout`` needs
+    no mask (``tg_layout(actions, attention=False)``): a chunk's rows are computed alone."""
+    at_least("sequence_length", sequence_length, 1)
+    at_least("memory_length", memory_length, 1)
+    B, T = layout.source.shape
+    M, device = memory_length, layout.source.device
+    pos = torch.arange(T, device=device)
+    memory = torch.full((B, M), -1, dtype=torch.long, device=device)
+    slots = torch.arange(M, device=device).expand(B, M)
+    chunks = []
+    for start in range(0, T, sequence_length):
+        end = min(start + sequence_length, T)
+        n = end - start
+        held = memory >= 0  # (B, M)
+        keys = torch.cat([memory.clamp(min=0), pos[start:end].expand(B, n)], 1)  # (B, M + n)
+        rows, relative = attention_rows(layout, start, end, keys)  # (B, n, M + n) each
+        padding = (pos[start:end][None, :] >= layout.lengths[:, None])[:, :, None]  # (B, n, 1)
+        from_memory = rows[:, :, :M] & held[:, None, :] & ~padding  # (B, n, M)
+        own = torch.where(padding, torch.eye(n, dtype=torch.bool, device=device),
+                          rows[:, :, M:])  # (B, n, n)
+        allowed = torch.cat([from_memory, own], 2)
+        relative = torch.where(allowed, relative, 0)
+        # the next memory: the top M of the stack after the last real token so far
+        last = torch.minimum(layout.lengths, torch.tensor(end, device=device)) - 1  # (B,)
+        on_stack = (pos[None, :] <= last[:, None]) & (layout.popped_at > last[:, None])
+        slot_of = torch.full((B, T + 1), -1, dtype=torch.long, device=device)
+        slot_of.scatter_(1, torch.where(held, memory, T), slots)  # (B, T + 1)
+        in_chunk = (pos >= start) & (pos < end)
+        kept = on_stack & (in_chunk[None, :] | (slot_of[:, :T] >= 0))  # (B, T)
+        from_top = kept.flip(1).cumsum(1).flip(1)  # 1 for the top of the stack
+        kept &= from_top <= M
+        new = torch.full((B, M + 1), -1, dtype=torch.long, device=device)
+        new.scatter_(1, torch.where(kept, M - from_top, M), pos.expand(B, T))
+        new = new[:, :M]
+        update = torch.where(new >= start, M + new - start, slot_of.gather(1, new.clamp(min=0)))
+        chunks.append(MemoryChunk(start=start, allowed=allowed[:, None], relative=relative,
+                                  memory=memory, update=torch.where(new >= 0, update, -1)))
+        memory = new
+    return tuple(chunks)
 
 
 @dataclass
@@ -308,6 +405,7 @@ class TGPolicy(AttentionPolicy):
     pre_norm = False
     absolute_positions = False
     closing_brackets = True
+    memory = True
 
     def __init__(self, min_relative: int = -1, max_relative: int = 62) -> None:
         if max_relative < min_relative:
@@ -319,6 +417,13 @@ class TGPolicy(AttentionPolicy):
         layout = tg_layout(actions)
         return BatchMasks(source=layout.source, predicts=~layout.compose,
                           allowed=layout.mask[:, None], relative=layout.relative)
+
+    def chunked_masks(self, actions: Tensor, num_heads: int, sequence_length: int,
+                      memory_length: int) -> ChunkedMasks:
+        """Chunks with the smart memory of the released code (``tg_chunks``)."""
+        layout = tg_layout(actions, attention=False)
+        return ChunkedMasks(source=layout.source, predicts=~layout.compose,
+                            chunks=tg_chunks(layout, sequence_length, memory_length))
 
     def initial_state(self, rows: int, capacity: int, num_heads: int,
                       device: torch.device | str | None = None) -> TGState:
