@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import csv
 import functools
+import json
 import os
 import shutil
 import signal
@@ -214,3 +215,29 @@ def run_cli(args: list[str]) -> int:
         return main(args)
     except SystemExit as exit_:
         return int(exit_.code or 0)
+
+
+def metrics_of_test(ckpt: str | Path, out: Path, *flags: str) -> dict[str, str]:
+    """``synlm test --ckpt_path CKPT`` on one test batch (``flags`` added), its run under
+    ``out``: the metrics it logged, by name (``test/beam_ppl``)."""
+    assert run_cli(["test", "--ckpt_path", str(ckpt), "--trainer.limit_test_batches=1",
+                    f"--trainer.default_root_dir={out}", *flags]) == 0
+    return first_logged(out)
+
+
+def first_logged(root: Path) -> dict[str, str]:
+    """The first row of the ``metrics.csv`` of the one run under ``root``, by name."""
+    (metrics,) = root.glob("version_*/metrics.csv")
+    header, row = metrics.read_text().splitlines()[:2]
+    return dict(zip(header.split(","), row.split(","), strict=True))
+
+
+def pair_report(ckpt: str | Path, folder: Path, capsys: pytest.CaptureFixture[str], good: str,
+                bad: str, *flags: str) -> dict:
+    """``synlm evaluate-syntax --ckpt_path CKPT`` on the one pair ``good``/``bad`` (written
+    under ``folder``; ``flags`` added): the JSON object it prints."""
+    pairs = folder / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": good, "sentence_bad": bad}) + "\n")
+    assert run_cli(["evaluate-syntax", "--ckpt_path", str(ckpt), "--pairs", str(pairs),
+                    *flags]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])

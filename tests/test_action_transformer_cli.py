@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TINY_OVERRIDES, run_cli
+from conftest import TINY_OVERRIDES, metrics_of_test, pair_report, run_cli
 from synlm.catalog import REPO_CONFIGS
 from synlm.lm_eval_model import SynlmLM
 from synlm.loading import load_model
@@ -82,12 +82,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
 def test_test_logs_joint_and_beam_perplexities(trained: tuple[str, Path], tmp_path: Path
                                                ) -> None:
     _, root = trained
-    out = tmp_path / "test"
-    assert run_cli(["test", "--ckpt_path", str(root), "--trainer.limit_test_batches=1",
-                    f"--trainer.default_root_dir={out}"]) == 0
-    (metrics,) = out.glob("version_*/metrics.csv")
-    header, row = metrics.read_text().splitlines()[:2]
-    logged = dict(zip(header.split(","), row.split(",")))
+    logged = metrics_of_test(root, tmp_path / "test")
     for name in ("test/joint_ppl", "test/action_ppl", "test/word_ppl", "test/beam_ppl"):
         assert 1.0 < float(logged[name]) < math.inf, name
     assert 0.0 <= float(logged["test/uf1"]) <= 1.0
@@ -121,12 +116,8 @@ def test_scorers_read_the_beams_word_log_probs(trained: tuple[str, Path], tmp_pa
     assert scored.word_log_probs == pytest.approx(result.word_log_probs, abs=1e-6)
     assert scored.eos_log_prob == pytest.approx(result.end_log_prob, abs=1e-6)
     assert SynlmLM(model=model, beam_size=6, word_beam_size=3, shift_size=1).greedy is False
-    pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text(json.dumps({"sentence_good": "the dog sleeps",
-                                 "sentence_bad": "dog the sleeps"}) + "\n")
-    assert run_cli(["evaluate-syntax", "--ckpt_path", str(root), "--pairs", str(pairs),
-                    "--beam-size", "6", "--word-beam-size", "3", "--shift-size", "1"]) == 0
-    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    report = pair_report(root, tmp_path, capsys, "the dog sleeps", "dog the sleeps",
+                         "--beam-size", "6", "--word-beam-size", "3", "--shift-size", "1")
     good = sum(ModelScorer(model).score([["the", "dog", "sleeps"]])[0].word_log_probs)
     bad = sum(ModelScorer(model).score([["dog", "the", "sleeps"]])[0].word_log_probs)
     assert report["headline"]["pairs/accuracy"] == float(good > bad)

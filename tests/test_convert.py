@@ -19,7 +19,7 @@ import torch
 from nltk import Tree
 from test_rnng_reference import assert_searches_equal, assert_teacher_forcing_equal
 
-from conftest import run_cli
+from conftest import first_logged, pair_report, run_cli
 from synlm.commands.convert import write_run
 from synlm.data.subwords import SentencePieceVocab
 from synlm.data.unknown_words import BERKELEY_RULE, berkeley_rule
@@ -210,12 +210,8 @@ def test_the_run_folder_parses_and_scores(converted, tmp_path, capsys):
     assert [r["words"] for r in lines] == [reference["sentences"][4]["words"],
                                            ["an", "unseen", "word"]]
     assert all(r["tree"].startswith("(") for r in lines)
-    pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text(json.dumps({"sentence_good": "Big changes .",
-                                 "sentence_bad": "changes Big ."}) + "\n")
-    assert run_cli(["evaluate-syntax", "--ckpt_path", str(run), "--pairs", str(pairs),
-                    "--beam-size", "10", "--word-beam-size", "5", "--shift-size", "1"]) == 0
-    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    report = pair_report(run, tmp_path, capsys, "Big changes .", "changes Big .",
+                         "--beam-size", "10", "--word-beam-size", "5", "--shift-size", "1")
     assert report["headline"]["pairs/accuracy"] in (0.0, 1.0)
 
 
@@ -328,9 +324,7 @@ def test_synlm_test_takes_the_run_folder_with_a_treebank(tmp_path):
                     "--data.corpus.valid", sample, "--data.corpus.test", sample,
                     "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
                     "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
-    header, row = (tmp_path / "runs" / "version_0" / "metrics.csv").read_text().splitlines()[:2]
-    logged = dict(zip(header.split(","), row.split(",")))
-    assert 1.0 < float(logged["test/beam_ppl"]) < float("inf")
+    assert 1.0 < float(first_logged(tmp_path / "runs")["test/beam_ppl"]) < float("inf")
 
 
 def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
@@ -419,12 +413,9 @@ def test_a_subword_run_folder_parses_scores_and_tests(subword_run, tmp_path, cap
                     "--format", "json"]) == 0
     (parsed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert Tree.fromstring(parsed["tree"]).leaves() == ["The", "zebras", "sold", "quickly", "."]
-    pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text(json.dumps({"sentence_good": "Quixotic zebras sold .",
-                                 "sentence_bad": "zebras Quixotic sold ."}) + "\n")
-    assert run_cli(["evaluate-syntax", "--ckpt_path", str(subword_run), "--pairs", str(pairs),
-                    "--beam-size", "10", "--word-beam-size", "5", "--shift-size", "1"]) == 0
-    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    report = pair_report(subword_run, tmp_path, capsys, "Quixotic zebras sold .",
+                         "zebras Quixotic sold .", "--beam-size", "10", "--word-beam-size", "5",
+                         "--shift-size", "1")
     assert report["headline"]["pairs/accuracy"] in (0.0, 1.0)
     model = load_model(str(subword_run))
     assert not any(scored_unseen(model).unknown)
@@ -436,9 +427,7 @@ def test_a_subword_run_folder_parses_scores_and_tests(subword_run, tmp_path, cap
                     "--data.corpus.valid", sample, "--data.corpus.test", sample,
                     "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
                     "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
-    header, row = (tmp_path / "runs" / "version_0" / "metrics.csv").read_text().splitlines()[:2]
-    logged = dict(zip(header.split(","), row.split(",")))
-    assert 1.0 < float(logged["test/beam_ppl"]) < float("inf")
+    assert 1.0 < float(first_logged(tmp_path / "runs")["test/beam_ppl"]) < float("inf")
 
 
 def scored_unseen(model):

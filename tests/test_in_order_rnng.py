@@ -26,7 +26,7 @@ from test_rnng_reference import (
     reference_weights,
 )
 
-from conftest import run_cli
+from conftest import metrics_of_test, run_cli
 from staged import staged
 from synlm.catalog import REPO_CONFIGS
 from synlm.lm_eval_model import SynlmLM
@@ -395,12 +395,7 @@ def test_the_config_fits_and_tests(trained: Path, tmp_path: Path) -> None:
     assert isinstance(model, TransitionLM) and isinstance(model.model, InOrderRNNG)
     assert model.model.n_actions == len(model.action_vocab) + 1
     assert model.model.limits.max_consecutive == 3
-    out = tmp_path / "test"
-    assert run_cli(["test", "--ckpt_path", str(trained), "--trainer.limit_test_batches=1",
-                    f"--trainer.default_root_dir={out}"]) == 0
-    (metrics,) = out.glob("version_*/metrics.csv")
-    header, row = metrics.read_text().splitlines()[:2]
-    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    logged = metrics_of_test(trained, tmp_path / "test")
     for name in ("test/joint_ppl", "test/action_ppl", "test/word_ppl", "test/beam_ppl"):
         assert 1.0 < float(logged[name]) < math.inf, name
     assert 0.0 <= float(logged["test/uf1"]) <= 1.0

@@ -20,7 +20,7 @@ from test_in_order_rnng import random_model as random_in_order
 from test_rnng import all_parses, random_rnng
 from test_rnng_cli import fit
 
-from conftest import run_cli
+from conftest import pair_report, run_cli
 from synlm.errors import InputError, SettingError
 from synlm.loading import load_model
 from synlm.syntax.trees import to_bracket
@@ -174,12 +174,8 @@ def test_the_commands_search_by_particles(trained, tmp_path, capsys):
     model = load_model(str(trained))
     use_particles(model, 50)
     assert model.beam == ParticleSettings(50)
-    pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text(json.dumps({"sentence_good": "the dog sleeps",
-                                 "sentence_bad": "dog the sleeps"}) + "\n")
-    assert run_cli(["evaluate-syntax", "--ckpt_path", str(trained), "--pairs", str(pairs),
-                    "--search", "particles", "--particles", "50"]) == 0
-    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    report = pair_report(trained, tmp_path, capsys, "the dog sleeps", "dog the sleeps",
+                         "--search", "particles", "--particles", "50")
     assert report["conventions"]["pairs"]["search"] == \
         "particle filtering, 50 particles, rounded, joint reweighting"
     good, bad = (sum(s.word_log_probs) for s in ModelScorer(model).score(

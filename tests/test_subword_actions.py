@@ -20,7 +20,7 @@ from test_in_order_rnng import random_model
 from test_rnng import TREES, all_parses, random_rnng
 from test_rnng_cli import TINY_RNNG
 
-from conftest import local_gpt2, run_cli
+from conftest import local_gpt2, metrics_of_test, run_cli
 from synlm.catalog import REPO_CONFIGS
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.subwords import PretrainedTokenizer, SubwordVocab, TrainedBPE, TrainedUnigram
@@ -346,12 +346,7 @@ def test_the_subword_configs_fit_test_parse_and_score_with_no_unknown_word(
                     f"--trainer.default_root_dir={root}"]) == 0
     model = load_model(str(root))
     assert isinstance(model.vocab, SubwordVocab)
-    out = tmp_path / "test"
-    assert run_cli(["test", "--ckpt_path", str(root), "--trainer.limit_test_batches=1",
-                    f"--trainer.default_root_dir={out}"]) == 0
-    (metrics,) = out.glob("version_*/metrics.csv")
-    header, row = metrics.read_text().splitlines()[:2]
-    logged = dict(zip(header.split(","), row.split(","), strict=True))
+    logged = metrics_of_test(root, tmp_path / "test")
     for name in ("test/joint_ppl", "test/word_ppl", "test/beam_ppl"):
         assert 1.0 < float(logged[name]) < float("inf"), name
     assert 0.0 <= float(logged["test/uf1"]) <= 1.0  # the best parses, over words
