@@ -283,7 +283,7 @@ class SynLMArgumentParser(LightningArgumentParser):
         if self.raises:
             raise InputError(said) from ex
         prog = parser.prog.replace(" [options]", "")
-        sys.stderr.write(f"{prog}: error: {said} ({prog} --help lists every option)\n")
+        sys.stderr.write(f"{prog}: error: {said} ({prog} {usage.FULL_HELP} lists every option)\n")
         self.exit(2)
 
 
