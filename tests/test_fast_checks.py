@@ -87,6 +87,7 @@ CASES = [
      "--contexts: no file nope.txt"),
     (["evaluate-generation", "bad_pairs.jsonl", "--oracle", "nope"],
      "--oracle: no checkpoint at nope"),
+    (["evaluate-generation", "--news", "nope.jsonl"], "the samples: no file nope.jsonl"),
     (["annotate", "--input", "nope.txt", "--parser", "conllu", "--conllu", "x"],
      "--input: no file nope.txt"),
     (["plot", "nope"], "no run at nope"),

@@ -60,6 +60,34 @@ INPUT_FLAGS: dict[str, tuple[tuple[str, Callable[[str, str], None]], ...]] = {
 }
 
 
+#: command -> (its first positional argument's check, the flags that take no value, the
+#: flags that take every value up to the next flag): ``evaluate-generation FILE``.
+POSITIONAL_INPUTS: dict[str, tuple[Callable[[str, str], None], tuple[str, ...],
+                                   tuple[str, ...]]] = {
+    "evaluate-generation": (lambda _, value: existing_file(
+        "the samples", value, "a JSONL file, as synlm generate writes"),
+        ("--news",), ("--rlm-set",)),
+}
+
+
+def _first_positional(args: Sequence[str], switches: tuple[str, ...],
+                      many: tuple[str, ...]) -> str | None:
+    """The first argument that is no flag nor a flag's value, as argparse reads ``args``
+    (``switches`` take no value, ``many`` every value up to the next flag, the others one)."""
+    takes = 0
+    for arg in args:
+        if arg.startswith("-"):
+            flag, eq, _ = arg.partition("=")
+            names = _spellings(flag) if flag.startswith("--") else (flag,)
+            takes = 0 if eq or any(n in switches for n in names) else \
+                -1 if any(n in many for n in names) else 1
+        elif takes:
+            takes -= takes > 0
+        else:
+            return arg
+    return None
+
+
 def _spellings(flag: str) -> tuple[str, str]:
     """A flag with dashes and with underscores (``CommandParser`` takes both)."""
     name = flag[2:]
@@ -72,6 +100,11 @@ def check_inputs(command: str, args: Sequence[str]) -> None:
     for flag, check in INPUT_FLAGS.get(command, ()):
         for _, _, value in usage.flag_values(args, *_spellings(flag)):
             check(flag, value)
+    if command in POSITIONAL_INPUTS:
+        check, switches, many = POSITIONAL_INPUTS[command]
+        value = _first_positional(args, switches, many)
+        if value is not None:
+            check(command, value)
 
 
 #: ``--ckpt_path`` values Lightning resolves itself (synlm resolves ``best`` and ``last``
