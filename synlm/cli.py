@@ -4,8 +4,9 @@
 ``ls``.
 
 This module imports only what answering at once needs (``--help``, ``--version``, ``ls``,
-an unknown command, a missing config file, a bad ``SYNLM_THREADS``); each command's module
-(torch, Lightning: seconds) is imported when that command runs.
+an unknown command, ``fit --help``, a missing config file, a bad ``SYNLM_THREADS``, and the
+inputs a command's flags name that need no model: ``synlm.runtime.inputs``); each command's
+module (torch, Lightning: seconds) is imported when that command runs.
 
 Errors: each command prints synlm's own (``synlm.errors.SynLMError``) as one line and exits
 with code 2 (``synlm.errors.report``; ``SYNLM_TRACEBACK=1`` prints their traceback too);

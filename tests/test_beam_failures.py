@@ -128,14 +128,16 @@ def test_parse_writes_an_empty_line_and_counts_it(capsys: pytest.CaptureFixture,
                                                   monkeypatch: pytest.MonkeyPatch,
                                                   tmp_path: Path) -> None:
     monkeypatch.setattr(parse, "load_model", lambda path: tiny_rnng())
+    ckpt = tmp_path / "rnng.ckpt"
+    ckpt.touch()  # the command checks that the checkpoint is there
     text = tmp_path / "in.txt"
     text.write_text("the dog sleeps\nthe dog never sleeps\na cat sees the dog\n")
-    assert run_cli(["parse", "--ckpt_path", "rnng.ckpt", "--input", str(text)]) == 0
+    assert run_cli(["parse", "--ckpt_path", str(ckpt), "--input", str(text)]) == 0
     captured = capsys.readouterr()
     lines = captured.out.split("\n")
     assert lines[1] == "" and lines[0].startswith("(") and lines[2].startswith("(")
     assert "1 of 3 sentences have no parse within the beam (sentences 2)" in captured.err
-    assert run_cli(["parse", "--ckpt_path", "rnng.ckpt", "--input", str(text),
+    assert run_cli(["parse", "--ckpt_path", str(ckpt), "--input", str(text),
                     "--format", "json"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert records[1] == {"words": ["the", "dog", "never", "sleeps"], "tree": None,

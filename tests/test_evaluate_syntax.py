@@ -186,15 +186,17 @@ def test_eos_flags_flip_a_pair(capsys, monkeypatch, tmp_path):
                      + "\n")
     monkeypatch.setattr(evaluate_syntax, "_scorers",
                         lambda args, build: [("stub", EndsAfterAVerb(), [])])
-    reference, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs))
+    ckpt = tmp_path / "x.ckpt"
+    ckpt.touch()  # the command checks that the checkpoint is there
+    reference, _ = evaluate(capsys, "--ckpt_path", str(ckpt), "--pairs", str(pairs))
     assert reference["benchmarks"] == ["pairs"]
     assert reference["headline"]["pairs/accuracy"] == 0.0  # -6 < -5: the words alone
     assert reference["conventions"]["pairs"]["eos"] is False
-    with_eos, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs), "--eos")
+    with_eos, _ = evaluate(capsys, "--ckpt_path", str(ckpt), "--pairs", str(pairs), "--eos")
     assert with_eos["headline"]["pairs/accuracy"] == 1.0  # -6.1 > -10
     assert with_eos["conventions"]["pairs"] == {
         "eos": True, "reference": False, "text": "synlm's: with the end-of-sentence term"}
-    no_eos, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs), "--no-eos")
+    no_eos, _ = evaluate(capsys, "--ckpt_path", str(ckpt), "--pairs", str(pairs), "--no-eos")
     assert no_eos["headline"]["pairs/accuracy"] == 0.0
 
 
