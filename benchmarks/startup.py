@@ -1,7 +1,9 @@
 """Benchmark: how long the ``synlm`` command takes to answer what needs no model (``--help``,
-``--version``, ``ls``, an unknown command, a missing config file, a bad flag of ``parse``)
-against a bare ``python -c pass`` on the same machine, and, for scale, what imports the
-training stack (``synlm fit --help``). Each is the median of ``--repeat`` fresh processes.
+``--version``, ``ls``, an unknown command, a missing config file, ``fit --help``, a missing
+checkpoint or run folder, an unknown suite) against a bare ``python -c pass`` on the same
+machine, and, for scale, what imports torch (a bad flag of ``parse``) and the training stack
+(``synlm fit --help-all``). Each is the median of ``--repeat`` fresh processes. (A file that
+is no checkpoint stands for one where a check must pass: ``benchmarks/startup.py``.)
 
     python benchmarks/startup.py [--repeat 5] [--json]
 """
@@ -27,10 +29,19 @@ COMMANDS: dict[str, list[str] | None] = {
     "synlm ls": ["ls"],
     "synlm fitt (unknown command)": ["fitt"],
     "synlm fit --config nope.yaml": ["fit", "--config", "nope.yaml"],
+    "synlm fit --help": ["fit", "--help"],
+    "synlm fit --ckpt_path nope": ["fit", "--config", "quickstart.yaml", "--ckpt_path", "nope"],
+    "synlm test --ckpt_path nope": ["test", "--ckpt_path", "nope"],
+    "synlm evaluate-syntax --ckpt_path nope": ["evaluate-syntax", "--ckpt_path", "nope"],
+    "synlm evaluate-syntax --suites subordinationn": [
+        "evaluate-syntax", "--ckpt_path", "benchmarks/startup.py", "--benchmark", "syntaxgym",
+        "--suites", "subordinationn"],
+    "synlm parse --ckpt_path nope": ["parse", "--ckpt_path", "nope", "--treebank", "nope"],
+    "synlm generate --ckpt_path nope": ["generate", "--ckpt_path", "nope"],
     "synlm parse --bogus (imports torch)": ["parse", "--bogus"],
     "synlm fit --data.batch_size=0 (imports Lightning)": ["fit", "--config", "quickstart.yaml",
                                                           "--data.batch_size=0"],
-    "synlm fit --help (imports Lightning)": ["fit", "--help"],
+    "synlm fit --help-all (imports Lightning)": ["fit", "--help-all"],
 }
 
 

@@ -4,8 +4,9 @@
 ``ls``.
 
 This module imports only what answering at once needs (``--help``, ``--version``, ``ls``,
-an unknown command, a missing config file, a bad ``SYNLM_THREADS``); each command's module
-(torch, Lightning: seconds) is imported when that command runs.
+an unknown command, ``fit --help``, a missing config file, a bad ``SYNLM_THREADS``, and the
+inputs a command's flags name that need no model: ``synlm.runtime.inputs``); each command's
+module (torch, Lightning: seconds) is imported when that command runs.
 
 Errors: each command prints synlm's own (``synlm.errors.SynLMError``) as one line and exits
 with code 2 (``synlm.errors.report``; ``SYNLM_TRACEBACK=1`` prints their traceback too);
@@ -22,12 +23,15 @@ from typing import Any
 from synlm.catalog import component_summaries
 from synlm.errors import SynLMError, report
 from synlm.runtime import usage
+from synlm.runtime.inputs import check_inputs, check_run_inputs
 from synlm.runtime.threads import configure_threads, wait_passively
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 #: Commands that parse their arguments, and answer ``--help`` or a wrong flag, before torch
 #: loads: they set the thread count themselves (``configure_threads``) once the flags are good.
 THREADS_AFTER_PARSING = ("evaluate-syntax", "export-hf", "convert")
+#: Commands that read no model, and so never import torch: no thread count to set.
+WITHOUT_A_MODEL = ("plot", "annotate")
 
 
 def _ls() -> int:
@@ -58,6 +62,14 @@ def _command(name: str) -> Callable[[list[str]], int]:
         from synlm.commands.convert import main as convert_main
 
         return convert_main
+    if name == "plot":
+        from synlm.commands.plot import main as plot_main
+
+        return plot_main
+    if name == "annotate":
+        from synlm.commands.annotate import main as annotate_main
+
+        return annotate_main
     if name == "lm-eval":
         try:
             from synlm.lm_eval_model import main as lm_eval_main
@@ -67,24 +79,14 @@ def _command(name: str) -> Callable[[list[str]], int]:
             missing = err
             return lambda args: report(missing, "synlm lm-eval")
         return lm_eval_main
-    from synlm import lightning_cli
-
-    if name == "annotate":
-        from synlm.commands.annotate import main as annotate_main
-
-        return annotate_main
-    if name == "plot":
-        from synlm.commands.plot import main as plot_main
-
-        return plot_main
     if name in ("generate", "evaluate-generation"):
         from synlm.commands import generate
 
         run = generate.main if name == "generate" else generate.evaluate_main
-        return lambda args: run(args, build_run=lightning_cli.build_run)
+        return lambda args: run(args, build_run=_build_run)
     from synlm.commands.parse import main as parse_main  # the one command left: parse
 
-    return lambda args: parse_main(args, build_model=lightning_cli.build_model)
+    return lambda args: parse_main(args, build_model=_build_model)
 
 
 def _build_model(*args: Any, **kwargs: Any) -> Any:
@@ -93,6 +95,17 @@ def _build_model(*args: Any, **kwargs: Any) -> Any:
     from synlm.lightning_cli import build_model
 
     return build_model(*args, **kwargs)
+
+
+def _build_run(*args: Any, **kwargs: Any) -> Any:
+    """``synlm.lightning_cli.build_run``, imported when a command first builds a run."""
+    from synlm.lightning_cli import build_run
+
+    return build_run(*args, **kwargs)
+
+
+def _wants_help(args: Sequence[str]) -> bool:
+    return any(arg in ("-h", "--help") for arg in args)
 
 
 def _find_local_components() -> None:
@@ -117,12 +130,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args[0] == "ls":
         return _ls()
-    if args[0] in LIGHTNING_COMMANDS:
+    if args[0] == "fit" and _wants_help(args[1:]):
+        print(usage.fit_help())
+        return 0
+    if usage.FULL_HELP in args[1:] and args[0] in LIGHTNING_COMMANDS:
+        args = [a if a != usage.FULL_HELP else "--help" for a in args]  # LightningCLI's own
+    elif args[0] in LIGHTNING_COMMANDS:
         problem = usage.config_error(usage.resolve_configs(args))
         if problem:
             print(f"synlm {args[0]}: error: {problem}", file=sys.stderr)
             return 2
-    if args[0] in THREADS_AFTER_PARSING:
+        try:
+            check_run_inputs(args[0], args[1:])
+        except SynLMError as err:
+            return report(err, "synlm: error")
+    elif not _wants_help(args[1:]):
+        try:
+            check_inputs(args[0], args[1:])  # before the command's module imports torch
+        except SynLMError as err:
+            return report(err, f"synlm {args[0]}")
+    if args[0] in (*THREADS_AFTER_PARSING, *WITHOUT_A_MODEL):
         _find_local_components()
         return _command(args[0])(args[1:])
     try:

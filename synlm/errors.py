@@ -7,7 +7,7 @@ Every exception synlm raises on purpose derives from ``SynLMError``::
     │   ├── SettingError            a parameter's value: its name, the value, what would do
     │   ├── MissingFileError        a file or folder a user named is not there
     │   │                           (also a FileNotFoundError: errors.reading)
-    │   ├── CheckpointError         synlm.runtime.runs: a checkpoint missing or unreadable
+    │   ├── CheckpointError         synlm.runtime.run_folders: a checkpoint missing or unreadable
     │   ├── CorpusError             synlm.data.corpora: a corpus file missing or malformed
     │   │   └── SuiteError          synlm.tse.syntaxgym: a test suite file
     │   ├── ReaderError             synlm.syntax.readers: a malformed treebank file
@@ -135,3 +135,25 @@ def non_negative(name: str, value: float | None) -> None:
     """A weight, a threshold: zero or more; None passes (unset)."""
     if value is not None and value < 0:
         raise SettingError(name, value, "a number >= 0")
+
+
+def existing_file(flag: str, path: str | Path, what: str) -> None:
+    """The file ``path`` that ``flag`` names is there: a missing one is a one-line
+    ``MissingFileError`` saying ``what`` the flag takes, a folder an ``InputError``."""
+    if Path(path).is_dir():
+        raise InputError(f"{flag}: {path} is a folder; expected {what}")
+    if not Path(path).is_file():
+        raise MissingFileError(f"{flag}: no file {path} ({what})")
+
+
+def model_folder(name: str) -> None:
+    """A Hugging Face model's ``name`` that can only be a local folder (absolute, starting
+    with ``.`` or ``~``, or with more than one ``/``) is one; a file never is. Hub names
+    (``gpt2``, ``org/model``) pass."""
+    path = Path(name).expanduser()
+    if path.is_file():
+        raise InputError(f"{name}: a file, expected a folder written by save_pretrained")
+    if not path.exists() and (path.is_absolute() or name.startswith((".", "~"))
+                              or name.count("/") > 1):
+        raise MissingFileError(f"{name}: no such folder; expected a folder written by "
+                               f"save_pretrained or a Hugging Face hub name")

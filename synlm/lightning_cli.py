@@ -51,6 +51,7 @@ from synlm.lm import SyntaxLM
 from synlm.registry import recipe_class  # importing it registers the short class names
 from synlm.runtime import checks, runs, usage
 from synlm.runtime import lightning_internals as internals
+from synlm.runtime.inputs import LIGHTNING_CKPT_NAMES
 from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
 from synlm.transition.lm import TransitionLM
 
@@ -80,9 +81,6 @@ warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter")
 # Lightning 2.6 under torch >= 2.10, once per run, nothing a user can act on
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
-#: ``--ckpt_path`` values Lightning resolves itself (synlm resolves ``best`` and ``last``
-#: among the run folders: ``parse_arguments``).
-LIGHTNING_CKPT_NAMES = ("hpc", "registry")
 #: The checkpoint's key for the number of threads torch ran the fit with (``RunCheckpoint``):
 #: ``fit --ckpt_path`` goes on with it (``ThreadChoice.resume``).
 THREADS_KEY = "synlm_threads"
@@ -283,7 +281,7 @@ class SynLMArgumentParser(LightningArgumentParser):
         if self.raises:
             raise InputError(said) from ex
         prog = parser.prog.replace(" [options]", "")
-        sys.stderr.write(f"{prog}: error: {said} ({prog} --help lists every option)\n")
+        sys.stderr.write(f"{prog}: error: {said} ({prog} {usage.FULL_HELP} lists every option)\n")
         self.exit(2)
 
 

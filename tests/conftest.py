@@ -11,8 +11,10 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import pytest
 import torch
@@ -204,6 +206,15 @@ def write_stories(path: Path, n: int, start: int = 0) -> None:
         for i in range(start, start + n):
             writer.writerow([f"[MALE] woke up {i} .", "he ate .", "he ran .", "it rained .",
                              f"he slept {i} .", "1"])
+
+
+def fake_models(monkeypatch: pytest.MonkeyPatch, load: Callable[[str], Any]) -> None:
+    """``synlm evaluate-syntax --ckpt_path ANY`` reads ``load(ANY)``: its checkpoint check
+    (made before torch loads) passes every path, and its loader is ``load``."""
+    from synlm.commands import evaluate_syntax
+
+    monkeypatch.setattr(evaluate_syntax, "check_checkpoint", lambda *args, **kwargs: None)
+    monkeypatch.setattr(evaluate_syntax, "load_model", load)
 
 
 def run_cli(args: list[str]) -> int:

@@ -13,8 +13,8 @@ import pytest
 import torch
 from nltk import Tree
 
-from conftest import run_cli
-from synlm.commands import evaluate_syntax, parse
+from conftest import fake_models, run_cli
+from synlm.commands import parse
 from synlm.data.vocab import Vocab
 from synlm.errors import InputError
 from synlm.outputs import ActionBatch
@@ -105,7 +105,7 @@ def test_the_tse_scorer_counts_a_pair_without_a_parse_apart() -> None:
 
 def test_evaluate_syntax_marks_the_pair_and_names_the_convention(
         capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: tiny_rnng())
+    fake_models(monkeypatch, lambda path: tiny_rnng())
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("".join(json.dumps({"sentence_good": g, "sentence_bad": b}) + "\n"
                              for g, b in [("the dog never sleeps", "the dog never sleep"),
@@ -129,14 +129,16 @@ def test_parse_writes_an_empty_line_and_counts_it(capsys: pytest.CaptureFixture,
                                                   monkeypatch: pytest.MonkeyPatch,
                                                   tmp_path: Path) -> None:
     monkeypatch.setattr(parse, "load_model", lambda path: tiny_rnng())
+    ckpt = tmp_path / "rnng.ckpt"
+    ckpt.touch()  # the command checks that the checkpoint is there
     text = tmp_path / "in.txt"
     text.write_text("the dog sleeps\nthe dog never sleeps\na cat sees the dog\n")
-    assert run_cli(["parse", "--ckpt_path", "rnng.ckpt", "--input", str(text)]) == 0
+    assert run_cli(["parse", "--ckpt_path", str(ckpt), "--input", str(text)]) == 0
     captured = capsys.readouterr()
     lines = captured.out.split("\n")
     assert lines[1] == "" and lines[0].startswith("(") and lines[2].startswith("(")
     assert "1 of 3 sentences have no parse within the beam (sentences 2)" in captured.err
-    assert run_cli(["parse", "--ckpt_path", "rnng.ckpt", "--input", str(text),
+    assert run_cli(["parse", "--ckpt_path", str(ckpt), "--input", str(text),
                     "--format", "json"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert records[1] == {"words": ["the", "dog", "never", "sleeps"], "tree": None,
@@ -170,7 +172,7 @@ def test_an_empty_sentence_is_a_one_line_error_naming_it(
                          torch.tensor([3, 0]), BeamSettings(6, 3, 1))
     with pytest.raises(InputError, match="sentence 2 of 2: no words"):
         ModelScorer(model).score([["the", "dog", "sleeps"], []])
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: tiny_rnng())
+    fake_models(monkeypatch, lambda path: tiny_rnng())
     text = tmp_path / "sentences.txt"
     text.write_text("the dog sleeps\n. ,\n")
     assert run_cli(["evaluate-syntax", "--ckpt_path", "rnng.ckpt", "--sentences", str(text),

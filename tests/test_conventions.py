@@ -15,7 +15,7 @@ import torch
 from test_beam_failures import tiny_rnng
 from test_evaluate_syntax import unigram_model
 
-from conftest import TINY_OVERRIDES, run_cli
+from conftest import TINY_OVERRIDES, fake_models, run_cli
 from synlm.catalog import REPO_CONFIGS
 from synlm.commands import evaluate_syntax
 from synlm.transition.action_transformer import ActionTransformer
@@ -89,7 +89,7 @@ def pairs_file(tmp_path: Path) -> Path:
 def test_eos_is_refused_where_the_end_term_is_zero(capsys: pytest.CaptureFixture,
                                                    monkeypatch: pytest.MonkeyPatch,
                                                    tmp_path: Path) -> None:
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: (
+    fake_models(monkeypatch, lambda path: (
         unigram_model() if path == "lstm.ckpt" else tiny_rnng()))
     pairs = str(pairs_file(tmp_path))
     assert run_cli(["evaluate-syntax", "--ckpt_path", "rnng.ckpt", "--pairs", pairs,
@@ -127,7 +127,7 @@ def test_eos_is_refused_where_the_end_term_is_zero(capsys: pytest.CaptureFixture
 def test_a_beam_flag_for_a_model_without_a_search_is_one_line(
         args: list[str], capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    fake_models(monkeypatch, lambda path: unigram_model())
     assert run_cli(["evaluate-syntax", *args, "--pairs", str(pairs_file(tmp_path))]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and args[2] in err and "no beam search" in err

@@ -41,7 +41,7 @@ def test_cli_page_has_the_help_of_every_subcommand(site: Path) -> None:
         assert f"$ synlm {command} --help" in text, command
         assert re.search(rf"usage: synlm (\[options\] )?{command} ", text), command
     assert "--list-structures" in text  # synlm parse's options, in full
-    assert "more lines: synlm fit --help" in text  # LightningCLI's, abridged
+    assert "more lines: synlm fit --help-all" in text  # LightningCLI's, abridged
     assert "$ synlm ls" in text and "AWDLSTM" in text and "quickstart.yaml" in text
 
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from backbone_cases import CASES
-from conftest import run_cli, tiny_palm_config
+from conftest import fake_models, run_cli, tiny_palm_config
 from staged import staged
 from synlm.commands import evaluate_syntax
 from synlm.data.vocab import Vocab
@@ -110,7 +110,7 @@ def test_a_unigram_model_gets_the_accuracies_computed_by_hand(capsys, monkeypatc
     vocabulary (the <unk> pair out), sentence log-probabilities the unigram sums; Marvin &
     Linzen: Simple agreement 1/2, the NPI item right (it beats both); SyntaxGym: one item of
     two right, SG score 0.5."""
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    fake_models(monkeypatch, lambda path: unigram_model())
     data = toy_data(tmp_path / "data")
     out, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--data-dir", str(data),
                       "--suites", "number_src", "--output", str(tmp_path / "records.jsonl"))
@@ -186,15 +186,17 @@ def test_eos_flags_flip_a_pair(capsys, monkeypatch, tmp_path):
                      + "\n")
     monkeypatch.setattr(evaluate_syntax, "_scorers",
                         lambda args, build: [("stub", "x.ckpt", EndsAfterAVerb(), [])])
-    reference, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs))
+    ckpt = tmp_path / "x.ckpt"
+    ckpt.touch()  # the command checks that the checkpoint is there
+    reference, _ = evaluate(capsys, "--ckpt_path", str(ckpt), "--pairs", str(pairs))
     assert reference["benchmarks"] == ["pairs"]
     assert reference["headline"]["pairs/accuracy"] == 0.0  # -6 < -5: the words alone
     assert reference["conventions"]["pairs"]["eos"] is False
-    with_eos, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs), "--eos")
+    with_eos, _ = evaluate(capsys, "--ckpt_path", str(ckpt), "--pairs", str(pairs), "--eos")
     assert with_eos["headline"]["pairs/accuracy"] == 1.0  # -6.1 > -10
     assert with_eos["conventions"]["pairs"] == {
         "eos": True, "reference": False, "text": "synlm's: with the end-of-sentence term"}
-    no_eos, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--pairs", str(pairs), "--no-eos")
+    no_eos, _ = evaluate(capsys, "--ckpt_path", str(ckpt), "--pairs", str(pairs), "--no-eos")
     assert no_eos["headline"]["pairs/accuracy"] == 0.0
 
 
@@ -204,7 +206,7 @@ def test_a_suite_file_of_ones_own_and_the_region_table(capsys, monkeypatch, tmp_
     suite = toy_data(tmp_path / "data") / "syntaxgym" / "test_suites" / "number_src.json"
     mine = tmp_path / "my_suite.json"
     mine.write_text(suite.read_text().replace('"number_src"', '"my_suite"'))
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    fake_models(monkeypatch, lambda path: unigram_model())
     out, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--benchmark", "syntaxgym",
                       "--suites", str(mine), "--regions", str(tmp_path / "regions.tsv"))
     assert set(out["syntaxgym"]["suites"]) == {"my_suite"}
@@ -285,7 +287,7 @@ def test_untrained_seeds_give_mean_and_std(capsys, monkeypatch, tmp_path):
 ])
 def test_bad_input_is_one_line(capsys, monkeypatch, args, message):
     if args[1] == "x.ckpt":
-        monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+        fake_models(monkeypatch, lambda path: unigram_model())
     assert run_cli(["evaluate-syntax", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
@@ -322,7 +324,7 @@ def test_several_models_side_by_side_with_their_untrained_rows(capsys, monkeypat
     """Two checkpoints in one command: a headline each, each with its untrained copies' row
     (two seeds), a side-by-side report (tables in three formats, plots) and a paired test;
     the same model twice differs by nothing."""
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    fake_models(monkeypatch, lambda path: unigram_model())
     data = toy_data(tmp_path / "data")
     report = tmp_path / "report"
     out, err = evaluate(capsys, "--ckpt_path", "a.ckpt", "b.ckpt", "--untrained", "2",
@@ -350,7 +352,7 @@ def test_several_models_side_by_side_with_their_untrained_rows(capsys, monkeypat
 def test_token_surprisals_of_ones_own_sentences(capsys, monkeypatch, tmp_path):
     """``--sentences`` with ``--surprisals``: lm-zoo's table, in bits, with the end of the
     sentence as the last row of each sentence."""
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    fake_models(monkeypatch, lambda path: unigram_model())
     (tmp_path / "s.txt").write_text("The cat sleeps.\n\nThe dogs bark\n")
     out, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--sentences", str(tmp_path / "s.txt"),
                       "--surprisals", str(tmp_path / "s.tsv"))
@@ -387,7 +389,7 @@ def test_a_truncated_download_is_one_line_naming_the_flag(capsys, monkeypatch, t
     data = toy_data(tmp_path / "data")
     path = data / "marvin_linzen" / "marvin_linzen.jsonl.gz"
     path.write_bytes(path.read_bytes()[:40])
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    fake_models(monkeypatch, lambda path: unigram_model())
     assert run_cli(["evaluate-syntax", "--ckpt_path", "x.ckpt", "--data-dir", str(data),
                     "--benchmark", "marvin-linzen"]) == 2
     err = capsys.readouterr().err.strip()

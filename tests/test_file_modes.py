@@ -15,8 +15,7 @@ from fsspec.implementations.local import get_umask
 from test_evaluate_syntax import evaluate, toy_data, unigram_model
 from test_runs import fit
 
-from conftest import run_cli
-from synlm.commands import evaluate_syntax
+from conftest import fake_models, run_cli
 from synlm.files import current_umask
 
 MASKS = [0o022, 0o077]
@@ -66,7 +65,7 @@ def test_a_run_folder_and_its_export(umask: int, tmp_path: Path) -> None:
 
 def test_report_tables_plots_records_surprisals_and_regions(umask: int, capsys, monkeypatch,
                                                            tmp_path: Path) -> None:
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    fake_models(monkeypatch, lambda path: unigram_model())
     data = toy_data(tmp_path / "data")
     out = tmp_path / "out"
     out.mkdir()

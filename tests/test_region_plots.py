@@ -13,7 +13,7 @@ import pytest
 from numpy.testing import assert_allclose
 from test_evaluate_syntax import evaluate, toy_data, unigram_model
 
-from synlm.commands import evaluate_syntax
+from conftest import fake_models
 from synlm.errors import InputError
 from synlm.tse import plots
 
@@ -88,7 +88,7 @@ def test_the_figure_plots_the_means_and_their_intervals() -> None:
 
 
 def test_report_draws_the_region_figure_of_a_syntaxgym_run(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(evaluate_syntax, "load_model", lambda path: unigram_model())
+    fake_models(monkeypatch, lambda path: unigram_model())
     data = toy_data(tmp_path / "data")
     report = tmp_path / "report"
     out, _ = evaluate(capsys, "--ckpt_path", "a.ckpt", "b.ckpt", "--data-dir", str(data),

@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from synlm.data.annotation import annotate
-from synlm.errors import SynLMError, report
+from synlm.errors import SynLMError, existing_file, report
 from synlm.runtime.arguments import CommandParser
+
+#: What ``--input`` takes in each ``--format``.
+INPUTS = {"lines": "a text file, one sentence a line", "rocstories": "a ROCStories CSV"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,6 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--output", type=Path, help="default: under the cache folder")
     args = p.parse_args(argv)
     try:
+        existing_file("--input", args.input, INPUTS[args.format])
+        if args.conllu is not None:
+            existing_file("--conllu", args.conllu, "a CoNLL-U parse of the input")
+        from synlm.data.annotation import annotate  # nltk, spaCy: after the checks
+
         path = annotate(args.input, args.format, args.parser, args.model, args.conllu,
                         args.output)
     except SynLMError as err:  # AnnotateError, CorpusError, ReaderError, ...

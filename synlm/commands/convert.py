@@ -47,11 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``synlm convert``; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
-        configure_threads()
         out = Path(args.out)
         _check_out(out, args.force)
         if not Path(args.checkpoint).is_file():
             raise InputError(f"{args.checkpoint}: no such file")
+        configure_threads()  # torch: after the checks
         write_run(args.checkpoint, out)
     except SynLMError as err:
         return report(err, PROG)

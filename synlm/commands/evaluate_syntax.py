@@ -40,9 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from synlm.capabilities import Searches
-from synlm.errors import InputError, SynLMError, report
+from synlm.errors import InputError, SynLMError, existing_file, model_folder, report
+from synlm.runtime import usage
 from synlm.runtime.arguments import CommandParser
 from synlm.runtime.labels import default_labels, label_problem
+from synlm.runtime.run_folders import check_checkpoint
 from synlm.runtime.threads import configure_threads
 from synlm.tse.benchmarks import (
     BENCHMARKS,
@@ -439,6 +441,22 @@ def argument_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def check_inputs(args: argparse.Namespace) -> None:
+    """What the flags name that needs no model to check, checked before torch is imported:
+    each checkpoint or run folder, each local Hugging Face folder, the config, the
+    sentence file."""
+    for path in args.ckpt_path or ():
+        check_checkpoint(path, folder="best")
+    for name in args.hf or ():
+        model_folder(name)
+    if args.config:
+        problem = usage.config_error(usage.resolve_configs(["--config", args.config]))
+        if problem:
+            raise InputError(problem)
+    if args.sentences:
+        existing_file("--sentences", args.sentences, "a text file, one sentence a line")
+
+
 def load_model(path: str) -> Any:
     """The synlm model of a checkpoint or run folder (``synlm.loading.load_model``, imported
     here when a model is read, so that ``--help`` answers before torch loads)."""
@@ -755,10 +773,11 @@ def main(argv: list[str] | None = None,
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     try:
-        threads = configure_threads()
-        models = _scorers(args, build_model)  # a bad checkpoint stops the run before the data
+        check_inputs(args)  # what needs no model, then the data: before torch loads
         loaded = {} if args.sentences else load_benchmarks(
             args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)
+        threads = configure_threads()
+        models = _scorers(args, build_model)
         runs = []
         for name, source, scorer, chance in models:
             if args.sentences:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from synlm.errors import SynLMError, report
 from synlm.runtime.arguments import CommandParser
+from synlm.runtime.run_folders import check_checkpoint
 from synlm.runtime.threads import configure_threads
 
 PROG = "synlm export-hf"
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``synlm export-hf``; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
+        check_checkpoint(args.ckpt_path, folder="best")  # before torch loads
         configure_threads()
         from synlm.hf_export import check_out, export_hf
         from synlm.loading import load_model

@@ -20,12 +20,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from synlm.errors import InputError, SynLMError, report
 from synlm.runtime.arguments import CommandParser
-from synlm.runtime.runs import version_dir, versions
+from synlm.runtime.run_folders import version_dir, versions
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 METRICS_FILE = "metrics.csv"
 #: What ``--output`` may end in (matplotlib picks the format from it).
@@ -131,6 +133,8 @@ def series(run: Run, metric: str, x: str = "step") -> tuple[list[float], list[fl
 def figure(runs: Sequence[Run], metrics: Sequence[str], x: str = "step") -> Figure:
     """One subplot per metric (up to three a row), one line per run that logged it, labelled
     with the run's name."""
+    from matplotlib.figure import Figure  # a second: once the runs are read
+
     check_metrics(runs, metrics)
     cols = min(3, len(metrics))
     rows = math.ceil(len(metrics) / cols)

@@ -24,11 +24,10 @@ from __future__ import annotations
 import csv
 import importlib.util
 import math
-import re
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from lightning.fabric.loggers.logger import rank_zero_experiment
@@ -38,96 +37,28 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from synlm.errors import InputError
 
-LAST = "last.ckpt"
-CHECKPOINTS = "checkpoints"
+# the paths alone, torch-free, named here too (runs.resolve_checkpoint, runs.LAST, ...)
+from synlm.runtime.run_folders import CHECKPOINTS as CHECKPOINTS
+from synlm.runtime.run_folders import LAST as LAST
+from synlm.runtime.run_folders import WHICH as WHICH
+from synlm.runtime.run_folders import CheckpointError as CheckpointError
+from synlm.runtime.run_folders import Which as Which
+from synlm.runtime.run_folders import latest as latest
+from synlm.runtime.run_folders import next_version as next_version
+from synlm.runtime.run_folders import resolve_checkpoint as resolve_checkpoint
+from synlm.runtime.run_folders import version_dir as version_dir
+from synlm.runtime.run_folders import versions as versions
+
 #: The checkpoint's key for the resolved config of the run that wrote it (YAML).
 CONFIG_KEY = "synlm_config"
 #: The checkpoint's key for the latest validation before it was saved: ``{"step": N,
 #: "metrics": {"val/ppl": ..., ...}}`` (``RunCheckpoint``), for summaries and ``best``.
 VALIDATION_KEY = "synlm_validation"
-#: What a run folder stands for: its best checkpoint by ``val/ppl``, or its last.
-Which = Literal["best", "last"]
-WHICH: tuple[Which, ...] = ("best", "last")
-_VERSION = re.compile(r"version_(\d+)")
 
 
-class CheckpointError(InputError):
-    """A checkpoint that is missing or cannot be read, as one line."""
-
-
-def versions(root: Path) -> list[int]:
-    """The ``N`` of each ``root/version_N`` folder, ascending."""
-    if not root.is_dir():
-        return []
-    found = (_VERSION.fullmatch(p.name) for p in root.iterdir() if p.is_dir())
-    return sorted(int(m.group(1)) for m in found if m)
-
-
-def version_dir(root: Path, version: int) -> Path:
-    return root / f"version_{version}"
-
-
-def next_version(root: Path) -> int:
-    """The ``N`` a new run under ``root`` takes: one past the highest."""
-    return max(versions(root), default=-1) + 1
-
-
-def best_in_run(run: Path) -> Path | None:
-    """One run folder's best checkpoint by ``val/ppl``: among its ``checkpoints/`` other
-    than ``last.ckpt`` (``RunCheckpoint`` keeps one), the lowest ``val/ppl`` they carry."""
-    found = sorted(p for p in (run / CHECKPOINTS).glob("*.ckpt") if p.name != LAST)
-    if len(found) < 2:
-        return found[0] if found else None
-    return min(found, key=lambda p: validation(read_checkpoint(p)).get("val/ppl", math.inf))
-
-
-def in_run(run: Path, which: Which) -> Path | None:
-    """One run folder's ``best`` or ``last`` checkpoint, if it saved one."""
-    if which == "best":
-        return best_in_run(run)
-    last = run / CHECKPOINTS / LAST
-    return last if last.is_file() else None
-
-
-def latest(root: Path, which: Which) -> tuple[int, Path] | None:
-    """The newest run under ``root`` with a ``which`` checkpoint: its version and that file."""
-    for version in reversed(versions(root)):
-        path = in_run(version_dir(root, version), which)
-        if path is not None:
-            return version, path
-    return None
-
-
-def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path",
-                       folder: Which = "last") -> Path:
-    """The checkpoint file ``path`` names: itself; ``FOLDER/best`` or ``FOLDER/last`` (one
-    run's folder, or ``runs/X`` for its newest run that has one); a folder alone stands for
-    its ``folder`` checkpoint. A missing one is a ``CheckpointError`` naming ``flag``."""
-    path = Path(path)
-    if path.is_file():
-        return path
-    which: Which = folder
-    named = not path.is_dir() and path.name in WHICH and path.parent.is_dir()
-    if named:
-        which, path = path.name, path.parent  # type: ignore[assignment]
-    if path.is_dir():
-        # a folder alone, for a best: its last when no validation saved one
-        for kind in (which,) if named or which == "last" else (which, "last"):
-            found = in_run(path, kind) or (latest(path, kind) or (None, None))[1]
-            if found is not None:
-                return found
-        looked = {"best": f"{CHECKPOINTS}/epoch*.ckpt (a validation saves one)",
-                  "last": f"{CHECKPOINTS}/{LAST}"}[which] if named else f"{CHECKPOINTS}/*.ckpt"
-        raise CheckpointError(f"{flag}: {path} holds no {which + ' ' if named else ''}"
-                              f"checkpoint (looked for {looked} in it and its version_*); has "
-                              "its run saved one yet?")
-    hint = "; train the first phase or fix the path" if flag == "model.init_from" else ""
-    if path.parent.name == CHECKPOINTS and not path.parent.is_dir():
-        # the layout before run versions: runs/X/checkpoints/last.ckpt
-        run = path.parent.parent
-        hint = f"; runs keep theirs in {run}/version_N/{CHECKPOINTS}/, and {run}/best, " \
-               f"{run}/last name the newest run's"
-    raise CheckpointError(f"{flag}: no checkpoint at {path}{hint}")
+def best_of(checkpoints: list[Path]) -> Path:
+    """The checkpoint of ``checkpoints`` with the lowest ``val/ppl`` it carries."""
+    return min(checkpoints, key=lambda p: validation(read_checkpoint(p)).get("val/ppl", math.inf))
 
 
 def validation(checkpoint: dict[str, Any]) -> dict[str, float]:

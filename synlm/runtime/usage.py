@@ -56,6 +56,43 @@ def overview() -> str:
     ])
 
 
+#: ``synlm fit``'s flag for LightningCLI's own help: every option, with its documentation.
+FULL_HELP = "--help-all"
+
+
+def fit_help() -> str:
+    """``synlm fit --help``: the config and the flags most runs set, in a screenful; the
+    full list is LightningCLI's help (``synlm fit --help-all``)."""
+    return "\n".join([
+        "usage: synlm fit --config FILE.yaml [--config FILE.yaml ...] [--KEY=VALUE ...]",
+        "",
+        "Train a model; writes runs/<config>/version_N/ (config.yaml, metrics.csv,",
+        "checkpoints/). Every key of a config is a flag too: --section.key=value.",
+        "",
+        "the config:",
+        "  -c, --config FILE        a YAML config, or a shipped one by name (quickstart.yaml;",
+        "                           synlm ls lists them); repeat it to stack several",
+        "  --print_config           print the resolved config and exit",
+        "",
+        "common flags:",
+        "  --trainer.max_epochs N   epochs to train (or --trainer.max_steps N)",
+        "  --trainer.accelerator A  cpu, gpu or auto; --trainer.devices N: how many",
+        "  --trainer.precision P    32-true, bf16-mixed, 16-mixed",
+        "  --trainer.default_root_dir DIR   the run's folder (default runs/<config>)",
+        "  --data.corpus NAME       the corpus (synlm ls: corpora); --data.batch_size N",
+        "  --model.backbone NAME    the backbone (synlm ls: backbones); --model.heads",
+        "  --model.init_from RUN    start from a trained run's weights (checkpoint or folder)",
+        "  --optimizer NAME         a torch.optim class; its settings: --optimizer.lr=0.001",
+        "  --ckpt_path last         continue the newest run where it stopped (or a",
+        "                           checkpoint or run folder to continue)",
+        "  --seed_everything N      the seed of the run",
+        "  --tensorboard true       also log to TensorBoard",
+        "",
+        f"every option of the trainer, model and data, documented: synlm fit {FULL_HELP}",
+        "a class's own options: --model.backbone.help NAME (e.g. ONLSTM)",
+    ])
+
+
 def version() -> str:
     """Read from the installed packages' metadata, without importing them."""
     return (f"synlm {__version__} (torch {metadata.version('torch')}, "

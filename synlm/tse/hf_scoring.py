@@ -32,7 +32,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from synlm.errors import InputError, MissingFileError, at_least
+from synlm.errors import InputError, at_least, model_folder
 from synlm.tse.scores import ScoredSentence, by_length
 
 #: Text any tokenizer of English reads as some tokens (transformers builds a tokenizer with
@@ -238,13 +238,8 @@ def _load(name: str, what: str, load: Callable[[], Any], kind: str = "causal LM"
     """``load()`` of the ``what`` (model, tokenizer) of a ``kind`` (causal LM, masked LM) at
     folder or hub name ``name``; a missing folder or a failure is a one-line ``InputError``
     naming ``name``."""
+    model_folder(name)
     path = Path(name).expanduser()
-    if path.is_file():
-        raise InputError(f"{name}: a file, expected a folder written by save_pretrained")
-    if not path.exists() and (path.is_absolute() or name.startswith((".", "~"))
-                              or name.count("/") > 1):
-        raise MissingFileError(f"{name}: no such folder; expected a folder written by "
-                               f"save_pretrained or a Hugging Face hub name")
     try:
         return load()
     except (OSError, ValueError) as err:

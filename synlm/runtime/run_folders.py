@@ -1,0 +1,124 @@
+"""Run folders and the checkpoints in them, by their paths alone: which checkpoint file a
+path names (``resolve_checkpoint``, the layout in ``synlm.runtime.runs``), and whether it
+names one at all (``check_checkpoint``), answered before torch is imported.
+
+Only ``best`` among several checkpoints of one run reads them (their ``val/ppl``), and
+imports torch to do so."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from synlm.errors import InputError
+
+LAST = "last.ckpt"
+CHECKPOINTS = "checkpoints"
+#: What a run folder stands for: its best checkpoint by ``val/ppl``, or its last.
+Which = Literal["best", "last"]
+WHICH: tuple[Which, ...] = ("best", "last")
+_VERSION = re.compile(r"version_(\d+)")
+
+
+class CheckpointError(InputError):
+    """A checkpoint that is missing or cannot be read, as one line."""
+
+
+def versions(root: Path) -> list[int]:
+    """The ``N`` of each ``root/version_N`` folder, ascending."""
+    if not root.is_dir():
+        return []
+    found = (_VERSION.fullmatch(p.name) for p in root.iterdir() if p.is_dir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def version_dir(root: Path, version: int) -> Path:
+    return root / f"version_{version}"
+
+
+def next_version(root: Path) -> int:
+    """The ``N`` a new run under ``root`` takes: one past the highest."""
+    return max(versions(root), default=-1) + 1
+
+
+def best_candidates(run: Path) -> list[Path]:
+    """One run folder's checkpoints that may be its best: those in ``checkpoints/`` other
+    than ``last.ckpt``."""
+    return sorted(p for p in (run / CHECKPOINTS).glob("*.ckpt") if p.name != LAST)
+
+
+def best_in_run(run: Path) -> Path | None:
+    """One run folder's best checkpoint by ``val/ppl``: among its ``best_candidates``
+    (``RunCheckpoint`` keeps one), the lowest ``val/ppl`` they carry."""
+    found = best_candidates(run)
+    if len(found) < 2:
+        return found[0] if found else None
+    from synlm.runtime.runs import best_of  # reads them: torch
+
+    return best_of(found)
+
+
+def _any_best(run: Path) -> Path | None:
+    """A checkpoint ``best_in_run`` may choose, without reading any."""
+    return next(iter(best_candidates(run)), None)
+
+
+def in_run(run: Path, which: Which, best: Callable[[Path], Path | None] = best_in_run
+           ) -> Path | None:
+    """One run folder's ``best`` or ``last`` checkpoint, if it saved one."""
+    if which == "best":
+        return best(run)
+    last = run / CHECKPOINTS / LAST
+    return last if last.is_file() else None
+
+
+def latest(root: Path, which: Which, best: Callable[[Path], Path | None] = best_in_run
+           ) -> tuple[int, Path] | None:
+    """The newest run under ``root`` with a ``which`` checkpoint: its version and that file."""
+    for version in reversed(versions(root)):
+        path = in_run(version_dir(root, version), which, best)
+        if path is not None:
+            return version, path
+    return None
+
+
+def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path", folder: Which = "last",
+                       best: Callable[[Path], Path | None] = best_in_run) -> Path:
+    """The checkpoint file ``path`` names: itself; ``FOLDER/best`` or ``FOLDER/last`` (one
+    run's folder, or ``runs/X`` for its newest run that has one); a folder alone stands for
+    its ``folder`` checkpoint. A missing one is a ``CheckpointError`` naming ``flag``.
+    ``best``: how one run's best is chosen."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    which: Which = folder
+    named = not path.is_dir() and path.name in WHICH and path.parent.is_dir()
+    if named:
+        which, path = path.name, path.parent  # type: ignore[assignment]
+    if path.is_dir():
+        # a folder alone, for a best: its last when no validation saved one
+        for kind in (which,) if named or which == "last" else (which, "last"):
+            found = in_run(path, kind, best) or (latest(path, kind, best) or (None, None))[1]
+            if found is not None:
+                return found
+        looked = {"best": f"{CHECKPOINTS}/epoch*.ckpt (a validation saves one)",
+                  "last": f"{CHECKPOINTS}/{LAST}"}[which] if named else f"{CHECKPOINTS}/*.ckpt"
+        raise CheckpointError(f"{flag}: {path} holds no {which + ' ' if named else ''}"
+                              f"checkpoint (looked for {looked} in it and its version_*); has "
+                              "its run saved one yet?")
+    hint = "; train the first phase or fix the path" if flag == "model.init_from" else ""
+    if path.parent.name == CHECKPOINTS and not path.parent.is_dir():
+        # the layout before run versions: runs/X/checkpoints/last.ckpt
+        run = path.parent.parent
+        hint = f"; runs keep theirs in {run}/version_N/{CHECKPOINTS}/, and {run}/best, " \
+               f"{run}/last name the newest run's"
+    raise CheckpointError(f"{flag}: no checkpoint at {path}{hint}")
+
+
+def check_checkpoint(path: str | Path, flag: str = "--ckpt_path",
+                     folder: Which = "last") -> None:
+    """``resolve_checkpoint``'s ``CheckpointError`` where ``path`` names no checkpoint,
+    found without reading one (nor importing torch)."""
+    resolve_checkpoint(path, flag, folder, best=_any_best)

@@ -1,0 +1,163 @@
+"""What needs no model is checked before torch is imported: a mistyped checkpoint path or
+run folder, a suite name or file, a benchmark or its files, a sentence, pair, text or config
+file is one line on stderr (exit code 2) with torch not in ``sys.modules``; and ``synlm fit
+--help`` is a screenful that names what a run needs first and where the full list is."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from synlm.runtime.run_folders import CheckpointError, check_checkpoint, resolve_checkpoint
+
+#: Runs ``synlm.cli.main`` on the arguments, then prints whether torch was imported.
+PROBE = ("import sys\nfrom synlm.cli import main\ntry:\n    code = main(sys.argv[1:])\n"
+         "except SystemExit as exit_:\n    code = exit_.code\n"
+         "print(code, 'torch' in sys.modules)\n")
+
+
+def synlm(args: list[str], cwd: Path) -> tuple[int, bool, list[str], str]:
+    """``synlm ARGS`` in a fresh interpreter: its exit code, whether torch was imported,
+    its stderr lines and its stdout (the probe's line left out)."""
+    env = {**os.environ, "SYNLM_DATA_DIR": str(cwd / "data")}
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, check=False)
+    *out, last = done.stdout.strip().splitlines() or ["? ?"]
+    code, torch = last.split()
+    return int(code), torch == "True", done.stderr.strip().splitlines(), "\n".join(out)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with a file that stands for a checkpoint (the checks read none), an empty
+    run folder, a malformed suite, a malformed pair file, and an empty data folder."""
+    root = tmp_path_factory.mktemp("inputs")
+    (root / "model.ckpt").write_bytes(b"")
+    (root / "empty_run" / "version_0").mkdir(parents=True)
+    (root / "bad_suite.json").write_text(json.dumps({"meta": {"name": "x"}}))
+    (root / "bad_pairs.jsonl").write_text("not json\n")
+    (root / "data").mkdir()
+    return root
+
+
+#: (arguments, a piece of the one line the command prints)
+CASES = [
+    (["evaluate-syntax", "--ckpt_path", "nope"], "--ckpt_path: no checkpoint at nope"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "nope"],
+     "--ckpt_path: no checkpoint at nope"),
+    (["evaluate-syntax", "--ckpt_path", "empty_run"], "empty_run holds no checkpoint"),
+    (["evaluate-syntax", "--ckpt_path", "empty_run/best"], "empty_run holds no best"),
+    (["evaluate-syntax", "--hf", "./nope"], "./nope: no such folder"),
+    (["evaluate-syntax", "--config", "nope.yaml"], "--config: no file nope.yaml"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--benchmark", "blimpp"],
+     "unknown benchmark 'blimpp'"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--suites", "subordinationn",
+      "--benchmark", "syntaxgym"], "did you mean subordination?"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--suites", "nope.json",
+      "--benchmark", "syntaxgym"], "no file nope.json"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--suites", "bad_suite.json",
+      "--benchmark", "syntaxgym"], "bad_suite.json: top level lacks 'predictions'"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--pairs", "bad_pairs.jsonl"],
+     "bad_pairs.jsonl:1: not JSON"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--benchmark", "blimp"],
+     "BLiMP: missing"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--benchmark", "marvin-linzen"],
+     "Marvin & Linzen: missing"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--benchmark", "syntaxgym"],
+     "syntaxgym: missing"),
+    (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--sentences", "nope.txt",
+      "--surprisals", "s.tsv"], "--sentences: no file nope.txt"),
+    (["parse", "--ckpt_path", "nope", "--treebank", "bad_pairs.jsonl"],
+     "--ckpt_path: no checkpoint at nope"),
+    (["parse", "--baseline", "right-branching", "--treebank", "nope"],
+     "--treebank: no file or folder nope"),
+    (["parse", "--ckpt-path=model.ckpt", "--input", "nope.txt"], "--input: no file nope.txt"),
+    (["parse", "--config", "nope.yaml", "--treebank", "bad_pairs.jsonl"],
+     "--config: no file nope.yaml"),
+    (["generate", "--ckpt_path", "empty_run"], "empty_run holds no checkpoint"),
+    (["generate", "--ckpt_path", "model.ckpt", "--stories", "nope.csv"],
+     "--stories: no file nope.csv"),
+    (["generate", "--ckpt_path", "model.ckpt", "--contexts", "nope.txt"],
+     "--contexts: no file nope.txt"),
+    (["evaluate-generation", "bad_pairs.jsonl", "--oracle", "nope"],
+     "--oracle: no checkpoint at nope"),
+    (["evaluate-generation", "--news", "nope.jsonl"], "the samples: no file nope.jsonl"),
+    (["annotate", "--input", "nope.txt", "--parser", "conllu", "--conllu", "x"],
+     "--input: no file nope.txt"),
+    (["plot", "nope"], "no run at nope"),
+    (["export-hf", "--ckpt_path", "nope", "--out", "out"], "--ckpt_path: no checkpoint"),
+    (["convert", "nope.pt", "--from", "rnng-pytorch", "--out", "out"], "nope.pt: no such"),
+    (["fit", "--config", "quickstart.yaml", "--ckpt_path", "nope"],
+     "--ckpt_path: no checkpoint at nope"),
+    (["fit", "--config", "quickstart.yaml", "--model.init_from=nope"],
+     "model.init_from: no checkpoint at nope"),
+    (["fit", "--config", "nope.yaml"], "--config: no file nope.yaml"),
+    (["validate", "--ckpt_path", "empty_run"], "empty_run holds no checkpoint"),
+    (["test", "--ckpt_path", "nope"], "--ckpt_path: no checkpoint at nope"),
+    (["predict", "--ckpt_path", "nope"], "--ckpt_path: no checkpoint at nope"),
+]
+
+
+@pytest.mark.parametrize(("args", "said"), CASES, ids=lambda v: " ".join(v)
+                         if isinstance(v, list) else None)
+def test_a_check_that_needs_no_model_answers_before_torch_loads(inputs: Path, args: list[str],
+                                                                 said: str) -> None:
+    code, torch, err, _ = synlm(args, inputs)
+    assert (code, torch) == (2, False), err
+    assert len(err) == 1 and said in err[0], err
+
+
+def test_the_checks_pass_what_the_commands_take(inputs: Path) -> None:
+    """A checkpoint that is there passes (the command goes on to read it: torch)."""
+    code, torch, err, _ = synlm(["export-hf", "--ckpt_path", "model.ckpt", "--out", "out"],
+                                inputs)
+    assert torch and code == 2 and "model.ckpt" in err[-1]
+
+
+def test_check_checkpoint_finds_what_resolve_checkpoint_finds(tmp_path: Path) -> None:
+    """The check reads no checkpoint: where a run has several that may be its best, it
+    passes without choosing (resolving reads their val/ppl)."""
+    run = tmp_path / "runs" / "x" / "version_0" / "checkpoints"
+    run.mkdir(parents=True)
+    (run / "last.ckpt").write_bytes(b"")
+    for path, folder in [(tmp_path / "runs" / "x", "last"), (tmp_path / "runs" / "x", "best"),
+                         (tmp_path / "runs" / "x" / "last", "best"), (run / "last.ckpt", "best")]:
+        check_checkpoint(path, folder=folder)
+        assert resolve_checkpoint(path, folder=folder) == run / "last.ckpt"
+    (run / "epoch=0.ckpt").write_bytes(b"")
+    (run / "epoch=1.ckpt").write_bytes(b"")
+    check_checkpoint(tmp_path / "runs" / "x" / "best")  # two to choose from: none read
+    for missing in (tmp_path / "runs" / "y", tmp_path / "runs" / "x" / "version_0" / "best2"):
+        with pytest.raises(CheckpointError, match="no checkpoint at"):
+            check_checkpoint(missing)
+
+
+#: The flags ``synlm fit --help`` must name: the config and what most runs set.
+FIRST_FLAGS = ("--config", "--trainer.max_epochs", "--data.corpus", "--data.batch_size",
+               "--model.backbone", "--ckpt_path", "--seed_everything", "--model.init_from")
+
+
+def test_fit_help_is_a_screenful_of_what_a_run_needs_first(tmp_path: Path) -> None:
+    code, torch, err, short = synlm(["fit", "--help"], tmp_path)
+    assert (code, torch, err) == (0, False, [])
+    lines = short.splitlines()
+    assert len(lines) <= 40 and max(map(len, lines)) <= 100
+    for flag in FIRST_FLAGS:
+        assert re.search(rf"(^|[ ;,]){re.escape(flag)}\b", short, re.MULTILINE), flag
+    assert "synlm fit --help-all" in short
+    code, _, err, full = synlm(["fit", "--help-all"], tmp_path)
+    assert code == 0, err
+    options = set(re.findall(r"(?<![\w.-])(--[\w.]+)", full))
+    named = set(re.findall(r"(?<![\w-])(--[a-z_]+(?:\.[a-z_]+)*)", short)) - {"--help-all"}
+    named = {n.removesuffix(".help") for n in named}
+    # every flag the short help names is one of the full list's (``--optimizer.lr``: an
+    # argument of the optimiser class ``--optimizer`` names)
+    assert {n for n in named if n not in options and not n.startswith("--optimizer.")} == \
+        {"--section.key"}, named - options
+    assert len(full.splitlines()) > 4 * len(lines)
