@@ -120,6 +120,16 @@ def test_the_checks_pass_what_the_commands_take(inputs: Path) -> None:
     assert torch and code == 2 and "model.ckpt" in err[-1]
 
 
+def test_a_flag_set_to_null_names_no_checkpoint() -> None:
+    """``--model.init_from=null`` (a sweep's "no start") and ``--ckpt_path null`` set
+    nothing: no file is looked for."""
+    from synlm.runtime.inputs import check_run_inputs
+
+    check_run_inputs("fit", ["--model.init_from=null", "--ckpt_path", "null"])
+    with pytest.raises(CheckpointError, match="model.init_from: no checkpoint at nope"):
+        check_run_inputs("fit", ["--model.init_from=nope"])
+
+
 def test_check_checkpoint_finds_what_resolve_checkpoint_finds(tmp_path: Path) -> None:
     """The check reads no checkpoint: where a run has several that may be its best, it
     passes without choosing (resolving reads their val/ppl)."""

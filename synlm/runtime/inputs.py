@@ -110,15 +110,19 @@ def check_inputs(command: str, args: Sequence[str]) -> None:
 #: ``--ckpt_path`` values Lightning resolves itself (synlm resolves ``best`` and ``last``
 #: among the run folders), as ``synlm.lightning_cli`` passes them on.
 LIGHTNING_CKPT_NAMES = ("hpc", "registry")
+#: A flag's value that sets nothing, as YAML reads it (``--model.init_from=null``: a sweep's
+#: "no start").
+UNSET = ("null", "Null", "NULL", "~", "None", "")
 
 
 def check_run_inputs(command: str, args: Sequence[str]) -> None:
     """``fit|validate|test|predict``: the checkpoint ``--ckpt_path`` names (a file or run
     folder: its last for ``fit``, its best otherwise; ``best`` and ``last`` alone are looked
     for once the run's folder is known), and ``fit``'s ``--model.init_from``."""
-    ckpts = [value for _, _, value in usage.flag_values(args, "--ckpt_path")]
+    ckpts = [value for _, _, value in usage.flag_values(args, "--ckpt_path")
+             if value not in UNSET]
     if ckpts and ckpts[-1] not in (*WHICH, *LIGHTNING_CKPT_NAMES):
         check_checkpoint(ckpts[-1], folder="last" if command == "fit" else "best")
     starts = [value for _, _, value in usage.flag_values(args, "--model.init_from")]
-    if command == "fit" and starts and not ckpts:
+    if command == "fit" and starts and starts[-1] not in UNSET and not ckpts:
         check_checkpoint(starts[-1], "model.init_from")
