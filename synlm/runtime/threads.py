@@ -1,24 +1,25 @@
 """How many threads torch uses in a ``synlm`` command (docs/training.md, "Threads").
 
-torch starts as many threads as the machine has cores; a count that follows the load at
-the start would make a run's numbers depend on that load (the thread count changes the
-order of floating-point reductions) and a resume on a busy machine differ from the run it
-continues. So unless the user chose (``SYNLM_THREADS``, or ``OMP_NUM_THREADS`` /
-``MKL_NUM_THREADS``, which torch reads itself), each command takes one thread per core
-this process may use: its CPU affinity, capped by its cgroup's CPU quota (rounded up), at
-least one. A fit that continues a checkpoint (``fit --ckpt_path``) goes on with the count
-the checkpoint recorded (``Threads.resume``).
+torch starts as many threads as the machine has cores; on a machine that other work keeps
+busy, threads on its cores wait for each other. So unless the user chose (``SYNLM_THREADS``,
+or ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``, which torch reads itself), each command takes
+one thread per idle core at its start (``idle_cores``): the cores this process may use (its
+CPU affinity, capped by its cgroup's CPU quota, rounded up) less the cores other work keeps
+busy (``busy_cores``: the larger of the one-minute load average and the busy share of the
+CPU time over a tenth of a second, from ``/proc/stat`` where there is one), rounded, at
+least one. At the quickstart's size the count does not move the numbers: its losses are
+bit-identical with one and two threads (tests/test_threads.py; the operators torch runs in
+parallel there, MKL's GEMMs, dropout's draws that skip ahead in one random stream, the
+embedding's backward, split their work without changing the order of any sum). A fit that
+continues a checkpoint (``fit --ckpt_path``) still goes on with the count the checkpoint
+recorded (``Threads.resume``), so that a model whose operators do depend on the count
+continues exactly as it ran.
 
 Threads that wait for each other sleep at once (``wait_passively``: ``OMP_WAIT_POLICY=
 PASSIVE`` unless the user set it, before torch loads OpenMP). OpenMP's default spins first,
 and a spinning thread holds the core that a thread sharing it with other work needs to
 finish its share; on a busy machine every parallel operator then waits for it
 (benchmarks/threads_hog.py measures the difference).
-
-The load is still measured, for a warning only: the larger of the one-minute load average
-and the busy share of the CPU time over a tenth of a second (``/proc/stat``, where there is
-one). Threads on cores other work keeps busy still wait on each other, and the warning says
-how to choose fewer.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def busy_cores(cores: int, interval: float = 0.1) -> float:
 
 def idle_cores(cores: int, busy: float) -> int:
     """``cores`` minus the busy ones, rounded, at least one: the count that waits least on
-    the other work (the one the warning suggests)."""
+    the other work (the default, and the one a resume's warning suggests)."""
     return max(1, min(cores, cores - round(busy)))
 
 
@@ -181,7 +182,7 @@ class Threads(NamedTuple):
     busy: float | None = None
     #: the cores ``busy`` is counted over (the CPU affinity)
     cores: int = 1
-    #: the count nobody's choice and no checkpoint would give (``default_threads``)
+    #: the cores this process may use (``default_threads``), whatever the load
     default: int | None = None
     #: the count the checkpoint a fit continues recorded
     recorded: int | None = None
@@ -199,9 +200,9 @@ class Threads(NamedTuple):
         return self._replace(count=recorded, why=RECORDED_WHY, recorded=recorded)
 
     def messages(self) -> list[str]:
-        """The lines the choice is worth on stderr: a busy machine (the count stays), a
-        user's choice that differs from the checkpoint's, a checkpoint's count above the
-        cores this process may use."""
+        """The lines the choice is worth on stderr: a user's choice that differs from the
+        checkpoint's, a checkpoint's count above the cores this process may use or above
+        the idle ones."""
         lines = []
         if self.chosen is not None and self.recorded not in (None, self.count):
             lines.append(f"synlm: {self.why} gives {_plural(self.count, 'thread')}, the "
@@ -213,16 +214,14 @@ class Threads(NamedTuple):
                          f"more than the {self.default} this process may use here; it goes "
                          "on with them to continue exactly as it ran (SYNLM_THREADS="
                          f"{self.default} is faster, its numbers may differ slightly)")
-        if self.busy is not None and idle_cores(self.cores, self.busy) < min(self.count,
-                                                                              self.cores):
-            idle = idle_cores(self.cores, self.busy)
-            reason = "as its checkpoint recorded, to continue exactly" if resumed else \
-                "so that its numbers do not depend on the load"
+        if resumed and self.busy is not None and idle_cores(self.cores, self.busy) < min(
+                self.count, self.cores):
             lines.append(f"synlm: warning: {min(self.busy, self.cores):.1f} of {self.cores} "
                          "cores look busy with other work; this run uses "
-                         f"{_plural(self.count, 'thread')} "
-                         f"anyway, {reason}. SYNLM_THREADS=N chooses N (SYNLM_THREADS={idle}"
-                         ", one per idle core, waits less on the other work)")
+                         f"{_plural(self.count, 'thread')} anyway, as its checkpoint recorded, "
+                         "to continue exactly. SYNLM_THREADS=N chooses N (SYNLM_THREADS="
+                         f"{idle_cores(self.cores, self.busy)}, one per idle core, waits less "
+                         "on the other work)")
         return lines
 
     def report(self, file: TextIO | None = None) -> None:
@@ -240,14 +239,25 @@ def wait_passively(environ: dict[str, str] | os._Environ[str] = os.environ) -> s
     return environ.get(WAIT_POLICY_ENV) or None
 
 
+def load_following(busy: float) -> tuple[int, str, int, int]:
+    """The default count on a machine where ``busy`` cores look busy: one thread per idle
+    core of those this process may use (``default_threads``, ``idle_cores``), at least one;
+    and why, the cores it may use and the cores ``busy`` is counted over (the affinity)."""
+    limit, why = default_threads()
+    cores = affinity_cores()
+    count = min(limit, idle_cores(cores, busy))
+    return count, f"default: {min(busy, cores):.1f} of {_plural(cores, 'core')} busy with " \
+        f"other work, {why.removeprefix('default: ')}", limit, cores
+
+
 def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ,
                       warn: bool = True) -> Threads:
     """Set torch's thread count for this command; returns it, why (for the log and the
     summary) and what its warnings need. ``SYNLM_THREADS=N`` sets N;
-    ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` leave torch as they made it; otherwise
-    ``default_threads``, whatever the load, with a warning on stderr when other work keeps
-    cores busy (``warn``; a command that may continue a checkpoint reports once it knows:
-    ``Threads.resume``, ``Threads.report``). A bad ``SYNLM_THREADS`` is a one-line
+    ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` leave torch as they made it; otherwise one
+    thread per idle core (``load_following``). A command that may continue a checkpoint
+    sets the recorded count once it knows (``Threads.resume``) and reports then
+    (``Threads.report``; ``warn``: report here). A bad ``SYNLM_THREADS`` is a one-line
     ``InputError`` (a ``ValueError``)."""
     import torch  # here: a bad SYNLM_THREADS is reported before torch's second of import
 
@@ -262,9 +272,9 @@ def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ,
     if chosen:
         return Threads(torch.get_num_threads(), f"{chosen[0]}={environ[chosen[0]]}",
                        chosen=chosen[0])
-    count, why = default_threads()
-    cores = affinity_cores()
-    threads = Threads(count, why, busy=busy_cores(cores), cores=cores, default=count)
+    busy = busy_cores(affinity_cores())
+    count, why, limit, cores = load_following(busy)
+    threads = Threads(count, why, busy=busy, cores=cores, default=limit)
     torch.set_num_threads(count)
     if warn:
         threads.report()
