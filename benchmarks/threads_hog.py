@@ -98,7 +98,7 @@ def main() -> None:
         busy = busy_seconds(args.hogs, {name: BUSY_VARIANTS[name] for name in args.variants},
                             time_one)
     runs = {"quiet": quiet, **busy}
-    row = {"cores": os.cpu_count(), "hogs": args.hogs, "epochs": args.epochs,
+    row = {"cores": int(CORES), "hogs": args.hogs, "epochs": args.epochs,
            "batches": args.batches,
            **{f"{name}_s": round(run.seconds, 1) for name, run in runs.items()},
            **{f"{name}_ratio": round(run.seconds / quiet.seconds, 2)
@@ -108,7 +108,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(row))
         return
-    print(f"quickstart, {args.epochs} epoch(s), on {os.cpu_count()} cores; "
+    print(f"quickstart, {args.epochs} epoch(s), on {CORES} cores; "
           f"beside {args.hogs} busy process(es) but the quiet run:")
     for name, run in runs.items():
         print(f"  {name}: {run.seconds:.1f} s ({run.seconds / quiet.seconds:.2f}x), "
