@@ -185,6 +185,21 @@ def test_a_busy_process_is_seen_in_the_cpu_times() -> None:
     assert (after[0] - before[0]) / ticks / elapsed >= 0.8  # at least the spinning core
 
 
+def test_the_cpu_times_are_those_of_the_cores_this_process_may_use(tmp_path: Path) -> None:
+    """A cpuset of CPUs 2 and 3 reads their lines only: two busy cores of eight are its
+    whole share, not a quarter of the machine's."""
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  500 0 100 1400 0 0 0 0 0 0\n"
+                    "cpu0 0 0 0 350 0 0 0 0 0 0\ncpu1 0 0 0 350 0 0 0 0 0 0\n"
+                    "cpu2 250 0 50 40 10 0 0 0 0 0\ncpu3 200 50 50 50 0 0 0 0 0 0\n"
+                    "cpu10 0 0 0 350 0 0 0 0 0 0\nintr 1 2 3\n")
+    assert threads._cpu_times(None, stat) == (600, 2000)  # user + system, all idle lines
+    assert threads._cpu_times({2, 3}, stat) == (600, 700)  # nice is busy, iowait idle
+    assert threads._cpu_times({1}, stat) == (0, 350)
+    assert threads._cpu_times({7}, stat) is None  # no line: no measure
+    assert threads._cpu_times(None, tmp_path / "none") is None
+
+
 def _openmp_spin_count(**env: str) -> str:
     """GOMP_SPINCOUNT as torch's OpenMP runtime reports it (OMP_DISPLAY_ENV) after
     ``synlm --version`` ran in the same process: 0 when waiting threads sleep at once."""

@@ -5,15 +5,15 @@ busy, threads on its cores wait for each other. So unless the user chose (``SYNL
 or ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``, which torch reads itself), each command takes
 one thread per idle core at its start (``idle_cores``): the cores this process may use (its
 CPU affinity, capped by its cgroup's CPU quota, rounded up) less the cores other work keeps
-busy (``busy_cores``: the larger of the one-minute load average and the busy share of the
-CPU time over a tenth of a second, from ``/proc/stat`` where there is one), rounded, at
-least one. At the quickstart's size the count does not move the numbers: its losses are
-bit-identical with one and two threads (tests/test_threads.py; the operators torch runs in
-parallel there, MKL's GEMMs, dropout's draws that skip ahead in one random stream, the
-embedding's backward, split their work without changing the order of any sum). A fit that
-continues a checkpoint (``fit --ckpt_path``) still goes on with the count the checkpoint
-recorded (``Threads.resume``), so that a model whose operators do depend on the count
-continues exactly as it ran.
+busy (``busy_cores``: the larger of the one-minute load average, scaled to the share of the
+machine's cores these are, and the busy share of these cores' CPU time over a tenth of a
+second, from ``/proc/stat`` where there is one), rounded, at least one. At the quickstart's
+size the count does not move the numbers: its losses are bit-identical with one and two
+threads (tests/test_threads.py; the operators torch runs in parallel there, MKL's GEMMs,
+dropout's draws that skip ahead in one random stream, the embedding's backward, split their
+work without changing the order of any sum). A fit that continues a checkpoint (``fit
+--ckpt_path``) still goes on with the count the checkpoint recorded (``Threads.resume``), so
+that a model whose operators do depend on the count continues exactly as it ran.
 
 Threads that wait for each other sleep at once (``wait_passively``: ``OMP_WAIT_POLICY=
 PASSIVE`` unless the user set it, before torch loads OpenMP). OpenMP's default spins first,
@@ -45,6 +45,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 OWN_CGROUP = Path("/proc/self/cgroup")
 #: The folders of cgroup v1's ``cpu`` controller, as distributions mount it.
 V1_CPU = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
+#: The CPU times of the machine (``cpu``) and of each CPU (``cpuN``), in jiffies.
+PROC_STAT = Path("/proc/stat")
 RECORDED_WHY = "recorded in the checkpoint"
 
 
@@ -54,9 +56,8 @@ def _plural(count: int | float, noun: str) -> str:
 
 def affinity_cores() -> int:
     """The cores this process may run on (its CPU affinity), else the machine's."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    cpus = affinity_cpus()
+    return len(cpus) if cpus is not None else os.cpu_count() or 1
 
 
 def _own_paths(membership: Path) -> dict[str, str]:
@@ -140,26 +141,47 @@ def default_threads() -> tuple[int, str]:
         f"cgroup CPU quota {cpus}"
 
 
-def _cpu_times() -> tuple[int, int] | None:
-    """(busy, total) jiffies of all CPUs from ``/proc/stat``; None where there is none."""
+def affinity_cpus() -> set[int] | None:
+    """The CPUs this process may run on (its CPU affinity); None where it cannot tell."""
+    return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+
+
+def _cpu_times(cpus: set[int] | None = None, stat: Path = PROC_STAT
+               ) -> tuple[int, int] | None:
+    """(busy, total) jiffies of ``cpus`` (their ``cpuN`` lines; None: the machine's ``cpu``
+    line) from ``stat`` (``/proc/stat``); None where there is none. Nice time counts as
+    busy, idle and iowait as idle."""
     try:
-        with open("/proc/stat", encoding="ascii") as stat:
-            fields = [int(v) for v in stat.readline().split()[1:]]
-    except (OSError, ValueError):
+        lines = stat.read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
+    names = {"cpu"} if cpus is None else {f"cpu{n}" for n in cpus}
+    busy = total = 0
+    for line in lines:
+        name, *values = line.split()
+        if name in names:
+            try:
+                fields = [int(v) for v in values]
+            except ValueError:
+                return None
+            idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+            busy, total = busy + sum(fields) - idle, total + sum(fields)
+    return (busy, total) if total else None
 
 
 def busy_cores(cores: int, interval: float = 0.1) -> float:
-    """How many cores other work keeps busy: the larger of the one-minute load average and
-    the busy share of all CPU time over ``interval`` seconds (this process sleeps then)."""
+    """How many of the ``cores`` this process may run on other work keeps busy: the larger
+    of the one-minute load average (the machine's, times the share of its cores these are)
+    and the busy share of these cores' CPU time over ``interval`` seconds (this process
+    sleeps then)."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    before = _cpu_times()
+    load *= cores / max(cores, os.cpu_count() or cores)
+    cpus = affinity_cpus()
+    before = _cpu_times(cpus)
     if before is None:
         return load
     time.sleep(interval)
-    after = _cpu_times()
+    after = _cpu_times(cpus)
     if after is None or after[1] == before[1]:
         return load
     return max(load, (after[0] - before[0]) / (after[1] - before[1]) * cores)
