@@ -11,9 +11,10 @@ second, from ``/proc/stat`` where there is one), rounded, at least one. At the q
 size the count does not move the numbers: its losses are bit-identical with one and two
 threads (tests/test_threads.py; the operators torch runs in parallel there, MKL's GEMMs,
 dropout's draws that skip ahead in one random stream, the embedding's backward, split their
-work without changing the order of any sum). A fit that continues a checkpoint (``fit
---ckpt_path``) still goes on with the count the checkpoint recorded (``Threads.resume``), so
-that a model whose operators do depend on the count continues exactly as it ran.
+work without changing the order of any sum). MKL promises the same sums only for a fixed
+count, so more threads, another CPU or another model may differ: a fit that continues a
+checkpoint (``fit --ckpt_path``) still goes on with the count the checkpoint recorded
+(``Threads.resume``), to continue exactly as it ran.
 
 Threads that wait for each other sleep at once (``wait_passively``: ``OMP_WAIT_POLICY=
 PASSIVE`` unless the user set it, before torch loads OpenMP). OpenMP's default spins first,
