@@ -1,11 +1,15 @@
 """Benchmark: the quickstart on a shared machine. One run times the quickstart as the README
 writes it on a quiet machine, then beside ``--hogs`` busy processes (each spinning on a
-core) three ways: as written (synlm's defaults: one thread per core, waiting threads sleep at
-once), with OpenMP's own wait policy (spin a while first: ``GOMP_SPINCOUNT=300000``, what
-torch does without synlm) and with one thread (``SYNLM_THREADS=1``). Each busy time is given
-as a ratio to the quiet run of the same invocation (goal for the defaults: at most 2).
+core) four ways: as written (synlm's defaults: one thread per idle core, waiting threads
+sleep at once), with one thread per core whatever the load (``SYNLM_THREADS=<cores>``),
+that fixed count with OpenMP's own wait policy (spin a while first: ``GOMP_SPINCOUNT=
+300000``, what torch does without synlm) and with one thread (``SYNLM_THREADS=1``). Each
+busy time is given as a ratio to the quiet run of the same invocation (goal for the
+defaults: at most 2), with the thread count the run chose (its summary's ``threads`` line)
+and the one-minute load average at its start.
 
-    python benchmarks/threads_hog.py [--hogs 2] [--epochs 2] [--batches N] [--json]
+    python benchmarks/threads_hog.py [--hogs 2] [--epochs 2] [--batches N]
+                                     [--variants as_written fixed_cores ...] [--json]
 
 The quiet run is only as quiet as the machine: run it with nothing else on the cores.
 """
@@ -20,31 +24,45 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = "import sys; from synlm.cli import main; sys.exit(main())"
+CORES = str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1)
 #: The ways the quickstart is timed beside the busy processes: environment changes.
 BUSY_VARIANTS = {
     "as_written": {},
-    "openmp_spin": {"GOMP_SPINCOUNT": "300000"},  # OpenMP's default: spin, then sleep
+    "fixed_cores": {"SYNLM_THREADS": CORES},  # one thread per core whatever the load
+    "openmp_spin": {"SYNLM_THREADS": CORES, "GOMP_SPINCOUNT": "300000"},  # spin, then sleep
     "one_thread": {"SYNLM_THREADS": "1"},
 }
 
 
+class Timed(NamedTuple):
+    seconds: float
+    threads: str  # the summary's threads line: the count and why
+    load: float  # the one-minute load average at the start
+
+
 def quickstart_seconds(env: dict[str, str], epochs: int, root: str,
-                       batches: int | None = None) -> float:
+                       batches: int | None = None) -> Timed:
     command = [sys.executable, "-c", CLI, "fit", "--config", "configs/quickstart.yaml",
                f"--trainer.max_epochs={epochs}", "--trainer.enable_progress_bar=false",
                f"--trainer.default_root_dir={root}"]
     if batches is not None:  # a shorter epoch (the smoke run of the tests)
         command += [f"--trainer.limit_train_batches={batches}",
                     f"--trainer.limit_val_batches={batches}"]
-    start = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
-    return time.perf_counter() - start
+    load, start = os.getloadavg()[0], time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True,
+                          text=True)
+    seconds = time.perf_counter() - start
+    threads = next((line.split(None, 1)[1] for line in done.stdout.splitlines()
+                    if line.startswith("threads ")), "?")
+    return Timed(seconds, threads, load)
 
 
-def busy_seconds(hogs: int, run: dict[str, dict[str, str]], time_one) -> dict[str, float]:
+def busy_seconds(hogs: int, run: dict[str, dict[str, str]], time_one) -> dict[str, Timed]:
     """Each of ``run``'s variants timed by ``time_one(name, env)`` beside ``hogs`` processes
     spinning on a core each."""
     spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -63,6 +81,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batches", type=int, default=None,
                         help="training and validation batches per epoch (default: all)")
+    parser.add_argument("--variants", nargs="+", choices=list(BUSY_VARIANTS),
+                        default=list(BUSY_VARIANTS), help="the busy runs (default: all)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     base = {k: v for k, v in os.environ.items() if k not in (
@@ -70,23 +90,29 @@ def main() -> None:
         "GOMP_SPINCOUNT")}
     base["WANDB_MODE"] = "offline"
     with tempfile.TemporaryDirectory() as tmp:
-        def time_one(name: str, env: dict[str, str]) -> float:
+        def time_one(name: str, env: dict[str, str]) -> Timed:
             return quickstart_seconds({**base, **env}, args.epochs, f"{tmp}/{name}",
                                       args.batches)
 
         quiet = time_one("quiet", {})
-        busy = busy_seconds(args.hogs, BUSY_VARIANTS, time_one)
-    row = {"cores": os.cpu_count(), "hogs": args.hogs, "epochs": args.epochs,
-           "batches": args.batches, "quiet_s": round(quiet, 1),
-           **{f"{name}_s": round(seconds, 1) for name, seconds in busy.items()},
-           **{f"{name}_ratio": round(seconds / quiet, 2) for name, seconds in busy.items()}}
+        busy = busy_seconds(args.hogs, {name: BUSY_VARIANTS[name] for name in args.variants},
+                            time_one)
+    runs = {"quiet": quiet, **busy}
+    row = {"cores": int(CORES), "hogs": args.hogs, "epochs": args.epochs,
+           "batches": args.batches,
+           **{f"{name}_s": round(run.seconds, 1) for name, run in runs.items()},
+           **{f"{name}_ratio": round(run.seconds / quiet.seconds, 2)
+              for name, run in busy.items()},
+           **{f"{name}_threads": run.threads for name, run in runs.items()},
+           **{f"{name}_load": round(run.load, 2) for name, run in runs.items()}}
     if args.json:
         print(json.dumps(row))
         return
-    print(f"quickstart, {args.epochs} epochs, on {os.cpu_count()} cores: quiet {quiet:.1f} s; "
-          f"beside {args.hogs} busy process(es): "
-          + ", ".join(f"{name} {seconds:.1f} s ({seconds / quiet:.2f}x)"
-                      for name, seconds in busy.items()))
+    print(f"quickstart, {args.epochs} epoch(s), on {CORES} cores; "
+          f"beside {args.hogs} busy process(es) but the quiet run:")
+    for name, run in runs.items():
+        print(f"  {name}: {run.seconds:.1f} s ({run.seconds / quiet.seconds:.2f}x), "
+              f"load {run.load:.2f} at the start, threads {run.threads}")
 
 
 if __name__ == "__main__":

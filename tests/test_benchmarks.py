@@ -80,6 +80,10 @@ def test_the_threads_benchmark_times_the_quiet_run_and_each_busy_variant() -> No
                          capture_output=True, text=True, timeout=600, check=True).stdout
     row = json.loads(out.strip().splitlines()[-1])
     assert row["hogs"] == 1 and row["quiet_s"] > 0
-    for name in ("as_written", "openmp_spin", "one_thread"):
+    for name in ("as_written", "fixed_cores", "openmp_spin", "one_thread"):
         assert row[f"{name}_ratio"] == pytest.approx(row[f"{name}_s"] / row["quiet_s"],
                                                      abs=0.01)
+    cores = row["cores"]
+    assert row["fixed_cores_threads"] == f"{cores} (SYNLM_THREADS={cores})"
+    assert row["one_thread_threads"] == "1 (SYNLM_THREADS=1)"
+    assert row["as_written_threads"].split(" (default: ")[0].isdigit()  # the count it chose

@@ -266,7 +266,7 @@ def test_resume_on_a_busy_machine_goes_on_with_the_recorded_threads(
         capfd: pytest.CaptureFixture[str]) -> None:
     """Nobody chose a count: a run saved at step 2 with the one thread its cgroup's quota
     allowed continues on four cores without a quota, two and a half of them busy (a fresh
-    run would take four threads, the old load-based rule two), with one thread again and
+    run would take two threads, one per idle core), with one thread again and
     the numbers of a run without the stop. (One thread: the tiny model runs many times
     slower with more on a shared machine; test_threads.py has the warnings.)"""
     from synlm.lightning_cli import THREADS_KEY
@@ -285,8 +285,8 @@ def test_resume_on_a_busy_machine_goes_on_with_the_recorded_threads(
     fit(straight, 4)
     fit(resumed, 2)
     assert last(resumed)[THREADS_KEY] == 1
-    assert "threads   1 (default: cgroup CPU quota 100000/100000 = 1 CPU, 4 cores in the " \
-        "CPU affinity)" in capfd.readouterr().out.splitlines()
+    assert "threads   1 (default: 0.0 of 4 cores busy with other work, cgroup CPU quota " \
+        "100000/100000 = 1 CPU, 4 cores in the CPU affinity)" in capfd.readouterr().out.splitlines()
     machine(4, None, 2.4)
     fit(resumed, 4, "--ckpt_path=last")
     out = capfd.readouterr()

@@ -1,6 +1,7 @@
-"""synlm.runtime.threads: one torch thread per core this process may use (CPU affinity capped by the
-cgroup CPU quota), whatever the load, unless the user chose; a busy machine is one warning
-line; a continued fit goes on with its checkpoint's count; a bad choice is one line."""
+"""synlm.runtime.threads: one torch thread per idle core this process may use (CPU affinity
+capped by the cgroup CPU quota, less the cores other work keeps busy), unless the user chose;
+a continued fit goes on with its checkpoint's count; a bad choice is one line; the
+quickstart's losses do not depend on the count."""
 
 from __future__ import annotations
 
@@ -69,15 +70,20 @@ def test_cgroup_v1_quota(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("affinity", "quota", "expected", "why"), [
-    (16, None, 16, "default: 16 cores in the CPU affinity, no cgroup CPU quota"),
+    (16, None, 16, "default: 0.0 of 16 cores busy with other work, 16 cores in the CPU affinity, "
+     "no cgroup CPU quota"),
     (16, (150000, 100000), 2,
-     "default: cgroup CPU quota 150000/100000 = 1.5 CPUs, 16 cores in the CPU affinity"),
-    (2, (400000, 100000), 2, "default: 2 cores in the CPU affinity, cgroup CPU quota 4 CPUs"),
+     "default: 0.0 of 16 cores busy with other work, cgroup CPU quota 150000/100000 = 1.5 "
+     "CPUs, 16 cores in the CPU affinity"),
+    (2, (400000, 100000), 2, "default: 0.0 of 2 cores busy with other work, 2 cores in the "
+     "CPU affinity, cgroup CPU quota 4 CPUs"),
     (8, (50000, 100000), 1,
-     "default: cgroup CPU quota 50000/100000 = 0.5 CPUs, 8 cores in the CPU affinity"),
-    (1, None, 1, "default: 1 core in the CPU affinity, no cgroup CPU quota"),
+     "default: 0.0 of 8 cores busy with other work, cgroup CPU quota 50000/100000 = 0.5 "
+     "CPUs, 8 cores in the CPU affinity"),
+    (1, None, 1, "default: 0.0 of 1 core busy with other work, 1 core in the CPU affinity, "
+     "no cgroup CPU quota"),
 ])
-def test_the_default_is_the_cores_this_process_may_use(
+def test_on_a_quiet_machine_the_default_is_the_cores_this_process_may_use(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], affinity: int,
         quota: tuple[int, int] | None, expected: int, why: str) -> None:
     _machine(monkeypatch, affinity, quota, busy=0.0)
@@ -87,23 +93,33 @@ def test_the_default_is_the_cores_this_process_may_use(
     assert capsys.readouterr().err == ""
 
 
-def test_a_busy_machine_warns_and_keeps_the_count(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """Two cores, 1.3 of them busy: still two threads, and one line on stderr says so."""
-    _machine(monkeypatch, 2, None, busy=1.3)
-    assert threads.configure_threads({})[:2] == (2, "default: 2 cores in the CPU affinity, "
-                                                    "no cgroup CPU quota")
-    assert torch.get_num_threads() == 2
-    assert capsys.readouterr().err.splitlines() == [
-        "synlm: warning: 1.3 of 2 cores look busy with other work; this run uses 2 threads "
-        "anyway, so that its numbers do not depend on the load. SYNLM_THREADS=N chooses N "
-        "(SYNLM_THREADS=1, one per idle core, waits less on the other work)"]
-    _machine(monkeypatch, 2, None, busy=0.4)  # less than a core: no warning
-    assert threads.configure_threads({}).count == 2
-    threads.configure_threads({}, warn=False)
-    _machine(monkeypatch, 2, None, busy=1.3)
-    assert threads.configure_threads({}, warn=False).count == 2  # a fit reports later
+@pytest.mark.parametrize(("affinity", "quota", "busy", "expected"), [
+    (2, None, 1.3, 1),  # 2 - round(1.3)
+    (2, None, 0.4, 2),  # less than half a core busy: all cores
+    (2, None, 5.0, 1),  # a load above the cores: at least one
+    (16, None, 5.6, 10),
+    (16, (400000, 100000), 5.6, 4),  # 10 idle cores, but a quota of 4 CPUs
+    (16, (400000, 100000), 14.0, 2),
+])
+def test_the_default_follows_the_load_at_the_start(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], affinity: int,
+        quota: tuple[int, int] | None, busy: float, expected: int) -> None:
+    """One thread per idle core of those this process may use, at least one; no warning:
+    the count already leaves the busy cores to the other work."""
+    _machine(monkeypatch, affinity, quota, busy=busy)
+    chosen = threads.configure_threads({})
+    assert chosen.count == torch.get_num_threads() == expected
+    assert chosen.why.startswith(f"default: {min(busy, affinity):.1f} of {affinity} cores busy "
+                                 "with other work, ")
     assert capsys.readouterr().err == ""
+
+
+def test_the_why_names_the_load_and_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    _machine(monkeypatch, 2, None, busy=1.3)
+    assert threads.load_following(1.3) == (
+        1, "default: 1.3 of 2 cores busy with other work, 2 cores in the CPU affinity, "
+           "no cgroup CPU quota", 2, 2)
+    assert threads.Threads(1, "x", busy=1.3, cores=2, default=2).messages() == []
 
 
 def test_the_users_choice_wins(monkeypatch: pytest.MonkeyPatch,
@@ -169,6 +185,21 @@ def test_a_busy_process_is_seen_in_the_cpu_times() -> None:
     assert (after[0] - before[0]) / ticks / elapsed >= 0.8  # at least the spinning core
 
 
+def test_the_cpu_times_are_those_of_the_cores_this_process_may_use(tmp_path: Path) -> None:
+    """A cpuset of CPUs 2 and 3 reads their lines only: two busy cores of eight are its
+    whole share, not a quarter of the machine's."""
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  500 0 100 1400 0 0 0 0 0 0\n"
+                    "cpu0 0 0 0 350 0 0 0 0 0 0\ncpu1 0 0 0 350 0 0 0 0 0 0\n"
+                    "cpu2 250 0 50 40 10 0 0 0 0 0\ncpu3 200 50 50 50 0 0 0 0 0 0\n"
+                    "cpu10 0 0 0 350 0 0 0 0 0 0\nintr 1 2 3\n")
+    assert threads._cpu_times(None, stat) == (600, 2000)  # user + system, all idle lines
+    assert threads._cpu_times({2, 3}, stat) == (600, 700)  # nice is busy, iowait idle
+    assert threads._cpu_times({1}, stat) == (0, 350)
+    assert threads._cpu_times({7}, stat) is None  # no line: no measure
+    assert threads._cpu_times(None, tmp_path / "none") is None
+
+
 def _openmp_spin_count(**env: str) -> str:
     """GOMP_SPINCOUNT as torch's OpenMP runtime reports it (OMP_DISPLAY_ENV) after
     ``synlm --version`` ran in the same process: 0 when waiting threads sleep at once."""
@@ -195,3 +226,61 @@ def test_wait_passively_leaves_a_loaded_torch_and_a_chosen_policy_alone() -> Non
     assert threads.wait_passively(environ) is None and environ == {}  # torch is loaded here
     chosen = {threads.WAIT_POLICY_ENV: "ACTIVE"}
     assert threads.wait_passively(chosen) == "ACTIVE"
+
+
+#: The quickstart (configs/quickstart.yaml at its own size) trained for ``STEPS`` steps with
+#: each thread count in turn; prints each count's losses and the count torch ran them with.
+QUICKSTART_LOSSES = """
+import json, sys, tempfile
+import lightning.pytorch as pl
+import torch
+from synlm.lightning_cli import build_run
+
+class Losses(pl.Callback):
+    def __init__(self):
+        self.losses, self.threads = [], set()
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.losses.append(outputs["loss"].item())
+        self.threads.add(torch.get_num_threads())
+
+runs = {}
+for count in json.loads(sys.argv[2]):
+    torch.set_num_threads(count)
+    with tempfile.TemporaryDirectory() as root:
+        trainer, model, data = build_run([
+            "--config", "configs/quickstart.yaml", "--trainer.max_epochs=1",
+            f"--trainer.limit_train_batches={sys.argv[1]}", "--trainer.limit_val_batches=0",
+            "--trainer.enable_progress_bar=false", "--trainer.logger=false",
+            "--trainer.enable_checkpointing=false", "--trainer.enable_model_summary=false",
+            f"--trainer.default_root_dir={root}"])
+        losses = Losses()
+        trainer.callbacks.append(losses)
+        trainer.fit(model, datamodule=data)
+    runs[count] = {"losses": losses.losses, "threads": sorted(losses.threads)}
+print(json.dumps(runs))
+"""
+
+
+@pytest.mark.slow
+def test_the_quickstarts_losses_are_bit_identical_with_one_and_two_threads() -> None:
+    """The thread count follows the load, so it must not move the numbers: 30 steps of the
+    quickstart at its own size (batches of 20 x 35 tokens, hidden size 192, where torch runs
+    the GEMMs, dropout's draws and the embedding's backward on both threads; a tiny model
+    stays under torch's parallel threshold and proves nothing) give the same losses, bit
+    for bit, with one thread and with two."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", threads.THREADS_ENV)}
+    env[threads.WAIT_POLICY_ENV] = "PASSIVE"  # as synlm runs: no spinning on a busy machine
+    done = subprocess.run([sys.executable, "-c", QUICKSTART_LOSSES, "30", "[1, 2]"],
+                          cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True, timeout=600, check=True)
+    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert runs["1"]["threads"] == [1] and runs["2"]["threads"] == [2]
+    assert len(runs["1"]["losses"]) == 30
+    assert runs["1"]["losses"] == runs["2"]["losses"]  # floats from JSON: exact equality
+    assert len(set(runs["1"]["losses"])) == 30  # and it trains: every step's loss differs

@@ -1,24 +1,26 @@
 """How many threads torch uses in a ``synlm`` command (docs/training.md, "Threads").
 
-torch starts as many threads as the machine has cores; a count that follows the load at
-the start would make a run's numbers depend on that load (the thread count changes the
-order of floating-point reductions) and a resume on a busy machine differ from the run it
-continues. So unless the user chose (``SYNLM_THREADS``, or ``OMP_NUM_THREADS`` /
-``MKL_NUM_THREADS``, which torch reads itself), each command takes one thread per core
-this process may use: its CPU affinity, capped by its cgroup's CPU quota (rounded up), at
-least one. A fit that continues a checkpoint (``fit --ckpt_path``) goes on with the count
-the checkpoint recorded (``Threads.resume``).
+torch starts as many threads as the machine has cores; on a machine that other work keeps
+busy, threads on its cores wait for each other. So unless the user chose (``SYNLM_THREADS``,
+or ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``, which torch reads itself), each command takes
+one thread per idle core at its start (``idle_cores``): the cores this process may use (its
+CPU affinity, capped by its cgroup's CPU quota, rounded up) less the cores other work keeps
+busy (``busy_cores``: the larger of the one-minute load average, scaled to the share of the
+machine's cores these are, and the busy share of these cores' CPU time over a tenth of a
+second, from ``/proc/stat`` where there is one), rounded, at least one. At the quickstart's
+size the count does not move the numbers: its losses are bit-identical with one and two
+threads (tests/test_threads.py; the operators torch runs in parallel there, MKL's GEMMs,
+dropout's draws that skip ahead in one random stream, the embedding's backward, split their
+work without changing the order of any sum). MKL promises the same sums only for a fixed
+count, so more threads, another CPU or another model may differ: a fit that continues a
+checkpoint (``fit --ckpt_path``) still goes on with the count the checkpoint recorded
+(``Threads.resume``), to continue exactly as it ran.
 
 Threads that wait for each other sleep at once (``wait_passively``: ``OMP_WAIT_POLICY=
 PASSIVE`` unless the user set it, before torch loads OpenMP). OpenMP's default spins first,
 and a spinning thread holds the core that a thread sharing it with other work needs to
 finish its share; on a busy machine every parallel operator then waits for it
 (benchmarks/threads_hog.py measures the difference).
-
-The load is still measured, for a warning only: the larger of the one-minute load average
-and the busy share of the CPU time over a tenth of a second (``/proc/stat``, where there is
-one). Threads on cores other work keeps busy still wait on each other, and the warning says
-how to choose fewer.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 OWN_CGROUP = Path("/proc/self/cgroup")
 #: The folders of cgroup v1's ``cpu`` controller, as distributions mount it.
 V1_CPU = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
+#: The CPU times of the machine (``cpu``) and of each CPU (``cpuN``), in jiffies.
+PROC_STAT = Path("/proc/stat")
 RECORDED_WHY = "recorded in the checkpoint"
 
 
@@ -53,9 +57,8 @@ def _plural(count: int | float, noun: str) -> str:
 
 def affinity_cores() -> int:
     """The cores this process may run on (its CPU affinity), else the machine's."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    cpus = affinity_cpus()
+    return len(cpus) if cpus is not None else os.cpu_count() or 1
 
 
 def _own_paths(membership: Path) -> dict[str, str]:
@@ -139,26 +142,47 @@ def default_threads() -> tuple[int, str]:
         f"cgroup CPU quota {cpus}"
 
 
-def _cpu_times() -> tuple[int, int] | None:
-    """(busy, total) jiffies of all CPUs from ``/proc/stat``; None where there is none."""
+def affinity_cpus() -> set[int] | None:
+    """The CPUs this process may run on (its CPU affinity); None where it cannot tell."""
+    return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+
+
+def _cpu_times(cpus: set[int] | None = None, stat: Path = PROC_STAT
+               ) -> tuple[int, int] | None:
+    """(busy, total) jiffies of ``cpus`` (their ``cpuN`` lines; None: the machine's ``cpu``
+    line) from ``stat`` (``/proc/stat``); None where there is none. Nice time counts as
+    busy, idle and iowait as idle."""
     try:
-        with open("/proc/stat", encoding="ascii") as stat:
-            fields = [int(v) for v in stat.readline().split()[1:]]
-    except (OSError, ValueError):
+        lines = stat.read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
+    names = {"cpu"} if cpus is None else {f"cpu{n}" for n in cpus}
+    busy = total = 0
+    for line in lines:
+        name, *values = line.split()
+        if name in names:
+            try:
+                fields = [int(v) for v in values]
+            except ValueError:
+                return None
+            idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+            busy, total = busy + sum(fields) - idle, total + sum(fields)
+    return (busy, total) if total else None
 
 
 def busy_cores(cores: int, interval: float = 0.1) -> float:
-    """How many cores other work keeps busy: the larger of the one-minute load average and
-    the busy share of all CPU time over ``interval`` seconds (this process sleeps then)."""
+    """How many of the ``cores`` this process may run on other work keeps busy: the larger
+    of the one-minute load average (the machine's, times the share of its cores these are)
+    and the busy share of these cores' CPU time over ``interval`` seconds (this process
+    sleeps then)."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    before = _cpu_times()
+    load *= cores / max(cores, os.cpu_count() or cores)
+    cpus = affinity_cpus()
+    before = _cpu_times(cpus)
     if before is None:
         return load
     time.sleep(interval)
-    after = _cpu_times()
+    after = _cpu_times(cpus)
     if after is None or after[1] == before[1]:
         return load
     return max(load, (after[0] - before[0]) / (after[1] - before[1]) * cores)
@@ -166,7 +190,7 @@ def busy_cores(cores: int, interval: float = 0.1) -> float:
 
 def idle_cores(cores: int, busy: float) -> int:
     """``cores`` minus the busy ones, rounded, at least one: the count that waits least on
-    the other work (the one the warning suggests)."""
+    the other work (the default, and the one a resume's warning suggests)."""
     return max(1, min(cores, cores - round(busy)))
 
 
@@ -181,7 +205,7 @@ class Threads(NamedTuple):
     busy: float | None = None
     #: the cores ``busy`` is counted over (the CPU affinity)
     cores: int = 1
-    #: the count nobody's choice and no checkpoint would give (``default_threads``)
+    #: the cores this process may use (``default_threads``), whatever the load
     default: int | None = None
     #: the count the checkpoint a fit continues recorded
     recorded: int | None = None
@@ -199,9 +223,9 @@ class Threads(NamedTuple):
         return self._replace(count=recorded, why=RECORDED_WHY, recorded=recorded)
 
     def messages(self) -> list[str]:
-        """The lines the choice is worth on stderr: a busy machine (the count stays), a
-        user's choice that differs from the checkpoint's, a checkpoint's count above the
-        cores this process may use."""
+        """The lines the choice is worth on stderr: a user's choice that differs from the
+        checkpoint's, a checkpoint's count above the cores this process may use or above
+        the idle ones."""
         lines = []
         if self.chosen is not None and self.recorded not in (None, self.count):
             lines.append(f"synlm: {self.why} gives {_plural(self.count, 'thread')}, the "
@@ -213,16 +237,14 @@ class Threads(NamedTuple):
                          f"more than the {self.default} this process may use here; it goes "
                          "on with them to continue exactly as it ran (SYNLM_THREADS="
                          f"{self.default} is faster, its numbers may differ slightly)")
-        if self.busy is not None and idle_cores(self.cores, self.busy) < min(self.count,
-                                                                              self.cores):
-            idle = idle_cores(self.cores, self.busy)
-            reason = "as its checkpoint recorded, to continue exactly" if resumed else \
-                "so that its numbers do not depend on the load"
+        if resumed and self.busy is not None and idle_cores(self.cores, self.busy) < min(
+                self.count, self.cores):
             lines.append(f"synlm: warning: {min(self.busy, self.cores):.1f} of {self.cores} "
                          "cores look busy with other work; this run uses "
-                         f"{_plural(self.count, 'thread')} "
-                         f"anyway, {reason}. SYNLM_THREADS=N chooses N (SYNLM_THREADS={idle}"
-                         ", one per idle core, waits less on the other work)")
+                         f"{_plural(self.count, 'thread')} anyway, as its checkpoint recorded, "
+                         "to continue exactly. SYNLM_THREADS=N chooses N (SYNLM_THREADS="
+                         f"{idle_cores(self.cores, self.busy)}, one per idle core, waits less "
+                         "on the other work)")
         return lines
 
     def report(self, file: TextIO | None = None) -> None:
@@ -240,14 +262,25 @@ def wait_passively(environ: dict[str, str] | os._Environ[str] = os.environ) -> s
     return environ.get(WAIT_POLICY_ENV) or None
 
 
+def load_following(busy: float) -> tuple[int, str, int, int]:
+    """The default count on a machine where ``busy`` cores look busy: one thread per idle
+    core of those this process may use (``default_threads``, ``idle_cores``), at least one;
+    and why, the cores it may use and the cores ``busy`` is counted over (the affinity)."""
+    limit, why = default_threads()
+    cores = affinity_cores()
+    count = min(limit, idle_cores(cores, busy))
+    return count, f"default: {min(busy, cores):.1f} of {_plural(cores, 'core')} busy with " \
+        f"other work, {why.removeprefix('default: ')}", limit, cores
+
+
 def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ,
                       warn: bool = True) -> Threads:
     """Set torch's thread count for this command; returns it, why (for the log and the
     summary) and what its warnings need. ``SYNLM_THREADS=N`` sets N;
-    ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` leave torch as they made it; otherwise
-    ``default_threads``, whatever the load, with a warning on stderr when other work keeps
-    cores busy (``warn``; a command that may continue a checkpoint reports once it knows:
-    ``Threads.resume``, ``Threads.report``). A bad ``SYNLM_THREADS`` is a one-line
+    ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` leave torch as they made it; otherwise one
+    thread per idle core (``load_following``). A command that may continue a checkpoint
+    sets the recorded count once it knows (``Threads.resume``) and reports then
+    (``Threads.report``; ``warn``: report here). A bad ``SYNLM_THREADS`` is a one-line
     ``InputError`` (a ``ValueError``)."""
     import torch  # here: a bad SYNLM_THREADS is reported before torch's second of import
 
@@ -262,9 +295,9 @@ def configure_threads(environ: dict[str, str] | os._Environ[str] = os.environ,
     if chosen:
         return Threads(torch.get_num_threads(), f"{chosen[0]}={environ[chosen[0]]}",
                        chosen=chosen[0])
-    count, why = default_threads()
-    cores = affinity_cores()
-    threads = Threads(count, why, busy=busy_cores(cores), cores=cores, default=count)
+    busy = busy_cores(affinity_cores())
+    count, why, limit, cores = load_following(busy)
+    threads = Threads(count, why, busy=busy, cores=cores, default=limit)
     torch.set_num_threads(count)
     if warn:
         threads.report()
