@@ -31,7 +31,6 @@ ascending) with their relative positions.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -44,7 +43,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from tg_reference import COMMIT, PAD, SETTINGS, choe_charniak, import_reference, nltk_trees  # noqa: E402
+from tg_reference import (  # noqa: E402
+    COMMIT,
+    PAD,
+    SETTINGS,
+    choe_charniak,
+    import_reference,
+    nltk_trees,
+    reference_arguments,
+)
 
 from synlm.syntax import Sentence  # noqa: E402
 from synlm.syntax.actions import REDUCE, ActionVocab, oracle  # noqa: E402
@@ -114,14 +121,9 @@ def pick(sizes: list[int], budget: int) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reference", type=Path, required=True,
-                        help="the folder holding the built cpp_masking extension")
-    parser.add_argument("--nltk", type=Path, required=True, help="the NLTK treebank.zip")
-    parser.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures" / "tg_memory")
-    parser.add_argument("--budget", type=int, default=BUDGET,
-                        help="most tokens of the documents kept per sequence length")
-    args = parser.parse_args(argv)
+    args = reference_arguments(
+        __doc__.split("\n\n")[0], ROOT / "tests" / "fixtures" / "tg_memory", BUDGET,
+        "most tokens of the documents kept per sequence length").parse_args(argv)
     cpp = import_reference(args.reference)
 
     docs = nltk_documents(args.nltk)

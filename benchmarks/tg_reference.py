@@ -165,15 +165,23 @@ def record(cpp: ModuleType, tree: Tree, source: str, vocab: ActionVocab) -> dict
             **released(cpp, actions, vocab)}
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def reference_arguments(description: str, out: Path, budget: int,
+                        budget_help: str) -> argparse.ArgumentParser:
+    """The options of a generator of a fixture from the released masking extension: where
+    it is built, the NLTK sample, the fixture's folder and its token budget."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--reference", type=Path, required=True,
                         help="the folder holding the built cpp_masking extension")
     parser.add_argument("--nltk", type=Path, required=True, help="the NLTK treebank.zip")
-    parser.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures" / "tg")
-    parser.add_argument("--budget", type=int, default=BUDGET,
-                        help="most tokens of the NLTK trees kept (400000 keeps them all)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--budget", type=int, default=budget, help=budget_help)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = reference_arguments(
+        __doc__.split("\n\n")[0], ROOT / "tests" / "fixtures" / "tg", BUDGET,
+        "most tokens of the NLTK trees kept (400000 keeps them all)").parse_args(argv)
     cpp = import_reference(args.reference)
 
     sample = nltk_trees(args.nltk)
