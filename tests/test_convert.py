@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 from nltk import Tree
-from test_rnng_reference import assert_searches_equal, assert_teacher_forcing_equal
+from test_rnng_reference import assert_searches_equal, assert_teacher_forcing_equal, padded
+from torch.nn.utils.rnn import pad_sequence
 
 from conftest import first_logged, pair_report, run_cli
 from synlm.commands.convert import write_run
@@ -143,15 +144,9 @@ def batch(lm, reference: dict) -> tuple[torch.Tensor, ...]:
     """The fixture's sentences through the converted vocabularies (the closing ``FINISH``
     left out: the in-order model adds it)."""
     sentences = reference["sentences"]
-    N = max(len(s["words"]) for s in sentences)
-    A = max(len(s["actions"]) for s in sentences)
-    words = torch.zeros(len(sentences), N, dtype=torch.long)
-    actions = torch.full((len(sentences), A), -1)
-    for b, s in enumerate(sentences):
-        words[b, :len(s["words"])] = torch.tensor(lm.vocab.encode(s["words"]))
-        gold = [a for a in s["actions"] if a != "FINISH"]
-        actions[b, :len(gold)] = torch.tensor(lm.action_vocab.encode(gold))
-    return words, actions, torch.tensor([len(s["words"]) for s in sentences])
+    return padded([lm.vocab.encode(s["words"]) for s in sentences],
+                  [lm.action_vocab.encode([a for a in s["actions"] if a != "FINISH"])
+                   for s in sentences])
 
 
 def test_the_run_folder_holds_synlms_parts(converted):
@@ -350,14 +345,9 @@ def pieces_batch(lm, expected: dict, strategy: str) -> tuple[torch.Tensor, ...]:
         assert (pieces, ids, ends) == (s["pieces"], s["piece_ids"], s["word_ends"])
         assert actions == [a for a in s["actions"] if a != "FINISH"]
         rows.append((ids, ends, lm.action_vocab.encode(actions)))
-    N, A = max(len(r[0]) for r in rows), max(len(r[2]) for r in rows)
-    words, ends = torch.zeros(len(rows), N, dtype=torch.long), torch.zeros(len(rows), N,
-                                                                         dtype=torch.bool)
-    actions = torch.full((len(rows), A), -1)
-    for b, (ids, e, acts) in enumerate(rows):
-        words[b, :len(ids)], ends[b, :len(e)] = torch.tensor(ids), torch.tensor(e)
-        actions[b, :len(acts)] = torch.tensor(acts)
-    return words, ends, actions, torch.tensor([len(r[0]) for r in rows])
+    words, actions, lengths = padded([r[0] for r in rows], [r[2] for r in rows])
+    ends = pad_sequence([torch.tensor(r[1], dtype=torch.bool) for r in rows], batch_first=True)
+    return words, ends, actions, lengths
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))

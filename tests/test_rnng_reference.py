@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from synlm.syntax.actions import ActionVocab
 from synlm.transition.beam import BeamSettings, SearchResult, search_batch
@@ -64,18 +65,21 @@ def reference_weights(reference: dict) -> dict[str, torch.Tensor]:
     return ours
 
 
+def padded(word_ids: list[list[int]], action_ids: list[list[int]]) -> tuple[torch.Tensor, ...]:
+    """Sentences as a batch: words (B, N) (0 padded), actions (B, A) (-1 padded), lengths
+    (B,)."""
+    words = pad_sequence([torch.tensor(w) for w in word_ids], batch_first=True)
+    actions = pad_sequence([torch.tensor(a) for a in action_ids], batch_first=True,
+                           padding_value=-1)
+    return words, actions, torch.tensor([len(w) for w in word_ids])
+
+
 def batch(reference: dict, vocab: ActionVocab) -> tuple[torch.Tensor, ...]:
     """The fixture's sentences: words (B, N), actions (B, A) (-1 padded), lengths (B,)."""
     word_id = {w: i - 1 for i, w in enumerate(reference["words"])}
     sentences = reference["sentences"]
-    N = max(len(s["words"]) for s in sentences)
-    A = max(len(s["actions"]) for s in sentences)
-    words = torch.zeros(len(sentences), N, dtype=torch.long)
-    actions = torch.full((len(sentences), A), -1)
-    for b, s in enumerate(sentences):
-        words[b, :len(s["words"])] = torch.tensor([word_id[w] for w in s["words"]])
-        actions[b, :len(s["actions"])] = torch.tensor(vocab.encode(s["actions"]))
-    return words, actions, torch.tensor([len(s["words"]) for s in sentences])
+    return padded([[word_id[w] for w in s["words"]] for s in sentences],
+                  [vocab.encode(s["actions"]) for s in sentences])
 
 
 def assert_teacher_forcing_equal(out: RNNGOutput, reference: dict) -> None:
