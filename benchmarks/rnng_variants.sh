@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # RNNG variants side by side at one budget, each at one size (embedding 200, stack LSTM
-# 400 x 2, the released recipe otherwise), trained for STEPS batches of 64 sentences of the
+# 400 x 2, the released recipe otherwise; PLM-mask at its config's size), trained for STEPS
+# batches of 64 sentences of the
 # NLTK WSJ sample's trees (configs/data/nltk_sample_trees.yaml), then `synlm test` (joint
 # perplexity, beam perplexity and UF1 of word-synchronous beam search BEAM on the sample's
 # 118 test trees) and `synlm evaluate-syntax` on the first SUBSET items of every BLiMP
@@ -9,6 +10,8 @@
 #   rnng_in_order  configs/rnng_in_order.yaml, in-order, words
 #   rnng_bpe       configs/rnng.yaml on the pieces of a byte-level BPE of BPE_SIZE tokens
 #                  trained on the training trees (data.subwords: TrainedBPE): no unknown word
+#   plm_mask       configs/plm_mask.yaml (4 layers of width 256), words
+#   plm_mask_bpe   configs/plm_mask.yaml on the pieces of the same BPE
 # A finished step (its checkpoint, its log, its JSON) is kept.
 #   SYNLM_DATA_DIR=/path/to/data bash benchmarks/rnng_variants.sh OUT_DIR [STEPS] [SUBSET] \
 #     [BEAM] [MODELS] [BPE_SIZE]
@@ -20,18 +23,21 @@ read -r beam word_beam shift <<< "${4:-10 5 1}"
 models=${5:-rnng rnng_in_order rnng_bpe}
 bpe_size=${6:-4000}
 mkdir -p "$out"
+bpe=(--data.unknown_words=unk --data.subwords=TrainedBPE --data.subwords.vocab_size="$bpe_size")
+rnng_size=(--model.init_args.model.init_args.input_size=200
+           --model.init_args.model.init_args.hidden_size=400)
 for name in $models; do
   case $name in
-    rnng|rnng_in_order) config=$name; data=() ;;
-    rnng_bpe) config=rnng; data=(--data.unknown_words=unk --data.subwords=TrainedBPE
-                                 --data.subwords.vocab_size="$bpe_size") ;;
-    *) echo "rnng_variants.sh: unknown model $name (rnng, rnng_in_order, rnng_bpe)" >&2; exit 2 ;;
+    rnng|rnng_in_order) config=$name; extra=("${rnng_size[@]}") ;;
+    rnng_bpe) config=rnng; extra=("${rnng_size[@]}" "${bpe[@]}") ;;
+    plm_mask) config=plm_mask; extra=() ;;
+    plm_mask_bpe) config=plm_mask; extra=("${bpe[@]}") ;;
+    *) echo "rnng_variants.sh: unknown model $name (rnng, rnng_in_order, rnng_bpe, plm_mask," \
+            "plm_mask_bpe)" >&2; exit 2 ;;
   esac
   if ! ls "$out/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then
     /usr/bin/time -f "$name fit %e s" synlm fit --config "configs/$config.yaml" \
-      --config configs/data/nltk_sample_trees.yaml "${data[@]}" \
-      --model.init_args.model.init_args.input_size=200 \
-      --model.init_args.model.init_args.hidden_size=400 \
+      --config configs/data/nltk_sample_trees.yaml "${extra[@]}" \
       --model.init_args.beam_size="$beam" --model.init_args.word_beam_size="$word_beam" \
       --model.init_args.shift_size="$shift" \
       --data.batch_size=64 --trainer.max_epochs=20 --trainer.max_steps="$steps" \

@@ -8,10 +8,14 @@ busy time is given as a ratio to the quiet run of the same invocation (goal for 
 defaults: at most 2), with the thread count the run chose (its summary's ``threads`` line)
 and the one-minute load average at its start.
 
-    python benchmarks/threads_hog.py [--hogs 2] [--epochs 2] [--batches N]
+    python benchmarks/threads_hog.py [--hogs 2] [--epochs 2] [--batches N] [--rounds 1]
                                      [--variants as_written fixed_cores ...] [--json]
 
-The quiet run is only as quiet as the machine: run it with nothing else on the cores.
+An untimed quickstart runs first (the first start after a while reads its files from disk:
+30 s against 14 s warm), and each round's quiet run waits up to ``--settle`` seconds for the
+one-minute load average to fall below a quarter of the cores after the previous round's busy
+processes, so that its default thread count sees a quiet machine. The quiet run is only as
+quiet as the machine: run it with nothing else on the cores.
 """
 
 from __future__ import annotations
@@ -75,6 +79,30 @@ def busy_seconds(hogs: int, run: dict[str, dict[str, str]], time_one) -> dict[st
             hog.kill()
 
 
+def settle(seconds: float) -> None:
+    """Wait up to ``seconds`` for the one-minute load average to fall below a quarter of the
+    cores (it lags the busy processes of a previous round by about a minute)."""
+    end = time.monotonic() + seconds
+    while os.getloadavg()[0] >= int(CORES) / 4 and time.monotonic() < end:
+        time.sleep(5.0)
+
+
+def one_round(args: argparse.Namespace, time_one) -> dict:
+    """The quiet run, then each variant beside the busy processes: one JSON row."""
+    settle(args.settle)
+    quiet = time_one("quiet", {})
+    busy = busy_seconds(args.hogs, {name: BUSY_VARIANTS[name] for name in args.variants},
+                        time_one)
+    runs = {"quiet": quiet, **busy}
+    return {"cores": int(CORES), "hogs": args.hogs, "epochs": args.epochs,
+            "batches": args.batches,
+            **{f"{name}_s": round(run.seconds, 1) for name, run in runs.items()},
+            **{f"{name}_ratio": round(run.seconds / quiet.seconds, 2)
+               for name, run in busy.items()},
+            **{f"{name}_threads": run.threads for name, run in runs.items()},
+            **{f"{name}_load": round(run.load, 2) for name, run in runs.items()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hogs", type=int, default=2, help="busy processes beside the runs")
@@ -83,7 +111,10 @@ def main() -> None:
                         help="training and validation batches per epoch (default: all)")
     parser.add_argument("--variants", nargs="+", choices=list(BUSY_VARIANTS),
                         default=list(BUSY_VARIANTS), help="the busy runs (default: all)")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1, help="the whole sequence, repeated")
+    parser.add_argument("--settle", type=float, default=180.0,
+                        help="seconds the quiet run waits at most for a quiet load average")
+    parser.add_argument("--json", action="store_true", help="one JSON line per round")
     args = parser.parse_args()
     base = {k: v for k, v in os.environ.items() if k not in (
         "OMP_NUM_THREADS", "MKL_NUM_THREADS", "SYNLM_THREADS", "OMP_WAIT_POLICY",
@@ -94,26 +125,19 @@ def main() -> None:
             return quickstart_seconds({**base, **env}, args.epochs, f"{tmp}/{name}",
                                       args.batches)
 
-        quiet = time_one("quiet", {})
-        busy = busy_seconds(args.hogs, {name: BUSY_VARIANTS[name] for name in args.variants},
-                            time_one)
-    runs = {"quiet": quiet, **busy}
-    row = {"cores": int(CORES), "hogs": args.hogs, "epochs": args.epochs,
-           "batches": args.batches,
-           **{f"{name}_s": round(run.seconds, 1) for name, run in runs.items()},
-           **{f"{name}_ratio": round(run.seconds / quiet.seconds, 2)
-              for name, run in busy.items()},
-           **{f"{name}_threads": run.threads for name, run in runs.items()},
-           **{f"{name}_load": round(run.load, 2) for name, run in runs.items()}}
+        time_one("warm_up", {})
+        rows = [one_round(args, time_one) for _ in range(args.rounds)]
     if args.json:
-        print(json.dumps(row))
+        print("\n".join(json.dumps(row) for row in rows))
         return
     print(f"quickstart, {args.epochs} epoch(s), on {CORES} cores; "
           f"beside {args.hogs} busy process(es) but the quiet run:")
-    for name, run in runs.items():
-        print(f"  {name}: {run.seconds:.1f} s ({run.seconds / quiet.seconds:.2f}x), "
-              f"load {run.load:.2f} at the start, threads {run.threads}")
-
+    for number, row in enumerate(rows, 1):
+        print(f"round {number}")
+        for name in ("quiet", *args.variants):
+            ratio = row.get(f"{name}_ratio", 1.0)
+            print(f"  {name}: {row[f'{name}_s']:.1f} s ({ratio:.2f}x), load "
+                  f"{row[f'{name}_load']:.2f} at the start, threads {row[f'{name}_threads']}")
 
 if __name__ == "__main__":
     main()

@@ -76,7 +76,7 @@ def test_the_threads_benchmark_times_the_quiet_run_and_each_busy_variant() -> No
     """benchmarks/threads_hog.py with one short epoch: every run finishes and each ratio is
     its busy time over the quiet one. (Its figures are in docs/training.md, not asserted.)"""
     out = subprocess.run([sys.executable, str(SCRIPT.with_name("threads_hog.py")), "--epochs",
-                          "1", "--batches", "2", "--hogs", "1", "--json"],
+                          "1", "--batches", "2", "--hogs", "1", "--settle", "0", "--json"],
                          capture_output=True, text=True, timeout=600, check=True).stdout
     row = json.loads(out.strip().splitlines()[-1])
     assert row["hogs"] == 1 and row["quiet_s"] > 0
