@@ -71,6 +71,7 @@ CASES = [
      "Marvin & Linzen: missing"),
     (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--benchmark", "syntaxgym"],
      "syntaxgym: missing"),
+    (["evaluate-syntax", "--results", "nope.json"], "--results: cannot read nope.json"),
     (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--sentences", "nope.txt",
       "--surprisals", "s.tsv"], "--sentences: no file nope.txt"),
     (["parse", "--ckpt_path", "nope", "--treebank", "bad_pairs.jsonl"],

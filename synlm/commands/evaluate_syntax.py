@@ -5,6 +5,7 @@ Face causal and masked LMs on BLiMP, SyntaxGym and Marvin & Linzen (docs/syntact
     synlm evaluate-syntax --ckpt_path RUN --subset 20 --output pairs.jsonl   (a quick look)
     synlm evaluate-syntax --ckpt_path RUN_A RUN_B --untrained 3 --report DIR (side by side)
     synlm evaluate-syntax --ckpt_path RUN --hf gpt2 --label ours GPT-2 --report DIR  (any mix)
+    synlm evaluate-syntax --results a.json b.json --label A B --report DIR   (saved results)
     synlm evaluate-syntax --hf gpt2 --benchmark syntaxgym --suites my_suite.json
     synlm evaluate-syntax --config awd_lstm.yaml --seeds 3   (untrained models: mean and std)
     synlm evaluate-syntax --ckpt_path RUN --sentences text.txt --surprisals tokens.tsv
@@ -102,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Hugging Face causal or masked LMs: local folders written by "
                    "save_pretrained, or hub names where the network allows; each is scored "
                    "with its own tokenizer (a masked LM by pseudo-log-likelihood, --pll)")
+    p.add_argument("--results", nargs="+", metavar="JSON", help="tables from finished "
+                   "evaluations, scoring nothing: the JSON each printed, its --output records "
+                   "beside it (one model, or --config's seeds, a file; the same label for "
+                   "several files: seeds of one model)")
     p.add_argument("--label", nargs="+", metavar="NAME", help="a name for each model, in "
                    "command-line order (--ckpt_path and --hf together; --config: one), the "
                    "column of the tables; the same name twice: seeds of one model (default: "
@@ -397,8 +402,25 @@ def units_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def results_problem(args: argparse.Namespace) -> str | None:
+    """The first flag ``--results`` (tables from finished evaluations) cannot honour."""
+    if args.models:
+        return "--results makes tables from finished evaluations; score --ckpt_path and " \
+               "--hf models in their own command with --output, then give its JSON here"
+    flag = next((f for f, default in SCORING_FLAGS.items() if getattr(args, f) != default),
+                None)
+    if flag:
+        shown = "eos/--no-eos" if flag == "eos" else flag.replace("_", "-")
+        return f"--{shown}: how models are scored; --results scores nothing " \
+               "(its files were scored with their own settings)"
+    return label_problem(args.label, args.results, f"{len(args.results)} --results") or \
+        units_problem(args)
+
+
 def argument_problem(args: argparse.Namespace) -> str | None:
     """The first inconsistency among the flags, as the message of a one-line error."""
+    if args.results:
+        return results_problem(args)
     if not args.models and not args.config:
         return "give the models to score: --ckpt_path RUN and --hf MODEL (any mix), or " \
                "--config C"
@@ -468,6 +490,11 @@ def load_model(path: str) -> Any:
 #: The flags of a transition LM's search, by their ``args`` names.
 BEAM_SIZES = ("beam_size", "word_beam_size", "shift_size")
 BEAM_FLAGS = (*BEAM_SIZES, "search_convention", "search", "particles")
+#: The flags that score models, with their defaults: a table from ``--results`` takes none.
+SCORING_FLAGS: dict[str, Any] = {
+    "config": None, "seeds": 1, "subset": None, "eos": None, "sentences": None,
+    "untrained": 0, "pll": None, "suites": None, "pairs": [],
+    **dict.fromkeys(BEAM_FLAGS)}
 
 
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> str | None:
@@ -758,11 +785,46 @@ def write_report(folder: Path, models: dict[str, list[dict[str, BenchmarkResult]
     return report
 
 
+def from_results(args: argparse.Namespace, argv: Sequence[str] | None,
+                 chosen: Sequence[str] | None) -> tuple[list[Evaluated], dict[str, Any]]:
+    """The runs of the ``--results`` files (``synlm.tse.saved``) under their labels (the
+    ``--label`` of each file, else the label it was scored under), keeping the ``chosen``
+    benchmarks (None: all the files were scored on), and the JSON summary of them."""
+    from synlm.tse import provenance, saved
+
+    files = saved.read_all(args.results)
+    labels = args.label or [runs[0].label for runs in files]
+    scored = list(files[0][0].results)
+    keep = scored if chosen is None or "all" in chosen else list(dict.fromkeys(chosen))
+    missing = [b for b in keep if b not in scored]
+    if missing:
+        raise InputError(f"--benchmark {missing[0].replace('_', '-')}: {args.results[0]} was "
+                         f"not scored on it (it has {', '.join(scored)})")
+    args.benchmark = [b for b in keep if b != "pairs"]
+    args.pairs = ["pairs"] if "pairs" in keep else []  # its rows, not a file to read
+    units = units_problem(args)
+    if units:
+        raise InputError(units)
+    runs = [Evaluated(label, {b: run.results[b] for b in keep}, [], 0, run.source)
+            for label, file_runs in zip(labels, files) for run in file_runs]
+    for run in runs:
+        for line in no_parse_warnings(run.results, run.name):
+            print(line, file=sys.stderr)
+    first = json.loads(Path(args.results[0]).read_text(encoding="utf-8"))
+    args.subset, args.eos = first.get("subset"), first.get("eos")
+    summary = summarize_runs(args, runs)
+    summary["results"] = list(args.results)
+    summary["provenance"] = provenance.of_saved(provenance.command_line(PROG, argv), files,
+                                               labels)
+    return runs, summary
+
+
 def main(argv: list[str] | None = None,
          build_model: Callable[..., Any] | None = None) -> int:
     """Entry point of ``synlm evaluate-syntax``; returns the exit code. ``build_model``
     builds a model from a config (``--config``; ``synlm.cli`` passes its own)."""
     args = build_parser().parse_args(argv)
+    chosen = args.benchmark  # --results: the benchmarks to keep of its files'
     if args.benchmark is None:
         args.benchmark = [] if args.pairs else list(BENCHMARKS)
     if "all" in args.benchmark:
@@ -773,6 +835,12 @@ def main(argv: list[str] | None = None,
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     try:
+        if args.results:
+            runs, summary = from_results(args, argv, chosen)
+            write_outputs(args, runs, summary)
+            print_table(table_models(args, runs)[0])
+            print(json.dumps(summary))
+            return 0
         check_inputs(args)  # what needs no model, then the data: before torch loads
         loaded = {} if args.sentences else load_benchmarks(
             args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)

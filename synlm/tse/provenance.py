@@ -299,6 +299,21 @@ def collect(command: str, models: Sequence[tuple[str, Any, Sequence[Any]]], thre
                          for name, paths in (files or {}).items()})
 
 
+def of_saved(command: str, files: Sequence[Sequence[Any]], labels: Sequence[str]
+             ) -> dict[str, Any]:
+    """The record of tables made from finished evaluations (``synlm.tse.saved``: each file's
+    runs, under its label in the tables): the command, synlm's version, and each file read,
+    the JSON and its records with their sha256, and the provenance it was scored with."""
+    return {
+        "command": command, "cwd": os.getcwd(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "synlm": synlm.__version__, "synlm_source": synlm_source(),
+        "python": platform.python_version(), "platform": platform.platform(),
+        "results": [{"label": label, "file": asdict(file_digest(runs[0].file)),
+                     "records": asdict(file_digest(runs[0].records)),
+                     "scored": runs[0].provenance} for label, runs in zip(labels, files)]}
+
+
 def command_line(prog: str, argv: Sequence[str] | None) -> str:
     """The command as typed: ``prog`` and its arguments (``sys.argv``'s where ``argv`` is
     None), quoted for a shell."""
