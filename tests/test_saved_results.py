@@ -116,6 +116,7 @@ def _edited(path: Path, target: Path, **changes: object) -> Path:
     ("no_output", "was scored without --output; the tables need its per-item records"),
     ("no_records", "names its records nowhere.jsonl, which is neither there nor beside it"),
     ("subset", "was scored with subset 3, "),
+    ("other_benchmarks", "was scored on blimp, "),
     ("benchmark", "--benchmark marvin-linzen: "),
     ("with_ckpt", "--results makes tables from finished evaluations"),
     ("with_subset", "--subset: how models are scored; --results scores nothing"),
@@ -139,6 +140,8 @@ def test_files_and_flags_it_cannot_honour_are_one_line(capsys, scored, tmp_path,
         _edited(good, bad, output="nowhere.jsonl")
     elif case == "subset":
         _edited(good, bad, subset=3)
+    elif case == "other_benchmarks":
+        _edited(good, bad, benchmarks=["blimp"])
     else:
         files = [str(good)]
         extra = {"benchmark": ["--benchmark", "marvin-linzen"],
@@ -150,3 +153,16 @@ def test_files_and_flags_it_cannot_honour_are_one_line(capsys, scored, tmp_path,
     assert run_cli(["evaluate-syntax", "--results", *files, *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_benchmark_keeps_those_every_file_was_scored_on(capsys, scored, tmp_path):
+    """A file scored on BLiMP alone beside one scored on BLiMP and SyntaxGym: refused as they
+    are (above), tabled on BLiMP with ``--benchmark blimp``."""
+    good = saved(capsys, tmp_path, "good", "--ckpt_path", str(scored["ckpt"]), "--data-dir",
+                 str(scored["data"]), *BENCHMARKS)
+    blimp = _edited(good, tmp_path / "blimp.json", benchmarks=["blimp"])
+    out, _ = evaluate(capsys, "--results", str(good), str(blimp), "--label", "a", "b",
+                      "--benchmark", "blimp")
+    assert out["benchmarks"] == ["blimp"]
+    assert list(out["models"]["b"]["headline"]) == [
+        "blimp/accuracy", "blimp/in_vocabulary_accuracy", "blimp/unknown_share"]

@@ -792,30 +792,23 @@ def from_results(args: argparse.Namespace, argv: Sequence[str] | None,
     benchmarks (None: all the files were scored on), and the JSON summary of them."""
     from synlm.tse import provenance, saved
 
-    files = saved.read_all(args.results)
-    labels = args.label or [runs[0].label for runs in files]
-    scored = list(files[0][0].results)
-    keep = scored if chosen is None or "all" in chosen else list(dict.fromkeys(chosen))
-    missing = [b for b in keep if b not in scored]
-    if missing:
-        raise InputError(f"--benchmark {missing[0].replace('_', '-')}: {args.results[0]} was "
-                         f"not scored on it (it has {', '.join(scored)})")
-    args.benchmark = [b for b in keep if b != "pairs"]
-    args.pairs = ["pairs"] if "pairs" in keep else []  # its rows, not a file to read
+    table = saved.read_all(args.results, chosen)
+    labels = args.label or [runs[0].label for runs in table.files]
+    args.benchmark = [b for b in table.benchmarks if b != "pairs"]
+    args.pairs = ["pairs"] if "pairs" in table.benchmarks else []  # its rows, not a file
+    args.subset, args.eos = table.subset, table.eos
     units = units_problem(args)
     if units:
         raise InputError(units)
-    runs = [Evaluated(label, {b: run.results[b] for b in keep}, [], 0, run.source)
-            for label, file_runs in zip(labels, files) for run in file_runs]
+    runs = [Evaluated(label, run.results, [], 0, run.source)
+            for label, file_runs in zip(labels, table.files) for run in file_runs]
     for run in runs:
         for line in no_parse_warnings(run.results, run.name):
             print(line, file=sys.stderr)
-    first = json.loads(Path(args.results[0]).read_text(encoding="utf-8"))
-    args.subset, args.eos = first.get("subset"), first.get("eos")
     summary = summarize_runs(args, runs)
     summary["results"] = list(args.results)
-    summary["provenance"] = provenance.of_saved(provenance.command_line(PROG, argv), files,
-                                               labels)
+    summary["provenance"] = provenance.of_saved(provenance.command_line(PROG, argv),
+                                               table.files, labels)
     return runs, summary
 
 

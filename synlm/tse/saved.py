@@ -21,8 +21,9 @@ from typing import Any
 from synlm.errors import InputError
 from synlm.tse.benchmarks import BenchmarkResult
 
-#: What must agree between the files of one table: the items scored and the convention.
-ALIKE = ("benchmarks", "subset", "eos")
+#: What must agree between the files of one table, beside their benchmarks: the items
+#: scored of each and the end-of-sentence choice.
+ALIKE = ("subset", "eos")
 
 
 @dataclass(frozen=True)
@@ -96,14 +97,15 @@ def _results(records: Sequence[dict[str, Any]], headline: dict[str, Any],
         dict(conventions.get(name, {}))) for name in benchmarks}
 
 
-def read_saved(file: str | Path, summary: dict[str, Any] | None = None) -> list[SavedRun]:
+def read_saved(file: str | Path, summary: dict[str, Any] | None = None,
+               benchmarks: Sequence[str] | None = None) -> list[SavedRun]:
     """The runs of one finished evaluation (a config's untrained seeds: one run each);
-    ``summary``: its JSON, where already read."""
+    ``summary``: its JSON, where already read; ``benchmarks``: those to keep (None: all)."""
     path = Path(file)
     summary = summary if summary is not None else _summary(path)
     source = records_path(path, summary)
     records = _records(source)
-    benchmarks = summary.get("benchmarks", [])
+    benchmarks = summary.get("benchmarks", []) if benchmarks is None else benchmarks
     provenance = summary.get("provenance", {})
     label = str(summary.get("label", path.stem))
     per_seed = summary.get("per_seed")
@@ -124,6 +126,17 @@ def read_saved(file: str | Path, summary: dict[str, Any] | None = None) -> list[
     return runs
 
 
+@dataclass(frozen=True)
+class SavedTable:
+    """The files of one table read back: each file's runs, the ``benchmarks`` kept, and the
+    ``subset`` and ``eos`` choice they were all scored with."""
+
+    files: list[list[SavedRun]]
+    benchmarks: list[str]
+    subset: int | None
+    eos: bool | None
+
+
 def check_alike(files: Sequence[str], summaries: Sequence[dict[str, Any]]) -> None:
     """A one-line error where a file was scored on other items or under another
     end-of-sentence choice than the first."""
@@ -136,8 +149,31 @@ def check_alike(files: Sequence[str], summaries: Sequence[dict[str, Any]]) -> No
                                  "a table pairs the same items under one convention")
 
 
-def read_all(files: Sequence[str]) -> list[list[SavedRun]]:
-    """Each file's runs, the files checked alike (``check_alike``)."""
+def kept_benchmarks(files: Sequence[str], summaries: Sequence[dict[str, Any]],
+                    chosen: Sequence[str] | None) -> list[str]:
+    """The benchmarks of the table: the ``chosen`` ones (None or ``all``: the first file's,
+    which every file must then have been scored on), each in every file."""
+    first = list(summaries[0].get("benchmarks", []))
+    keep = first if chosen is None or "all" in chosen else list(dict.fromkeys(chosen))
+    for file, summary in zip(files, summaries):
+        scored = summary.get("benchmarks", [])
+        missing = [b for b in keep if b not in scored]
+        if missing and keep is first:
+            raise InputError(f"--results: {file} was scored on {', '.join(scored)}, {files[0]} "
+                             f"on {', '.join(first)}; choose the benchmarks both have with "
+                             "--benchmark")
+        if missing:
+            raise InputError(f"--benchmark {missing[0].replace('_', '-')}: {file} was not "
+                             f"scored on it (it has {', '.join(scored)})")
+    return keep
+
+
+def read_all(files: Sequence[str], chosen: Sequence[str] | None = None) -> SavedTable:
+    """Each file's runs on the ``chosen`` benchmarks (``kept_benchmarks``), the files
+    checked alike (``check_alike``)."""
     summaries = [_summary(Path(file)) for file in files]
     check_alike(files, summaries)
-    return [read_saved(file, summary) for file, summary in zip(files, summaries)]
+    keep = kept_benchmarks(files, summaries, chosen)
+    return SavedTable([read_saved(file, summary, keep) for file, summary in
+                       zip(files, summaries)], keep, summaries[0].get("subset"),
+                      summaries[0].get("eos"))
