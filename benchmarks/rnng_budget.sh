@@ -9,8 +9,14 @@
 # paradigm, SyntaxGym suite and Marvin & Linzen condition, the RNNG by word-synchronous beam
 # search of BEAM (beam, word beam, shift) sizes. MODELS (default rnng) adds the action
 # Transformers of configs/plm.yaml, plm_mask.yaml and tg.yaml (their PTB size, 4 layers of
-# width 256), trained and scored the same way.
-#   SYNLM_DATA_DIR=/path/to/data bash benchmarks/rnng_budget.sh OUT_DIR TSE_DIR [STEPS] [SUBSET] [BEAM] [MODELS]
+# width 256), trained and scored the same way. SEEDS (e.g. "1 2 3") trains and scores every
+# model once per seed, in OUT_DIR/seed_S with --seed_everything=S, beside the AWD-LSTM of
+# the same seed (TSE_DIR/seed_S/awd_lstm: tse_budget.sh with the same SEEDS); without it,
+# once with each config's own seed. A finished run and a finished evaluation are kept; at the
+# end the tables of whatever has finished are written to OUT_DIR/report from the saved
+# evaluations (`evaluate-syntax --results`), each model's seeds under one label.
+#   SYNLM_DATA_DIR=/path/to/data bash benchmarks/rnng_budget.sh OUT_DIR TSE_DIR [STEPS] \
+#     [SUBSET] [BEAM] [MODELS] [SEEDS]
 set -euo pipefail
 out=${1:?output folder}
 tse=${2:?the tse_budget.sh output folder (its awd_lstm run)}
@@ -18,32 +24,50 @@ steps=${3:-552}
 subset=${4:-10}
 read -r beam word_beam shift <<< "${5:-100 10 1}"
 models=${6:-rnng}
+seeds=${7:-}
 mkdir -p "$out"
-train() {  # model fit-args...; a finished run (its last checkpoint) is kept
-  local name=$1
-  shift
-  if ls "$out/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then return; fi
+train() {  # folder model fit-args...; a finished run (its last checkpoint) is kept
+  local dir=$1 name=$2
+  shift 2
+  if ls "$dir/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then return; fi
   /usr/bin/time -f "$name %e s" synlm fit --config "configs/$name.yaml" \
     --config configs/data/nltk_sample_trees.yaml "$@" \
     --data.batch_size=64 --trainer.max_epochs=10 --trainer.max_steps="$steps" \
     --trainer.val_check_interval=1.0 --trainer.enable_progress_bar=false \
-    --trainer.default_root_dir="$out/$name" > "$out/$name.log" 2>&1
+    --trainer.default_root_dir="$dir/$name" > "$dir/$name.log" 2>&1
 }
-evaluate() {  # name evaluate-syntax-args...; a finished evaluation (its JSON) is kept
-  local name=$1
-  shift
-  if [ -s "$out/$name.tse.json" ]; then return; fi
+evaluate() {  # folder name evaluate-syntax-args...; a finished evaluation (its JSON) is kept
+  local dir=$1 name=$2
+  shift 2
+  if [ -s "$dir/$name.tse.json" ]; then return; fi
   /usr/bin/time -f "$name evaluate-syntax %e s" synlm evaluate-syntax "$@" --subset "$subset" \
-    --output "$out/$name.tse.jsonl" > "$out/$name.tse.partial" 2> "$out/$name.tse.log"
-  mv "$out/$name.tse.partial" "$out/$name.tse.json"
+    --output "$dir/$name.tse.jsonl" > "$dir/$name.tse.partial" 2> "$dir/$name.tse.log"
+  mv "$dir/$name.tse.partial" "$dir/$name.tse.json"
 }
-evaluate awd_lstm --ckpt_path "$tse/awd_lstm"
-for name in $models; do
-  if [ "$name" = rnng ]; then
-    train rnng --model.init_args.input_size=200 --model.init_args.hidden_size=400
-  else
-    train "$name"
+for seed in ${seeds:-own}; do
+  dir=$out awd=$tse/awd_lstm seed_flag=()
+  if [ "$seed" != own ]; then
+    dir=$out/seed_$seed awd=$tse/seed_$seed/awd_lstm seed_flag=(--seed_everything="$seed")
   fi
-  evaluate "$name" --ckpt_path "$out/$name" --beam-size "$beam" --word-beam-size "$word_beam" \
-    --shift-size "$shift"
+  mkdir -p "$dir"
+  evaluate "$dir" awd_lstm --ckpt_path "$awd"
+  for name in $models; do
+    if [ "$name" = rnng ]; then
+      train "$dir" rnng --model.init_args.model.init_args.input_size=200 \
+        --model.init_args.model.init_args.hidden_size=400 \
+        "${seed_flag[@]}"
+    else
+      train "$dir" "$name" "${seed_flag[@]}"
+    fi
+    evaluate "$dir" "$name" --ckpt_path "$dir/$name" --beam-size "$beam" \
+      --word-beam-size "$word_beam" --shift-size "$shift"
+  done
 done
+results=() labels=()  # the AWD-LSTM first: each model's paired test is against it
+for name in awd_lstm $models; do
+  for file in "$out/$name.tse.json" "$out"/seed_*/"$name.tse.json"; do
+    if [ -s "$file" ]; then results+=("$file") labels+=("$name"); fi
+  done
+done
+synlm evaluate-syntax --results "${results[@]}" --label "${labels[@]}" \
+  --report "$out/report" > "$out/report.json" 2> "$out/report.log"

@@ -1,0 +1,108 @@
+"""The measurement scripts of docs/results.md (``benchmarks/*_budget.sh``,
+``rnng_variants.sh``) run against a stand-in ``synlm`` that records each command and writes
+what the real one would (a checkpoint, a JSON summary): every ``fit`` they issue parses with
+synlm's own CLI (``--print_config``), seeds go to their own folders, a finished step is not
+run again, and the last command tables every finished evaluation with ``--results``. The
+scripts run for hours; this is what can be checked of them in seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: A ``synlm`` that logs its arguments as a JSON line and leaves what the scripts look for.
+STAND_IN = r"""#!/usr/bin/env python3
+import json, os, sys
+from pathlib import Path
+args = sys.argv[1:]
+with open(os.environ["SYNLM_STAND_IN_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\n")
+if args[0] == "fit":
+    root = next(a.split("=", 1)[1] for a in args if a.startswith("--trainer.default_root_dir="))
+    (Path(root) / "version_0" / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (Path(root) / "version_0" / "checkpoints" / "last.ckpt").write_text("")
+elif args[0] == "evaluate-syntax":
+    print(json.dumps({"headline": {}}))
+elif args[0] == "test":
+    print("test/joint_ppl 1.0")
+"""
+
+
+def run_script(tmp_path: Path, script: str, *args: str) -> list[list[str]]:
+    """``benchmarks/<script>`` with ``args`` against the stand-in: the commands it ran."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    stand_in = bin_dir / "synlm"
+    stand_in.write_text(STAND_IN)
+    stand_in.chmod(0o755)
+    log = tmp_path / "commands.jsonl"
+    log.unlink(missing_ok=True)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "SYNLM_STAND_IN_LOG": str(log)}
+    subprocess.run(["bash", str(ROOT / "benchmarks" / script), *args], cwd=ROOT, env=env,
+                   check=True, capture_output=True, text=True, timeout=120)
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def fits_parse(commands: list[list[str]]) -> None:
+    """Each ``fit`` command parses with synlm's CLI, run from the repository as the scripts
+    are (the config files and every flag accepted); ``--model.init_from``, a checkpoint the
+    stand-in did not write, is left out."""
+    for command in commands:
+        if command[0] != "fit":
+            continue
+        flags = [a for a in command if not a.startswith("--model.init_from=")]
+        code = run_cli([*flags, "--print_config"])
+        assert code == 0, shlex.join(command)
+
+
+@pytest.mark.parametrize("seeds", ["", "1 2"])
+def test_tse_budget_runs_each_seed_once_and_tables_them(tmp_path, monkeypatch, seeds) -> None:
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "runs"
+    commands = run_script(tmp_path, "tse_budget.sh", str(out), "8", "3", seeds)
+    fits = [c for c in commands if c[0] == "fit"]
+    folders = [out] if not seeds else [out / f"seed_{s}" for s in seeds.split()]
+    assert len(fits) == 6 * len(folders)
+    for folder, seed in zip(folders, seeds.split() or [None]):
+        mine = [c for c in fits if f"--trainer.default_root_dir={folder}/awd_lstm" in c]
+        assert len(mine) == 1
+        assert (f"--seed_everything={seed}" in mine[0]) == (seed is not None)
+        assert "--trainer.limit_train_batches=8" in mine[0]
+    evaluations = [c for c in commands if c[0] == "evaluate-syntax" and "--results" not in c]
+    assert len(evaluations) == 1 + 5 * len(folders)  # the untrained row, then each model
+    assert all(c[c.index("--subset") + 1] == "3" for c in evaluations)
+    report = commands[-1]
+    assert report[:2] == ["evaluate-syntax", "--results"]
+    files = report[2:report.index("--label")]
+    labels = report[report.index("--label") + 1:report.index("--report")]
+    assert len(files) == len(labels) == 1 + 5 * len(folders)
+    assert labels[0] == "AWD-LSTM" and labels[-1] == "untrained AWD-LSTM"
+    assert labels.count("PaLM-S") == len(folders)
+    fits_parse(fits[:6])
+    again = run_script(tmp_path, "tse_budget.sh", str(out), "8", "3", seeds)
+    assert [c[:2] for c in again] == [["evaluate-syntax", "--results"]]  # all kept
+
+
+def test_rnng_budget_and_variants_issue_commands_that_parse(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    budget = run_script(tmp_path, "rnng_budget.sh", str(tmp_path / "rb"), str(tmp_path / "tse"),
+                        "4", "2", "10 5 1", "rnng plm plm_mask tg", "1")
+    fits = [c for c in budget if c[0] == "fit"]
+    assert [Path(c[2]).stem for c in fits] == ["rnng", "plm", "plm_mask", "tg"]
+    assert all("--seed_everything=1" in c for c in fits)
+    assert budget[0][budget[0].index("--ckpt_path") + 1] == str(tmp_path / "tse/seed_1/awd_lstm")
+    assert budget[-1][budget[-1].index("--label") + 1:budget[-1].index("--report")] == [
+        "awd_lstm", "rnng", "plm", "plm_mask", "tg"]
+    variants = run_script(tmp_path, "rnng_variants.sh", str(tmp_path / "rv"), "4", "2",
+                          "10 5 1", "rnng rnng_in_order rnng_bpe plm_mask plm_mask_bpe")
+    fits_parse(fits + [c for c in variants if c[0] == "fit"])
