@@ -481,7 +481,7 @@ class SynLMCLI(LightningCLI):
         and keeps only the checkpoints in the next ``version_N``. Callbacks: the configured
         ones, ``RunCheckpoint`` (fit only, unless ``enable_checkpointing: false``) and
         ``TokensPerSecond``; Lightning's default progress bar becomes ``SynLMProgressBar``, and
-        with stderr not a terminal (a log file) ``ProgressLines`` prints beside any bar."""
+        with stderr not a terminal (a log file) ``ProgressLines`` prints, with a bar or without."""
         config = self.config_init[self.subcommand] if self.subcommand else self.config_init
         root = Path(config.trainer.default_root_dir)
         configured = config.trainer.logger
@@ -514,7 +514,7 @@ class SynLMCLI(LightningCLI):
         bar = trainer.progress_bar_callback
         if type(bar) is RichProgressBar:  # Lightning's default, not one configured
             trainer.callbacks[trainer.callbacks.index(bar)] = SynLMProgressBar()
-        if bar is not None and not sys.stderr.isatty():  # a log file: lines it can show
+        if not sys.stderr.isatty():  # a log file, bar or not: lines it can show
             trainer.callbacks.append(ProgressLines())
         for i, callback in enumerate(trainer.callbacks):
             if type(callback) in (ModelSummary, RichModelSummary):  # Lightning's default too
