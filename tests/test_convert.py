@@ -7,6 +7,7 @@ another shape, or one that pickles anything else, is a one-line error."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import types
@@ -502,7 +503,8 @@ def test_a_berkeleyrule2_checkpoint_reads_unknown_words_as_the_released_vocabula
     gives each word the id the released ``Vocabulary.get_id`` gives it (its class where the
     vocabulary has it); where the released one fails (a class it lacks, no ``<unk>``) it is
     a one-line error naming the class; ``parse`` and ``evaluate-syntax`` count the classes
-    as unknown, and ``synlm test`` reads the training treebank."""
+    as unknown, ``lm-eval`` scores the words by their classes, and ``synlm test`` reads the
+    training treebank."""
     released = torch.load(FIXTURES / "berkeley_rule2.pt", weights_only=True)
     run = write_run(FIXTURES / "released_berkeleyrule2.pt", tmp_path / "run")
     vocab = load_model(str(run)).vocab
@@ -526,6 +528,19 @@ def test_a_berkeleyrule2_checkpoint_reads_unknown_words_as_the_released_vocabula
     report = pair_report(run, tmp_path, capsys, "The nation sold .", "nation The sold .",
                          "--beam-size", "10", "--word-beam-size", "5", "--shift-size", "1")
     assert report["headline"]["pairs/unknown_share"] == 1.0
+    if importlib.util.find_spec("lm_eval") is not None:
+        from lm_eval.api.instance import Instance
+
+        from synlm.lm_eval_model import SynlmLM
+
+        lm = SynlmLM(ckpt_path=str(run), beam_size=10, word_beam_size=5, device="cpu")
+        (rolling,) = lm.loglikelihood_rolling([Instance(
+            request_type="loglikelihood_rolling", doc={}, arguments=("The nation .",), idx=0)])
+        model = load_model(str(run))
+        model.use_beam(10, 5, 1)
+        scored = ModelScorer(model).score([["The", "nation", "."]])[0]
+        assert scored.unknown == (False, True, False)
+        assert rolling == pytest.approx(sum(scored.word_log_probs), abs=1e-9) and rolling < 0
     sample = str(Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg")
     assert run_cli(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run),
                     "--data.corpus", "Treebank", "--data.corpus.train", sample,
