@@ -313,17 +313,24 @@ def test_lm_eval_scores_the_run_folder_by_its_beam(converted):
     assert rolling == pytest.approx(sum(scored.word_log_probs), abs=1e-9) and rolling < 0
 
 
-def test_synlm_test_takes_the_run_folder_with_a_treebank(tmp_path):
-    """The folder's config.yaml with a corpus whose training trees have the checkpoint's
-    nonterminals (the sample trees the released train.py was trained on)."""
-    run = write_run(FIXTURES / "released_top_down.pt", tmp_path / "run")
+def sample_beam_ppl(run: Path, root: Path) -> float:
+    """``synlm test`` of the run folder's config.yaml with the sample trees (those the
+    released train.py was trained on: the checkpoint's nonterminals) as its corpus, logged
+    under ``root``: its ``test/beam_ppl``."""
     sample = str(Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg")
     assert run_cli(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run),
                     "--data.corpus", "Treebank", "--data.corpus.train", sample,
                     "--data.corpus.valid", sample, "--data.corpus.test", sample,
                     "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
-                    "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
-    assert 1.0 < float(first_logged(tmp_path / "runs")["test/beam_ppl"]) < float("inf")
+                    "5", "--trainer.default_root_dir", str(root)]) == 0
+    return float(first_logged(root)["test/beam_ppl"])
+
+
+def test_synlm_test_takes_the_run_folder_with_a_treebank(tmp_path):
+    """The folder's config.yaml with a corpus whose training trees have the checkpoint's
+    nonterminals (the sample trees the released train.py was trained on)."""
+    run = write_run(FIXTURES / "released_top_down.pt", tmp_path / "run")
+    assert 1.0 < sample_beam_ppl(run, tmp_path / "runs") < float("inf")
 
 
 def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
@@ -415,13 +422,7 @@ def test_a_subword_run_folder_parses_scores_and_tests(subword_run, tmp_path, cap
     assert not any(scored_unseen(model).unknown)
     # a character the SentencePiece model lacks (no byte fallback) is its <unk> piece
     assert ModelScorer(model).score([["Quixotic", "."]])[0].unknown == (True, False)
-    sample = str(Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg")
-    assert run_cli(["test", "--config", str(subword_run / "config.yaml"), "--ckpt_path",
-                    str(subword_run), "--data.corpus", "Treebank", "--data.corpus.train", sample,
-                    "--data.corpus.valid", sample, "--data.corpus.test", sample,
-                    "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
-                    "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
-    assert 1.0 < float(first_logged(tmp_path / "runs")["test/beam_ppl"]) < float("inf")
+    assert 1.0 < sample_beam_ppl(subword_run, tmp_path / "runs") < float("inf")
 
 
 def scored_unseen(model):
@@ -541,13 +542,7 @@ def test_a_berkeleyrule2_checkpoint_reads_unknown_words_as_the_released_vocabula
         scored = ModelScorer(model).score([["The", "nation", "."]])[0]
         assert scored.unknown == (False, True, False)
         assert rolling == pytest.approx(sum(scored.word_log_probs), abs=1e-9) and rolling < 0
-    sample = str(Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg")
-    assert run_cli(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run),
-                    "--data.corpus", "Treebank", "--data.corpus.train", sample,
-                    "--data.corpus.valid", sample, "--data.corpus.test", sample,
-                    "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
-                    "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
-    assert 1.0 < float(first_logged(tmp_path / "runs")["test/beam_ppl"]) < float("inf")
+    assert 1.0 < sample_beam_ppl(run, tmp_path / "runs") < float("inf")
 
 
 def test_a_processor_pickled_as_its_bare_model_converts(tmp_path):
