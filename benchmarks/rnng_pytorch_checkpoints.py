@@ -39,6 +39,15 @@ per-piece surprisals and n-best parses of ``word_sync_beam_search`` at 10/5/1 wi
 ``berkeley_rule.pt``: the released ``utils.berkeley_unk_conv`` of ``BERKELEY_WORDS``, the
 words ``tests/test_convert.py`` checks ``synlm.data.unknown_words.berkeley_rule`` on, and the
 ids a released ``--unkmethod berkeleyrule`` vocabulary gives them (``berkeley_rule``).
+
+``released_berkeleyrule2.pt``: the top-down model trained as above, its vocabulary built by
+``preprocess.py --unkmethod berkeleyrule2 --vocabminfreq 2`` (the classes of every training
+word, then the words seen twice or more). ``berkeley_rule2.pt``: the released
+``utils.berkeley_unk_conv2`` of ``BERKELEY2_WORDS`` (``classes``), and the id that
+checkpoint's pickled ``Vocabulary.get_id`` gives each of ``BERKELEY2_WORDS`` and of the six
+sentences' words (``ids``; ``None`` where it raises ``KeyError``: a class the vocabulary
+lacks, with no ``<unk>`` to fall back on). ``--berkeley-only`` writes these three files
+alone.
 """
 
 from __future__ import annotations
@@ -81,6 +90,16 @@ BERKELEY_WORDS = ["cat", "Cat", "dog-house", "1989", "1,200", "2nd", "running", 
                   "walked", "quickly", "cats", "biggest", "bigger", "nation", "factory",
                   "unhappy", "Unhappy", "formal", "U.S.", "co-op", "e-mail", "ab", "A",
                   "3", "x.y", "well-known", "Inc.", "est", "alerts", "-", "..."]
+#: Words covering each branch of the released ``berkeley_unk_conv2``: capitalisation (one
+#: capital first, several, a capital after a non-letter, lower case, none; capitals and lower
+#: case counted among letters only: Roman numerals are neither), digits, dashes, the ``-s``
+#: rule and its exceptions, each suffix, and the conditions that drop it.
+BERKELEY2_WORDS = ["cat", "Cat", "USA", "UNK", "3M", "1989", ",", "-", "2nd", "dog-house",
+                   "1-2", "Dog-houses", "cats", "glass", "radii", "bonus", "gas", "as", "is",
+                   "Alerts", "walked", "running", "nation", "bigger", "BIGGER", "biggest",
+                   "quickly", "unity", "happy", "formal", "table", "bed", "well-liked",
+                   "B52ing", "4wheeled", "WALKED", "Walked", "\u216b", "\u216bs", "\u217b",
+                   "x\u216b", "walked  "]
 TRAIN = ["--fixed_stack", "--w_dim", "8", "--h_dim", "8", "--num_epochs", "2",
          "--batch_size", "4", "--device", "cpu"]
 #: Run before the released train.py (see the module docstring).
@@ -107,9 +126,12 @@ def cleaned_trees(path: Path, out: Path) -> None:
     out.write_text("".join(t.pformat(margin=10**9) + "\n" for t in trees if t is not None))
 
 
-def train(reference: Path, work: Path, subwords: bool = False) -> dict[str, Path]:
-    """The released preprocess.py and train.py on the sample trees, over words or pieces
-    (module docstring): each strategy's checkpoint."""
+def train(reference: Path, work: Path, subwords: bool = False,
+          vocab: tuple[str, ...] = ("--vocabminfreq", "1", "--unkmethod", "unk"),
+          strategies: tuple[str, ...] = tuple(STRATEGIES)) -> dict[str, Path]:
+    """The released preprocess.py and train.py on the sample trees, over words (a
+    vocabulary made with the flags ``vocab``) or pieces (module docstring): each strategy's
+    checkpoint."""
     cleaned_trees(ROOT / "tests/fixtures/syntax/sample.mrg", work / "trees.txt")
     env = {"PYTHONPATH": str(reference), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
 
@@ -127,9 +149,9 @@ def train(reference: Path, work: Path, subwords: bool = False) -> dict[str, Path
         preprocess("trees.txt", "sample", *PIECES, "--vocabfile", "nltk-spm.model")
         pieces = ["--sp_model", "sample-spm.model"]
     else:
-        preprocess("trees.txt", "sample", "--vocabminfreq", "1", "--unkmethod", "unk")
+        preprocess("trees.txt", "sample", *vocab)
     out = {}
-    for strategy in STRATEGIES:
+    for strategy in strategies:
         out[strategy] = work / f"{strategy}.pt"
         subprocess.run([sys.executable, "-c", SHIMS, str(reference / "train.py"),
                         "--train_file", "sample-train.json", "--val_file", "sample-val.json",
@@ -208,12 +230,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", type=Path, required=True,
                         help="a checkout of aistairc/rnng-pytorch (see the module docstring)")
+    parser.add_argument("--berkeley-only", action="store_true",
+                        help="write only the unknown-word rules' fixtures (berkeley_rule.pt, "
+                             "released_berkeleyrule2.pt, berkeley_rule2.pt)")
     args = parser.parse_args(argv)
     reference = args.reference.resolve()
     torch.set_num_threads(1)
     np.random.seed(0)
     for subwords, prefix, compute in ((False, "released", outputs),
                                       (True, "released_subword", subword_outputs)):
+        if args.berkeley_only:
+            break
         with tempfile.TemporaryDirectory() as tmp:
             checkpoints = train(reference, Path(tmp), subwords)
             found = {}
@@ -225,6 +252,14 @@ def main(argv: list[str] | None = None) -> None:
               f"{prefix}_outputs.pt")
     torch.save(berkeley_rule(reference), FIXTURES / "berkeley_rule.pt")
     print(f"wrote {FIXTURES}/berkeley_rule.pt")
+    with tempfile.TemporaryDirectory() as tmp:
+        (checkpoint,) = train(reference, Path(tmp), vocab=("--vocabminfreq", "2", "--unkmethod",
+                                                           "berkeleyrule2"),
+                              strategies=("top_down",)).values()
+        shutil.copyfile(checkpoint, FIXTURES / "released_berkeleyrule2.pt")
+    torch.save(berkeley_rule2(reference, FIXTURES / "released_berkeleyrule2.pt"),
+               FIXTURES / "berkeley_rule2.pt")
+    print(f"wrote {FIXTURES}/released_berkeleyrule2.pt, berkeley_rule2.pt")
 
 
 def berkeley_rule(reference: Path) -> dict[str, Any]:
@@ -245,6 +280,29 @@ def berkeley_rule(reference: Path) -> dict[str, Any]:
                        "<unk>", specials)
     return {"classes": {w: berkeley_unk_conv(w) for w in BERKELEY_WORDS}, "i2w": vocab.i2w,
             "ids": {w: vocab.get_id(w) for w in [*BERKELEY_WORDS, *counts]}}
+
+
+def berkeley_rule2(reference: Path, checkpoint: Path) -> dict[str, Any]:
+    """The released ``berkeley_unk_conv2`` of ``BERKELEY2_WORDS`` (``classes``), and the id
+    the pickled vocabulary of ``checkpoint`` (``--unkmethod berkeleyrule2``) gives each of
+    ``BERKELEY2_WORDS`` and of the six sentences' words, ``None`` where its ``get_id``
+    raises ``KeyError`` (``ids``)."""
+    if str(reference) not in sys.path:
+        sys.path.insert(0, str(reference))
+    from utils import berkeley_unk_conv2
+
+    vocab = torch.load(checkpoint, weights_only=False)["vocab"]
+    assert vocab.unkmethod == "berkeleyrule2"
+
+    def get_id(word: str) -> int | None:
+        try:
+            return vocab.get_id(word)
+        except KeyError:
+            return None
+
+    words = [w for s in load_sentences() for w in s["words"]]
+    return {"classes": {w: berkeley_unk_conv2(w) for w in BERKELEY2_WORDS},
+            "ids": {w: get_id(w) for w in dict.fromkeys([*BERKELEY2_WORDS, *words])}}
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from nltk import Tree
 
 from synlm.capabilities import InducesStructures, Parses, model_name, require
 from synlm.data.normalization import normalizer
+from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
 from synlm.metrics.parsing import ParsingF1
 from synlm.metrics.structures import decode_heads, decode_trees
@@ -33,7 +34,7 @@ def unknown_words(model: Any, sentences: Sequence[Sequence[str]], what: str,
     class; none for a subword vocabulary), with one warning line on stderr above
     ``UNKNOWN_WARNING``. (Running text, as the benchmarks have it, is normalised as text
     instead: ``ModelScorer.words``.)"""
-    if model.vocab.unk_id is None:
+    if isinstance(model.vocab, SubwordVocab):
         return 0.0
     scorer, normalize = ModelScorer(model), normalizer(model.normalization)
     flags = [unknown for words in sentences
@@ -79,7 +80,7 @@ def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
              ) -> list[tuple[list[int], torch.Tensor]]:
     """Rows ``[<eos>, w1..wn, <eos>]`` in the model's vocabulary (words normalised as its
     corpus), by increasing length: the trailing ``<eos>`` gives spans ending at w_n a row."""
-    if model.vocab.unk_id is None:  # a subword vocabulary: trees would be over subwords
+    if isinstance(model.vocab, SubwordVocab):  # trees would be over subwords
         raise InputError("trees are induced over words, by a word-level model; this "
                          "model's vocabulary is subwords (data.subwords)")
     normalize = normalizer(model.normalization)

@@ -2,11 +2,12 @@
 (written here from the reference fixtures' weights, tests/fixtures/rnng/, with the released
 classes' pickles, or by the released train.py itself, over words or SentencePiece pieces)
 becomes a run folder whose model computes the released code's numbers; a vocabulary with
-the released Berkeley unknown-word rule encodes words as the released one; a checkpoint of
+the released Berkeley unknown-word rules encodes words as the released one; a checkpoint of
 another shape, or one that pickles anything else, is a one-line error."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import types
@@ -23,8 +24,9 @@ from torch.nn.utils.rnn import pad_sequence
 from conftest import first_logged, pair_report, run_cli
 from synlm.commands.convert import write_run
 from synlm.data.subwords import SentencePieceVocab
-from synlm.data.unknown_words import BERKELEY_RULE, berkeley_rule
+from synlm.data.unknown_words import BERKELEY_RULE, BERKELEY_RULE2, berkeley_rule, berkeley_rule2
 from synlm.data.vocab import Vocab
+from synlm.errors import InputError
 from synlm.loading import load_model
 from synlm.runtime.runs import CHECKPOINTS, LAST
 from synlm.syntax.actions import oracle, piece_actions
@@ -252,6 +254,8 @@ def _no_model_in_sp(checkpoint: dict) -> None:
     (_subword_vocab, "vocab.sp is a NoneType without a serialised model"),
     (_no_model_in_sp, "vocab.sp is a SentencePieceProcessor without a serialised model"),
     (lambda c: c.pop("action_dict"), "no key 'action_dict'"),
+    (lambda c: setattr(c["vocab"], "unkmethod", "berkeleyrule3"),
+     "vocab.unkmethod is 'berkeleyrule3'; expected 'unk', 'berkeleyrule' or 'berkeleyrule2'"),
 ])
 def test_a_checkpoint_of_another_shape_is_one_line_naming_the_key(edit, message, tmp_path,
                                                                   capsys):
@@ -309,17 +313,24 @@ def test_lm_eval_scores_the_run_folder_by_its_beam(converted):
     assert rolling == pytest.approx(sum(scored.word_log_probs), abs=1e-9) and rolling < 0
 
 
-def test_synlm_test_takes_the_run_folder_with_a_treebank(tmp_path):
-    """The folder's config.yaml with a corpus whose training trees have the checkpoint's
-    nonterminals (the sample trees the released train.py was trained on)."""
-    run = write_run(FIXTURES / "released_top_down.pt", tmp_path / "run")
+def sample_beam_ppl(run: Path, root: Path) -> float:
+    """``synlm test`` of the run folder's config.yaml with the sample trees (those the
+    released train.py was trained on: the checkpoint's nonterminals) as its corpus, logged
+    under ``root``: its ``test/beam_ppl``."""
     sample = str(Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg")
     assert run_cli(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(run),
                     "--data.corpus", "Treebank", "--data.corpus.train", sample,
                     "--data.corpus.valid", sample, "--data.corpus.test", sample,
                     "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
-                    "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
-    assert 1.0 < float(first_logged(tmp_path / "runs")["test/beam_ppl"]) < float("inf")
+                    "5", "--trainer.default_root_dir", str(root)]) == 0
+    return float(first_logged(root)["test/beam_ppl"])
+
+
+def test_synlm_test_takes_the_run_folder_with_a_treebank(tmp_path):
+    """The folder's config.yaml with a corpus whose training trees have the checkpoint's
+    nonterminals (the sample trees the released train.py was trained on)."""
+    run = write_run(FIXTURES / "released_top_down.pt", tmp_path / "run")
+    assert 1.0 < sample_beam_ppl(run, tmp_path / "runs") < float("inf")
 
 
 def test_a_file_that_is_no_checkpoint_is_one_line(tmp_path, capsys):
@@ -411,13 +422,7 @@ def test_a_subword_run_folder_parses_scores_and_tests(subword_run, tmp_path, cap
     assert not any(scored_unseen(model).unknown)
     # a character the SentencePiece model lacks (no byte fallback) is its <unk> piece
     assert ModelScorer(model).score([["Quixotic", "."]])[0].unknown == (True, False)
-    sample = str(Path(__file__).parent / "fixtures" / "syntax" / "sample.mrg")
-    assert run_cli(["test", "--config", str(subword_run / "config.yaml"), "--ckpt_path",
-                    str(subword_run), "--data.corpus", "Treebank", "--data.corpus.train", sample,
-                    "--data.corpus.valid", sample, "--data.corpus.test", sample,
-                    "--model.init_args.beam_size", "10", "--model.init_args.word_beam_size",
-                    "5", "--trainer.default_root_dir", str(tmp_path / "runs")]) == 0
-    assert 1.0 < float(first_logged(tmp_path / "runs")["test/beam_ppl"]) < float("inf")
+    assert 1.0 < sample_beam_ppl(subword_run, tmp_path / "runs") < float("inf")
 
 
 def scored_unseen(model):
@@ -479,6 +484,65 @@ def test_a_berkeleyrule_checkpoint_encodes_unknown_words_as_the_released_vocabul
     assert len(classes) == 7 and "<unk>" in classes
     saved = Vocab.from_saved(json.loads(json.dumps(converted_vocab.to_saved())))
     assert saved.encode(words) == converted_vocab.encode(words)
+
+
+def test_the_berkeley_rule2_equals_the_released_function():
+    """``berkeley_rule2`` on words through each branch of the released
+    ``utils.berkeley_unk_conv2`` (capitals and lower case among letters only: ``Ⅻ`` is
+    ``UNK-CAPS``, ``ⅻ`` is ``UNK``), against what it returned."""
+    released = torch.load(FIXTURES / "berkeley_rule2.pt", weights_only=True)
+    assert {w: berkeley_rule2(w) for w in released["classes"]} == released["classes"]
+    assert all(BERKELEY_RULE2.fullmatch(c) for c in released["classes"].values())
+    assert len(set(released["classes"].values())) == 27
+    assert (released["classes"]["\u216b"], released["classes"]["\u217b"]) == ("UNK-CAPS", "UNK")
+
+
+def test_a_berkeleyrule2_checkpoint_reads_unknown_words_as_the_released_vocabulary(tmp_path,
+                                                                                  capsys):
+    """released_berkeleyrule2.pt (the released train.py over a ``--unkmethod berkeleyrule2``
+    vocabulary: ``<pad>``, the classes, the words seen twice): the run folder's vocabulary
+    gives each word the id the released ``Vocabulary.get_id`` gives it (its class where the
+    vocabulary has it); where the released one fails (a class it lacks, no ``<unk>``) it is
+    a one-line error naming the class; ``parse`` and ``evaluate-syntax`` count the classes
+    as unknown, ``lm-eval`` scores the words by their classes, and ``synlm test`` reads the
+    training treebank."""
+    released = torch.load(FIXTURES / "berkeley_rule2.pt", weights_only=True)
+    run = write_run(FIXTURES / "released_berkeleyrule2.pt", tmp_path / "run")
+    vocab = load_model(str(run)).vocab
+    assert vocab.unknown_words == "berkeleyrule2" and vocab.unk_id is None
+    classes = [w for w in vocab.itos if BERKELEY_RULE2.fullmatch(w)]
+    assert {vocab.itos[i] for i in vocab.unknown_ids} == set(classes) and len(classes) == 11
+    known = [w for w, i in released["ids"].items() if i is not None]
+    assert vocab.encode(known) == [released["ids"][w] for w in known]
+    assert Vocab.load(run / "vocab.json").encode(known) == vocab.encode(known)
+    for word in (w for w, i in released["ids"].items() if i is None):
+        with pytest.raises(InputError, match=f"its class {berkeley_rule2(word)} is not in") \
+                as err:
+            vocab.encode(["The", word])
+        assert "\n" not in str(err.value)
+
+    text = tmp_path / "in.txt"
+    text.write_text("The nation .\n")  # nation: UNK-LC-ion
+    assert run_cli(["parse", "--ckpt_path", str(run), "--input", str(text), "--output",
+                    str(tmp_path / "trees.txt")]) == 0
+    assert json.loads(capsys.readouterr().out)["unknown_share"] == pytest.approx(1 / 3, abs=1e-4)
+    report = pair_report(run, tmp_path, capsys, "The nation sold .", "nation The sold .",
+                         "--beam-size", "10", "--word-beam-size", "5", "--shift-size", "1")
+    assert report["headline"]["pairs/unknown_share"] == 1.0
+    if importlib.util.find_spec("lm_eval") is not None:
+        from lm_eval.api.instance import Instance
+
+        from synlm.lm_eval_model import SynlmLM
+
+        lm = SynlmLM(ckpt_path=str(run), beam_size=10, word_beam_size=5, device="cpu")
+        (rolling,) = lm.loglikelihood_rolling([Instance(
+            request_type="loglikelihood_rolling", doc={}, arguments=("The nation .",), idx=0)])
+        model = load_model(str(run))
+        model.use_beam(10, 5, 1)
+        scored = ModelScorer(model).score([["The", "nation", "."]])[0]
+        assert scored.unknown == (False, True, False)
+        assert rolling == pytest.approx(sum(scored.word_log_probs), abs=1e-9) and rolling < 0
+    assert 1.0 < sample_beam_ppl(run, tmp_path / "runs") < float("inf")
 
 
 def test_a_processor_pickled_as_its_bare_model_converts(tmp_path):

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 from nltk import Tree
+from tokenizers import Tokenizer, models
 
 from conftest import tiny_palm_config
 from synlm import viz
 from synlm.cli import main as cli_main
 from synlm.commands import parse
+from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
 from synlm.metrics.parsing import evaluation_tree
 from synlm.outputs import Structure
@@ -134,7 +136,8 @@ def test_untrained_models_give_mean_and_std_over_seeds(capsys, tmp_path):
 
 def test_a_subword_model_is_refused_in_one_line(capsys, monkeypatch):
     class SubwordLM(FakeLM):
-        vocab = type("SubwordVocab", (FakeVocab,), {"unk_id": None})()
+        vocab = SubwordVocab(Tokenizer(models.WordLevel({"<eos>": 0}, unk_token="<eos>")),
+                             "<eos>")
 
     monkeypatch.setattr(parse, "load_model", lambda path: SubwordLM())
     assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),

@@ -35,6 +35,9 @@ KNOWN = {"apple", "walk"}
     ("quickly", "UNK-LC-ly"),
     ("city", "UNK-LC"),                     # too short for a suffix
     (",", "UNK"),
+    ("\u216b", "UNK-CAPS"),                # a Roman numeral: upper case, no letter
+    ("3\u217b", "UNK-NUM"),                # lower case counted among letters only
+    ("\u217b", "UNK"),
 ])
 def test_signatures(word: str, signature: str) -> None:
     assert unkify(word, KNOWN) == signature
@@ -165,6 +168,7 @@ def test_caches_never_mix(files: dict[str, str], tmp_path: Path) -> None:
     ({"min_count": 3}, "data.min_count"),
     ({"unknown_words": "words"}, "data.unknown_words"),
     ({"unknown_words": "berkeleyrule"}, "vocab.json"),
+    ({"unknown_words": "berkeleyrule2"}, "vocab.json"),
 ])
 def test_senseless_settings_are_one_line(files: dict[str, str], tmp_path: Path,
                                          options: dict, names: str) -> None:

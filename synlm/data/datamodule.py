@@ -33,6 +33,7 @@ from synlm.data.batching import (
 from synlm.data.corpora import Corpus, default_cache_dir, sha256_of
 from synlm.data.subwords import Subwords, SubwordVocab
 from synlm.data.synthetic import SyntheticTreebank
+from synlm.data.unknown_words import RNNG_PYTORCH_RULES
 from synlm.data.vocab import UNK, UnknownWords, Vocab
 from synlm.errors import InputError
 from synlm.outputs import GOLD_FIELDS
@@ -134,8 +135,9 @@ class SynLMDataModule(pl.LightningDataModule):
             a model scores) reads as its class if the vocabulary has it, else as ``<unk>``.
             Needs raw words: not with ``subwords`` or ``vocab_file``, nor a corpus whose text
             already has ``<unk>`` in place of rare words (Mikolov's PTB, WikiText-2).
-            ``berkeleyrule`` (rnng-pytorch's) is refused here: it is the policy a converted
-            checkpoint's ``vocab_file`` carries, which that vocabulary keeps.
+            ``berkeleyrule`` and ``berkeleyrule2`` (rnng-pytorch's) are refused here: each is
+            the policy a converted checkpoint's ``vocab_file`` carries, which that vocabulary
+            keeps.
         min_count: with ``classes``: the count in the training split below which a word
             becomes its class; at least 2 (default 2: the training singletons).
         cache_dir: where vocabularies and encoded splits are cached
@@ -625,8 +627,8 @@ def _checked_min_count(unknown_words: str, min_count: int | None,
     ``min_count`` that makes no sense raises one line naming it."""
     if unknown_words not in get_args(UnknownWords):
         raise InputError(f"data.unknown_words is {unknown_words!r}; choose unk or classes")
-    if unknown_words == "berkeleyrule":
-        raise InputError("data.unknown_words: berkeleyrule is the policy of a vocabulary "
+    if unknown_words in RNNG_PYTORCH_RULES:
+        raise InputError(f"data.unknown_words: {unknown_words} is the policy of a vocabulary "
                          "rnng-pytorch built, kept in its vocab.json (synlm convert; "
                          "data.vocab_file); to build unknown-word classes use classes")
     if unknown_words == "unk":

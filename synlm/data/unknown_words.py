@@ -4,31 +4,38 @@
 these classes; ``SynLMDataModule(unknown_words="classes")`` gives them to any corpus of raw words.
 
 ``berkeley_rule`` is the simpler form rnng-pytorch's ``--unkmethod berkeleyrule`` uses
-(``<unk>``, ``<cunks>``, ``<unkn>``, ...), for ``Vocab(unknown_words="berkeleyrule")``.
+(``<unk>``, ``<cunks>``, ``<unkn>``, ...), for ``Vocab(unknown_words="berkeleyrule")``;
+``berkeley_rule2`` the full one its ``--unkmethod berkeleyrule2`` uses, for
+``Vocab(unknown_words="berkeleyrule2")`` (``RNNG_PYTORCH_RULES``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Container
+from collections.abc import Callable, Container
 
 #: The suffixes a signature may end with (the first that fits), after ``-s``.
 SUFFIXES = ("ed", "ing", "ion", "er", "est", "ly", "ity", "y", "al")
 
+_SIGNATURE = r"UNK(-INITC{}|-CAPS|-LC)?(-NUM)?(-DASH)?" + rf"(-(s|{'|'.join(SUFFIXES)}))?"
 #: Every string ``unkify`` returns, and nothing else.
-SIGNATURE = re.compile(r"UNK(-INITC(-KNOWNLC)?|-CAPS|-LC)?(-NUM)?(-DASH)?"
-                       rf"(-(s|{'|'.join(SUFFIXES)}))?")
+SIGNATURE = re.compile(_SIGNATURE.format("(-KNOWNLC)?"))
+#: Every string ``berkeley_rule2`` returns (``SIGNATURE`` without ``-KNOWNLC``).
+BERKELEY_RULE2 = re.compile(_SIGNATURE.format(""))
 
 
 def unkify(word: str, known: Container[str]) -> str:
     """Dyer et al. 2016 (RNNG ``get_oracle.py``) unknown-word class of a word not in ``known``:
     ``UNK`` + capitalisation (-INITC[-KNOWNLC], -CAPS, -LC), -NUM, -DASH and a suffix.
-    A word in ``known`` is returned as it is."""
+    Capitals and lower case are counted among letters, as ``get_oracle.py`` counts them (a
+    Roman numeral ``Ⅻ`` is upper case to ``str.isupper`` but no letter). A word in ``known``
+    is returned as it is."""
     if word in known:
         return word
-    caps = sum(c.isupper() for c in word)
+    letters = [c for c in word if c.isalpha()]
+    caps = sum(c.isupper() for c in letters)
     digit, dash, lower_ch = (any(c.isdigit() for c in word), "-" in word,
-                             any(c.islower() for c in word))
+                             any(c.islower() for c in letters))
     lower, out = word.lower(), "UNK"
     if word[0].isupper():
         out += ("-INITC" + ("-KNOWNLC" if lower in known else "")) if caps == 1 else "-CAPS"
@@ -87,3 +94,19 @@ def berkeley_rule(word: str) -> str:
         return f"<{uk}al>"
     mark = next((c for c in word[:last] if c in "-."), "")
     return f"<{uk}{mark}>"
+
+
+def berkeley_rule2(word: str) -> str:
+    """rnng-pytorch's ``berkeley_unk_conv2`` (utils.py, "the full version" of
+    ``berkeley_unk_conv``, for ``--unkmethod berkeleyrule2``): Dyer et al. 2016's class
+    (``unkify``) of the word, trailing whitespace stripped, with no vocabulary to look its
+    lower-cased form up in, so never ``-KNOWNLC`` (the released function leaves it out)."""
+    return unkify(word.rstrip(), ())
+
+
+#: rnng-pytorch's rules by their ``--unkmethod``: the rule, and a pattern matching every class
+#: it returns and nothing else.
+RNNG_PYTORCH_RULES: dict[str, tuple[Callable[[str], str], re.Pattern[str]]] = {
+    "berkeleyrule": (berkeley_rule, BERKELEY_RULE),
+    "berkeleyrule2": (berkeley_rule2, BERKELEY_RULE2),
+}

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal, get_args
 
-from synlm.data.unknown_words import BERKELEY_RULE, berkeley_rule, is_signature, word_class
+from synlm.data.unknown_words import RNNG_PYTORCH_RULES, is_signature, word_class
 from synlm.errors import InputError, reading
 from synlm.files import follow_umask
 
@@ -19,10 +19,12 @@ UNK = "<unk>"
 
 #: How a word vocabulary encodes a word it lacks: ``unk``: as ``<unk>``; ``classes``: as its
 #: unknown-word class (``synlm.data.unknown_words.word_class``) if the vocabulary has it, else
-#: as ``<unk>``; ``berkeleyrule``: as its class by rnng-pytorch's ``--unkmethod berkeleyrule``
-#: (``synlm.data.unknown_words.berkeley_rule``) if the vocabulary has it, else as ``<unk>``
-#: (itself one of the classes), as the released ``Vocabulary.get_id``.
-UnknownWords = Literal["unk", "classes", "berkeleyrule"]
+#: as ``<unk>``; ``berkeleyrule`` and ``berkeleyrule2``: as its class by rnng-pytorch's
+#: ``--unkmethod`` of that name (``synlm.data.unknown_words.berkeley_rule``,
+#: ``berkeley_rule2``) if the vocabulary has it, else as ``<unk>`` (under ``berkeleyrule``
+#: itself one of the classes; a ``berkeleyrule2`` vocabulary has none, and such a word is an
+#: error), as the released ``Vocabulary.get_id``.
+UnknownWords = Literal["unk", "classes", "berkeleyrule", "berkeleyrule2"]
 
 
 class Vocab:
@@ -53,7 +55,8 @@ class Vocab:
         if unknown_words == "classes" and unk is None:
             raise InputError("unknown-word classes need an unknown token to fall back on")
         self.unknown_words = unknown_words
-        is_class = {"classes": is_signature, "berkeleyrule": BERKELEY_RULE.fullmatch}.get(
+        is_class = {"classes": is_signature, **{name: pattern.fullmatch for name, (_, pattern)
+                                                in RNNG_PYTORCH_RULES.items()}}.get(
             unknown_words, lambda w: False)
         unknown = {i for i, w in enumerate(self.itos) if is_class(w)}
         if self.unk_id is not None:
@@ -84,8 +87,8 @@ class Vocab:
         return len(self.itos)
 
     def encode(self, words: list[str]) -> list[int]:
-        if self.unknown_words == "berkeleyrule":
-            return self._encode_berkeley(words)
+        if self.unknown_words in RNNG_PYTORCH_RULES:
+            return self._encode_released(words)
         if self.unk_id is None:
             unknown = [w for w in words if w not in self.stoi]
             if unknown:
@@ -97,18 +100,21 @@ class Vocab:
                     for w in words]
         return [get(w, unk) for w in words]
 
-    def _encode_berkeley(self, words: list[str]) -> list[int]:
+    def _encode_released(self, words: list[str]) -> list[int]:
+        """Words as rnng-pytorch's ``Vocabulary.get_id`` reads them under its rule."""
+        rule, _ = RNNG_PYTORCH_RULES[self.unknown_words]
         get, unk = self.stoi.get, self.unk_id
-        ids = [i if (i := get(w)) is not None else get(berkeley_rule(w), unk) for w in words]
+        ids = [i if (i := get(w)) is not None else get(rule(w), unk) for w in words]
         if None in ids:
             word = words[ids.index(None)]
-            raise InputError(f"word {word!r}: its class {berkeley_rule(word)} is not in the "
+            raise InputError(f"word {word!r}: its class {rule(word)} is not in the "
                              f"vocabulary, which has no {UNK} to fall back on")
         return ids
 
     def is_unknown(self, token: int) -> bool:
         """Whether token id ``token`` stands for a word the vocabulary lacks: ``<unk>``, or under
-        ``classes`` or ``berkeleyrule`` an unknown-word class (``unknown_ids``)."""
+        ``classes``, ``berkeleyrule`` or ``berkeleyrule2`` an unknown-word class
+        (``unknown_ids``)."""
         return token in self.unknown_ids
 
     def decode(self, ids: Iterable[int]) -> list[str]:
@@ -128,10 +134,13 @@ class Vocab:
     @classmethod
     def from_saved(cls, saved: list[str] | dict[str, str | list[str]]) -> Vocab:
         """The word vocabulary ``to_saved`` (or ``save``) wrote: a word list (``unk``), or
-        the words and their policy."""
+        the words and their policy. A vocabulary rnng-pytorch built has ``<unk>`` only if it
+        is one of its words (a ``berkeleyrule2`` one never has it)."""
         if isinstance(saved, list):
             return cls(saved)
-        return cls(saved["words"], unknown_words=saved["unknown_words"])
+        words, policy = saved["words"], saved["unknown_words"]
+        unk = UNK if UNK in words or policy not in RNNG_PYTORCH_RULES else None
+        return cls(words, unk=unk, unknown_words=policy)
 
     def save(self, path: str | Path) -> None:
         atomic_write_text(Path(path), json.dumps(self._saved_words(), ensure_ascii=False))

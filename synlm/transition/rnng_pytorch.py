@@ -28,8 +28,9 @@ training loss keeps ``<pad>`` in the softmax, where training drives its probabil
 zero). A subword checkpoint keeps the SentencePiece model's ids and pieces (``<pad>`` id 0,
 ``<unk>``, ``<s>``, ``</s>``, then the pieces), its ``<pad>`` the end-of-sentence token.
 A word-level vocabulary built with the Berkeley unknown-word rules
-(``--unkmethod berkeleyrule``) keeps its classes (``<unk>``, ``<cunks>``, ...) and encodes
-an unknown word as its class (``synlm.data.unknown_words.berkeley_rule``), as the released
+(``--unkmethod berkeleyrule``: ``<unk>``, ``<cunks>``, ...; ``--unkmethod berkeleyrule2``:
+``UNK``, ``UNK-INITC``, ``UNK-LC-ed``, ...) keeps its classes and encodes an unknown word as
+its class (``synlm.data.unknown_words.RNNG_PYTORCH_RULES``), as the released
 ``Vocabulary.get_id`` does. Actions are matched by name (``SHIFT``, ``REDUCE``, ``NT(X)``,
 ``FINISH``): synlm's ``ActionVocab`` sorts the labels and has no ``<pad>`` action (the
 released beam search masks it), and the in-order model puts ``FINISH`` last.
@@ -46,6 +47,7 @@ import torch
 from torch import Tensor
 
 from synlm.data.subwords import SentencePieceVocab
+from synlm.data.unknown_words import RNNG_PYTORCH_RULES
 from synlm.data.vocab import EOS, UNK, Vocab
 from synlm.errors import InputError
 from synlm.syntax.actions import ActionVocab, nt_label
@@ -236,9 +238,9 @@ def convert(path: str | Path) -> Converted:
     if isinstance(words, SentencePieceVocab):
         synlm_vocab: Vocab = words
     else:
-        berkeley = getattr(vocab, "unkmethod", "unk") == "berkeleyrule"
+        unkmethod = getattr(vocab, "unkmethod", "unk")
         synlm_vocab = Vocab([EOS, *words[1:]], unk=UNK if UNK in words else None,
-                            unknown_words="berkeleyrule" if berkeley else "unk")
+                            unknown_words=unkmethod if unkmethod in RNNG_PYTORCH_RULES else "unk")
     return Converted(model_config, state, synlm_vocab, action_vocab, order,
                      int(args.get("seed", 3435)))
 
@@ -249,9 +251,9 @@ def _vocab(vocab: Any, path: str | Path) -> list[str]:
         raise ConversionError(f"{path}: vocab is a {type(vocab).__name__}, not a pickled "
                               "data.Vocabulary")
     unkmethod = getattr(vocab, "unkmethod", "unk")
-    if unkmethod not in ("unk", "berkeleyrule"):
-        raise ConversionError(f"{path}: vocab.unkmethod is {unkmethod!r}; expected 'unk' or "
-                              "'berkeleyrule' (berkeleyrule2 is not supported)")
+    if unkmethod not in ("unk", *RNNG_PYTORCH_RULES):
+        raise ConversionError(f"{path}: vocab.unkmethod is {unkmethod!r}; expected 'unk', "
+                              "'berkeleyrule' or 'berkeleyrule2'")
     words = list(vocab.i2w)
     if getattr(vocab, "padding_idx", 0) != 0 or EOS in words or \
             (unkmethod == "unk" and UNK not in words):
