@@ -102,6 +102,11 @@ CASES = [
     (["validate", "--ckpt_path", "empty_run"], "empty_run holds no checkpoint"),
     (["test", "--ckpt_path", "nope"], "--ckpt_path: no checkpoint at nope"),
     (["predict", "--ckpt_path", "nope"], "--ckpt_path: no checkpoint at nope"),
+    (["test", "--ckpt_path", "best"], "--ckpt_path best: which run's? name its folder"),
+    (["validate", "--ckpt_path=last"], "or give the run's --config (its "
+     "trainer.default_root_dir"),
+    (["predict", "--ckpt_path", "best", "--trainer.max_epochs=1"],
+     "--ckpt_path best: which run's?"),
 ]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from synlm.errors import InputError, MissingFileError, existing_file, model_folder
 from synlm.runtime import usage
-from synlm.runtime.run_folders import WHICH, check_checkpoint
+from synlm.runtime.run_folders import WHICH, check_checkpoint, unnamed_run
 
 
 def _checkpoint(flag: str, value: str) -> None:
@@ -118,9 +118,13 @@ UNSET = ("null", "Null", "NULL", "~", "None", "")
 def check_run_inputs(command: str, args: Sequence[str]) -> None:
     """``fit|validate|test|predict``: the checkpoint ``--ckpt_path`` names (a file or run
     folder: its last for ``fit``, its best otherwise; ``best`` and ``last`` alone are looked
-    for once the run's folder is known), and ``fit``'s ``--model.init_from``."""
+    for once the run's folder is known, and need a ``--config`` outside ``fit``:
+    ``unnamed_run``), and ``fit``'s ``--model.init_from``."""
     ckpts = [value for _, _, value in usage.flag_values(args, "--ckpt_path")
              if value not in UNSET]
+    if (ckpts and ckpts[-1] in WHICH and command != "fit"
+            and not usage.flag_values(args, *usage.CONFIG_FLAGS)):
+        raise unnamed_run(ckpts[-1])  # as synlm.lightning_cli.with_saved_config says
     if ckpts and ckpts[-1] not in (*WHICH, *LIGHTNING_CKPT_NAMES):
         check_checkpoint(ckpts[-1], folder="last" if command == "fit" else "best")
     starts = [value for _, _, value in usage.flag_values(args, "--model.init_from")]
