@@ -12,9 +12,8 @@ lm-eval's own command line (``lm_eval.__main__.cli_evaluate``'s) run after that 
 ``lm-eval`` extra: ``pip install 'synlm[lm-eval]'``.
 
 Importing it imports lm-eval and the light parts of synlm, not torch: ``synlm lm-eval
---help``, a wrong flag and lm-eval's own checks of its arguments and task names answer
-before torch loads; the model, its scorer and torch are imported when lm-eval builds the
-model.
+--help`` and a wrong flag answer before torch loads; the model, its scorer and torch are
+imported when lm-eval builds the model.
 """
 
 from __future__ import annotations
