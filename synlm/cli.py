@@ -28,13 +28,6 @@ from synlm.runtime.inputs import check_inputs, check_run_inputs
 from synlm.runtime.threads import configure_threads, wait_passively
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
-#: Commands that parse their arguments, and answer ``--help`` or a wrong flag, before torch
-#: loads: they set the thread count themselves (``configure_threads``) once the flags are good
-#: (every command but the Lightning ones and those without a model).
-THREADS_AFTER_PARSING = ("evaluate-syntax", "export-hf", "convert", "parse", "generate",
-                         "evaluate-generation", "lm-eval")
-#: Commands that read no model, and so never import torch: no thread count to set.
-WITHOUT_A_MODEL = ("plot", "annotate")
 
 
 def _ls() -> int:
@@ -152,7 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_inputs(args[0], args[1:])  # before the command's module imports torch
         except SynLMError as err:
             return report(err, f"synlm {args[0]}")
-    if args[0] in (*THREADS_AFTER_PARSING, *WITHOUT_A_MODEL):
+    if args[0] not in LIGHTNING_COMMANDS:
+        # each parses its flags, and answers --help or a wrong flag, before torch loads; those
+        # with a model then set torch's thread count (configure_threads), plot and annotate
+        # never import torch
         _find_local_components()
         return _command(args[0])(args[1:])
     try:
