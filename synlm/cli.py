@@ -4,9 +4,10 @@
 ``ls``.
 
 This module imports only what answering at once needs (``--help``, ``--version``, ``ls``,
-an unknown command, ``fit --help``, a missing config file, a bad ``SYNLM_THREADS``, and the
-inputs a command's flags name that need no model: ``synlm.runtime.inputs``); each command's
-module (torch, Lightning: seconds) is imported when that command runs.
+an unknown command, ``fit|validate|test|predict --help``, a missing config file, a bad
+``SYNLM_THREADS``, and the inputs a command's flags name that need no model:
+``synlm.runtime.inputs``); each command's module (torch, Lightning: seconds) is imported
+when that command runs, and the other commands' ``--help`` answers before torch loads.
 
 Errors: each command prints synlm's own (``synlm.errors.SynLMError``) as one line and exits
 with code 2 (``synlm.errors.report``; ``SYNLM_TRACEBACK=1`` prints their traceback too);
@@ -27,11 +28,6 @@ from synlm.runtime.inputs import check_inputs, check_run_inputs
 from synlm.runtime.threads import configure_threads, wait_passively
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
-#: Commands that parse their arguments, and answer ``--help`` or a wrong flag, before torch
-#: loads: they set the thread count themselves (``configure_threads``) once the flags are good.
-THREADS_AFTER_PARSING = ("evaluate-syntax", "export-hf", "convert")
-#: Commands that read no model, and so never import torch: no thread count to set.
-WITHOUT_A_MODEL = ("plot", "annotate")
 
 
 def _ls() -> int:
@@ -130,8 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args[0] == "ls":
         return _ls()
-    if args[0] == "fit" and _wants_help(args[1:]):
-        print(usage.fit_help())
+    if args[0] in LIGHTNING_COMMANDS and _wants_help(args[1:]):
+        print(usage.fit_help() if args[0] == "fit" else usage.checkpoint_help(args[0]))
         return 0
     if usage.FULL_HELP in args[1:] and args[0] in LIGHTNING_COMMANDS:
         args = [a if a != usage.FULL_HELP else "--help" for a in args]  # LightningCLI's own
@@ -149,20 +145,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_inputs(args[0], args[1:])  # before the command's module imports torch
         except SynLMError as err:
             return report(err, f"synlm {args[0]}")
-    if args[0] in (*THREADS_AFTER_PARSING, *WITHOUT_A_MODEL):
+    if args[0] not in LIGHTNING_COMMANDS:
+        # each parses its flags, and answers --help or a wrong flag, before torch loads; those
+        # with a model then set torch's thread count (configure_threads), plot and annotate
+        # never import torch
         _find_local_components()
         return _command(args[0])(args[1:])
     try:
-        # fit, validate, test: the warnings once the run's count is known (a resume's)
-        threads = configure_threads(warn=args[0] not in LIGHTNING_COMMANDS)
+        # fit, validate, test, predict: the warnings once the run's count is known (a resume's)
+        threads = configure_threads(warn=False)
     except SynLMError as err:
         return report(err, "synlm: error")
     _find_local_components()
-    if args[0] in LIGHTNING_COMMANDS:
-        from synlm.lightning_cli import run
+    from synlm.lightning_cli import run
 
-        return run(args, threads)
-    return _command(args[0])(args[1:])
+    return run(args, threads)
 
 
 def entry_point() -> None:

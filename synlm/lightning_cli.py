@@ -611,10 +611,8 @@ def with_saved_config(args: list[str]) -> list[str]:
     if usage.flag_values(args, *usage.CONFIG_FLAGS) or not ckpts:
         return args
     ckpt = ckpts[-1][2]
-    if ckpt in runs.WHICH:
-        raise runs.CheckpointError(
-            f"--ckpt_path {ckpt}: which run's? name its folder (--ckpt_path runs/NAME/{ckpt}, "
-            f"runs/NAME/version_N/{ckpt}) or give the run's --config")
+    if ckpt in runs.WHICH:  # checked before torch loads too (synlm.runtime.inputs)
+        raise runs.unnamed_run(ckpt)
     if ckpt in LIGHTNING_CKPT_NAMES:
         return args
     return [args[0], "--config", runs.saved_config(ckpt), *args[1:]]

@@ -7,9 +7,13 @@
     lm_eval.simple_evaluate(model="synlm", model_args="ckpt_path=RUN", tasks=[...])
 
 Importing this module registers the model ``synlm`` with lm-eval; ``synlm lm-eval`` is
-lm-eval's own command line (``lm_eval.__main__.cli_evaluate``) run after that import.
+lm-eval's own command line (``lm_eval.__main__.cli_evaluate``'s) run after that import.
 ``write_blimp_tasks`` writes BLiMP as local lm-eval tasks (``--include_path``). Needs the
 ``lm-eval`` extra: ``pip install 'synlm[lm-eval]'``.
+
+Importing it imports lm-eval and the light parts of synlm, not torch: ``synlm lm-eval
+--help`` and a wrong flag answer before torch loads; the model, its scorer and torch are
+imported when lm-eval builds the model.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     import lm_eval.models  # noqa: F401  (registers lm-eval's own models before synlm's)
@@ -30,13 +34,13 @@ except ImportError as err:
     raise ImportError("synlm.lm_eval_model needs lm-evaluation-harness: pip install "
                       "'synlm[lm-eval]'", name="lm_eval") from err
 
-import torch
-
 from synlm.capabilities import Searches
 from synlm.errors import InputError, SynLMError, report
 from synlm.tse.blimp import read_blimp
 from synlm.tse.scores import ScoredSentence
-from synlm.tse.scoring import ModelScorer
+
+if TYPE_CHECKING:
+    import torch
 
 PROG = "synlm lm-eval"
 #: Sentences a forward pass when lm-eval asks for ``auto`` batching.
@@ -63,6 +67,8 @@ def _device(value: str | None) -> str:
     """``device``: as given, CUDA when none is given and there is one; a CUDA device on a
     machine without CUDA (lm-eval's command line asks for ``cuda:0`` unless told) is the
     CPU, with a warning."""
+    import torch
+
     if value is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if str(value).startswith("cuda") and not torch.cuda.is_available():
@@ -156,6 +162,8 @@ class SynlmLM(LM):
             use_particles(model, particles, search_convention)
         elif searches:
             model.use_beam(beam_size, word_beam_size, shift_size, search_convention)
+        from synlm.tse.scoring import ModelScorer
+
         self.scorer = ModelScorer(model, _batch_size(batch_size), _device(device))
         self.greedy = greedy and not searches
         #: Requests whose text had no parse within the beam (log-likelihood -inf).
@@ -230,10 +238,11 @@ class SynlmLM(LM):
             "the synlm model of lm-eval scores text (loglikelihood tasks); for generation, "
             "export the checkpoint (synlm export-hf) and run lm-eval's hf model on it")
 
-    @torch.no_grad()
     def _greedy(self, items: Sequence[tuple[tuple[str, ...], int]]) -> list[bool]:
         """For each (words, n): whether every token of ``words[n:]`` is the model's most
         likely next token after ``<eos>`` and the tokens before it."""
+        import torch
+
         scorer = self.scorer
         encoded = [scorer.encode(list(words)) for words, _ in items]
         eos = scorer.vocab.eos_id
@@ -245,7 +254,9 @@ class SynlmLM(LM):
             for b, (ids, _, _) in enumerate(chunk):
                 tokens[b, 1:len(ids) + 1] = torch.tensor(ids, dtype=torch.long)
             tokens = tokens.to(scorer.device)
-            hits = (scorer.model.log_probs(tokens[:, :-1]).argmax(-1) == tokens[:, 1:]).cpu()
+            with torch.no_grad():
+                predicted = scorer.model.log_probs(tokens[:, :-1]).argmax(-1)
+            hits = (predicted == tokens[:, 1:]).cpu()
             for b, (_, word_index, _) in enumerate(chunk):
                 first = items[start + b][1]
                 found.append(all(bool(hits[b, i]) for i, w in enumerate(word_index)
@@ -319,19 +330,35 @@ def _task_yaml(name: str, data: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``synlm lm-eval ARGS``: lm-eval's command line (``lm_eval.__main__.cli_evaluate``)
-    with the ``synlm`` model registered; returns its exit code. synlm's own errors (a
-    missing checkpoint) are one line, exit code 2."""
-    from lm_eval.__main__ import cli_evaluate
+    """``synlm lm-eval ARGS``: lm-eval's command line (what ``lm_eval.__main__.cli_evaluate``
+    runs: its ``HarnessCLI`` parses, then executes) with the ``synlm`` model registered, and
+    torch's thread count set once the arguments are parsed (``--help`` and a wrong flag
+    answer before torch loads); returns its exit code. synlm's own errors (a missing
+    checkpoint) and a task lm-eval does not find are one line, exit code 2 (what needs no
+    task index is checked before lm-eval is imported: ``synlm.runtime.inputs``)."""
+    from lm_eval._cli import HarnessCLI
+    from lm_eval.utils import setup_logging
+
+    from synlm.runtime.threads import configure_threads
 
     saved = sys.argv
     sys.argv = [PROG, *argv]  # lm-eval reads its arguments from sys.argv
     try:
-        cli_evaluate()
+        setup_logging()
+        cli = HarnessCLI()
+        args = cli.parse_args()
+        if getattr(args, "command", None) == "run":  # ls and validate read no model
+            configure_threads()
+        cli.execute(args)
     except SystemExit as exit_:  # --help, argument errors
         return exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     except SynLMError as err:
         return report(err, PROG)
+    except ValueError as err:  # lm-eval's index has no such task: its own message
+        if not str(err).startswith("Tasks not found"):
+            raise
+        return report(InputError(f"--tasks: {err} ({PROG} ls tasks lists lm-eval's; "
+                                 "--include_path DIR adds a folder's)"), PROG)
     finally:
         sys.argv = saved
     return 0

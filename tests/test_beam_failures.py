@@ -14,7 +14,6 @@ import torch
 from nltk import Tree
 
 from conftest import fake_models, run_cli
-from synlm.commands import parse
 from synlm.data.vocab import Vocab
 from synlm.errors import InputError
 from synlm.outputs import ActionBatch
@@ -128,7 +127,7 @@ def test_evaluate_syntax_marks_the_pair_and_names_the_convention(
 def test_parse_writes_an_empty_line_and_counts_it(capsys: pytest.CaptureFixture,
                                                   monkeypatch: pytest.MonkeyPatch,
                                                   tmp_path: Path) -> None:
-    monkeypatch.setattr(parse, "load_model", lambda path: tiny_rnng())
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: tiny_rnng())
     ckpt = tmp_path / "rnng.ckpt"
     ckpt.touch()  # the command checks that the checkpoint is there
     text = tmp_path / "in.txt"

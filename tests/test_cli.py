@@ -377,8 +377,9 @@ def test_ls_says_what_each_component_is() -> None:
 @pytest.mark.parametrize("command", ["fit", "test", "parse", "generate", "evaluate-syntax",
                                      "evaluate-generation", "annotate", "plot"])
 def test_every_help_shows_the_defaults(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """Every option's default; ``fit``'s in its full help (``--help`` is a screenful)."""
-    assert run_cli([command, "--help-all" if command == "fit" else "--help"]) == 0
+    """Every option's default; ``fit``'s and ``test``'s in their full help (``--help`` is a
+    screenful)."""
+    assert run_cli([command, "--help-all" if command in ("fit", "test") else "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "default: " in text
     if command in ("fit", "test"):

@@ -13,7 +13,7 @@ import pytest
 import synlm
 from synlm import errors
 from synlm.cli import main
-from synlm.commands import parse, plot
+from synlm.commands import plot
 from synlm.commands.plot import PlotError
 from synlm.data.annotation import AnnotateError
 from synlm.data.corpora import CorpusError, read_lines
@@ -24,6 +24,8 @@ from synlm.errors import (
     SettingError,
     SynLMError,
 )
+from synlm.loading import load_model
+from synlm.parsing import default_structure
 from synlm.runtime import checks
 from synlm.runtime.runs import CheckpointError
 from synlm.syntax import read_trees
@@ -73,10 +75,10 @@ def test_no_library_code_exits() -> None:
 def test_library_functions_raise_typed_errors(tmp_path: Path) -> None:
     missing = tmp_path / "none.ckpt"
     with pytest.raises(CheckpointError, match=f"--ckpt_path: no checkpoint at {missing}"):
-        parse.load_model(str(missing))
+        load_model(str(missing))
     no_structure = type("Model", (), {"structures": {}})()
     with pytest.raises(InputError, match="induces no structure"):
-        parse.default_structure(no_structure)
+        default_structure(no_structure)
     with pytest.raises(MissingFileError, match=f"{tmp_path / 'none.txt'}: no such file"):
         read_lines(tmp_path / "none.txt")
     with pytest.raises(FileNotFoundError):  # as before, for callers that catch that
@@ -114,7 +116,7 @@ def test_a_programming_error_in_a_command_keeps_its_traceback(
     def broken(*args: object) -> None:
         raise ValueError("a bug in the scoring")
 
-    monkeypatch.setattr(parse, "evaluate", broken)
+    monkeypatch.setattr("synlm.parsing.evaluate", broken)
     with pytest.raises(ValueError, match="a bug in the scoring"):
         main(["parse", "--baseline", "balanced", "--treebank", str(TREEBANK)])
     monkeypatch.setattr(plot, "read_run", lambda run: (_ for _ in ()).throw(RuntimeError("x")))

@@ -5,6 +5,7 @@ file is one line on stderr (exit code 2) with torch not in ``sys.modules``; and 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from synlm.runtime import usage
 from synlm.runtime.run_folders import CheckpointError, check_checkpoint, resolve_checkpoint
 
 #: Runs ``synlm.cli.main`` on the arguments, then prints whether torch was imported.
@@ -43,6 +45,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "bad_suite.json").write_text(json.dumps({"meta": {"name": "x"}}))
     (root / "bad_pairs.jsonl").write_text("not json\n")
     (root / "data").mkdir()
+    (root / "tasks").mkdir()
+    for task in ("synlm_blimp", "synlm_blimp_agreement"):  # as write_blimp_tasks names them
+        (root / "tasks" / f"{task}.yaml").write_text(f"task: {task}\n")
     return root
 
 
@@ -102,6 +107,35 @@ CASES = [
     (["validate", "--ckpt_path", "empty_run"], "empty_run holds no checkpoint"),
     (["test", "--ckpt_path", "nope"], "--ckpt_path: no checkpoint at nope"),
     (["predict", "--ckpt_path", "nope"], "--ckpt_path: no checkpoint at nope"),
+    (["lm-eval", "--model", "synlm", "--model_args", "ckpt_path=nope", "--tasks", "x"],
+     "synlm lm-eval: ckpt_path: no checkpoint at nope"),
+    (["lm-eval", "run", "-M", "synlm", "-a", "ckpt_path=empty_run", "-t", "x"],
+     "empty_run holds no checkpoint"),
+    (["lm-eval", "--model", "synlm", "--model_args", "ckpt=model.ckpt", "--tasks", "x"],
+     "the synlm model takes no 'ckpt'; did you mean ckpt_path?"),
+    (["lm-eval", "--model", "synlm", "--model_args", "model.ckpt", "--tasks", "x"],
+     "--model_args: expected key=value, got 'model.ckpt'"),
+    (["lm-eval", "--model", "synlm", "--model_args", "{'ckpt_path': 'model.ckpt'}"],
+     "--model_args: not JSON"),
+    (["lm-eval", "--model", "synlm", "--tasks", "x"], "the synlm model needs ckpt_path=RUN"),
+    (["lm-eval", "--model=synlm", "--model_args", "ckpt_path=model.ckpt", "search=beams"],
+     "search=beams: expected beam or particles"),
+    (["lm-eval", "--model", "synlm", "--model_args", "ckpt_path=model.ckpt,batch_size=many"],
+     "batch_size=many: expected a whole number or auto"),
+    (["lm-eval", "--model", "synlm", "--model_args", "ckpt_path=model.ckpt", "--tasks",
+      "synlm_blimp_agreement"], "give the folder it wrote as --include_path DIR"),
+    (["lm-eval", "--model", "synlm", "--model_args", "ckpt_path=model.ckpt", "--tasks",
+      "synlm_blimp,synlm_blimp_agreemnt", "--include_path", "tasks"],
+     "no task synlm_blimp_agreemnt in tasks; did you mean synlm_blimp_agreement?"),
+    (["lm-eval", "--tasks", "x", "--include_path", "nope"], "--include_path: no folder nope"),
+    (["lm-eval", "--tasks", "hellaswag", "nope.yaml"], "--tasks: no file nope.yaml"),
+    (["lm-eval", "--model", "hf", "--model_args", "pretrained=./nope"], "./nope: no such folder"),
+    (["lm-eval", "-C", "nope.yaml"], "--config: no file nope.yaml"),
+    (["test", "--ckpt_path", "best"], "--ckpt_path best: which run's? name its folder"),
+    (["validate", "--ckpt_path=last"], "or give the run's --config (its "
+     "trainer.default_root_dir"),
+    (["predict", "--ckpt_path", "best", "--trainer.max_epochs=1"],
+     "--ckpt_path best: which run's?"),
 ]
 
 
@@ -172,3 +206,42 @@ def test_fit_help_is_a_screenful_of_what_a_run_needs_first(tmp_path: Path) -> No
     assert {n for n in named if n not in options and not n.startswith("--optimizer.")} == \
         {"--section.key"}, named - options
     assert len(full.splitlines()) > 4 * len(lines)
+
+
+#: Every command but ``fit`` (above) and ``ls`` (no flags).
+COMMANDS = [command for command in usage.COMMANDS if command not in ("fit", "ls")]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_and_a_wrong_flag_answer_before_torch_loads(tmp_path: Path, command: str) -> None:
+    """``--help`` (and, but for the Lightning commands, whose flags Lightning reads, a flag
+    the command does not take) imports no torch: each command's module imports only light
+    parts at the top, and sets torch's thread count once its flags are good."""
+    if command == "lm-eval" and importlib.util.find_spec("lm_eval") is None:
+        pytest.skip("the lm-eval extra is not installed")
+    code, torch, err, out = synlm([command, "--help"], tmp_path)
+    assert (code, torch, err) == (0, False, []), err
+    assert "usage:" in out
+    if command in ("validate", "test", "predict"):
+        return
+    code, torch, err, _ = synlm([command, "--bogus"], tmp_path)
+    assert (code, torch) == (2, False), err
+    assert "error:" in err[-1], err
+
+
+def test_the_checkpoint_commands_help_is_a_screenful(tmp_path: Path) -> None:
+    """``validate|test|predict --help``: the checkpoint, the config and common flags, each
+    one of the full list's (``--help-all``, LightningCLI's)."""
+    code, _, err, full = synlm(["test", "--help-all"], tmp_path)
+    assert code == 0, err
+    options = set(re.findall(r"(?<![\w.-])(--[\w.]+)", full))
+    for command in ("validate", "test", "predict"):
+        code, torch, err, short = synlm([command, "--help"], tmp_path)
+        assert (code, torch, err) == (0, False, [])
+        lines = short.splitlines()
+        assert len(lines) <= 30 and max(map(len, lines)) <= 100
+        assert lines[0].startswith(f"usage: synlm {command} --ckpt_path")
+        assert f"synlm {command} --help-all" in short
+        named = set(re.findall(r"(?<![\w-])(--[a-z_]+(?:\.[a-z_]+)*)", short)) - {"--help-all"}
+        assert named - options == {"--section.key"}, named - options
+        assert {"--ckpt_path", "--config", "--trainer.accelerator"} <= named

@@ -7,6 +7,7 @@ synlm wrong)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -204,3 +205,11 @@ def test_the_staged_blimp_as_tasks(tmp_path: Path) -> None:
     assert len(names) == 67 and names[0] == "synlm_blimp_adjunct_island"
     assert len((tmp_path / "adjunct_island.jsonl").read_text().splitlines()) == 3
     assert TaskManager(include_path=str(tmp_path), include_defaults=False).all_tasks
+
+
+def test_the_checks_before_lm_eval_loads_know_the_models_arguments() -> None:
+    """``synlm.runtime.inputs`` names ``SynlmLM``'s arguments without importing it."""
+    from synlm.runtime.inputs import SYNLM_MODEL_ARGS
+
+    names = inspect.signature(SynlmLM.__init__).parameters
+    assert tuple(n for n in names if n not in ("self", "model")) == SYNLM_MODEL_ARGS

@@ -19,6 +19,7 @@ from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
 from synlm.metrics.parsing import evaluation_tree
 from synlm.outputs import Structure
+from synlm.parsing import check_structure
 from synlm.syntax import baseline_tree, read_trees
 from synlm.syntax.trees import to_bracket
 
@@ -78,7 +79,7 @@ class FakeLM:
 
 
 def test_checkpoint_trees_match_the_baselines(capsys, monkeypatch):
-    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: FakeLM())
     bank = str(FIXTURES / "sample.mrg")
     lm = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", "lm")
     right = run(capsys, "--baseline", "right-branching", "--treebank", bank)
@@ -94,7 +95,7 @@ def test_checkpoint_trees_match_the_baselines(capsys, monkeypatch):
 
 
 def test_structures_are_listed_and_an_unknown_one_names_the_valid(capsys, monkeypatch):
-    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: FakeLM())
     assert run(capsys, "--ckpt_path", "x.ckpt", "--list-structures") == {
         "lm": "distances", "syd": "distances"}
     assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),
@@ -102,11 +103,11 @@ def test_structures_are_listed_and_an_unknown_one_names_the_valid(capsys, monkey
     assert capsys.readouterr().err.strip() == "synlm parse: the model has no structure " \
         "'span'; it has: lm (distances), syd (distances)"
     with pytest.raises(InputError, match=r"no structure 'span'.*lm \(distances\), syd"):
-        parse.check_structure(FakeLM(), "span")  # a library function: a typed error
+        check_structure(FakeLM(), "span")  # a library function: a typed error
 
 
 def test_input_text_to_bracketed_trees(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: FakeLM())
     text = tmp_path / "in.txt"
     text.write_text("the cat sat\n\nit rained all day\n")
     out_file = tmp_path / "trees.txt"
@@ -139,7 +140,7 @@ def test_a_subword_model_is_refused_in_one_line(capsys, monkeypatch):
         vocab = SubwordVocab(Tokenizer(models.WordLevel({"<eos>": 0}, unk_token="<eos>")),
                              "<eos>")
 
-    monkeypatch.setattr(parse, "load_model", lambda path: SubwordLM())
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: SubwordLM())
     assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURES / "sample.mrg"),
                        "--structure", "lm"]) == 2
     assert capsys.readouterr().err.strip() == "synlm parse: trees are induced over words, by " \
@@ -153,7 +154,7 @@ def trees_printed(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 
 def test_input_without_output_prints_the_trees(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: FakeLM())
     text = tmp_path / "in.txt"
     text.write_text("the cat sat\n\nit rained all day\n")
     model = ["--ckpt_path", "x.ckpt", "--structure", "lm", "--input", str(text)]
@@ -250,13 +251,20 @@ def test_a_treebank_outside_the_vocabulary_is_counted_and_warned(capsys, monkeyp
         vocab = NoWords()
 
     bank = str(FIXTURES / "sample.mrg")
-    monkeypatch.setattr(parse, "load_model", lambda path: UnknownLM())
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: UnknownLM())
     assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", "lm"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out.strip().splitlines()[-1])["unknown_share"] == 1.0
     assert captured.err.strip() == ("synlm parse: warning: 100% of the treebank's words are "
                                     "outside the model's vocabulary (read as <unk>): it was "
                                     "trained on other text")
-    monkeypatch.setattr(parse, "load_model", lambda path: FakeLM())
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: FakeLM())
     known = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", "lm")
     assert known["unknown_share"] == 0.0
+
+
+def test_the_protocols_offered_are_the_metrics_own() -> None:
+    """``--protocol``'s choices are named without importing the metrics (torch)."""
+    from synlm.metrics.parsing import PROTOCOLS
+
+    assert tuple(sorted(PROTOCOLS)) == parse.PROTOCOLS

@@ -84,7 +84,8 @@ def test_best_without_a_run_is_one_line_with_the_way_to_name_one(
     assert run_cli(["test", "--ckpt_path", "best"]) == 2
     assert capfd.readouterr().err.strip() == (
         "synlm: error: --ckpt_path best: which run's? name its folder (--ckpt_path "
-        "runs/NAME/best, runs/NAME/version_N/best) or give the run's --config")
+        "runs/NAME/best, runs/NAME/version_N/best) or give the run's --config (its "
+        "trainer.default_root_dir holds the runs)")
 
 
 def test_a_finished_run_continued_says_there_is_nothing_to_train(

@@ -13,6 +13,9 @@ checkpoint and inputs give the same samples. Each JSONL record has ``sample`` an
 there is one, ``context`` and ``reference`` (ROCStories: sentences 1-4 and sentence 5; the
 reference is never part of the context). Empty samples (the model ended them at once) are
 written too, with one warning line; the metrics leave them out and count them.
+
+This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
+flag answer before torch is imported.
 """
 
 from __future__ import annotations
@@ -24,19 +27,18 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from synlm.capabilities import Samples, require
 from synlm.catalog import REPO_CONFIGS
 from synlm.data.corpora import read_lines
 from synlm.data.vocab import Vocab, atomic_write_text
 from synlm.errors import InputError, SynLMError, report, writing
-from synlm.generation import Prompt, lines_prompts, records, sample, stories_prompts
-from synlm.heads import DependencyMixtureHead
-from synlm.lm import SyntaxLM
-from synlm.loading import load_model
-from synlm.parsing import unknown_words
 from synlm.runtime.arguments import CommandParser
+from synlm.runtime.threads import configure_threads
+
+if TYPE_CHECKING:
+    from synlm.lm import SyntaxLM
 
 
 def empty_warning(samples: Sequence[list[str]], what: str,
@@ -80,7 +82,7 @@ def read_records(path: Path) -> list[dict[str, str]]:
 #: Builds a run from CLI arguments: (trainer, model, datamodule);
 #: ``synlm.lightning_cli.build_run``, handed down by the CLI, which sits above this
 #: module.
-BuildRun = Callable[[Sequence[str]], tuple[Any, SyntaxLM, Any]]
+BuildRun = Callable[[Sequence[str]], tuple[Any, "SyntaxLM", Any]]
 
 
 def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
@@ -119,6 +121,8 @@ def evaluate(recs: Sequence[dict[str, str]], oracle: str | None = None,
             result[f"self_bleu_{n}"] = m.self_bleu(samples, n)
         result.update(m.sample_counts(samples))
     if oracle:
+        from synlm.loading import load_model
+
         result["lm_score"] = m.lm_score(load_model(oracle, "--oracle"), samples)
     if gpt2:  # samples of two words or more: GPT-2 predicts from the second token on
         scored = [s for s in samples if len(s) > 1]
@@ -227,6 +231,12 @@ def main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -
             raise InputError("--references goes with --contexts")
         if args.metrics and not args.output:
             raise InputError("--metrics prints the metrics; give --output FILE for the samples")
+        configure_threads()  # torch: once the flags are good
+        from synlm.generation import Prompt, lines_prompts, records, sample, stories_prompts
+        from synlm.heads import DependencyMixtureHead
+        from synlm.loading import load_model
+        from synlm.parsing import unknown_words
+
         model = require(load_model(args.ckpt_path), Samples, f"--ckpt_path {args.ckpt_path}")
         model = model.to(args.device)
         if args.dm_sampling:
@@ -279,7 +289,9 @@ def evaluate_main(argv: Sequence[str] | None = None, build_run: BuildRun | None 
     _add_metric_args(p)
     args = p.parse_args(argv)
     try:
-        print(metrics_json(_evaluate(args, read_records(args.file), build_run)))
+        recs = read_records(args.file)
+        configure_threads()  # torch: once the flags and the samples are good
+        print(metrics_json(_evaluate(args, recs, build_run)))
     except SynLMError as err:
         return report(err, "synlm evaluate-generation")
     return 0

@@ -16,6 +16,10 @@ Trees are written as ``--format`` says (docs/visualisation.md). A transition LM'
 find no tree for a sentence ("no parse within the beam"): its line is empty (json: ``"tree":
 null``), a line on stderr counts such sentences, and a scored treebank leaves them out of
 the F1 and counts them (``no_parse``).
+
+This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
+flag answer before torch is imported; the model, metrics and parsing modules are imported by
+the functions that use them.
 """
 
 from __future__ import annotations
@@ -33,26 +37,17 @@ from nltk import Tree
 from synlm import errors, viz
 from synlm.capabilities import Parses
 from synlm.errors import InputError, SynLMError, report
-from synlm.loading import load_model, mean_and_std, untrained_model
-from synlm.metrics.parsing import PROTOCOLS, evaluation_tree
-from synlm.metrics.structures import AttachmentScore
-from synlm.parsing import (
-    BEAM,
-    check_structure,
-    default_structure,
-    evaluate,
-    model_heads,
-    model_trees,
-    rounded,
-    unknown_words,
-)
 from synlm.runtime.arguments import CommandParser
+from synlm.runtime.threads import configure_threads
 from synlm.syntax import BASELINES, ReaderError, baseline_tree, read_conllu, read_trees
 from synlm.syntax.trees import to_bracket
 
 #: How ``--format`` writes trees: one bracketed tree per line, nltk's text drawing (a blank
 #: line after each), one SVG picture per sentence (a folder), one JSON object per line.
 FORMATS = ("bracket", "pretty", "svg", "json")
+#: ``--protocol``: the names of ``synlm.metrics.parsing.PROTOCOLS`` (that module imports
+#: torch; a test keeps the two equal).
+PROTOCOLS = ("onlstm", "palm", "urnng")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--treebank", help="a .mrg file, a directory of them, an LDC WSJ dir or the "
                    "NLTK treebank.zip")
     p.add_argument("--sections", type=int, nargs="*", help="LDC WSJ sections (e.g. 23)")
-    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="onlstm")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="onlstm")
     p.add_argument("--max-length", type=int, help="keep sentences of at most this many words "
                    "after punctuation removal (10: WSJ10, 40: WSJ40)")
     p.add_argument("--seed", type=int, default=0, help="for --baseline random")
@@ -122,6 +117,17 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     if error:
         print(f"synlm parse: {error}", file=sys.stderr)
         return 2
+    configure_threads()  # torch: once the flags are good
+    from synlm.loading import load_model
+    from synlm.parsing import (
+        BEAM,
+        check_structure,
+        default_structure,
+        evaluate,
+        model_trees,
+        unknown_words,
+    )
+
     if args.config:
         if build_model is None:
             print("synlm parse: --config needs the CLI's model builder; run `synlm parse`",
@@ -296,6 +302,8 @@ def _write_predictions(args: argparse.Namespace, preds: Sequence[Tree],
 def _gold_trees(args: argparse.Namespace) -> list[Tree] | None:
     """The evaluation trees of ``--treebank`` under ``--protocol`` and ``--max-length``;
     None (after a one-line message) when unreadable or empty."""
+    from synlm.metrics.parsing import evaluation_tree
+
     try:
         raw = read_trees(args.treebank, sections=args.sections)
     except (ReaderError, FileNotFoundError) as e:
@@ -326,6 +334,9 @@ def _use_particles(model: Any, args: argparse.Namespace) -> None:
 
 def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) -> int:
     """``--config``: F1 and split percentages of ``--seeds`` untrained models' trees."""
+    from synlm.loading import mean_and_std, untrained_model
+    from synlm.parsing import BEAM, default_structure, evaluate, model_trees
+
     if not args.treebank:
         print("synlm parse: --config scores untrained models: give --treebank PATH",
               file=sys.stderr)
@@ -354,6 +365,9 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) 
 
 def _score_arcs(model: Any, structure: str, args: argparse.Namespace) -> int:
     """UAS of an arc structure against a CoNLL-U treebank (or heads for ``--input``)."""
+    from synlm.metrics.structures import AttachmentScore
+    from synlm.parsing import model_heads, rounded, unknown_words
+
     if args.input:
         sentences = input_sentences(args.input)
         heads = model_heads(model, sentences, structure, args.batch_size)

@@ -4,18 +4,22 @@ a mistyped checkpoint path, run folder, text file or config is one line at once.
 ``check_inputs(command, args)`` reads the flags of ``INPUT_FLAGS`` from the raw arguments
 (``--flag VALUE`` or ``--flag=VALUE``, with dashes or underscores) and raises synlm's
 one-line error for the first that names nothing usable; the command's own parser checks
-everything else once it runs. Commands whose module loads without torch (``evaluate-syntax``,
+everything else once it runs (``lm-eval``'s flags, lm-eval's own: ``check_lm_eval_inputs``).
+Commands whose module loads without torch (``evaluate-syntax``,
 ``export-hf``, ``convert``, ``plot``, ``annotate``) check their inputs themselves, after
 parsing their flags."""
 
 from __future__ import annotations
 
+import glob
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from synlm.errors import InputError, MissingFileError, existing_file, model_folder
 from synlm.runtime import usage
-from synlm.runtime.run_folders import WHICH, check_checkpoint
+from synlm.runtime.run_folders import WHICH, check_checkpoint, unnamed_run
 
 
 def _checkpoint(flag: str, value: str) -> None:
@@ -96,7 +100,10 @@ def _spellings(flag: str) -> tuple[str, str]:
 
 def check_inputs(command: str, args: Sequence[str]) -> None:
     """The first input of ``command``'s ``args`` that names nothing usable, as synlm's
-    one-line error (``INPUT_FLAGS``; the Lightning commands': ``check_run_inputs``)."""
+    one-line error (``INPUT_FLAGS``; ``lm-eval``'s: ``check_lm_eval_inputs``; the Lightning
+    commands': ``check_run_inputs``)."""
+    if command == "lm-eval":
+        check_lm_eval_inputs(args)
     for flag, check in INPUT_FLAGS.get(command, ()):
         for _, _, value in usage.flag_values(args, *_spellings(flag)):
             check(flag, value)
@@ -118,11 +125,141 @@ UNSET = ("null", "Null", "NULL", "~", "None", "")
 def check_run_inputs(command: str, args: Sequence[str]) -> None:
     """``fit|validate|test|predict``: the checkpoint ``--ckpt_path`` names (a file or run
     folder: its last for ``fit``, its best otherwise; ``best`` and ``last`` alone are looked
-    for once the run's folder is known), and ``fit``'s ``--model.init_from``."""
+    for once the run's folder is known, and need a ``--config`` outside ``fit``:
+    ``unnamed_run``), and ``fit``'s ``--model.init_from``."""
     ckpts = [value for _, _, value in usage.flag_values(args, "--ckpt_path")
              if value not in UNSET]
+    if (ckpts and ckpts[-1] in WHICH and command != "fit"
+            and not usage.flag_values(args, *usage.CONFIG_FLAGS)):
+        raise unnamed_run(ckpts[-1])  # as synlm.lightning_cli.with_saved_config says
     if ckpts and ckpts[-1] not in (*WHICH, *LIGHTNING_CKPT_NAMES):
         check_checkpoint(ckpts[-1], folder="last" if command == "fit" else "best")
     starts = [value for _, _, value in usage.flag_values(args, "--model.init_from")]
     if command == "fit" and starts and starts[-1] not in UNSET and not ckpts:
         check_checkpoint(starts[-1], "model.init_from")
+
+
+#: The ``model_args`` of lm-eval's ``synlm`` model (``synlm.lm_eval_model.SynlmLM``'s
+#: arguments but ``model``; a test keeps them equal).
+SYNLM_MODEL_ARGS = ("ckpt_path", "batch_size", "device", "greedy", "beam_size",
+                    "word_beam_size", "shift_size", "search_convention", "search", "particles")
+#: lm-eval's subcommands that read no model (``run`` is the default).
+_LM_EVAL_LISTINGS = ("ls", "validate")
+
+
+def _values(args: Sequence[str], *flags: str) -> list[str]:
+    """Every value of ``flags`` in ``args``: ``FLAG=VALUE``, or each argument after
+    ``FLAG`` up to the next flag (lm-eval's ``--tasks`` and ``--model_args`` take several)."""
+    found, taking = [], False
+    for arg in args:
+        flag, eq, value = arg.partition("=")
+        if arg.startswith("-"):
+            taking = arg in flags
+            if flag in flags and eq:
+                found.append(value)
+        elif taking:
+            found.append(arg)
+    return found
+
+
+def _split_top_level(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets and quotes, as lm-eval splits
+    ``--model_args`` (``lm_eval._cli.utils.split_top_level``)."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, char in enumerate(text):
+        if quote is not None:
+            quote = None if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[({":
+            depth += 1
+        elif char in "])}":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [part for part in [*parts, text[start:]] if part]
+
+
+def _model_args(values: Sequence[str]) -> dict[str, Any]:
+    """``--model_args``, as lm-eval reads them: one JSON object, or ``key=value`` items
+    (several, each comma-separated); values as written (lm-eval converts numbers)."""
+    if values and values[0].lstrip().startswith("{"):
+        try:
+            given = json.loads(values[0])
+        except json.JSONDecodeError as err:
+            raise InputError(f"--model_args: not JSON ({err.msg}); write key=value,key=value "
+                             "or a JSON object with double quotes") from None
+        return given
+    found: dict[str, Any] = {}
+    for value in values:
+        for item in _split_top_level(value):
+            key, eq, setting = item.partition("=")
+            if not eq or not key:
+                raise InputError(f"--model_args: expected key=value, got {item!r}")
+            found[key] = setting
+    return found
+
+
+def _synlm_model_args(given: dict[str, Any], configured: bool) -> None:
+    """The ``synlm`` model's ``model_args``: its arguments only, a checkpoint or run folder
+    that is there (``configured``: an lm-eval ``--config`` may give ``ckpt_path``)."""
+    for key in given:
+        if key not in SYNLM_MODEL_ARGS:
+            raise InputError(f"--model_args: the synlm model takes no {key!r}"
+                             f"{usage.did_you_mean(key, SYNLM_MODEL_ARGS)} (it takes "
+                             f"{', '.join(SYNLM_MODEL_ARGS)})")
+    if "ckpt_path" in given:
+        check_checkpoint(str(given["ckpt_path"]), "ckpt_path", folder="best")
+    elif not configured:
+        raise InputError("--model_args: the synlm model needs ckpt_path=RUN (a checkpoint or "
+                         "run folder)")
+    if str(given.get("search", "beam")) not in ("beam", "particles"):
+        raise InputError(f"search={given['search']}: expected beam or particles")
+    batch = str(given.get("batch_size", 1))
+    if not (batch.isdigit() or batch.startswith("auto")):
+        raise InputError(f"batch_size={batch}: expected a whole number or auto")
+
+
+def _tasks(tasks: Sequence[str], include: str | None) -> None:
+    """What ``--tasks`` names that is known without lm-eval's task index: a task file
+    (``*.yaml``, a pattern) that matches nothing, and the BLiMP tasks synlm writes
+    (``synlm_blimp*``: ``synlm.lm_eval_model.write_blimp_tasks``), which are in the
+    ``--include_path`` folder or nowhere. Other names are lm-eval's to find: its index
+    imports its task modules and reads its task files, seconds without torch."""
+    for task in (t for value in tasks for t in value.split(",") if t):
+        if task.endswith(".yaml") and not glob.glob(task):  # as lm-eval finds them
+            raise MissingFileError(f"--tasks: no file {task} (a task's YAML file)")
+        if not task.startswith("synlm_blimp"):
+            continue
+        if include is None:
+            raise InputError(f"--tasks: {task} is a task synlm writes "
+                             "(synlm.lm_eval_model.write_blimp_tasks); give the folder it "
+                             "wrote as --include_path DIR")
+        written = {p.stem for p in Path(include).rglob("synlm_blimp*.yaml")}
+        if task not in written:
+            raise InputError(f"--tasks: no task {task} in {include}"
+                             f"{usage.did_you_mean(task, written)}")
+
+
+def check_lm_eval_inputs(args: Sequence[str]) -> None:
+    """``synlm lm-eval``'s inputs, before lm-eval or torch is imported: ``--include_path``
+    and lm-eval's ``--config`` are there; ``--model_args`` parse (and the ``synlm`` model's
+    are its own, with a checkpoint that is there; a local ``pretrained`` folder of ``hf``
+    is there); ``--tasks`` as ``_tasks`` checks them. lm-eval's parser checks the rest."""
+    if args[:1] and args[0] in _LM_EVAL_LISTINGS:
+        return
+    include = next(iter(_values(args, "--include_path")[-1:]), None)
+    if include is not None and not Path(include).is_dir():
+        raise MissingFileError(f"--include_path: no folder {include} (the folder of task "
+                               "files, as synlm.lm_eval_model.write_blimp_tasks writes)")
+    configs = _values(args, "--config", "-C")
+    for config in configs[-1:]:
+        existing_file("--config", config, "lm-eval's YAML config")
+    given = _model_args(_values(args, "--model_args", "-a"))
+    model = next(iter(_values(args, "--model", "-M")[-1:]), None)
+    if model == "synlm":
+        _synlm_model_args(given, bool(configs))
+    elif (model == "hf" or (model is None and not configs)) and "pretrained" in given:
+        model_folder(str(given["pretrained"]))
+    _tasks(_values(args, "--tasks", "-t"), include)

@@ -117,6 +117,17 @@ def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path", folder: Whic
     raise CheckpointError(f"{flag}: no checkpoint at {path}{hint}")
 
 
+def unnamed_run(which: str) -> CheckpointError:
+    """``validate|test|predict --ckpt_path best|last`` with no ``--config``: ``best`` and
+    ``last`` are looked for among the runs under the config's
+    ``trainer.default_root_dir`` (``runs/<config>``), and the checkpoint's own config is read
+    only from a checkpoint or run folder that is named."""
+    return CheckpointError(
+        f"--ckpt_path {which}: which run's? name its folder (--ckpt_path runs/NAME/{which}, "
+        f"runs/NAME/version_N/{which}) or give the run's --config (its "
+        f"trainer.default_root_dir holds the runs)")
+
+
 def check_checkpoint(path: str | Path, flag: str = "--ckpt_path",
                      folder: Which = "last") -> None:
     """``resolve_checkpoint``'s ``CheckpointError`` where ``path`` names no checkpoint,

@@ -46,6 +46,7 @@ from synlm.runtime.run_folders import Which as Which
 from synlm.runtime.run_folders import latest as latest
 from synlm.runtime.run_folders import next_version as next_version
 from synlm.runtime.run_folders import resolve_checkpoint as resolve_checkpoint
+from synlm.runtime.run_folders import unnamed_run as unnamed_run
 from synlm.runtime.run_folders import version_dir as version_dir
 from synlm.runtime.run_folders import versions as versions
 

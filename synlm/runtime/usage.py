@@ -93,6 +93,50 @@ def fit_help() -> str:
     ])
 
 
+#: ``validate|test|predict``: what it does, its split's batch size, its batch limit.
+_CHECKPOINT_COMMANDS = {
+    "validate": ("The validation metrics of a checkpoint.", "--data.eval_batch_size N",
+                 "--trainer.limit_val_batches N"),
+    "test": ("The test metrics of a checkpoint.", "--data.test_batch_size N",
+             "--trainer.limit_test_batches N"),
+    "predict": ("A checkpoint's predict step over the test split.", "--data.test_batch_size N",
+                "--trainer.limit_predict_batches N"),
+}
+
+
+def checkpoint_help(command: str) -> str:
+    """``synlm validate|test|predict --help``: the checkpoint, the config and the flags
+    most runs set, in a screenful; the full list is LightningCLI's help (``synlm COMMAND
+    --help-all``)."""
+    what, batch, limit = _CHECKPOINT_COMMANDS[command]
+    return "\n".join([
+        f"usage: synlm {command} --ckpt_path RUN [--config FILE.yaml ...] [--KEY=VALUE ...]",
+        "",
+        what,
+        "Without --config, the config its run was trained with is read from its run folder.",
+        "Every key of a config is a flag too: --section.key=value.",
+        "",
+        "the checkpoint and the config:",
+        "  --ckpt_path PATH       a checkpoint file or a run folder (runs/NAME: its newest run",
+        "                         that saved one; runs/NAME/version_N): its best checkpoint;",
+        "                         PATH/last: its last",
+        "  --ckpt_path best|last  with --config: the newest run's, under its",
+        "                         trainer.default_root_dir (default runs/<config>)",
+        "  -c, --config FILE      a YAML config, or a shipped one by name (synlm ls lists",
+        "                         them); without --ckpt_path: an untrained model",
+        "  --print_config         print the resolved config and exit",
+        "",
+        "common flags:",
+        f"  {batch:<35} sentences (or columns) a batch",
+        f"  {limit:<35} a share (0.1) or a number of batches",
+        f"  {'--trainer.accelerator A':<35} cpu, gpu or auto; --trainer.devices N",
+        f"  {'--trainer.precision P':<35} 32-true, bf16-mixed, 16-mixed",
+        "",
+        f"every option of the trainer, model and data, documented: synlm {command} "
+        f"{FULL_HELP}",
+    ])
+
+
 def version() -> str:
     """Read from the installed packages' metadata, without importing them."""
     return (f"synlm {__version__} (torch {metadata.version('torch')}, "
