@@ -830,39 +830,36 @@ def main(argv: list[str] | None = None,
     try:
         if args.results:
             runs, summary = from_results(args, argv, chosen)
-            write_outputs(args, runs, summary)
-            print_table(table_models(args, runs)[0])
-            print(json.dumps(summary))
-            return 0
-        check_inputs(args)  # what needs no model, then the data: before torch loads
-        loaded = {} if args.sentences else load_benchmarks(
-            args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)
-        threads = configure_threads()
-        models = _scorers(args, build_model)
-        runs = []
-        for name, source, scorer, chance in models:
-            if args.sentences:
-                from synlm.tse.provenance import write_beside
+        else:
+            check_inputs(args)  # what needs no model, then the data: before torch loads
+            loaded = {} if args.sentences else load_benchmarks(
+                args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)
+            threads = configure_threads()
+            models = _scorers(args, build_model)
+            runs = []
+            for name, source, scorer, chance in models:
+                if args.sentences:
+                    from synlm.tse.provenance import write_beside
 
-                count = score_sentences(scorer, args.sentences, args.surprisals)
-                record = provenance_of(args, argv, models, threads)
-                write_beside(args.surprisals, record)
-                print(json.dumps({"model": source, "label": name, "sentences": count,
-                                  "surprisals": args.surprisals, "provenance": record}))
-                return 0
-            results = evaluate_scorer(scorer, loaded, args.eos) if scorer is not None else {}
-            untrained = [evaluate_scorer(c, loaded, args.eos) for c in chance]
-            runs.append(Evaluated(name, results, untrained, _vocab_size(scorer or chance[0]),
-                                  source))
-            for line in unknown_warnings(results or untrained[0], args.warn_unknown,
-                                         runs[-1].vocab_size):
-                print(line, file=sys.stderr)
-            unparsed = no_parse_warnings(results, name) + [
-                line for r in untrained for line in no_parse_warnings(r, f"{name} untrained")]
-            for line in unparsed:
-                print(line, file=sys.stderr)
-        summary = summarize_runs(args, runs)
-        summary["provenance"] = provenance_of(args, argv, models, threads, loaded, runs)
+                    count = score_sentences(scorer, args.sentences, args.surprisals)
+                    record = provenance_of(args, argv, models, threads)
+                    write_beside(args.surprisals, record)
+                    print(json.dumps({"model": source, "label": name, "sentences": count,
+                                      "surprisals": args.surprisals, "provenance": record}))
+                    return 0
+                results = evaluate_scorer(scorer, loaded, args.eos) if scorer is not None else {}
+                untrained = [evaluate_scorer(c, loaded, args.eos) for c in chance]
+                runs.append(Evaluated(name, results, untrained, _vocab_size(scorer or chance[0]),
+                                      source))
+                for line in unknown_warnings(results or untrained[0], args.warn_unknown,
+                                             runs[-1].vocab_size):
+                    print(line, file=sys.stderr)
+                unparsed = no_parse_warnings(results, name) + [
+                    line for r in untrained for line in no_parse_warnings(r, f"{name} untrained")]
+                for line in unparsed:
+                    print(line, file=sys.stderr)
+            summary = summarize_runs(args, runs)
+            summary["provenance"] = provenance_of(args, argv, models, threads, loaded, runs)
         write_outputs(args, runs, summary)
         print_table(table_models(args, runs)[0])
     except SynLMError as err:

@@ -113,7 +113,7 @@ def read_pairs(path: str | Path, subset: int | None = None) -> list[MinimalPair]
     except (OSError, UnicodeDecodeError) as err:
         raise CorpusError(f"{path}: cannot read pairs ({err})") from None
     pairs: dict[str, list[MinimalPair]] = {}
-    for number, item in _json_lines(str(path), text):
+    for number, item in json_lines(str(path), text):
         if not isinstance(item, dict) or not all(
                 isinstance(item.get(k), str) for k in ("sentence_good", "sentence_bad")):
             raise CorpusError(f"{path}:{number}: expected an object with the strings "
@@ -151,7 +151,7 @@ def _paradigm_texts(path: Path) -> list[tuple[str, str, str]]:
     return sorted(found, key=lambda item: item[1])
 
 
-def _json_lines(where: str, text: str) -> Iterator[tuple[int, Any]]:
+def json_lines(where: str, text: str) -> Iterator[tuple[int, Any]]:
     """(line number, object) of each non-blank line; a bad line is a one-line error."""
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
@@ -163,7 +163,7 @@ def _json_lines(where: str, text: str) -> Iterator[tuple[int, Any]]:
 
 def _paradigm_pairs(where: str, uid: str, text: str) -> list[MinimalPair]:
     pairs = []
-    for number, item in _json_lines(where, text):
+    for number, item in json_lines(where, text):
         missing = [name for name in _FIELDS if name not in item]
         if missing:
             raise CorpusError(f"{where}:{number}: no {missing}")

@@ -20,6 +20,7 @@ from typing import Any
 
 from synlm.errors import InputError
 from synlm.tse.benchmarks import BenchmarkResult
+from synlm.tse.blimp import json_lines
 
 #: What must agree between the files of one table, beside their benchmarks: the items
 #: scored of each and the end-of-sentence choice.
@@ -73,18 +74,6 @@ def records_path(path: Path, summary: dict[str, Any]) -> Path:
                      f"nor beside it")
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
-    records = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise InputError(f"--results: {path}:{number}: not a JSON record ({err})"
-                                 ) from None
-    return records
-
-
 def _results(records: Sequence[dict[str, Any]], headline: dict[str, Any],
              summary: dict[str, Any], benchmarks: Sequence[str]) -> dict[str, BenchmarkResult]:
     """Each benchmark's ``BenchmarkResult`` of one run: its records, the headline measures
@@ -97,15 +86,14 @@ def _results(records: Sequence[dict[str, Any]], headline: dict[str, Any],
         dict(conventions.get(name, {}))) for name in benchmarks}
 
 
-def read_saved(file: str | Path, summary: dict[str, Any] | None = None,
-               benchmarks: Sequence[str] | None = None) -> list[SavedRun]:
-    """The runs of one finished evaluation (a config's untrained seeds: one run each);
-    ``summary``: its JSON, where already read; ``benchmarks``: those to keep (None: all)."""
+def read_saved(file: str | Path, summary: dict[str, Any],
+               benchmarks: Sequence[str]) -> list[SavedRun]:
+    """The runs of one finished evaluation (a config's untrained seeds: one run each):
+    ``summary``, its JSON, and its records, on the ``benchmarks`` kept."""
     path = Path(file)
-    summary = summary if summary is not None else _summary(path)
     source = records_path(path, summary)
-    records = _records(source)
-    benchmarks = summary.get("benchmarks", []) if benchmarks is None else benchmarks
+    records = [record for _, record in
+               json_lines(f"--results: {source}", source.read_text(encoding="utf-8"))]
     provenance = summary.get("provenance", {})
     label = str(summary.get("label", path.stem))
     per_seed = summary.get("per_seed")
