@@ -8,7 +8,8 @@
 # whole valid split. Then `synlm evaluate-syntax` scores each on BLiMP, SyntaxGym and
 # Marvin & Linzen (SUBSET: the first N pairs or items of each paradigm, suite and condition;
 # "all": every one), and three untrained AWD-LSTMs of the same size (the chance row); each
-# writes NAME.tse.json (the summary) and NAME.tse.jsonl (one record per pair or item).
+# writes NAME.tse.json (the summary) and NAME.tse.jsonl (one record per pair or item), each
+# model as soon as its training ends.
 # SEEDS (e.g. "1 2 3") trains every model once per seed, in OUT_DIR/seed_S with
 # --seed_everything=S (without it: once, with each config's own seed, in OUT_DIR). A
 # finished run and a finished evaluation are kept, so the script goes on where it stopped;
@@ -44,6 +45,10 @@ evaluate() {  # folder name evaluate-syntax-args...; a finished evaluation (its 
     --output "$dir/$name.tse.jsonl" > "$dir/$name.tse.partial" 2> "$dir/$name.tse.log"
   mv "$dir/$name.tse.partial" "$dir/$name.tse.json"
 }
+trained_and_scored() {  # as train, then the run is scored at once (a stop loses no score)
+  train "$@"
+  evaluate "$1" "$2" --ckpt_path "$1/$2"
+}
 names=(awd_lstm onlstm onlstm_syd palm_s dm_lstm)
 labels=(AWD-LSTM ON-LSTM ONLSTM-SYD PaLM-S DM-LSTM)
 evaluate "$out" untrained --config awd_lstm.yaml --seeds 3 --set \
@@ -52,16 +57,13 @@ for seed in ${seeds:-own}; do
   dir=$out seed_flag=()
   if [ "$seed" != own ]; then dir=$out/seed_$seed seed_flag=(--seed_everything="$seed"); fi
   mkdir -p "$dir"
-  train "$dir" awd_lstm awd_lstm.yaml "$steps" "${seed_flag[@]}"
-  train "$dir" onlstm onlstm.yaml "$steps" "${seed_flag[@]}"
-  train "$dir" onlstm_syd onlstm_syd.yaml "$steps" "${seed_flag[@]}"
-  train "$dir" palm_s palm_s.yaml "$steps" "$span" "${seed_flag[@]}"
+  trained_and_scored "$dir" awd_lstm awd_lstm.yaml "$steps" "${seed_flag[@]}"
+  trained_and_scored "$dir" onlstm onlstm.yaml "$steps" "${seed_flag[@]}"
+  trained_and_scored "$dir" onlstm_syd onlstm_syd.yaml "$steps" "${seed_flag[@]}"
+  trained_and_scored "$dir" palm_s palm_s.yaml "$steps" "$span" "${seed_flag[@]}"
   train "$dir" dm_lstm_dep dm_lstm_dep.yaml "$((steps / 4))" "${seed_flag[@]}"
-  train "$dir" dm_lstm dm_lstm.yaml "$((steps - steps / 4))" --model.init_from="$dir/dm_lstm_dep" \
-    "${seed_flag[@]}"
-  for name in "${names[@]}"; do
-    evaluate "$dir" "$name" --ckpt_path "$dir/$name"
-  done
+  trained_and_scored "$dir" dm_lstm dm_lstm.yaml "$((steps - steps / 4))" \
+    --model.init_from="$dir/dm_lstm_dep" "${seed_flag[@]}"
 done
 results=() report_labels=()  # AWD-LSTM first: each model's paired test is against it
 for k in "${!names[@]}"; do

@@ -65,6 +65,14 @@ def fits_parse(commands: list[list[str]]) -> None:
         assert code == 0, shlex.join(command)
 
 
+def run_folder(command: list[str]) -> str:
+    """The run folder a ``fit`` writes or an ``evaluate-syntax`` scores."""
+    if command[0] == "fit":
+        return next(a for a in command if a.startswith("--trainer.default_root_dir=")
+                    ).split("=", 1)[1]
+    return command[command.index("--ckpt_path") + 1]
+
+
 @pytest.mark.parametrize("seeds", ["", "1 2"])
 def test_tse_budget_runs_each_seed_once_and_tables_them(tmp_path, monkeypatch, seeds) -> None:
     monkeypatch.chdir(ROOT)
@@ -81,6 +89,11 @@ def test_tse_budget_runs_each_seed_once_and_tables_them(tmp_path, monkeypatch, s
     evaluations = [c for c in commands if c[0] == "evaluate-syntax" and "--results" not in c]
     assert len(evaluations) == 1 + 5 * len(folders)  # the untrained row, then each model
     assert all(c[c.index("--subset") + 1] == "3" for c in evaluations)
+    each = ["awd_lstm", "onlstm", "onlstm_syd", "palm_s"]  # each scored as soon as trained
+    order = [f"{c[0]} {Path(run_folder(c)).name}" for c in commands[1:-1]]
+    assert order == len(folders) * [*(f"{step} {name}" for name in each
+                                      for step in ("fit", "evaluate-syntax")),
+                                    "fit dm_lstm_dep", "fit dm_lstm", "evaluate-syntax dm_lstm"]
     report = commands[-1]
     assert report[:2] == ["evaluate-syntax", "--results"]
     files = report[2:report.index("--label")]
