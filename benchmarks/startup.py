@@ -1,8 +1,8 @@
 """Benchmark: how long the ``synlm`` command takes to answer what needs no model (``--help``,
 ``--version``, ``ls``, an unknown command, a missing config file, ``fit --help``, a missing
-checkpoint or run folder, an unknown suite) against a bare ``python -c pass`` on the same
-machine, and, for scale, what imports torch (a bad flag of ``parse``) and the training stack
-(``synlm fit --help-all``). Each is the median of ``--repeat`` fresh processes. (A file that
+checkpoint or run folder, an unknown suite, a wrong flag) against a bare ``python -c pass``
+on the same machine, and, for scale, what imports the training stack (``synlm fit
+--help-all``). Each is the median of ``--repeat`` fresh processes. (A file that
 is no checkpoint stands for one where a check must pass: ``benchmarks/startup.py``.)
 
     python benchmarks/startup.py [--repeat 5] [--json]
@@ -39,6 +39,7 @@ COMMANDS: dict[str, list[str] | None] = {
     "synlm parse --ckpt_path nope": ["parse", "--ckpt_path", "nope", "--treebank", "nope"],
     "synlm generate --ckpt_path nope": ["generate", "--ckpt_path", "nope"],
     "synlm parse --bogus": ["parse", "--bogus"],
+    "synlm generate --bogus": ["generate", "--bogus"],
     "synlm fit --data.batch_size=0 (imports Lightning)": ["fit", "--config", "quickstart.yaml",
                                                           "--data.batch_size=0"],
     "synlm fit --help-all (imports Lightning)": ["fit", "--help-all"],

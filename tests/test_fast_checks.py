@@ -18,21 +18,31 @@ import pytest
 from synlm.runtime import usage
 from synlm.runtime.run_folders import CheckpointError, check_checkpoint, resolve_checkpoint
 
-#: Runs ``synlm.cli.main`` on the arguments, then prints whether torch was imported.
+#: The slow imports (seconds each): torch, and nltk and matplotlib (nltk imports scipy and
+#: scikit-learn).
+HEAVY = ("torch", "nltk", "matplotlib")
+#: Runs ``synlm.cli.main`` on the arguments, then prints which of ``HEAVY`` were imported.
 PROBE = ("import sys\nfrom synlm.cli import main\ntry:\n    code = main(sys.argv[1:])\n"
          "except SystemExit as exit_:\n    code = exit_.code\n"
-         "print(code, 'torch' in sys.modules)\n")
+         f"print(code, ','.join(m for m in {HEAVY} if m in sys.modules) or '-')\n")
 
 
 def synlm(args: list[str], cwd: Path) -> tuple[int, bool, list[str], str]:
     """``synlm ARGS`` in a fresh interpreter: its exit code, whether torch was imported,
     its stderr lines and its stdout (the probe's line left out)."""
+    code, loaded, err, out = imports_of(args, cwd)
+    return code, "torch" in loaded, err, out
+
+
+def imports_of(args: list[str], cwd: Path) -> tuple[int, set[str], list[str], str]:
+    """As ``synlm``, with the ``HEAVY`` modules the command imported."""
     env = {**os.environ, "SYNLM_DATA_DIR": str(cwd / "data")}
     done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
                           text=True, cwd=cwd, env=env, check=False)
     *out, last = done.stdout.strip().splitlines() or ["? ?"]
-    code, torch = last.split()
-    return int(code), torch == "True", done.stderr.strip().splitlines(), "\n".join(out)
+    code, loaded = last.split()
+    return (int(code), set(loaded.split(",")) - {"-"}, done.stderr.strip().splitlines(),
+            "\n".join(out))
 
 
 @pytest.fixture(scope="module")
@@ -215,8 +225,9 @@ COMMANDS = [command for command in usage.COMMANDS if command not in ("fit", "ls"
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_and_a_wrong_flag_answer_before_torch_loads(tmp_path: Path, command: str) -> None:
     """``--help`` (and, but for the Lightning commands, whose flags Lightning reads, a flag
-    the command does not take) imports no torch: each command's module imports only light
-    parts at the top, and sets torch's thread count once its flags are good."""
+    the command does not take) imports no torch, and a wrong flag neither nltk nor
+    matplotlib: each command's module imports only light parts at the top, and sets torch's
+    thread count once its flags are good."""
     if command == "lm-eval" and importlib.util.find_spec("lm_eval") is None:
         pytest.skip("the lm-eval extra is not installed")
     code, torch, err, out = synlm([command, "--help"], tmp_path)
@@ -224,8 +235,8 @@ def test_help_and_a_wrong_flag_answer_before_torch_loads(tmp_path: Path, command
     assert "usage:" in out
     if command in ("validate", "test", "predict"):
         return
-    code, torch, err, _ = synlm([command, "--bogus"], tmp_path)
-    assert (code, torch) == (2, False), err
+    code, loaded, err, _ = imports_of([command, "--bogus"], tmp_path)
+    assert (code, loaded) == (2, set()), err
     assert "error:" in err[-1], err
 
 
@@ -245,3 +256,21 @@ def test_the_checkpoint_commands_help_is_a_screenful(tmp_path: Path) -> None:
         named = set(re.findall(r"(?<![\w-])(--[a-z_]+(?:\.[a-z_]+)*)", short)) - {"--help-all"}
         assert named - options == {"--section.key"}, named - options
         assert {"--ckpt_path", "--config", "--trainer.accelerator"} <= named
+
+
+def test_syntax_package_loads_its_names_on_first_use() -> None:
+    """``synlm.syntax`` imports a submodule when one of its names is first used: importing
+    the package (or its light ``shapes``) loads no nltk, and each name is its submodule's."""
+    import synlm.syntax
+
+    probe = ("import sys, synlm.syntax, synlm.syntax.shapes\n"
+             "print(synlm.syntax.BASELINES, 'nltk' in sys.modules, 'numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split(")")[-1].split() == ["False", "False"]
+    for name in synlm.syntax.__all__:
+        module = importlib.import_module(f"synlm.syntax.{synlm.syntax._SOURCES[name]}")
+        assert getattr(synlm.syntax, name) is getattr(module, name)
+        assert name in dir(synlm.syntax)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        synlm.syntax.nope  # noqa: B018

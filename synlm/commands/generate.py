@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from synlm.capabilities import Samples, require
 from synlm.catalog import REPO_CONFIGS
-from synlm.data.corpora import read_lines
+from synlm.data.files import read_lines
 from synlm.data.vocab import Vocab, atomic_write_text
 from synlm.errors import InputError, SynLMError, report, writing
 from synlm.runtime.arguments import CommandParser

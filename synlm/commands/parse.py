@@ -18,8 +18,8 @@ null``), a line on stderr counts such sentences, and a scored treebank leaves th
 the F1 and counts them (``no_parse``).
 
 This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
-flag answer before torch is imported; the model, metrics and parsing modules are imported by
-the functions that use them.
+flag answer before torch, nltk or matplotlib is imported; the model, metrics, parsing, tree
+and drawing modules are imported by the functions that use them.
 """
 
 from __future__ import annotations
@@ -29,18 +29,17 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from nltk import Tree
-
-from synlm import errors, viz
+from synlm import errors
 from synlm.capabilities import Parses
 from synlm.errors import InputError, SynLMError, report
 from synlm.runtime.arguments import CommandParser
 from synlm.runtime.threads import configure_threads
-from synlm.syntax import BASELINES, ReaderError, baseline_tree, read_conllu, read_trees
-from synlm.syntax.trees import to_bracket
+from synlm.syntax.shapes import BASELINES
+
+if TYPE_CHECKING:
+    from nltk import Tree
 
 #: How ``--format`` writes trees: one bracketed tree per line, nltk's text drawing (a blank
 #: line after each), one SVG picture per sentence (a folder), one JSON object per line.
@@ -118,6 +117,8 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         print(f"synlm parse: {error}", file=sys.stderr)
         return 2
     configure_threads()  # torch: once the flags are good
+    import numpy as np
+
     from synlm.loading import load_model
     from synlm.parsing import (
         BEAM,
@@ -127,6 +128,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         model_trees,
         unknown_words,
     )
+    from synlm.syntax import baseline_tree
 
     if args.config:
         if build_model is None:
@@ -236,6 +238,8 @@ def format_tree(tree: Tree | None, fmt: str, gold: Tree | None = None,
     (bracket, pretty or json), ending in a newline (pretty: a blank line); a sentence with
     no tree (None: no parse within the beam) is an empty line (json: ``"tree": null``, its
     ``words``; pretty: a line that says so)."""
+    from synlm.syntax import to_bracket
+
     if tree is None:
         words = list(words if words is not None else gold.leaves() if gold is not None else [])
         if fmt == "json":
@@ -252,6 +256,8 @@ def format_tree(tree: Tree | None, fmt: str, gold: Tree | None = None,
             record["gold"] = to_bracket(gold)
         return json.dumps(record) + "\n"
     if fmt == "pretty":
+        from synlm import viz
+
         return viz.pretty(tree, gold) + "\n\n"
     if gold is None:
         return to_bracket(tree) + "\n"
@@ -270,6 +276,8 @@ def write_trees(trees: Sequence[Tree | None], fmt: str, output: str | None = Non
     if fmt == "svg":
         if output is None:
             raise ValueError("svg writes one picture per sentence: give a folder as output")
+        from synlm import viz
+
         folder = Path(output)
         folder.mkdir(parents=True, exist_ok=True)
         for i, (tree, gold) in enumerate(pairs, 1):
@@ -303,6 +311,7 @@ def _gold_trees(args: argparse.Namespace) -> list[Tree] | None:
     """The evaluation trees of ``--treebank`` under ``--protocol`` and ``--max-length``;
     None (after a one-line message) when unreadable or empty."""
     from synlm.metrics.parsing import evaluation_tree
+    from synlm.syntax import ReaderError, read_trees
 
     try:
         raw = read_trees(args.treebank, sections=args.sections)
@@ -367,6 +376,7 @@ def _score_arcs(model: Any, structure: str, args: argparse.Namespace) -> int:
     """UAS of an arc structure against a CoNLL-U treebank (or heads for ``--input``)."""
     from synlm.metrics.structures import AttachmentScore
     from synlm.parsing import model_heads, rounded, unknown_words
+    from synlm.syntax import ReaderError, read_conllu
 
     if args.input:
         sentences = input_sentences(args.input)

@@ -1,38 +1,48 @@
-"""Trees, targets, decoders. Imports nothing of synlm above this floor."""
+"""Trees, targets, decoders. Imports nothing of synlm above this floor.
 
-from synlm.syntax.distances import (
-    BASELINES,
-    baseline_tree,
-    distances_to_tree,
-    palm_tree,
-    tree_to_distances,
-)
-from synlm.syntax.heads import project_heads, tree_to_heads
-from synlm.syntax.readers import ReaderError, read_conllu, read_malt_zip, read_trees
-from synlm.syntax.sentence import Sentence
-from synlm.syntax.targets import SyntaxTargets, build_targets, cached_targets, max_distance
-from synlm.syntax.trees import binarize, read_brackets, skeleton, spans, to_bracket
+The names below are imported on first use (PEP 562): importing a light submodule
+(``synlm.syntax.shapes``) or ``synlm.syntax`` itself loads neither nltk nor numpy, so that the
+command lines answer ``--help`` and a wrong flag at once."""
 
-__all__ = [
-    "BASELINES",
-    "ReaderError",
-    "Sentence",
-    "SyntaxTargets",
-    "baseline_tree",
-    "binarize",
-    "build_targets",
-    "cached_targets",
-    "distances_to_tree",
-    "max_distance",
-    "palm_tree",
-    "project_heads",
-    "read_brackets",
-    "read_conllu",
-    "read_malt_zip",
-    "read_trees",
-    "skeleton",
-    "spans",
-    "to_bracket",
-    "tree_to_distances",
-    "tree_to_heads",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Each public name and the submodule that defines it.
+_SOURCES = {
+    "BASELINES": "shapes",
+    "ReaderError": "readers",
+    "Sentence": "sentence",
+    "SyntaxTargets": "targets",
+    "baseline_tree": "distances",
+    "binarize": "trees",
+    "build_targets": "targets",
+    "cached_targets": "targets",
+    "distances_to_tree": "distances",
+    "max_distance": "targets",
+    "palm_tree": "distances",
+    "project_heads": "heads",
+    "read_brackets": "trees",
+    "read_conllu": "readers",
+    "read_malt_zip": "readers",
+    "read_trees": "readers",
+    "skeleton": "trees",
+    "spans": "trees",
+    "to_bracket": "trees",
+    "tree_to_distances": "distances",
+    "tree_to_heads": "heads",
+}
+__all__ = sorted(_SOURCES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SOURCES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_SOURCES[name]}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

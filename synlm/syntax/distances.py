@@ -19,6 +19,7 @@ import numpy as np
 from nltk import Tree
 
 from synlm.errors import InputError
+from synlm.syntax.shapes import BASELINES
 
 
 def tree_to_distances(tree: Tree | str) -> list[int]:
@@ -139,8 +140,6 @@ def palm_tree(words: Sequence[str], span_scores: np.ndarray) -> Tree:
     out = build(0, n - 1)
     return out if isinstance(out, Tree) else Tree("X", [out])
 
-
-BASELINES = ("left-branching", "right-branching", "balanced", "random")
 
 
 def baseline_tree(words: Sequence[str], kind: str,
