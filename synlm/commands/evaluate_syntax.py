@@ -812,6 +812,52 @@ def from_results(args: argparse.Namespace, argv: Sequence[str] | None,
     return runs, summary
 
 
+def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None,
+                            build_model: Callable[..., Any] | None) -> int:
+    """``--sentences``: the one model's surprisals of each sentence, to ``--surprisals`` with
+    its provenance beside it; prints what was written (one JSON object)."""
+    from synlm.tse.provenance import write_beside
+
+    check_inputs(args)
+    threads = configure_threads()
+    models = _scorers(args, build_model)
+    name, source, scorer, _ = models[0]
+    count = score_sentences(scorer, args.sentences, args.surprisals)
+    record = provenance_of(args, argv, models, threads)
+    write_beside(args.surprisals, record)
+    print(json.dumps({"model": source, "label": name, "sentences": count,
+                      "surprisals": args.surprisals, "provenance": record}))
+    return 0
+
+
+def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
+                build_model: Callable[..., Any] | None
+                ) -> tuple[list[Evaluated], dict[str, Any]]:
+    """Each model of the command line (with its untrained seeds) scored on the benchmarks,
+    its unknown words and sentences without a parse said on stderr, and the JSON summary.
+    What needs no model, then the benchmark files, are checked before torch loads."""
+    check_inputs(args)
+    loaded = load_benchmarks(args.benchmark, args.data_dir, args.subset, args.download,
+                             args.suites, args.pairs)
+    threads = configure_threads()
+    models = _scorers(args, build_model)
+    runs = []
+    for name, source, scorer, chance in models:
+        results = evaluate_scorer(scorer, loaded, args.eos) if scorer is not None else {}
+        untrained = [evaluate_scorer(c, loaded, args.eos) for c in chance]
+        runs.append(Evaluated(name, results, untrained, _vocab_size(scorer or chance[0]),
+                              source))
+        warnings = unknown_warnings(results or untrained[0], args.warn_unknown,
+                                    runs[-1].vocab_size)
+        warnings += no_parse_warnings(results, name) + [
+            line for r in untrained for line in no_parse_warnings(r, f"{name} untrained")]
+        for line in warnings:
+            print(line, file=sys.stderr)
+    summary = summarize_runs(args, runs)
+    summary["provenance"] = provenance_of(args, argv, models, threads, loaded, runs)
+    return runs, summary
+
+
 def main(argv: list[str] | None = None,
          build_model: Callable[..., Any] | None = None) -> int:
     """Entry point of ``synlm evaluate-syntax``; returns the exit code. ``build_model``
@@ -828,38 +874,10 @@ def main(argv: list[str] | None = None,
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     try:
-        if args.results:
-            runs, summary = from_results(args, argv, chosen)
-        else:
-            check_inputs(args)  # what needs no model, then the data: before torch loads
-            loaded = {} if args.sentences else load_benchmarks(
-                args.benchmark, args.data_dir, args.subset, args.download, args.suites, args.pairs)
-            threads = configure_threads()
-            models = _scorers(args, build_model)
-            runs = []
-            for name, source, scorer, chance in models:
-                if args.sentences:
-                    from synlm.tse.provenance import write_beside
-
-                    count = score_sentences(scorer, args.sentences, args.surprisals)
-                    record = provenance_of(args, argv, models, threads)
-                    write_beside(args.surprisals, record)
-                    print(json.dumps({"model": source, "label": name, "sentences": count,
-                                      "surprisals": args.surprisals, "provenance": record}))
-                    return 0
-                results = evaluate_scorer(scorer, loaded, args.eos) if scorer is not None else {}
-                untrained = [evaluate_scorer(c, loaded, args.eos) for c in chance]
-                runs.append(Evaluated(name, results, untrained, _vocab_size(scorer or chance[0]),
-                                      source))
-                for line in unknown_warnings(results or untrained[0], args.warn_unknown,
-                                             runs[-1].vocab_size):
-                    print(line, file=sys.stderr)
-                unparsed = no_parse_warnings(results, name) + [
-                    line for r in untrained for line in no_parse_warnings(r, f"{name} untrained")]
-                for line in unparsed:
-                    print(line, file=sys.stderr)
-            summary = summarize_runs(args, runs)
-            summary["provenance"] = provenance_of(args, argv, models, threads, loaded, runs)
+        if args.sentences:
+            return surprisals_of_sentences(args, argv, build_model)
+        runs, summary = (from_results(args, argv, chosen) if args.results
+                         else from_models(args, argv, build_model))
         write_outputs(args, runs, summary)
         print_table(table_models(args, runs)[0])
     except SynLMError as err:
