@@ -391,21 +391,17 @@ class SynLMCLI(LightningCLI):
         trainer = config.trainer
         if trainer.default_root_dir is None:
             given = [value for _, _, value in usage.flag_values(self._args, *usage.CONFIG_FLAGS)]
-            trainer.default_root_dir = str(Path("runs") / run_name(given))
+            trainer.default_root_dir = str(Path("runs") / runs.run_name(given))
         self._continued: tuple[int, int] | None = None  # (version, global step)
         root, fit = Path(trainer.default_root_dir), subcommand == "fit"
         ckpt_path, version = config.get("ckpt_path"), None
         if fit and ckpt_path == "best":
-            raise runs.CheckpointError(
-                "--ckpt_path best: fit continues a run where it stopped (--ckpt_path last); "
-                f"to start a new run from the best weights: --model.init_from {root}/best")
+            raise runs.best_to_fit(root)
         if ckpt_path in runs.WHICH:
             found = runs.latest(root, ckpt_path)
             if found is None:
                 if not fit:
-                    raise runs.CheckpointError(
-                        f"--ckpt_path {ckpt_path}: no run under {root} saved a {ckpt_path} "
-                        "checkpoint (version_*/checkpoints/)")
+                    raise runs.none_under(root, ckpt_path)
                 rank_zero_info(f"--ckpt_path last: no run under {root} saved a checkpoint "
                                "yet; starting a new run")
                 config.ckpt_path = None
@@ -525,16 +521,6 @@ class SynLMCLI(LightningCLI):
             rank_zero_info(f"torch uses {threads} thread{'s' * (threads != 1)}{why} on "
                            f"{os.cpu_count()} CPUs; SYNLM_THREADS=N chooses")
         return trainer
-
-
-def run_name(configs: Sequence[Any]) -> str:
-    """``runs/<name>``: the stems of the configs given on the command line joined by ``+``
-    (the bases they name with ``config:`` do not count), the data and trainer partials left
-    out (``onlstm_syd_layer1`` for an ablation, ``quickstart`` with ``--config
-    trainer/debug.yaml``)."""
-    stems = [Path(str(c)).stem for c in configs
-             if Path(str(c)).parent.name not in ("data", "trainer")]
-    return "+".join(stems) or "default"
 
 
 def model_class_of(args: Sequence[str]) -> type[pl.LightningModule]:

@@ -223,6 +223,38 @@ def test_partials_stacked_on_the_command_line_leave_the_run_name() -> None:
     assert run_folder(args) == str(Path("runs") / "quickstart")
 
 
+ROOTED = "config: {base}\ntrainer.default_root_dir: {root}\n"
+
+
+@pytest.mark.parametrize("case", ["shipped", "partials", "in_a_file", "in_its_base",
+                                  "flag_after", "file_after_flag", "null"])
+def test_the_fast_check_finds_the_run_folder_the_cli_does(case: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``synlm.runtime.inputs.run_root`` (read before torch loads, for ``--ckpt_path
+    best|last``) agrees with the folder the CLI sets: the flag or file that sets
+    ``trainer.default_root_dir`` last wins, a base's setting before its file's."""
+    from synlm.runtime.inputs import run_root
+
+    monkeypatch.chdir(tmp_path)
+    Path("rooted.yaml").write_text(ROOTED.format(base=REPO_CONFIGS / "quickstart.yaml",
+                                                 root="from_file"))
+    Path("child.yaml").write_text("config: rooted.yaml\ntrainer.max_epochs: 1\n")
+    Path("unset.yaml").write_text(ROOTED.format(base="rooted.yaml", root="null"))
+    args = {
+        "shipped": ["--config", "quickstart.yaml"],
+        "partials": ["--config", "quickstart.yaml", "--config", "trainer/debug.yaml"],
+        "in_a_file": ["--config", "rooted.yaml"],
+        "in_its_base": ["--config", "child.yaml"],
+        "flag_after": ["--config", "child.yaml", "--trainer.default_root_dir", "from_flag"],
+        "file_after_flag": ["--trainer.default_root_dir=from_flag", "--config", "rooted.yaml"],
+        "null": ["--config", "unset.yaml"],
+    }[case]
+    cli_args = [a if a != "quickstart.yaml" else str(REPO_CONFIGS / a) for a in args]
+    cli_args = [a if a != "trainer/debug.yaml" else str(REPO_CONFIGS / a) for a in cli_args]
+    assert run_root(args) == Path(run_folder(["fit", *cli_args]))
+
+
 # --- a base named wrong: one line naming the file, its line and what is expected --------
 
 BASE = "model:\n  heads: []\ntrainer:\n  max_epochs: 2\n"

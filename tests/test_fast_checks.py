@@ -146,6 +146,14 @@ CASES = [
      "trainer.default_root_dir"),
     (["predict", "--ckpt_path", "best", "--trainer.max_epochs=1"],
      "--ckpt_path best: which run's?"),
+    (["test", "--config", "quickstart.yaml", "--ckpt_path", "best"],
+     "--ckpt_path best: no run under runs/quickstart saved a best checkpoint"),
+    (["validate", "--config", "quickstart.yaml", "--ckpt_path=last",
+      "--trainer.default_root_dir", "empty_run"],
+     "--ckpt_path last: no run under empty_run saved a last checkpoint"),
+    (["fit", "--config", "quickstart.yaml", "--ckpt_path", "best"],
+     "fit continues a run where it stopped (--ckpt_path last); to start a new run from the "
+     "best weights: --model.init_from runs/quickstart/best"),
 ]
 
 

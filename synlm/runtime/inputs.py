@@ -19,7 +19,13 @@ from typing import Any
 
 from synlm.errors import InputError, MissingFileError, existing_file, model_folder
 from synlm.runtime import usage
-from synlm.runtime.run_folders import WHICH, check_checkpoint, unnamed_run
+from synlm.runtime.run_folders import (
+    WHICH,
+    check_checkpoint,
+    check_run_checkpoint,
+    run_name,
+    unnamed_run,
+)
 
 
 def _checkpoint(flag: str, value: str) -> None:
@@ -122,16 +128,44 @@ LIGHTNING_CKPT_NAMES = ("hpc", "registry")
 UNSET = ("null", "Null", "NULL", "~", "None", "")
 
 
+def run_root(args: Sequence[str]) -> Path | None:
+    """The folder that holds a command line's runs (``version_N``), as ``synlm.lightning_cli``
+    finds it: the last ``--trainer.default_root_dir`` or config file (after its bases) that
+    sets ``trainer.default_root_dir``, else ``runs/<config stems>`` (``run_name``). None
+    where only Lightning can tell: a ``--trainer`` block, or a ``--config`` that is no file
+    (YAML given inline)."""
+    args = usage.resolve_configs(args)
+    configs = usage.flag_values(args, *usage.CONFIG_FLAGS)
+    if usage.flag_values(args, "--trainer") or not all(Path(v).is_file() for _, _, v in configs):
+        return None
+    settings = [(i, value) for i, _, value in usage.flag_values(args, "--trainer.default_root_dir")]
+    for i, _, value in configs:
+        for _, loaded in usage.with_bases(Path(value)):  # the deepest base first
+            trainer = loaded.get("trainer")
+            if isinstance(trainer, dict) and "default_root_dir" in trainer:
+                settings.append((i, trainer["default_root_dir"]))
+            if "trainer.default_root_dir" in loaded:
+                settings.append((i, loaded["trainer.default_root_dir"]))
+    settings.sort(key=lambda setting: setting[0])  # stable: a file's bases stay before it
+    root = settings[-1][1] if settings else None
+    if root is None or str(root) in UNSET:
+        return Path("runs") / run_name([value for _, _, value in configs])
+    return Path(str(root))
+
+
 def check_run_inputs(command: str, args: Sequence[str]) -> None:
     """``fit|validate|test|predict``: the checkpoint ``--ckpt_path`` names (a file or run
     folder: its last for ``fit``, its best otherwise; ``best`` and ``last`` alone are looked
-    for once the run's folder is known, and need a ``--config`` outside ``fit``:
+    for among the runs under ``run_root``, and need a ``--config`` outside ``fit``:
     ``unnamed_run``), and ``fit``'s ``--model.init_from``."""
     ckpts = [value for _, _, value in usage.flag_values(args, "--ckpt_path")
              if value not in UNSET]
     if (ckpts and ckpts[-1] in WHICH and command != "fit"
             and not usage.flag_values(args, *usage.CONFIG_FLAGS)):
         raise unnamed_run(ckpts[-1])  # as synlm.lightning_cli.with_saved_config says
+    root = run_root(args) if ckpts and ckpts[-1] in WHICH else None
+    if root is not None:
+        check_run_checkpoint(root, ckpts[-1], fit=command == "fit")
     if ckpts and ckpts[-1] not in (*WHICH, *LIGHTNING_CKPT_NAMES):
         check_checkpoint(ckpts[-1], folder="last" if command == "fit" else "best")
     starts = [value for _, _, value in usage.flag_values(args, "--model.init_from")]

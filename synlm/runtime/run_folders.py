@@ -8,7 +8,7 @@ imports torch to do so."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -115,6 +115,39 @@ def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path", folder: Whic
         hint = f"; runs keep theirs in {run}/version_N/{CHECKPOINTS}/, and {run}/best, " \
                f"{run}/last name the newest run's"
     raise CheckpointError(f"{flag}: no checkpoint at {path}{hint}")
+
+
+def run_name(configs: Sequence[str]) -> str:
+    """``runs/<name>``: the stems of the configs given on the command line joined by ``+``
+    (the bases they name with ``config:`` do not count), the data and trainer partials left
+    out (``onlstm_syd_layer1`` for an ablation, ``quickstart`` with ``--config
+    trainer/debug.yaml``)."""
+    stems = [Path(str(c)).stem for c in configs
+             if Path(str(c)).parent.name not in ("data", "trainer")]
+    return "+".join(stems) or "default"
+
+
+def best_to_fit(root: Path) -> CheckpointError:
+    """``fit --ckpt_path best``: a fit continues from a run's last checkpoint."""
+    return CheckpointError(
+        "--ckpt_path best: fit continues a run where it stopped (--ckpt_path last); "
+        f"to start a new run from the best weights: --model.init_from {root}/best")
+
+
+def none_under(root: Path, which: str) -> CheckpointError:
+    """``validate|test|predict --ckpt_path best|last`` where no run under ``root`` saved one."""
+    return CheckpointError(f"--ckpt_path {which}: no run under {root} saved a {which} "
+                           "checkpoint (version_*/checkpoints/)")
+
+
+def check_run_checkpoint(root: Path, which: Which, fit: bool) -> None:
+    """``--ckpt_path best|last`` among the runs under ``root``: ``best_to_fit``, or
+    ``none_under`` outside ``fit`` (a fit with no ``last`` starts a new run), found without
+    reading a checkpoint (nor importing torch)."""
+    if fit and which == "best":
+        raise best_to_fit(root)
+    if not fit and latest(root, which, best=_any_best) is None:
+        raise none_under(root, which)
 
 
 def unnamed_run(which: str) -> CheckpointError:

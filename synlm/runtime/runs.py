@@ -43,9 +43,12 @@ from synlm.runtime.run_folders import LAST as LAST
 from synlm.runtime.run_folders import WHICH as WHICH
 from synlm.runtime.run_folders import CheckpointError as CheckpointError
 from synlm.runtime.run_folders import Which as Which
+from synlm.runtime.run_folders import best_to_fit as best_to_fit
 from synlm.runtime.run_folders import latest as latest
 from synlm.runtime.run_folders import next_version as next_version
+from synlm.runtime.run_folders import none_under as none_under
 from synlm.runtime.run_folders import resolve_checkpoint as resolve_checkpoint
+from synlm.runtime.run_folders import run_name as run_name
 from synlm.runtime.run_folders import unnamed_run as unnamed_run
 from synlm.runtime.run_folders import version_dir as version_dir
 from synlm.runtime.run_folders import versions as versions
