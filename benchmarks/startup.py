@@ -1,9 +1,10 @@
 """Benchmark: how long the ``synlm`` command takes to answer what needs no model (``--help``,
 ``--version``, ``ls``, an unknown command, a missing config file, ``fit --help``, a missing
-checkpoint or run folder, an unknown suite, a wrong flag) against a bare ``python -c pass``
-on the same machine, and, for scale, what imports the training stack (``synlm fit
---help-all``). Each is the median of ``--repeat`` fresh processes. (A file that
-is no checkpoint stands for one where a check must pass: ``benchmarks/startup.py``.)
+checkpoint or run folder, ``best`` of a config with no run, an unknown suite, a wrong flag)
+against a bare ``python -c pass`` on the same machine, and, for scale, what imports the
+training stack (``synlm fit --help-all``). Each is the median of ``--repeat`` fresh
+processes. (A file that is no checkpoint stands for one where a check must pass:
+``benchmarks/startup.py``.)
 
     python benchmarks/startup.py [--repeat 5] [--json]
 """
@@ -32,6 +33,9 @@ COMMANDS: dict[str, list[str] | None] = {
     "synlm fit --help": ["fit", "--help"],
     "synlm fit --ckpt_path nope": ["fit", "--config", "quickstart.yaml", "--ckpt_path", "nope"],
     "synlm test --ckpt_path nope": ["test", "--ckpt_path", "nope"],
+    "synlm test --config quickstart.yaml --ckpt_path best (no run)": [
+        "test", "--config", "quickstart.yaml", "--ckpt_path", "best",
+        "--trainer.default_root_dir", "benchmarks/no_runs"],
     "synlm evaluate-syntax --ckpt_path nope": ["evaluate-syntax", "--ckpt_path", "nope"],
     "synlm evaluate-syntax --suites subordinationn": [
         "evaluate-syntax", "--ckpt_path", "benchmarks/startup.py", "--benchmark", "syntaxgym",
