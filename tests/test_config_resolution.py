@@ -255,6 +255,16 @@ def test_the_fast_check_finds_the_run_folder_the_cli_does(case: str, tmp_path: P
     assert run_root(args) == Path(run_folder(["fit", *cli_args]))
 
 
+@pytest.mark.parametrize("args", [["--config", "quickstart.yaml", "--trainer", "trainer.yaml"],
+                                  ["--config", "trainer:\n  default_root_dir: x\n"]])
+def test_the_fast_check_leaves_to_lightning_what_only_it_reads(args: list[str]) -> None:
+    """A whole ``--trainer`` block or a config given inline: no folder is guessed (the CLI
+    checks ``--ckpt_path best|last`` once it has parsed them)."""
+    from synlm.runtime.inputs import run_root
+
+    assert run_root(args) is None
+
+
 # --- a base named wrong: one line naming the file, its line and what is expected --------
 
 BASE = "model:\n  heads: []\ntrainer:\n  max_epochs: 2\n"
