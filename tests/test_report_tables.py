@@ -44,8 +44,8 @@ Targeted syntactic evaluation: headline measures
 
 | measure | LSTM (PTB) | GPT-2 | GPT-2 - LSTM (PTB) |
 |---|---:|---:|---:|
-| blimp/accuracy | 0.542 [0.333, 0.767] (n=22) | 0.858 [0.675, 1.000] (n=22) | +0.317 [+0.125, +0.517] (n=22) p=0.002, Holm p=0.006 |
-| blimp/in_vocabulary_accuracy | 0.500 [0.300, 0.750] (n=20) | 0.858 [0.675, 1.000] (n=22) | +0.350 [+0.150, +0.550] (n=20) p<0.002, Holm p<0.002 |
+| blimp/accuracy | 0.542 [0.333, 0.767] (n=22) | 0.858 [0.675, 1.000] (n=22) | +0.317 [+0.125, +0.517] (n=22) p=0.002, Holm p<0.008 |
+| blimp/in_vocabulary_accuracy | 0.500 [0.300, 0.750] (n=20) | 0.858 [0.675, 1.000] (n=22) | +0.350 [+0.150, +0.550] (n=20) p<0.002, Holm p<0.008 |
 | blimp/unknown_share | 0.083 (n=22) | 0.000 (n=22) | — |
 | syntaxgym/sg_score | 0.500 [0.250, 0.875] (n=8) | 0.750 [0.375, 1.000] (n=8) | +0.250 [+0.000, +0.625] (n=8) p=0.220, Holm p=0.440 |
 | syntaxgym/in_vocabulary_sg_score | 0.667 [0.333, 1.000] (n=6) | 0.750 [0.375, 1.000] (n=8) | +0.167 [+0.000, +0.500] (n=6) p=0.716, Holm p=0.716 |
@@ -58,8 +58,8 @@ LATEX = r"""% Targeted syntactic evaluation: headline measures
 \toprule
 measure & LSTM (PTB) & GPT-2 & GPT-2 - LSTM (PTB) \\
 \midrule
-blimp/accuracy & 0.542 [0.333, 0.767] (n=22) & 0.858 [0.675, 1.000] (n=22) & +0.317 [+0.125, +0.517] (n=22) p=0.002, Holm p=0.006 \\
-blimp/in\_vocabulary\_accuracy & 0.500 [0.300, 0.750] (n=20) & 0.858 [0.675, 1.000] (n=22) & +0.350 [+0.150, +0.550] (n=20) p$<$0.002, Holm p$<$0.002 \\
+blimp/accuracy & 0.542 [0.333, 0.767] (n=22) & 0.858 [0.675, 1.000] (n=22) & +0.317 [+0.125, +0.517] (n=22) p=0.002, Holm p$<$0.008 \\
+blimp/in\_vocabulary\_accuracy & 0.500 [0.300, 0.750] (n=20) & 0.858 [0.675, 1.000] (n=22) & +0.350 [+0.150, +0.550] (n=20) p$<$0.002, Holm p$<$0.008 \\
 blimp/unknown\_share & 0.083 (n=22) & 0.000 (n=22) & -- \\
 syntaxgym/sg\_score & 0.500 [0.250, 0.875] (n=8) & 0.750 [0.375, 1.000] (n=8) & +0.250 [+0.000, +0.625] (n=8) p=0.220, Holm p=0.440 \\
 syntaxgym/in\_vocabulary\_sg\_score & 0.667 [0.333, 1.000] (n=6) & 0.750 [0.375, 1.000] (n=8) & +0.167 [+0.000, +0.500] (n=6) p=0.716, Holm p=0.716 \\
@@ -71,7 +71,7 @@ syntaxgym/unknown\_share & 0.250 (n=8) & 0.000 (n=8) & -- \\
 
 @pytest.fixture(scope="module")
 def labelled() -> tables.Table:
-    return compare.comparison_table({"LSTM (PTB)": LSTM, "GPT-2": GPT2})
+    return compare.comparison_table({"LSTM (PTB)": LSTM, "GPT-2": GPT2}, resamples=1000)
 
 
 def test_a_labelled_table_with_the_paired_test_in_markdown_and_latex(labelled) -> None:
@@ -93,13 +93,14 @@ def test_a_labelled_table_with_the_paired_test_in_markdown_and_latex(labelled) -
 def test_the_table_and_the_paired_tests_agree(labelled) -> None:
     """The comparison column is ``paired_tests`` of the two models, measure by measure: the
     same difference, interval and p; Holm over the same four tests."""
-    tests = compare.paired_tests(LSTM, GPT2)
+    tests = compare.paired_tests(LSTM, GPT2, resamples=1000)
     rows = dict(labelled.rows)
     for key, test in tests.items():
         cell = rows[key][2]
         assert cell.value == pytest.approx(-test["difference"])
         assert (cell.low, cell.high) == pytest.approx((-test["high"], -test["low"]), abs=1e-12)
         assert (cell.p, cell.holm) == pytest.approx((test["p_value"], test["holm"]))
+        assert cell.holm_bound == test["holm_bound"]
 
 
 def test_in_vocabulary_rows_only_where_they_differ() -> None:
@@ -152,6 +153,18 @@ def test_holm_against_a_hand_worked_example() -> None:
     assert statistics.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert statistics.holm([0.4, 0.5, 0.001]) == pytest.approx([0.8, 0.8, 0.003])
     assert statistics.holm([]) == []
+
+
+def test_holm_of_a_p_the_bootstrap_cannot_tell_from_0_is_a_bound() -> None:
+    """A bootstrap p of 0 says only p < 2 / R: it enters Holm's adjustment as 2 / R, and the
+    adjusted p it sets (its own, and a larger exact p's it raises) is an upper bound."""
+    adjusted, bounds = statistics.holm_bounds([0.0, 0.002, 0.22, 0.716], resolution=0.002)
+    assert adjusted == pytest.approx([0.008, 0.008, 0.44, 0.716])  # 4 x 0.002; 3 x 0.002 < it
+    assert bounds == [True, True, False, False]
+    adjusted, bounds = statistics.holm_bounds([0.0, 0.01], resolution=0.002)
+    assert adjusted == pytest.approx([0.004, 0.01]) and bounds == [True, False]
+    assert statistics.holm_bounds([0.0, 0.0], resolution=0.6) == ([1.0, 1.0], [False, False])
+    assert statistics.holm([0.0, 0.01]) == pytest.approx([0.0, 0.01])  # no resolution given
 
 
 # --------------------------------------------------------- the two-level bootstrap
@@ -293,13 +306,16 @@ def test_a_synlm_checkpoint_beside_a_hugging_face_model_in_one_report(capsys, tm
               "number_src"]
     out, err = evaluate(capsys, "--ckpt_path", str(ckpt), "--hf", str(gpt2), "--ckpt_path",
                         str(ckpt), "--label", "unigram", "GPT-2", "again", "--report",
-                        str(report), "--units", "paradigm", "suite", *common)
+                        str(report), "--units", "paradigm", "suite", "--resamples", "300",
+                        *common)
     assert list(out["models"]) == ["unigram", "GPT-2", "again"]
     assert out["models"]["GPT-2"]["model"] == str(gpt2)
     assert out["models"]["unigram"]["headline"]["blimp/accuracy"] == 0.625
     headline = (report / "headline.md").read_text()
     assert "| measure | unigram | GPT-2 | again | GPT-2 - unigram | again - unigram |" in headline
     assert "Holm p" in headline and "blimp/in_vocabulary_accuracy" in headline
+    assert "from 300 item-bootstrap resamples" in headline  # --resamples
+    assert "from 300 item-bootstrap resamples" in (report / "unit.md").read_text()
     assert r"GPT-2 - unigram & again - unigram \\" in (report / "headline.tex").read_text()
     paired = out["report"]["paired"]
     assert list(paired) == ["GPT-2 - unigram", "again - unigram"]
@@ -327,6 +343,8 @@ def test_a_synlm_checkpoint_beside_a_hugging_face_model_in_one_report(capsys, tm
     (["--ckpt_path", "a.ckpt", "--hf", "m", "--label", "one"],
      "--label: 1 labels for 2 models (1 --ckpt_path, 1 --hf); give one label a model"),
     (["--ckpt_path", "a.ckpt", "--label", ""], "--label: label 1 is empty"),
+    (["--ckpt_path", "a.ckpt", "--resamples", "300"], "--resamples: the bootstrap behind "
+     "--report's tables; add --report DIR"),
     (["--ckpt_path", "a.ckpt", "--units", "suite"], "--units: the rows of --report's unit "
      "table; add --report DIR"),
     (["--ckpt_path", "a.ckpt", "--benchmark", "blimp", "--report", "r", "--units", "suite"],

@@ -179,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--report: the rows of its unit table, any of " + ", ".join(UNITS) +
                    " (BLiMP phenomena and paradigms, SyntaxGym circuits and suites, Marvin & "
                    "Linzen sections and Table 1 rows; default: " + " ".join(GROUP_UNITS) + ")")
+    p.add_argument("--resamples", type=_at_least_one, metavar="R",
+                   help="--report: the bootstrap resamples behind its intervals and p-values "
+                   "(default 10,000: the least p is 2/R, and Holm's adjustment over m "
+                   "comparisons reaches 0.05 only if 2m/R does)")
     p.add_argument("--regions", metavar="FILE", help="write SyntaxGym's region surprisals here "
                    "(one row a region: suite, item, condition, region, sum in bits)")
     p.add_argument("--sentences", metavar="FILE", help="score these sentences (one a line) "
@@ -385,9 +389,11 @@ def _models_text(args: argparse.Namespace) -> str:
     return ", ".join(f"{n} --{flag}" for flag, n in counts.items() if n) or "--config"
 
 
-def units_problem(args: argparse.Namespace) -> str | None:
-    """The one-line error for ``--units`` without ``--report``, or a unit of no benchmark
-    asked for."""
+def report_problem(args: argparse.Namespace) -> str | None:
+    """The one-line error for ``--units`` or ``--resamples`` without ``--report``, or a unit
+    of no benchmark asked for."""
+    if args.resamples is not None and not args.report:
+        return "--resamples: the bootstrap behind --report's tables; add --report DIR"
     if not args.units:
         return None
     if not args.report:
@@ -414,7 +420,7 @@ def results_problem(args: argparse.Namespace) -> str | None:
         return f"--{shown}: how models are scored; --results scores nothing " \
                "(its files were scored with their own settings)"
     return label_problem(args.label, args.results, f"{len(args.results)} --results") or \
-        units_problem(args)
+        report_problem(args)
 
 
 def argument_problem(args: argparse.Namespace) -> str | None:
@@ -428,7 +434,7 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return "--config scores a config's untrained models alone; give --ckpt_path and " \
                "--hf without it"
     problem = label_problem(args.label, [s for _, s in args.models] or [args.config],
-                            _models_text(args)) or units_problem(args)
+                            _models_text(args)) or report_problem(args)
     if problem:
         return problem
     if args.sentences and len(args.models) > 1:
@@ -727,7 +733,8 @@ def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
         summary["regions"] = args.regions
     if args.report:
         summary["report"] = write_report(Path(args.report), *table_models(args, runs),
-                                         units=args.units or GROUP_UNITS)
+                                         units=args.units or GROUP_UNITS,
+                                         resamples=args.resamples)
         summary["report"]["files"].append(str(provenance.write(
             Path(args.report) / provenance.REPORT_FILE, summary["provenance"])))
     for path in filter(None, (args.output, args.regions)):
@@ -754,31 +761,35 @@ def provenance_of(args: argparse.Namespace, argv: Sequence[str] | None,
 
 def write_report(folder: Path, models: dict[str, list[dict[str, BenchmarkResult]]],
                  baselines: dict[str, list[dict[str, BenchmarkResult]]] | None = None,
-                 units: Sequence[str] = GROUP_UNITS) -> dict[str, Any]:
+                 units: Sequence[str] = GROUP_UNITS, resamples: int | None = None
+                 ) -> dict[str, Any]:
     """The side-by-side tables (headline, and per unit for the ``units`` chosen: bootstrap
-    intervals, two-level over seeds, each model's untrained column, each model against the
+    intervals from ``resamples`` resamples (None: ``synlm.tse.statistics.RESAMPLES``),
+    two-level over seeds, each model's untrained column, each model against the
     first with its paired test and Holm's adjustment), the plots (SyntaxGym's region figure
     of each suite in ``regions/``), and ``paired``: the headline table's comparisons
     (column -> measure -> the test)."""
-    from synlm.tse import compare, plots, tables
+    from synlm.tse import compare, plots, statistics, tables
 
+    resamples = resamples or statistics.RESAMPLES
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    headline_table = compare.comparison_table(models, baselines)
+    headline_table = compare.comparison_table(models, baselines, resamples=resamples)
     written += tables.write_tables(headline_table, folder / "headline")
-    written += tables.write_tables(
-        compare.comparison_table(models, baselines, level="unit", units=units), folder / "unit")
+    written += tables.write_tables(compare.comparison_table(
+        models, baselines, level="unit", units=units, resamples=resamples), folder / "unit")
     for benchmark, kind in (("syntaxgym", "circuits"), ("blimp", "phenomena")):
         if all(benchmark in results for runs in models.values() for results in runs):
             written += plots.plot_units(models, benchmark, folder / kind, kind=kind,
-                                        baselines=baselines)
+                                        baselines=baselines, resamples=resamples)
     written += plots.plot_regions(models, folder / "regions")  # SyntaxGym's, a suite each
     report: dict[str, Any] = {"files": [str(path) for path in written]}
     tested = [k for k, t in enumerate(tables.tested_columns(headline_table)) if t]
     if tested:
         report["paired"] = {headline_table.columns[k]: {
             label: {"difference": cells[k].value, "low": cells[k].low, "high": cells[k].high,
-                    "p_value": cells[k].p, "holm": cells[k].holm, "items": cells[k].n,
+                    "p_value": cells[k].p, "holm": cells[k].holm,
+                    "holm_bound": cells[k].holm_bound, "items": cells[k].n,
                     "resamples": headline_table.resamples}
             for label, cells in headline_table.rows if cells[k].p is not None}
             for k in tested}
@@ -797,7 +808,7 @@ def from_results(args: argparse.Namespace, argv: Sequence[str] | None,
     args.benchmark = [b for b in table.benchmarks if b != "pairs"]
     args.pairs = ["pairs"] if "pairs" in table.benchmarks else []  # its rows, not a file
     args.subset, args.eos = table.subset, table.eos
-    units = units_problem(args)
+    units = report_problem(args)
     if units:
         raise InputError(units)
     runs = [Evaluated(label, run.results, [], 0, run.source)

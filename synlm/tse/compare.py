@@ -38,14 +38,14 @@ from synlm.tse.measures import (
     record_field,
     table_measures,
 )
-from synlm.tse.statistics import check_resamples, holm, paired_difference
+from synlm.tse.statistics import RESAMPLES, check_resamples, holm_bounds, paired_difference
 from synlm.tse.tables import Cell, Table
 from synlm.tse.units import UNITS
 
 
 def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] | None = None,
                      level: Literal["headline", "unit"] = "headline", intervals: bool = True,
-                     resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
+                     resamples: int = RESAMPLES, confidence: float = 0.95, seed: int = 0,
                      units: Sequence[str] = UNITS, comparisons: bool = True) -> Table:
     """The models side by side: a column per model (name -> its results, or a list of
     results, one a seed, averaged), each followed by its untrained baseline
@@ -89,7 +89,7 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
             columns.append((f"{name} - {names[0]}", []))
             cells.append(comparison_cells(first, as_runs(models[name], name), measures,
                                           resamples, confidence, seed))
-        cells = _with_holm(cells)
+        cells = _with_holm(cells, resamples)
     rows = [(m.label, [column[i] for column in cells]) for i, m in enumerate(measures)]
     notes = _notes(columns, baselines, level, intervals, resamples, confidence, seed)
     if tested:
@@ -101,7 +101,11 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
                      f"resampled differences d*, so p < {1 - confidence:.2g} exactly when the "
                      "interval excludes 0 (one bootstrap gives both). Holm p: adjusted by "
                      f"Holm's step-down method over the {_count_tests(cells)} comparisons of "
-                     f"this table (family-wise error rate {1 - confidence:.2g}).")
+                     f"this table (family-wise error rate {1 - confidence:.2g}); a p of 0 "
+                     f"(every resample on one side) is shown as p<{2 / resamples:.3g} and "
+                     f"enters the adjustment as {2 / resamples:.3g}, so the Holm p it sets "
+                     f"is an upper bound (shown <), and the least this table can show is "
+                     f"{min(1.0, _count_tests(cells) * 2 / resamples):.3g}.")
     title = ("Targeted syntactic evaluation: headline measures" if level == "headline" else
              "Targeted syntactic evaluation by " + ", ".join(
                  u for u in UNITS if u in units))
@@ -130,14 +134,16 @@ def _repeats_plain(m: Measure, measures: Sequence[Measure], cells: Sequence[Sequ
         (column[i].value, column[i].n) == (column[j].value, column[j].n) for column in cells)
 
 
-def _with_holm(cells: list[list[Cell]]) -> list[list[Cell]]:
-    """The cells with every comparison's Holm-adjusted p over all the table's comparisons."""
+def _with_holm(cells: list[list[Cell]], resamples: int) -> list[list[Cell]]:
+    """The cells with every comparison's Holm-adjusted p over all the table's comparisons
+    (a p of 0 from ``resamples`` entering as 2 / resamples: an upper bound)."""
     tests = [(k, i) for k, column in enumerate(cells) for i, cell in enumerate(column)
              if cell.p is not None]
-    adjusted = holm([cells[k][i].p for k, i in tests])  # type: ignore[misc]
+    adjusted, bounds = holm_bounds([cells[k][i].p for k, i in tests],  # type: ignore[misc]
+                                   2 / resamples)
     out = [list(column) for column in cells]
-    for (k, i), p in zip(tests, adjusted):
-        out[k][i] = replace(out[k][i], holm=p)
+    for (k, i), p, bound in zip(tests, adjusted, bounds):
+        out[k][i] = replace(out[k][i], holm=p, holm_bound=bound)
     return out
 
 
@@ -172,11 +178,12 @@ def _notes(columns: Sequence[tuple[str, Sequence[Results]]], baselines: Mapping[
     return notes
 
 
-def paired_tests(a: Runs, b: Runs, resamples: int = 1000, level: float = 0.95,
+def paired_tests(a: Runs, b: Runs, resamples: int = RESAMPLES, level: float = 0.95,
                  seed: int = 0) -> dict[str, dict[str, float | int]]:
     """``paired_difference`` of model A against model B (their results on the same data; one
     evaluation each, or several seeds) for every headline measure both have, unknown shares
-    aside: headline name -> the test, with ``holm``, its p adjusted over these tests. An
+    aside: headline name -> the test, with ``holm``, its p adjusted over these tests
+    (``holm_bound``: whether that is an upper bound, set by a p of 0). An
     in-vocabulary measure is compared on the items in vocabulary for every run of both."""
     runs_a, runs_b = as_runs(a, "a"), as_runs(b, "b")
     tests: dict[str, dict[str, float | int]] = {}
@@ -199,6 +206,7 @@ def paired_tests(a: Runs, b: Runs, resamples: int = 1000, level: float = 0.95,
             if sets[0]:
                 tests[key] = paired_difference(sets[:len(runs_a)], sets[len(runs_a):],
                                                resamples=resamples, level=level, seed=seed)
-    for test, p in zip(tests.values(), holm([t["p_value"] for t in tests.values()])):
-        test["holm"] = p
+    adjusted, bounds = holm_bounds([t["p_value"] for t in tests.values()], 2 / resamples)
+    for test, p, bound in zip(tests.values(), adjusted, bounds):
+        test["holm"], test["holm_bound"] = p, bound
     return tests

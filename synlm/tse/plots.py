@@ -30,14 +30,14 @@ from synlm.tse.measures import (
     grouped_units,
     named_columns,
 )
-from synlm.tse.statistics import check_resamples
+from synlm.tse.statistics import RESAMPLES, check_resamples
 
 
 def plot_units(models: Mapping[str, Runs], benchmark: str, out: Path,
                kind: Literal["circuits", "phenomena"] = "circuits", intervals: bool = True,
                baselines: Mapping[str, Runs] | None = None, field: str = "correct",
-               in_vocabulary: bool = False, resamples: int = 1000, confidence: float = 0.95,
-               seed: int = 0) -> list[Path]:
+               in_vocabulary: bool = False, resamples: int = RESAMPLES,
+               confidence: float = 0.95, seed: int = 0) -> list[Path]:
     """Grouped horizontal bars of the share of items with ``field`` (``correct``: accuracy)
     in each group of ``benchmark``'s units: SyntaxGym's circuits (``kind="circuits"``, over
     the suites the paper scores) or the phenomena of BLiMP or one's own ``pairs``

@@ -21,7 +21,10 @@ grouped in units (a BLiMP paradigm, a SyntaxGym suite, a Marvin & Linzen Table 1
   that level excludes 0, at every level (one method for both; Efron & Tibshirani 1993,
   ch. 15-16, on tests from confidence intervals).
 - ``holm``: Holm's (1979) step-down adjustment of the p-values of the comparisons of one
-  table, which holds the family-wise error rate.
+  table, which holds the family-wise error rate. A bootstrap p of 0 says only p < 2 / R: it
+  enters the adjustment as 2 / R, and the adjusted p it sets is an upper bound
+  (``holm_bounds``). With m comparisons Holm can reject at alpha only when 2 m / R < alpha,
+  hence ``RESAMPLES``.
 
 Every resampling draws from ``numpy.random.default_rng(seed)`` (the items: unit by unit in
 the units' order, one ``integers`` draw of shape (resamples, items) per unit) and
@@ -44,6 +47,9 @@ Aggregate = Callable[[np.ndarray, np.ndarray], np.ndarray]
 Outcomes = Mapping[str, Sequence[bool]] | Sequence[bool]
 #: Differences closer to 0 than this count as 0 in the p-value (rounding of equal means).
 _TIE = 1e-12
+#: The default number of bootstrap resamples R: the least p it tells from 0 is 2 / R, so a
+#: table's Holm adjustment over m comparisons can reach 0.05 for m up to 250.
+RESAMPLES = 10_000
 
 
 def mean_of_units(accuracy: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -147,7 +153,7 @@ def two_level(per_seed: np.ndarray, draws: np.ndarray) -> np.ndarray:
 
 
 def bootstrap_interval(outcomes_by_unit: Outcomes, aggregate: Aggregate = mean_of_units,
-                       resamples: int = 1000, level: float = 0.95,
+                       resamples: int = RESAMPLES, level: float = 0.95,
                        seed: int = 0) -> tuple[float, float]:
     """The percentile interval of ``aggregate`` under the item bootstrap: each unit's items
     resampled with replacement within the unit, ``resamples`` times (one unit: its outcomes
@@ -156,7 +162,7 @@ def bootstrap_interval(outcomes_by_unit: Outcomes, aggregate: Aggregate = mean_o
 
 
 def seed_interval(seeds: Sequence[Outcomes], aggregate: Aggregate = mean_of_units,
-                  resamples: int = 1000, level: float = 0.95,
+                  resamples: int = RESAMPLES, level: float = 0.95,
                   seed: int = 0) -> tuple[float, float]:
     """The percentile interval of the mean over ``seeds`` (a model's outcomes under each
     seed, on the same items) of ``aggregate``, under the two-level bootstrap (seeds, then
@@ -169,7 +175,7 @@ def seed_interval(seeds: Sequence[Outcomes], aggregate: Aggregate = mean_of_unit
 
 
 def paired_difference(a_seeds: Sequence[Outcomes], b_seeds: Sequence[Outcomes],
-                      aggregate: Aggregate = mean_of_units, resamples: int = 1000,
+                      aggregate: Aggregate = mean_of_units, resamples: int = RESAMPLES,
                       level: float = 0.95, seed: int = 0) -> dict[str, float | int]:
     """Model A against model B on the same items (the same units, item i of a unit the same
     item for every seed of both), each given as its outcomes under one seed or several:
@@ -196,22 +202,34 @@ def paired_difference(a_seeds: Sequence[Outcomes], b_seeds: Sequence[Outcomes],
 
 
 def paired_test(a_by_unit: Outcomes, b_by_unit: Outcomes, aggregate: Aggregate = mean_of_units,
-                resamples: int = 1000, level: float = 0.95, seed: int = 0
+                resamples: int = RESAMPLES, level: float = 0.95, seed: int = 0
                 ) -> dict[str, float | int]:
     """``paired_difference`` of one run of model A and one of model B: the paired item
     bootstrap of the difference, its percentile interval and the p-value that inverts it."""
     return paired_difference([a_by_unit], [b_by_unit], aggregate, resamples, level, seed)
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
+def holm(p_values: Sequence[float], resolution: float = 0.0) -> list[float]:
     """Holm's (1979) step-down adjusted p-values, in the given order: the i-th smallest of
     the m p-values times m - i + 1, made non-decreasing in that order and capped at 1. A
     comparison whose adjusted p is below alpha is rejected with a family-wise error rate of
-    at most alpha."""
+    at most alpha. A p below ``resolution`` (the least p the test tells from 0; 2 / R for a
+    bootstrap of R resamples) enters as ``resolution`` (``holm_bounds``)."""
+    return holm_bounds(p_values, resolution)[0]
+
+
+def holm_bounds(p_values: Sequence[float], resolution: float = 0.0
+                ) -> tuple[list[float], list[bool]]:
+    """``holm``'s adjusted p-values, and whether each is an upper bound: one set by a p below
+    ``resolution``, which entered as ``resolution`` (a bootstrap p of 0 means only p < 2 / R,
+    so 3 comparisons' smallest, 0 from 1,000 resamples, is adjusted to < 0.006, not 0)."""
     m = len(p_values)
-    adjusted = [0.0] * m
-    running = 0.0
+    adjusted, bound = [0.0] * m, [False] * m
+    running, running_bound = 0.0, False
     for rank, index in enumerate(sorted(range(m), key=lambda i: p_values[i])):
-        running = max(running, min(1.0, (m - rank) * p_values[index]))
-        adjusted[index] = running
-    return adjusted
+        below = p_values[index] < resolution
+        value = min(1.0, (m - rank) * max(p_values[index], resolution))
+        if value > running or (value == running and not below):
+            running, running_bound = value, below and value < 1.0
+        adjusted[index], bound[index] = running, running_bound
+    return adjusted, bound

@@ -22,7 +22,8 @@ class Cell:
     benchmark, or no pair or item left), its interval (``low``, ``high``; None without one)
     and ``n``, the number of pairs or items it rests on (in vocabulary: those without an
     unknown word where it matters). A comparison's cell (a difference) also has its two-sided
-    ``p`` and ``holm``, p adjusted over the table's comparisons."""
+    ``p`` and ``holm``, p adjusted over the table's comparisons (``holm_bound``: an upper
+    bound, set by a p of 0, which says only p < 2 / resamples)."""
 
     value: float | None
     low: float | None = None
@@ -30,6 +31,7 @@ class Cell:
     n: int = 0
     p: float | None = None
     holm: float | None = None
+    holm_bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ def _cell_text(cell: Cell, digits: int, missing: str, resamples: int = 0) -> str
     if cell.p is not None:
         text += f" p{_p_text(cell.p, resamples)}"
     if cell.holm is not None:
-        text += f", Holm p{_p_text(cell.holm, resamples)}"
+        holm = f"<{cell.holm:.3g}" if cell.holm_bound else _p_text(cell.holm, resamples)
+        text += f", Holm p{holm}"
     return text
 
 
