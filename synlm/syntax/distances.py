@@ -141,7 +141,6 @@ def palm_tree(words: Sequence[str], span_scores: np.ndarray) -> Tree:
     return out if isinstance(out, Tree) else Tree("X", [out])
 
 
-
 def baseline_tree(words: Sequence[str], kind: str,
                   rng: np.random.Generator | None = None) -> Tree:
     """A trivial binary skeleton: ``left-branching``, ``right-branching``, ``balanced`` (split at

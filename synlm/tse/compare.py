@@ -38,7 +38,13 @@ from synlm.tse.measures import (
     record_field,
     table_measures,
 )
-from synlm.tse.statistics import RESAMPLES, check_resamples, holm_bounds, paired_difference
+from synlm.tse.statistics import (
+    RESAMPLES,
+    check_resamples,
+    holm_bounds,
+    paired_difference,
+    resolution,
+)
 from synlm.tse.tables import Cell, Table
 from synlm.tse.units import UNITS
 
@@ -102,10 +108,10 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
                      "interval excludes 0 (one bootstrap gives both). Holm p: adjusted by "
                      f"Holm's step-down method over the {_count_tests(cells)} comparisons of "
                      f"this table (family-wise error rate {1 - confidence:.2g}); a p of 0 "
-                     f"(every resample on one side) is shown as p<{2 / resamples:.3g} and "
-                     f"enters the adjustment as {2 / resamples:.3g}, so the Holm p it sets "
-                     f"is an upper bound (shown <), and the least this table can show is "
-                     f"{min(1.0, _count_tests(cells) * 2 / resamples):.3g}.")
+                     f"(every resample on one side) is shown as p<{resolution(resamples):.3g} "
+                     f"and enters the adjustment as {resolution(resamples):.3g}, so the Holm p "
+                     f"it sets is an upper bound (shown <), and the least this table can show "
+                     f"is {min(1.0, _count_tests(cells) * resolution(resamples)):.3g}.")
     title = ("Targeted syntactic evaluation: headline measures" if level == "headline" else
              "Targeted syntactic evaluation by " + ", ".join(
                  u for u in UNITS if u in units))
@@ -140,7 +146,7 @@ def _with_holm(cells: list[list[Cell]], resamples: int) -> list[list[Cell]]:
     tests = [(k, i) for k, column in enumerate(cells) for i, cell in enumerate(column)
              if cell.p is not None]
     adjusted, bounds = holm_bounds([cells[k][i].p for k, i in tests],  # type: ignore[misc]
-                                   2 / resamples)
+                                   resolution(resamples))
     out = [list(column) for column in cells]
     for (k, i), p, bound in zip(tests, adjusted, bounds):
         out[k][i] = replace(out[k][i], holm=p, holm_bound=bound)
@@ -206,7 +212,8 @@ def paired_tests(a: Runs, b: Runs, resamples: int = RESAMPLES, level: float = 0.
             if sets[0]:
                 tests[key] = paired_difference(sets[:len(runs_a)], sets[len(runs_a):],
                                                resamples=resamples, level=level, seed=seed)
-    adjusted, bounds = holm_bounds([t["p_value"] for t in tests.values()], 2 / resamples)
+    adjusted, bounds = holm_bounds([t["p_value"] for t in tests.values()],
+                                   resolution(resamples))
     for test, p, bound in zip(tests.values(), adjusted, bounds):
         test["holm"], test["holm_bound"] = p, bound
     return tests

@@ -130,6 +130,12 @@ def inversion_p_value(values: np.ndarray) -> float:
     return min(1.0, 2 * min(below, above) / values.size)
 
 
+def resolution(resamples: int) -> float:
+    """The least p a bootstrap of ``resamples`` resamples tells from 0: 2 / R (an
+    ``inversion_p_value`` of 0 means p < 2 / R)."""
+    return 2 / resamples
+
+
 def check_resamples(resamples: int) -> None:
     """A one-line error unless ``resamples`` is at least 1."""
     if resamples < 1:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synlm.data.vocab import atomic_write_text
+from synlm.tse.statistics import resolution
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class Table:
 
 
 def _p_text(p: float, resamples: int) -> str:
-    return f"<{2 / resamples:.3g}" if p == 0 and resamples else f"={p:.3f}"
+    return f"<{resolution(resamples):.3g}" if p == 0 and resamples else f"={p:.3f}"
 
 
 def _cell_text(cell: Cell, digits: int, missing: str, resamples: int = 0) -> str:
