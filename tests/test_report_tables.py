@@ -84,10 +84,19 @@ def test_a_labelled_table_with_the_paired_test_in_markdown_and_latex(labelled) -
     note = labelled.notes[-1]
     assert "p < 0.05 exactly when the interval excludes 0" in note
     assert "Holm's step-down method over the 4 comparisons of this table" in note
-    header = tables.to_csv(labelled).splitlines()[0].split(",")
+    header, *rows = (line.split(",") for line in tables.to_csv(labelled).splitlines())
     assert header[-6:] == ["GPT-2 - LSTM (PTB)", "GPT-2 - LSTM (PTB) low",
                            "GPT-2 - LSTM (PTB) high", "GPT-2 - LSTM (PTB) n",
                            "GPT-2 - LSTM (PTB) p", "GPT-2 - LSTM (PTB) holm"]
+    # the comparison's p and Holm p as the Markdown has them: a bound is "<bound", never
+    # the bound's value as if it were the p (nor a p of 0)
+    assert {row[0]: row[-2:] for row in rows} == {
+        "blimp/accuracy": ["0.002000", "<0.008"],
+        "blimp/in_vocabulary_accuracy": ["<0.002", "<0.008"],
+        "blimp/unknown_share": ["", ""],
+        "syntaxgym/sg_score": ["0.220000", "0.440000"],
+        "syntaxgym/in_vocabulary_sg_score": ["0.716000", "0.716000"],
+        "syntaxgym/unknown_share": ["", ""]}
 
 
 def test_the_table_and_the_paired_tests_agree(labelled) -> None:

@@ -94,7 +94,9 @@ def to_csv(table: Table) -> str:
     """The table's numbers as CSV (``csv`` module): ``measure``, then for each column its
     value and ``<column> low``, ``<column> high``, ``<column> n`` (a comparison's column adds
     ``<column> p`` and ``<column> holm``); fractions to 6 places, empty where there is none.
-    The title and notes are the Markdown and LaTeX files'."""
+    A p or Holm p that is only an upper bound (a bootstrap p of 0, which says p < 2 / R, and
+    the Holm p it sets) is written ``<bound``, as in the Markdown, never as a number it is
+    not. The title and notes are the Markdown and LaTeX files'."""
     tested = tested_columns(table)
     parts = [("", " low", " high", " n", *((" p", " holm") if t else ())) for t in tested]
     out = io.StringIO()
@@ -105,10 +107,19 @@ def to_csv(table: Table) -> str:
     def text(value: float | None) -> str:
         return "" if value is None else f"{value:.6f}"
 
+    def tests(cell: Cell) -> tuple[str, str]:
+        if cell.p is None:
+            return "", ""
+        p = f"<{resolution(table.resamples):.6g}" if cell.p == 0 and table.resamples \
+            else text(cell.p)
+        holm = f"<{cell.holm:.6g}" if cell.holm is not None and cell.holm_bound \
+            else text(cell.holm)
+        return p, holm
+
     for label, cells in table.rows:
         writer.writerow([label, *(part for cell, t in zip(cells, tested) for part in (
             *map(text, (cell.value, cell.low, cell.high)), cell.n,
-            *((text(cell.p), text(cell.holm)) if t else ())))])
+            *(tests(cell) if t else ())))])
     return out.getvalue()
 
 
