@@ -48,8 +48,16 @@ class Table:
     resamples: int = 0
 
 
-def _p_text(p: float, resamples: int) -> str:
-    return f"<{resolution(resamples):.3g}" if p == 0 and resamples else f"={p:.3f}"
+def _shown_p(p: float, resamples: int, bound: bool = False) -> tuple[float, bool]:
+    """A p (or Holm p, ``bound`` when it is an upper bound) as every table writes it: its
+    value and whether it is only an upper bound; a p of 0 from ``resamples`` resamples is
+    the bound 2 / R (its resolution)."""
+    return (resolution(resamples), True) if p == 0 and resamples else (p, bound)
+
+
+def _p_text(p: float, resamples: int, bound: bool = False) -> str:
+    value, bound = _shown_p(p, resamples, bound)
+    return f"<{value:.3g}" if bound else f"={value:.3f}"
 
 
 def _cell_text(cell: Cell, digits: int, missing: str, resamples: int = 0) -> str:
@@ -63,8 +71,7 @@ def _cell_text(cell: Cell, digits: int, missing: str, resamples: int = 0) -> str
     if cell.p is not None:
         text += f" p{_p_text(cell.p, resamples)}"
     if cell.holm is not None:
-        holm = f"<{cell.holm:.3g}" if cell.holm_bound else _p_text(cell.holm, resamples)
-        text += f", Holm p{holm}"
+        text += f", Holm p{_p_text(cell.holm, resamples, cell.holm_bound)}"
     return text
 
 
@@ -107,19 +114,16 @@ def to_csv(table: Table) -> str:
     def text(value: float | None) -> str:
         return "" if value is None else f"{value:.6f}"
 
-    def tests(cell: Cell) -> tuple[str, str]:
-        if cell.p is None:
-            return "", ""
-        p = f"<{resolution(table.resamples):.6g}" if cell.p == 0 and table.resamples \
-            else text(cell.p)
-        holm = f"<{cell.holm:.6g}" if cell.holm is not None and cell.holm_bound \
-            else text(cell.holm)
-        return p, holm
+    def p_text(p: float | None, bound: bool = False) -> str:
+        if p is None:
+            return ""
+        value, bound = _shown_p(p, table.resamples, bound)
+        return f"<{value:.6g}" if bound else text(value)
 
     for label, cells in table.rows:
         writer.writerow([label, *(part for cell, t in zip(cells, tested) for part in (
             *map(text, (cell.value, cell.low, cell.high)), cell.n,
-            *(tests(cell) if t else ())))])
+            *((p_text(cell.p), p_text(cell.holm, cell.holm_bound)) if t else ())))])
     return out.getvalue()
 
 
