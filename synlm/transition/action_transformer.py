@@ -291,17 +291,19 @@ class ActionTransformerState(RowState):
 
     def select(self, index: Tensor, out: ActionTransformerState | None = None
                ) -> ActionTransformerState:
-        """``RowState.select``, copying only the ``used`` cache positions into ``out`` (the
-        rest of a row's cache is never read before it is written)."""
+        """``RowState.select``, written into ``out`` with its cache as large as this one's:
+        each row's cache is one contiguous block, which ``index_select`` copies whole, several
+        times faster than gathering only the ``used`` positions (a strided slice, gathered
+        then copied) though its positions past ``used`` are copied too."""
         if out is None:
             return super().select(index)
-        used = self.used()
-        out.reserve(used)
+        if out.cache.shape[1:] != self.cache.shape[1:]:
+            out.cache = self.cache.new_empty(out.cache.size(0), *self.cache.shape[1:])
         self.parser.select(index, out=out.parser)
         self.structure.select(index, out=out.structure)
         for name in self.ROWS:
             torch.index_select(getattr(self, name), 0, index, out=getattr(out, name))
-        out.cache[..., :used, :] = self.cache[index, ..., :used, :]
+        torch.index_select(self.cache, 0, index, out=out.cache)
         return out
 
     def assign(self, rows: Tensor, source: RowState, source_rows: Tensor) -> None:
