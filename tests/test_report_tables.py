@@ -99,6 +99,16 @@ def test_a_labelled_table_with_the_paired_test_in_markdown_and_latex(labelled) -
         "syntaxgym/unknown_share": ["", ""]}
 
 
+def test_a_difference_that_rounds_to_zero_is_written_as_zero() -> None:
+    """A mean difference of -1e-17 (two equal accuracies, summed in another order) is +0.000
+    in the Markdown and LaTeX and 0.000000 in the CSV, never a negative zero."""
+    table = tables.Table(["b - a"], [("blimp/accuracy", [tables.Cell(-1e-17, -0.0004, 0.04,
+                                                                     670, 1.0, 1.0)])])
+    assert "+0.000 [+0.000, +0.040] (n=670)" in tables.to_markdown(table)
+    assert "+0.000 [+0.000, +0.040]" in tables.to_latex(table)
+    assert tables.to_csv(table).splitlines()[1].startswith("blimp/accuracy,0.000000,-0.000400,")
+
+
 def test_the_table_and_the_paired_tests_agree(labelled) -> None:
     """The comparison column is ``paired_tests`` of the two models, measure by measure: the
     same difference, interval and p; Holm over the same four tests."""
