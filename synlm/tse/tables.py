@@ -60,7 +60,7 @@ def _p_text(p: float, resamples: int, bound: bool = False) -> str:
     return f"<{value:.3g}" if bound else f"={value:.3f}"
 
 
-def fixed(value: float, digits: int, sign: str = "") -> str:
+def _fixed(value: float, digits: int, sign: str = "") -> str:
     """``value`` to ``digits`` places (``sign`` ``+``: signed); one that rounds to zero is
     written as zero, never ``-0.000`` (a difference of -1e-17 is no negative difference)."""
     return f"{value if round(value, digits) else 0.0:{sign}.{digits}f}"
@@ -70,9 +70,9 @@ def _cell_text(cell: Cell, digits: int, missing: str, resamples: int = 0) -> str
     if cell.value is None:
         return missing
     sign = "+" if cell.p is not None else ""  # a difference: signed
-    text = fixed(cell.value, digits, sign)
+    text = _fixed(cell.value, digits, sign)
     if cell.low is not None and cell.high is not None:
-        text += f" [{fixed(cell.low, digits, sign)}, {fixed(cell.high, digits, sign)}]"
+        text += f" [{_fixed(cell.low, digits, sign)}, {_fixed(cell.high, digits, sign)}]"
     text += f" (n={cell.n})"
     if cell.p is not None:
         text += f" p{_p_text(cell.p, resamples)}"
@@ -118,7 +118,7 @@ def to_csv(table: Table) -> str:
                                   for part in names)])
 
     def text(value: float | None) -> str:
-        return "" if value is None else fixed(value, 6)
+        return "" if value is None else _fixed(value, 6)
 
     def p_text(p: float | None, bound: bool = False) -> str:
         if p is None:
