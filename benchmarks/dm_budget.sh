@@ -16,13 +16,12 @@ mkdir -p "$out"
 small=(--data.corpus="$corpus" --model.backbone.init_args.input_size=64
        --model.backbone.init_args.hidden_size=192 --data.bptt=35 --optimizer.init_args.lr=10
        --trainer.enable_progress_bar=false --trainer.enable_model_summary=false)
-run() {  # name config epochs extra-args...; a finished run (its last.ckpt exists) is kept
+source "$(dirname "$0")/once.sh"
+run() {  # name config epochs extra-args...
   local name=$1 config=$2 n=$3
   shift 3
-  if ls "$out/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then return; fi
-  /usr/bin/time -f "$name %e s" synlm fit --config "configs/$config" "${small[@]}" \
-    --trainer.max_epochs="$n" --trainer.default_root_dir="$out/$name" "$@" \
-    > "$out/$name.log" 2>&1
+  fit_once "$out/$name" "$out/$name.log" "$name" --config "configs/$config" "${small[@]}" \
+    --trainer.max_epochs="$n" "$@"
 }
 run awd_lstm awd_lstm.yaml "$epochs"
 run dm_dep dm_lstm_dep.yaml "$dep"

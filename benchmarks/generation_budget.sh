@@ -24,13 +24,12 @@ mkdir -p "$out"
 small=(--data.corpus.init_args.staged=true --model.backbone.init_args.input_size=200
        --model.backbone.init_args.hidden_size=400 --data.batch_size=40
        --trainer.enable_progress_bar=false --trainer.enable_model_summary=false)
-run() {  # name config epochs extra-args...; a finished run (its last.ckpt exists) is kept
+source "$(dirname "$0")/once.sh"
+run() {  # name config epochs extra-args...
   local name=$1 config=$2 epochs=$3
   shift 3
-  if ls "$out/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then return; fi
-  /usr/bin/time -f "$name fit %e s" synlm fit --config "configs/generation/$config" \
-    "${small[@]}" --trainer.max_epochs="$epochs" --trainer.default_root_dir="$out/$name" "$@" \
-    > "$out/$name.log" 2>&1
+  fit_once "$out/$name" "$out/$name.log" "$name fit" --config "configs/generation/$config" \
+    "${small[@]}" --trainer.max_epochs="$epochs" "$@"
 }
 sample() {  # name extra-args...: samples and metrics of $out/$name
   local name=$1

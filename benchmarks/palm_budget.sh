@@ -17,12 +17,11 @@ span() {  # the span attention restated whole (a list item has no per-key overri
   echo "--model.backbone.init_args.inserts=[{\"class_path\": \"SpanAttention\", \"init_args\":
     {\"after\": 1, \"window\": 20, \"rrnn_size\": 100, \"parser_size\": 50${1:-}}}]"
 }
-run() {  # name config extra-args...; a finished run (its checkpoint exists) is kept
+source "$(dirname "$0")/once.sh"
+run() {  # name config extra-args...
   local name=$1 config=$2
   shift 2
-  if ls "$out/$name"/version_*/checkpoints/*.ckpt > /dev/null 2>&1; then return; fi
-  /usr/bin/time -f "$name %e s" synlm fit --config "configs/$config" "${small[@]}" "$@" \
-    --trainer.default_root_dir="$out/$name" > "$out/$name.log" 2>&1
+  fit_once "$out/$name" "$out/$name.log" "$name" --config "configs/$config" "${small[@]}" "$@"
 }
 run awd_lstm palm_u.yaml '--model.backbone.init_args.inserts=[]'
 run palm_u palm_u.yaml "$(span)"

@@ -12,9 +12,10 @@
 # width 256), trained and scored the same way. SEEDS (e.g. "1 2 3") trains and scores every
 # model once per seed, in OUT_DIR/seed_S with --seed_everything=S, beside the AWD-LSTM of
 # the same seed (TSE_DIR/seed_S/awd_lstm: tse_budget.sh with the same SEEDS); without it,
-# once with each config's own seed. A finished run and a finished evaluation are kept; at the
-# end the tables of whatever has finished are written to OUT_DIR/report from the saved
-# evaluations (`evaluate-syntax --results`), each model's seeds under one label.
+# once with each config's own seed. A finished run and a finished evaluation are kept, and a
+# stopped run continues from its last checkpoint (benchmarks/once.sh); at the end the tables
+# of whatever has finished are written to OUT_DIR/report from the saved evaluations
+# (`evaluate-syntax --results`), each model's seeds under one label.
 #   SYNLM_DATA_DIR=/path/to/data bash benchmarks/rnng_budget.sh OUT_DIR TSE_DIR [STEPS] \
 #     [SUBSET] [BEAM] [MODELS] [SEEDS]
 set -euo pipefail
@@ -26,23 +27,20 @@ read -r beam word_beam shift <<< "${5:-100 10 1}"
 models=${6:-rnng}
 seeds=${7:-}
 mkdir -p "$out"
-train() {  # folder model fit-args...; a finished run (its last checkpoint) is kept
+source "$(dirname "$0")/once.sh"
+train() {  # folder model fit-args...
   local dir=$1 name=$2
   shift 2
-  if ls "$dir/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then return; fi
-  /usr/bin/time -f "$name %e s" synlm fit --config "configs/$name.yaml" \
+  fit_once "$dir/$name" "$dir/$name.log" "$name" --config "configs/$name.yaml" \
     --config configs/data/nltk_sample_trees.yaml "$@" \
     --data.batch_size=64 --trainer.max_epochs=10 --trainer.max_steps="$steps" \
-    --trainer.val_check_interval=1.0 --trainer.enable_progress_bar=false \
-    --trainer.default_root_dir="$dir/$name" > "$dir/$name.log" 2>&1
+    --trainer.val_check_interval=1.0 --trainer.enable_progress_bar=false
 }
-evaluate() {  # folder name evaluate-syntax-args...; a finished evaluation (its JSON) is kept
+evaluate() {  # folder name evaluate-syntax-args...
   local dir=$1 name=$2
   shift 2
-  if [ -s "$dir/$name.tse.json" ]; then return; fi
-  /usr/bin/time -f "$name evaluate-syntax %e s" synlm evaluate-syntax "$@" --subset "$subset" \
-    --output "$dir/$name.tse.jsonl" > "$dir/$name.tse.partial" 2> "$dir/$name.tse.log"
-  mv "$dir/$name.tse.partial" "$dir/$name.tse.json"
+  score_once "$dir/$name.tse.json" "$dir/$name.tse.log" "$name evaluate-syntax" \
+    evaluate-syntax "$@" --subset "$subset" --output "$dir/$name.tse.jsonl"
 }
 for seed in ${seeds:-own}; do
   dir=$out awd=$tse/awd_lstm seed_flag=()

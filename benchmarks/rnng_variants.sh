@@ -12,7 +12,8 @@
 #                  trained on the training trees (data.subwords: TrainedBPE): no unknown word
 #   plm_mask       configs/plm_mask.yaml (4 layers of width 256), words
 #   plm_mask_bpe   configs/plm_mask.yaml on the pieces of the same BPE
-# A finished step (its checkpoint, its log, its JSON) is kept.
+# A finished step (a run, its test, its evaluation) is kept, and a stopped run continues from
+# its last checkpoint (benchmarks/once.sh).
 #   SYNLM_DATA_DIR=/path/to/data bash benchmarks/rnng_variants.sh OUT_DIR [STEPS] [SUBSET] \
 #     [BEAM] [MODELS] [BPE_SIZE]
 set -euo pipefail
@@ -23,6 +24,7 @@ read -r beam word_beam shift <<< "${4:-10 5 1}"
 models=${5:-rnng rnng_in_order rnng_bpe}
 bpe_size=${6:-4000}
 mkdir -p "$out"
+source "$(dirname "$0")/once.sh"
 bpe=(--data.unknown_words=unk --data.subwords=TrainedBPE --data.subwords.vocab_size="$bpe_size")
 rnng_size=(--model.init_args.model.init_args.input_size=200
            --model.init_args.model.init_args.hidden_size=400)
@@ -35,25 +37,16 @@ for name in $models; do
     *) echo "rnng_variants.sh: unknown model $name (rnng, rnng_in_order, rnng_bpe, plm_mask," \
             "plm_mask_bpe)" >&2; exit 2 ;;
   esac
-  if ! ls "$out/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then
-    /usr/bin/time -f "$name fit %e s" synlm fit --config "configs/$config.yaml" \
-      --config configs/data/nltk_sample_trees.yaml "${extra[@]}" \
-      --model.init_args.beam_size="$beam" --model.init_args.word_beam_size="$word_beam" \
-      --model.init_args.shift_size="$shift" \
-      --data.batch_size=64 --trainer.max_epochs=20 --trainer.max_steps="$steps" \
-      --trainer.val_check_interval=1.0 --trainer.enable_progress_bar=false \
-      --trainer.default_root_dir="$out/$name" > "$out/$name.log" 2>&1
-  fi
-  if [ ! -s "$out/$name.test.log" ]; then
-    /usr/bin/time -f "$name test %e s" synlm test --ckpt_path "$out/$name" \
-      --trainer.enable_progress_bar=false > "$out/$name.test.partial" 2>&1
-    mv "$out/$name.test.partial" "$out/$name.test.log"
-  fi
-  if [ ! -s "$out/$name.tse.json" ]; then
-    /usr/bin/time -f "$name evaluate-syntax %e s" synlm evaluate-syntax \
-      --ckpt_path "$out/$name" --benchmark blimp syntaxgym --subset "$subset" \
-      --beam-size "$beam" --word-beam-size "$word_beam" --shift-size "$shift" \
-      --output "$out/$name.tse.jsonl" > "$out/$name.tse.partial" 2> "$out/$name.tse.log"
-    mv "$out/$name.tse.partial" "$out/$name.tse.json"
-  fi
+  fit_once "$out/$name" "$out/$name.log" "$name fit" --config "configs/$config.yaml" \
+    --config configs/data/nltk_sample_trees.yaml "${extra[@]}" \
+    --model.init_args.beam_size="$beam" --model.init_args.word_beam_size="$word_beam" \
+    --model.init_args.shift_size="$shift" \
+    --data.batch_size=64 --trainer.max_epochs=20 --trainer.max_steps="$steps" \
+    --trainer.val_check_interval=1.0 --trainer.enable_progress_bar=false
+  score_once "$out/$name.test.txt" "$out/$name.test.log" "$name test" test \
+    --ckpt_path "$out/$name" --trainer.enable_progress_bar=false
+  score_once "$out/$name.tse.json" "$out/$name.tse.log" "$name evaluate-syntax" \
+    evaluate-syntax --ckpt_path "$out/$name" --benchmark blimp syntaxgym --subset "$subset" \
+    --beam-size "$beam" --word-beam-size "$word_beam" --shift-size "$shift" \
+    --output "$out/$name.tse.jsonl"
 done

@@ -12,9 +12,10 @@
 # model as soon as its training ends.
 # SEEDS (e.g. "1 2 3") trains every model once per seed, in OUT_DIR/seed_S with
 # --seed_everything=S (without it: once, with each config's own seed, in OUT_DIR). A
-# finished run and a finished evaluation are kept, so the script goes on where it stopped;
-# at the end the tables of whatever has finished are written to OUT_DIR/report from the
-# saved evaluations (`evaluate-syntax --results`), each model's seeds under one label.
+# finished run and a finished evaluation are kept and a stopped run continues from its last
+# checkpoint (benchmarks/once.sh), so the script goes on where it stopped; at the end the
+# tables of whatever has finished are written to OUT_DIR/report from the saved evaluations
+# (`evaluate-syntax --results`), each model's seeds under one label.
 #   SYNLM_DATA_DIR=/path/to/data bash benchmarks/tse_budget.sh OUT_DIR [STEPS] [SUBSET] [SEEDS]
 set -euo pipefail
 out=${1:?output folder}
@@ -29,21 +30,18 @@ span='--model.backbone.init_args.inserts=[{"class_path": "SpanAttention", "init_
   {"after": 1, "window": 20, "rrnn_size": 100, "parser_size": 50}}]'
 subset_flag=()
 if [ "$subset" != all ]; then subset_flag=(--subset "$subset"); fi
-train() {  # folder name config steps extra-args...; a finished run (its last.ckpt) is kept
+source "$(dirname "$0")/once.sh"
+train() {  # folder name config steps extra-args...
   local dir=$1 name=$2 config=$3 n=$4
   shift 4
-  if ls "$dir/$name"/version_*/checkpoints/last.ckpt > /dev/null 2>&1; then return; fi
-  /usr/bin/time -f "$name %e s" synlm fit --config "configs/$config" "${small[@]}" \
-    --trainer.limit_train_batches="$n" --trainer.default_root_dir="$dir/$name" "$@" \
-    > "$dir/$name.log" 2>&1
+  fit_once "$dir/$name" "$dir/$name.log" "$name" --config "configs/$config" "${small[@]}" \
+    --trainer.limit_train_batches="$n" "$@"
 }
-evaluate() {  # folder name evaluate-syntax-args...; a finished evaluation (its JSON) is kept
+evaluate() {  # folder name evaluate-syntax-args...
   local dir=$1 name=$2
   shift 2
-  if [ -s "$dir/$name.tse.json" ]; then return; fi
-  /usr/bin/time -f "$name evaluate-syntax %e s" synlm evaluate-syntax "$@" "${subset_flag[@]}" \
-    --output "$dir/$name.tse.jsonl" > "$dir/$name.tse.partial" 2> "$dir/$name.tse.log"
-  mv "$dir/$name.tse.partial" "$dir/$name.tse.json"
+  score_once "$dir/$name.tse.json" "$dir/$name.tse.log" "$name evaluate-syntax" \
+    evaluate-syntax "$@" "${subset_flag[@]}" --output "$dir/$name.tse.jsonl"
 }
 trained_and_scored() {  # as train, then the run is scored at once (a stop loses no score)
   train "$@"

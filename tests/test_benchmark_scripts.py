@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -55,12 +56,15 @@ def run_script(tmp_path: Path, script: str, *args: str) -> list[list[str]]:
 
 def fits_parse(commands: list[list[str]]) -> None:
     """Each ``fit`` command parses with synlm's CLI, run from the repository as the scripts
-    are (the config files and every flag accepted); ``--model.init_from``, a checkpoint the
-    stand-in did not write, is left out."""
+    are (the config files and every flag accepted); ``--model.init_from`` and ``--ckpt_path
+    last``, checkpoints the stand-in did not write as Lightning would, are left out."""
     for command in commands:
         if command[0] != "fit":
             continue
         flags = [a for a in command if not a.startswith("--model.init_from=")]
+        if "--ckpt_path" in flags:
+            at = flags.index("--ckpt_path")
+            del flags[at:at + 2]
         code = run_cli([*flags, "--print_config"])
         assert code == 0, shlex.join(command)
 
@@ -119,3 +123,35 @@ def test_rnng_budget_and_variants_issue_commands_that_parse(tmp_path, monkeypatc
     variants = run_script(tmp_path, "rnng_variants.sh", str(tmp_path / "rv"), "4", "2",
                           "10 5 1", "rnng rnng_in_order rnng_bpe plm_mask plm_mask_bpe")
     fits_parse(fits + [c for c in variants if c[0] == "fit"])
+
+
+def test_a_stopped_step_goes_on_and_a_finished_one_is_kept(tmp_path, monkeypatch) -> None:
+    """Lightning writes last.ckpt at every validation, so a run folder holding one may be a
+    stopped run: without its ``finished`` mark the script continues it (``--ckpt_path last``,
+    its log appended) instead of scoring it; a run stopped before any checkpoint starts again
+    in an emptied folder; a stopped evaluation (its ``.partial``) runs again; what finished
+    is not run again (benchmarks/once.sh)."""
+    monkeypatch.chdir(ROOT)
+    out, args = tmp_path / "rb", (str(tmp_path / "tse"), "4", "2", "10 5 1", "rnng plm", "1")
+    first = run_script(tmp_path, "rnng_budget.sh", str(out), *args)
+    assert all(c[-2:] == ["--ckpt_path", "last"] for c in first if c[0] == "fit")
+    seed = out / "seed_1"
+    assert (seed / "rnng" / "finished").exists() and (seed / "plm" / "finished").exists()
+    (seed / "rnng" / "finished").unlink()  # stopped after its first checkpoint
+    (seed / "rnng.tse.json").unlink()
+    shutil.rmtree(seed / "plm")  # stopped before any checkpoint, leaving a folder behind
+    (seed / "plm" / "version_0").mkdir(parents=True)
+    (seed / "plm" / "version_0" / "metrics.csv").write_text("step\n0\n")
+    (seed / "plm.tse.json").unlink()
+    (seed / "awd_lstm.tse.json").rename(seed / "awd_lstm.tse.json.partial")
+    again = run_script(tmp_path, "rnng_budget.sh", str(out), *args)
+    assert [f"{c[0]} {Path(run_folder(c)).name}" for c in again[:-1]] == [
+        "evaluate-syntax awd_lstm", "fit rnng", "evaluate-syntax rnng", "fit plm",
+        "evaluate-syntax plm"]
+    assert (seed / "awd_lstm.tse.json").exists()
+    assert not (seed / "awd_lstm.tse.json.partial").exists()
+    assert len((seed / "rnng.log").read_text().splitlines()) == 2  # both parts timed
+    assert len((seed / "plm.log").read_text().splitlines()) == 1  # started again
+    assert not (seed / "plm" / "version_0" / "metrics.csv").exists()
+    last = run_script(tmp_path, "rnng_budget.sh", str(out), *args)
+    assert [c[:2] for c in last] == [["evaluate-syntax", "--results"]]
