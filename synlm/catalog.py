@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -110,35 +110,28 @@ def shipped_configs() -> list[str]:
     return sorted(str(p.relative_to(REPO_CONFIGS)) for p in REPO_CONFIGS.rglob("*.yaml"))
 
 
-#: The module of the recipes' former names (``RNNGLM``, ``ActionTransformerLM``): found by
-#: ``recipe`` for the configs and checkpoints that name them, not listed.
-FORMER = "synlm.transition.former"
-
-
 def _recipes() -> list[ClassSource]:
-    """Every LightningModule synlm defines, its former names included."""
+    """Every LightningModule synlm defines."""
     return [c for c in descendants("LightningModule") if c.module.startswith("synlm.")]
 
 
 def recipe(name: str | None) -> ClassSource:
     """The recipe a config's ``model.class_path`` or a checkpoint's ``synlm.model_class``
     names (``recipe_named``), as its source states it."""
-    recipes = _recipes()
-    return recipe_named(name, {c.name: c for c in recipes},
-                        [c.name for c in recipes if c.module != FORMER])
+    return recipe_named(name, {c.name: c for c in _recipes()})
 
 
-def recipe_named(name: str | None, recipes: Mapping[str, T], listed: Sequence[str]) -> T:
+def recipe_named(name: str | None, recipes: Mapping[str, T]) -> T:
     """The one of ``recipes`` (by short class name) that ``name`` names, by short or full
-    name (a full name as it was written: ``RNNGLM`` was ``synlm.transition.lm.RNNGLM``);
-    None names ``SyntaxLM``. An unknown name is an ``InputError`` listing ``listed``, with
-    the closest. (``synlm.registry.recipe_class`` asks the same of the imported classes.)"""
+    name (``TransitionLM`` or ``synlm.transition.lm.TransitionLM``); None names
+    ``SyntaxLM``. An unknown name is an ``InputError`` listing the recipes, with the
+    closest. (``synlm.registry.recipe_class`` asks the same of the imported classes.)"""
     if name is None:
         return recipes["SyntaxLM"]
     short = name.rpartition(".")[2]
     if short in recipes and (short == name or name.startswith("synlm.")):
         return recipes[short]
-    listed = sorted(listed)
+    listed = sorted(recipes)
     closest = difflib.get_close_matches(short, listed, n=1)
     raise InputError(f"model.class_path {name}: expected one of {', '.join(listed)}"
                      + (f"; did you mean {closest[0]}?" if closest else ""))
@@ -147,7 +140,7 @@ def recipe_named(name: str | None, recipes: Mapping[str, T], listed: Sequence[st
 def _component_classes() -> dict[str, list[ClassSource]]:
     """The components by kind; a private class (``_Trained``, a shared base) is none."""
     found = {
-        "recipes": [c for c in _recipes() if c.module != FORMER],
+        "recipes": _recipes(),
         "backbones": [c for c in descendants("Backbone")
                       if c.module.startswith("synlm.backbones.")
                       and c.module != "synlm.backbones.base"],

@@ -23,7 +23,7 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     from synlm.registry import recipe_class
 
     # memory-mapped: checked before Lightning unpickles; the recipe by the name it saved
-    # (a former name too: synlm.transition.former), SyntaxLM's checkpoints name none
+    # (SyntaxLM's checkpoints name none)
     saved = read_checkpoint(path, flag, "best").get("synlm") or {}
     model_class = recipe_class(saved.get("model_class"))
     file = resolve_checkpoint(path, flag, "best")

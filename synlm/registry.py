@@ -14,8 +14,10 @@ import synlm.data.synthetic
 import synlm.data.treebanks
 import synlm.heads
 import synlm.lm
-import synlm.transition.former  # the recipe, its former names, the RNNG and the Transformer
+import synlm.transition.action_transformer
 import synlm.transition.in_order_rnng
+import synlm.transition.lm
+import synlm.transition.rnng
 from synlm import catalog
 
 
@@ -37,9 +39,8 @@ def backbone_classes() -> list[type]:
 
 
 def recipe_class(name: str | None) -> type:
-    """The LightningModule ``name`` names (``catalog.recipe_named``: short or full, a former
-    name too; None: ``SyntaxLM``) among the imported ones, as the catalog finds it in the
-    source (a test checks they agree) without reading every file at each start."""
+    """The LightningModule ``name`` names (``catalog.recipe_named``: short or full; None:
+    ``SyntaxLM``) among the imported ones, as the catalog finds it in the source (a test
+    checks they agree) without reading every file at each start."""
     imported = [c for c in subclasses(pl.LightningModule) if c.__module__.startswith("synlm.")]
-    return catalog.recipe_named(name, {c.__name__: c for c in imported},
-                                [c.__name__ for c in imported if c.__module__ != catalog.FORMER])
+    return catalog.recipe_named(name, {c.__name__: c for c in imported})

@@ -212,8 +212,7 @@ def test_the_catalog_names_what_importing_registers() -> None:
                 if c.__module__.startswith("synlm.") and not c.__name__.startswith("_")]
 
     assert catalog.list_components() == {
-        "recipes": ours([c for c in subclasses(pl.LightningModule)
-                         if c.__module__ != catalog.FORMER]),
+        "recipes": ours(subclasses(pl.LightningModule)),
         "backbones": ours(backbone_classes()),
         "inserts": ours(subclasses(LayerInsert)),
         "heads": ours(subclasses(heads.SyntaxHead)),

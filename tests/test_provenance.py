@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from test_beam_failures import tiny_rnng
 from test_evaluate_syntax import evaluate, toy_data
+from test_export_hf import save_checkpoint
 from test_hf_scoring import _corpus, _gpt2
 from test_masked_scoring import folder  # noqa: F401  (the BERT folder fixture)
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
@@ -23,8 +24,6 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 import synlm
 from synlm.loading import load_model
 from synlm.tse import provenance
-
-CHECKPOINT = Path(__file__).parent / "fixtures" / "checkpoints" / "rnng_v0.ckpt"
 
 #: The keys of a record and of each model's.
 KEYS = {"command", "cwd", "created", "synlm", "synlm_source", "torch", "transformers",
@@ -62,7 +61,7 @@ def test_a_run_folder_of_a_structure_model(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("SYNLM_THREADS", "1")
     run = tmp_path / "runs" / "rnng" / "version_0" / "checkpoints"
     run.mkdir(parents=True)
-    shutil.copy(CHECKPOINT, run / "last.ckpt")
+    save_checkpoint(tiny_rnng(), run / "last.ckpt")
     suite = toy_data(tmp_path / "data") / "syntaxgym" / "test_suites" / "number_src.json"
     pairs = pairs_file(tmp_path)
     out = tmp_path / "out"

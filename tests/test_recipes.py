@@ -1,19 +1,17 @@
 """The recipes, the registry and the capabilities: every shipped config's model resolves
 through the one registry (``synlm.catalog``, without torch; ``synlm.registry``, imported);
-a checkpoint and a config in the former flat form (``RNNGLM``, ``ActionTransformerLM``)
-load and compute the numbers they did (tests/fixtures/checkpoints/make_transition_v0.py);
-loading leaves torch's RNG alone; a command asked for what a model lacks says so in one
-line."""
+a run is tested with the config it saved; loading leaves torch's RNG alone; a command asked
+for what a model lacks says so in one line."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 import yaml
+from test_beam_failures import tiny_rnng
+from test_export_hf import save_checkpoint
 
 from conftest import run_cli
 from synlm import catalog
@@ -22,14 +20,12 @@ from synlm.errors import InputError
 from synlm.lm import SyntaxLM
 from synlm.loading import load_model, untrained_copy
 from synlm.registry import recipe_class
-from synlm.transition.action_transformer import ActionTransformer
-from synlm.transition.beam import BeamSettings
+from synlm.runtime.runs import CONFIG_KEY
 from synlm.transition.lm import TransitionLM
 from synlm.transition.rnng import RNNG
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKPOINTS = FIXTURES / "checkpoints"
-RECORDED = json.loads((CHECKPOINTS / "transition_v0.json").read_text())
 #: the shipped experiments as ``synlm fit`` resolves them (not the data and trainer partials)
 RESOLVED = sorted(p for p in (FIXTURES / "resolved_configs").rglob("*.yaml")
                   if p.parent.name not in ("data", "trainer"))
@@ -60,96 +56,58 @@ def test_every_shipped_config_resolves_through_the_registry(path: Path) -> None:
             assert head["class_path"].rpartition(".")[2] in components("heads")
 
 
-def test_the_registry_finds_former_names_and_says_what_it_knows() -> None:
-    assert recipe_class("synlm.transition.lm.RNNGLM").__name__ == "RNNGLM"
-    assert issubclass(recipe_class("ActionTransformerLM"), TransitionLM)
+def test_the_registry_finds_recipes_by_name_and_says_what_it_knows() -> None:
+    assert recipe_class("synlm.transition.lm.TransitionLM") is TransitionLM
+    assert recipe_class("TransitionLM") is TransitionLM
     assert recipe_class(None) is SyntaxLM
     with pytest.raises(InputError, match=r"^model.class_path TransitonLM: expected one of "
                        r"SyntaxLM, TransitionLM; did you mean TransitionLM\?$"):
         catalog.recipe("TransitonLM")
-    assert "RNNGLM" not in components("recipes")  # a former name: found, not listed
+    with pytest.raises(InputError, match=r"^model.class_path synlm.transition.lm.RNNGLM: "
+                       r"expected one of SyntaxLM, TransitionLM$"):
+        recipe_class("synlm.transition.lm.RNNGLM")
 
 
-def record(model: Any, name: str) -> dict[str, Any]:
-    """What make_transition_v0.py recorded, computed by ``model``."""
-    probe = RECORDED[name]
-    rows, actions = probe["words"], probe["actions"]
-    words = torch.tensor([r + [0] * (6 - len(r)) for r in rows])
-    lengths = torch.tensor([len(r) for r in rows])
-    width = max(map(len, actions))
-    padded = torch.tensor([a + [-1] * (width - len(a)) for a in actions])
-    with torch.no_grad():
-        out = model.model(words, padded, lengths)
-    results = model.search(words, lengths, BeamSettings(4, 2, 1))
-    return {"joint": out.joint.double().tolist(),
-            "action_log_probs": out.action_log_probs.double().tolist(),
-            "word_log_probs": out.word_log_probs.double().tolist(),
-            "beam_word_log_probs": [list(r.word_log_probs) for r in results],
-            "beam_end_log_prob": [r.end_log_prob for r in results],
-            "beam_best": [list(r.parses[0][0]) for r in results]}
+def rnng_checkpoint(path: Path) -> Path:
+    """A small RNNG under ``TransitionLM`` as ``synlm fit`` saves it: its vocabularies and
+    the config the run was trained with."""
+    saved = torch.load(save_checkpoint(tiny_rnng(), path), weights_only=False)
+    saved[CONFIG_KEY] = yaml.safe_dump({"model": {
+        "class_path": "TransitionLM",
+        "init_args": {"model": {"class_path": "RNNG", "init_args": {"hidden_size": 8}}}}})
+    torch.save(saved, path)
+    return path
 
 
-def assert_recorded(got: dict[str, Any], name: str) -> None:
-    want = RECORDED[name]
-    for key in ("joint", "action_log_probs", "word_log_probs"):
-        torch.testing.assert_close(torch.tensor(got[key]), torch.tensor(want[key]),
-                                   rtol=0, atol=1e-5)
-    for got_row, want_row in zip(got["beam_word_log_probs"], want["beam_word_log_probs"],
-                                 strict=True):
-        assert got_row == pytest.approx(want_row, abs=1e-5)
-    assert got["beam_end_log_prob"] == pytest.approx(want["beam_end_log_prob"], abs=1e-5)
-    assert got["beam_best"] == want["beam_best"]
-
-
-@pytest.mark.parametrize(("name", "family"), [("rnng_v0", RNNG), ("tg_v0", ActionTransformer)])
-def test_a_checkpoint_of_the_former_form_computes_what_it_did(name: str, family: type) -> None:
-    """Written by ``RNNGLM``/``ActionTransformerLM`` (flat hyperparameters, the class named
-    in ``synlm.model_class``), read by ``load_model``, which leaves torch's RNG alone."""
+def test_a_transition_checkpoint_loads_as_saved_and_its_copy_is_fresh(tmp_path: Path) -> None:
+    """``load_model`` rebuilds a ``TransitionLM`` checkpoint from the recipe it names, with
+    its weights and vocabularies, and leaves torch's RNG alone; ``untrained_copy`` (the
+    chance row) rebuilds its model's family with fresh weights and the same vocabularies."""
+    saved = tiny_rnng()
     before = torch.get_rng_state()
-    model = load_model(str(CHECKPOINTS / f"{name}.ckpt"))
+    model = load_model(str(rnng_checkpoint(tmp_path / "rnng.ckpt")))
     assert torch.equal(torch.get_rng_state(), before)
-    assert isinstance(model, TransitionLM) and isinstance(model.model, family)
-    assert_recorded(record(model, name), name)
-    # it holds TransitionLM's form, which rebuilds it (the chance row's copy)
-    assert model.hparams["model"]["class_path"] == f"{family.__module__}.{family.__name__}"
-    assert type(untrained_copy(model, 0).model) is family
+    assert type(model) is TransitionLM and type(model.model) is RNNG
+    assert model.state_dict().keys() == saved.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 saved.state_dict().values(), strict=True))
+    assert model.vocab.itos == saved.vocab.itos
+    assert model.action_vocab.itos == saved.action_vocab.itos
+    fresh = untrained_copy(model, 1)
+    assert type(fresh) is TransitionLM and type(fresh.model) is RNNG
+    assert (fresh.vocab, fresh.action_vocab) == (model.vocab, model.action_vocab)
+    assert not torch.equal(fresh.model.word_decoder.weight, model.model.word_decoder.weight)
 
 
-@pytest.mark.parametrize("name", ["rnng_v0", "tg_v0"])
-def test_a_config_of_the_former_form_builds_the_same_model(name: str, tmp_path: Path) -> None:
-    """The config the former run saved (``model: {class_path: ...RNNGLM, init_args: {flat}}``)
-    builds a model that, given the checkpoint's weights and vocabularies, computes the
-    recorded numbers; so does the same config in TransitionLM's form, whose checkpoint
-    then saves that form."""
-    from synlm.lightning_cli import build_model
-
-    saved = torch.load(CHECKPOINTS / f"{name}.ckpt", map_location="cpu", weights_only=False)
-    former = yaml.safe_load(saved["synlm_config"])
-    for key in ("ckpt_path", "weights_only"):  # fit's, which build_model does not take
-        former.pop(key)
-    assert former["model"]["class_path"].rpartition(".")[2] in ("RNNGLM", "ActionTransformerLM")
-    assert "hidden_size" in former["model"]["init_args"] or "size" in former["model"]["init_args"]
-    config = tmp_path / "former.yaml"
-    config.write_text(yaml.safe_dump(former))
-    loaded = load_model(str(CHECKPOINTS / f"{name}.ckpt"))
-    model = build_model(str(config))
-    model.load_state_dict(saved["state_dict"])
-    model.action_vocab = loaded.action_vocab
-    assert_recorded(record(model.eval(), name), name)
-    assert model.hparams["model"]["class_path"] == loaded.hparams["model"]["class_path"]
-    assert {k: v for k, v in model.hparams.items() if k != "optimizer"} == \
-        {k: v for k, v in loaded.hparams.items() if k != "optimizer"}
-
-
-def test_a_former_run_is_tested_with_its_own_config() -> None:
-    """``synlm test --ckpt_path FORMER.ckpt`` reads the config the run saved (the former
-    form), whose recipe the command line finds by its name: jsonargparse then builds it
-    as the run did."""
+def test_a_run_is_tested_with_its_own_config(tmp_path: Path) -> None:
+    """``synlm test --ckpt_path CKPT`` reads the config the run saved, whose recipe the
+    command line finds by its name: jsonargparse then builds it as the run did."""
     from synlm.lightning_cli import model_class_of, with_saved_config
 
-    args = with_saved_config(["test", "--ckpt_path", str(CHECKPOINTS / "rnng_v0.ckpt")])
-    assert model_class_of(args).__name__ == "RNNGLM"
-    assert model_class_of([*args, "--model.class_path", "TransitionLM"]) is TransitionLM
+    ckpt = rnng_checkpoint(tmp_path / "rnng.ckpt")
+    args = with_saved_config(["test", "--ckpt_path", str(ckpt)])
+    assert args[1] == "--config" and "class_path: TransitionLM" in args[2]
+    assert model_class_of(args) is TransitionLM
     with pytest.raises(InputError, match="SyntaxLM takes its arguments under model:"):
         model_class_of([*args, "--model.class_path", "SyntaxLM"])
 
@@ -197,12 +155,13 @@ def test_loading_a_syntax_lm_leaves_the_rng_alone() -> None:
     assert torch.equal(torch.get_rng_state(), before)
 
 
-def test_generate_on_a_transition_lm_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    path = CHECKPOINTS / "rnng_v0.ckpt"
+def test_generate_on_a_transition_lm_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path) -> None:
+    path = rnng_checkpoint(tmp_path / "rnng.ckpt")
     assert run_cli(["generate", "--ckpt_path", str(path)]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"synlm generate: --ckpt_path {path}: the model (RNNGLM(RNNG)) has no left-to-right "
-        "sampling (Samples)")
+        f"synlm generate: --ckpt_path {path}: the model (TransitionLM(RNNG)) has no "
+        "left-to-right sampling (Samples)")
 
 
 def test_a_checkpoint_whose_actions_are_not_its_datas_is_one_line() -> None:

@@ -355,13 +355,3 @@ def check_action_order(model: Any, order: str) -> None:
                                   f"{' | '.join(model.action_orders)}: the "
                                   f"{type(model).__name__} decodes only those")
 
-
-def __getattr__(name: str) -> Any:
-    """The recipes' former names (``RNNGLM``, ``ActionTransformerLM``), which configs and
-    checkpoints written before the recipe took its model by ``class_path`` name:
-    ``synlm.transition.former``."""
-    if name in ("RNNGLM", "ActionTransformerLM"):
-        from synlm.transition import former
-
-        return getattr(former, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
