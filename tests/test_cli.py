@@ -121,7 +121,7 @@ def test_every_config_builds(name: str) -> None:
     model = from_config(str(REPO_CONFIGS / name),
                         [*tiny(name), *(hub_free() if gpt2 else []), *local_tokenizer(name)])
     if isinstance(model, TransitionLM):  # its action vocabulary comes from the trees
-        finish = hasattr(model.model, "finish_action")  # an in-order model's FINISH, last
+        finish = model.model.finish_action is not None  # an in-order model's FINISH, last
         assert model.model.n_actions == len(model.datamodule.action_vocab) + finish
         return
     model.setup("validate")  # asks the DataModule for each head's gold

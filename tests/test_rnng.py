@@ -244,7 +244,7 @@ def assert_learns_ten_trees(build: Callable[[int, int], torch.nn.Module], lr: fl
     model.eval()
     for tree, result in zip(trees, search_batch(model, w, n, BeamSettings(20, 5, 1)),
                             strict=True):
-        ids = [i for i in result.parses[0][0] if i != getattr(model, "finish_action", None)]
+        ids = [i for i in result.parses[0][0] if i != model.finish_action]
         best = tree_of(vocab.decode(ids), tree.leaves(), order)
         assert best == without_preterminals(tree)
         assert math.isfinite(sum(result.word_log_probs))

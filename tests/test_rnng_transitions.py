@@ -316,6 +316,8 @@ class Scripted:
     reference's ``scores_to_successors`` test gives them; after the first word a random
     RNNG scores. Every call records the items it was asked about (``queries``)."""
 
+    finish_action = None  # the root's REDUCE ends a parse
+
     def __init__(self, totals: dict[tuple[int, tuple[int, ...]], list[float]], batch: int,
                  limits: Limits) -> None:
         self.model = random_rnng()

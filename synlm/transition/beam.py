@@ -19,8 +19,8 @@ The prefix probability after word i is approximated by the sum over that beam::
 
 and after the last word the items that close the root (or take the model's
 ``finish_action``, where it has one: the in-order RNNG's ``FINISH``) give log p(x) (the end of
-the sentence). The search is generic over a transition LM (``SearchableModel``): the RNNG here, any
-model with the same three methods.
+the sentence). The search is generic over a transition LM (``TransitionModel``): it asks
+only what that contract names.
 
 Which quantity the surprisals are depends on how each action's probability is normalised
 (``CONVENTIONS``): over the actions legal at that point (``renormalised_given_length``, as
@@ -57,14 +57,9 @@ from torch import Tensor
 
 from synlm import errors
 from synlm.syntax.actions import word_actions
+from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT
-from synlm.transition.types import (
-    CONVENTIONS,
-    RENORMALISED,
-    GrowingState,
-    SearchableModel,
-    SearchResult,
-)
+from synlm.transition.types import CONVENTIONS, RENORMALISED, GrowingState, SearchResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +76,7 @@ class SearchSettings:
             memory (a sentence too long for it is searched alone).
         batch_size: most sentences searched at once.
         convention: ``renormalised_given_length`` or ``all_actions`` (``CONVENTIONS``);
-            None: the model's released one (``SearchableModel.search_convention``).
+            None: the model's released one (``TransitionModel.search_convention``).
     """
 
     max_stack: int | None = 100
@@ -111,7 +106,7 @@ class SearchSettings:
         """The search and its sizes, in words (what a scorer's results record)."""
         raise NotImplementedError
 
-    def search_batch(self, model: SearchableModel, words: Tensor, lengths: Tensor,
+    def search_batch(self, model: TransitionModel, words: Tensor, lengths: Tensor,
                      word_ends: Tensor | None = None) -> list[SearchResult]:
         """This search over ``words`` (B, N), padded past ``lengths`` (B,), all at once;
         ``word_ends`` (B, N): ``words`` are pieces, and whether each ends its word."""
@@ -152,7 +147,7 @@ class BeamSettings(SearchSettings):
         return f"word-synchronous beam search, beam {self.beam_size}, word beam " \
                f"{self.word_beam_size}, shift {self.shift_size}"
 
-    def search_batch(self, model: SearchableModel, words: Tensor, lengths: Tensor,
+    def search_batch(self, model: TransitionModel, words: Tensor, lengths: Tensor,
                      word_ends: Tensor | None = None) -> list[SearchResult]:
         return search_batch(model, words, lengths, self, word_ends)
 
@@ -221,7 +216,7 @@ def _record(beam: _Beam, actions: Tensor) -> None:
     beam.paths[acted, beam.state.parser.n_actions[acted]] = actions[acted]
 
 
-def advance(model: SearchableModel, beam: Any, actions: Tensor, words: Tensor,
+def advance(model: TransitionModel, beam: Any, actions: Tensor, words: Tensor,
             piece_ends: Tensor | None = None) -> None:
     """Each row of ``beam`` (its ``state`` and action ``paths``) takes its action (-1:
     none), its ``SHIFT`` generating ``words`` (R,); over pieces, ``piece_ends`` (R,) says
@@ -232,7 +227,7 @@ def advance(model: SearchableModel, beam: Any, actions: Tensor, words: Tensor,
 
 
 @torch.no_grad()
-def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
+def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
                  settings: BeamSettings, word_ends: Tensor | None = None) -> list[SearchResult]:
     """Word-synchronous beam search (module docstring) over ``words`` (B, N), padded past
     ``lengths`` (B,), all at once; the model in eval mode. ``word_ends`` (B, N): ``words``
@@ -251,7 +246,7 @@ def search_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
     P = int(budget.max()) + 1
     b_rows = torch.arange(B, device=device)
     row_lengths = lengths.repeat_interleave(K)
-    finish = getattr(model, "finish_action", None)  # what ends a parse, if not the root's REDUCE
+    finish = model.finish_action  # what ends a parse, if not the root's REDUCE
     row_ends = None if word_ends is None else word_ends.repeat_interleave(K, 0)  # (B·K, N)
 
     def empty(k: int) -> _Beam:
@@ -374,7 +369,7 @@ def state_nbytes(value: Any) -> int:
     return sum(state_nbytes(v) for v in getattr(value, "__dict__", {}).values())
 
 
-def sentence_bytes(model: SearchableModel, n_words: int, settings: SearchSettings) -> int:
+def sentence_bytes(model: TransitionModel, n_words: int, settings: SearchSettings) -> int:
     """The memory one sentence of ``n_words`` takes in a search: about three live copies of
     each of its ``settings.rows_per_sentence`` items' states while a step selects and
     advances, each state as ``initial_state`` makes it and, where it grows
@@ -387,7 +382,7 @@ def sentence_bytes(model: SearchableModel, n_words: int, settings: SearchSetting
     return 3 * settings.rows_per_sentence * state_nbytes(state)
 
 
-def search_sentences(model: SearchableModel, words: Tensor, lengths: Tensor,
+def search_sentences(model: TransitionModel, words: Tensor, lengths: Tensor,
                      settings: SearchSettings, word_ends: Tensor | None = None
                      ) -> list[SearchResult]:
     """The search ``settings`` name (``BeamSettings``: this module's; ``ParticleSettings``:

@@ -109,18 +109,9 @@ class InOrderParserState(ParserState):
         finish_ok = ~words_left & none_open & (self.top == 1)
         shift_ok = words_left & ~((self.pointer > 0) & none_open & ~self.inside)
         nt_ok = ~after_nt & (self.top > 0) & ~(bounded & ~words_left) & ~self.inside
-        if limits.stack_size is not None:
-            shift_ok &= self.top < limits.stack_size - torch.where(none_open, 2, 1)
-            nt_ok &= self.top < limits.stack_size - 1
-        if limits.max_actions is not None:
-            nt_ok &= limits.max_actions - self.n_actions >= \
-                lengths - self.pointer + self.n_open + 4
-        legal = torch.empty(self.pointer.size(0), n_actions, dtype=torch.bool,
-                            device=self.pointer.device)
-        legal[:, SHIFT] = shift_ok
-        legal[:, REDUCE] = reduce_ok
-        legal[:, FIRST_NT:-1] = nt_ok[:, None]
-        legal[:, -1] = finish_ok
+        legal = self.within_limits(lengths, n_actions, limits, shift_ok, reduce_ok, nt_ok,
+                                   shift_slots=torch.where(none_open, 2, 1), nt_slots=1,
+                                   reserve=4, finish_ok=finish_ok)
         return legal & ~over[:, None]
 
 

@@ -13,9 +13,9 @@ build y top-down (``NT(X)``, ``SHIFT`` generating the next word, ``REDUCE``)::
 Teacher forcing (``forward``) gives both sums for gold actions at once; search asks for
 one step at a time of R rows: ``initial_state`` (R empty stacks), ``next_log_probs`` (the
 next action's log-probabilities, the ``SHIFT`` column joint with the word it generates) and
-``advance`` (apply one action per row). That is the search's contract
-(``synlm.transition.types.SearchableModel``), which this class states as a base the recipe,
-the registry and the command line recognise.
+``advance`` (apply one action per row), and what ends a parse (``finish_action``). The
+searches (``synlm.transition.beam``, ``synlm.transition.particles``) take a
+``TransitionModel``, the base the recipe, the registry and the command line recognise.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
             (``synlm.transition.types.CONVENTIONS``).
         closing_actions: actions each sentence's sequence ends with besides those that
             build its tree (the in-order RNNG's ``FINISH``: 1), which the perplexities count.
+        finish_action: the action that ends a parse after the last word (the in-order
+            RNNG's ``FINISH``); None: the root's ``REDUCE`` ends it.
     """
 
     n_actions: int
@@ -53,6 +55,7 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
     action_orders: ClassVar[tuple[str, ...]]
     search_convention: ClassVar[str]
     closing_actions: ClassVar[int] = 0
+    finish_action: int | None = None
 
     @abstractmethod
     def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> Any:
@@ -64,7 +67,7 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
     def initial_state(self, rows: int, stack_size: int, max_actions: int) -> Any:
         """R = ``rows`` empty stacks of ``stack_size`` slots, for up to ``max_actions``
         actions each: a state with a ``parser`` (``ParserState``), ``select`` and
-        ``assign`` (``synlm.transition.beam.TransitionState``)."""
+        ``assign`` (``synlm.transition.types.TransitionState``)."""
 
     @abstractmethod
     def next_log_probs(self, state: Any, words: Tensor, legal: Tensor,

@@ -109,17 +109,30 @@ class ParserState(RowState):
         shift_ok = words_left & ~none_open
         reduce_ok = ~none_open & (self.last_action < FIRST_NT) & (self.top >= 2) & \
             ~((self.n_open == 1) & words_left)
+        return self.within_limits(lengths, n_actions, limits, shift_ok, reduce_ok, nt_ok,
+                                  shift_slots=1, nt_slots=2, reserve=3)
+
+    def within_limits(self, lengths: Tensor, n_actions: int, limits: Limits, shift_ok: Tensor,
+                      reduce_ok: Tensor, nt_ok: Tensor, shift_slots: Tensor | int,
+                      nt_slots: int, reserve: int, finish_ok: Tensor | None = None) -> Tensor:
+        """(R, n_actions) bool: the actions an order allows (``shift_ok``, ``reduce_ok``,
+        ``nt_ok``, and ``finish_ok`` for a last column ``FINISH``; (R,) each) within
+        ``limits``: a ``SHIFT`` only while the stack has more than ``shift_slots`` free
+        slots, an ``NT`` more than ``nt_slots`` and, in the action budget, room for the
+        remaining words, the open constituents' ``REDUCE`` and ``reserve`` more."""
         if limits.stack_size is not None:
-            nt_ok &= self.top < limits.stack_size - 2
-            shift_ok &= self.top < limits.stack_size - 1
+            nt_ok = nt_ok & (self.top < limits.stack_size - nt_slots)
+            shift_ok = shift_ok & (self.top < limits.stack_size - shift_slots)
         if limits.max_actions is not None:
-            nt_ok &= limits.max_actions - self.n_actions >= \
-                lengths - self.pointer + self.n_open + 3
+            nt_ok = nt_ok & (limits.max_actions - self.n_actions
+                             >= lengths - self.pointer + self.n_open + reserve)
         legal = torch.empty(self.pointer.size(0), n_actions, dtype=torch.bool,
                             device=self.pointer.device)
         legal[:, SHIFT] = shift_ok
         legal[:, REDUCE] = reduce_ok
-        legal[:, FIRST_NT:] = nt_ok[:, None]
+        legal[:, FIRST_NT:n_actions - (finish_ok is not None)] = nt_ok[:, None]
+        if finish_ok is not None:
+            legal[:, -1] = finish_ok
         return legal
 
 

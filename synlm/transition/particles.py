@@ -68,8 +68,9 @@ from synlm.transition.beam import (
     search_result,
     stack_slots,
 )
+from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT
-from synlm.transition.types import RENORMALISED, SearchableModel, SearchResult
+from synlm.transition.types import RENORMALISED, SearchResult
 
 ROUNDED, MULTINOMIAL = "rounded", "multinomial"
 JOINT, IMPORTANCE = "joint", "importance"
@@ -114,7 +115,7 @@ class ParticleSettings(SearchSettings):
         return f"particle filtering, {self.particles} particles, {self.sampling}{seed}, " \
                f"{self.reweight} reweighting"
 
-    def search_batch(self, model: SearchableModel, words: Tensor, lengths: Tensor,
+    def search_batch(self, model: TransitionModel, words: Tensor, lengths: Tensor,
                      word_ends: Tensor | None = None) -> list[SearchResult]:
         if word_ends is not None:
             raise errors.SettingError("search", "particles", "beam: particle filtering "
@@ -159,7 +160,7 @@ class _Items:
                       count, proposal)
 
 
-def _concat(model: SearchableModel, parts: list[_Items], slots: int, P: int) -> _Items:
+def _concat(model: TransitionModel, parts: list[_Items], slots: int, P: int) -> _Items:
     """The items of ``parts`` in one set, in order (stacks of ``slots``, paths of P)."""
     if len(parts) == 1:
         return parts[0]
@@ -237,7 +238,7 @@ def _resampled(items: _Items, K: int, n_sentences: int, settings: ParticleSettin
 
 
 @torch.no_grad()
-def filter_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
+def filter_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
                  settings: ParticleSettings) -> list[SearchResult]:
     """Particle filtering (module docstring) over ``words`` (B, N), padded past ``lengths``
     (B,), all at once; the model in eval mode."""
@@ -248,7 +249,7 @@ def filter_batch(model: SearchableModel, words: Tensor, lengths: Tensor,
                           for n in lengths], device=device)
     budget = action_budget(lengths)
     P = int(budget.max()) + 1
-    finish = getattr(model, "finish_action", None)  # what ends a parse, if not the root's REDUCE
+    finish = model.finish_action  # what ends a parse, if not the root's REDUCE
     generator = None
     if settings.sampling == MULTINOMIAL:
         generator = torch.Generator(device=device).manual_seed(settings.seed)

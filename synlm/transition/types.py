@@ -1,7 +1,7 @@
-"""What the transition models share: the contract beam search (``synlm.transition.beam``)
-holds a model to (``SearchableModel``, its rows ``TransitionState``), what teacher forcing
-returns (``RNNGOutput``), what a search returns (``SearchResult``) and the precision the
-softmaxes are taken in (``full_precision``). The RNNG (``synlm.transition.rnng``) and the
+"""What the transition models share besides their contract (``synlm.transition.model``):
+the rows search holds (``TransitionState``, ``GrowingState``), what teacher forcing returns
+(``RNNGOutput``), what a search returns (``SearchResult``) and the precision the softmaxes
+are taken in (``full_precision``). The RNNG (``synlm.transition.rnng``) and the
 action Transformer (``synlm.transition.action_transformer``) import them from here."""
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
-
-from synlm.transition.parser_state import Limits
 
 RENORMALISED, ALL_ACTIONS = "renormalised_given_length", "all_actions"
 #: How a search normalises each action's probability (module docstring), by name.
@@ -65,26 +63,6 @@ class GrowingState(Protocol):
     capacity: int
 
     def reserve(self, positions: int) -> None: ...
-
-
-class SearchableModel(Protocol):
-    """What the search asks of a model: R empty stacks, the log-probabilities of the next
-    actions (the ``SHIFT`` column joint with the word it generates; renormalised over the
-    legal actions or not, ``CONVENTIONS``), and a step; and its released convention."""
-
-    n_actions: int
-    limits: Limits
-    search_convention: str
-
-    def initial_state(self, rows: int, stack_size: int, max_actions: int) -> TransitionState:
-        ...
-
-    def next_log_probs(self, state: Any, words: Tensor, legal: Tensor,
-                       renormalise: bool = ...) -> Tensor:
-        """``renormalise`` defaults to the model's ``search_convention``."""
-        ...
-
-    def advance(self, state: Any, actions: Tensor, words: Tensor) -> TransitionState: ...
 
 
 @dataclass(frozen=True)
