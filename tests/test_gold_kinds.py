@@ -10,7 +10,8 @@ import torch
 
 import synlm.data.treebanks
 from synlm.data.corpora import GOLD_KINDS, PTB, Corpus, WikiText2
-from synlm.data.datamodule import FIELD_KINDS, SynLMDataModule
+from synlm.data.datamodule import SynLMDataModule
+from synlm.data.layout_tokens import FIELD_KINDS
 from synlm.data.normalization import NORMALIZATIONS, normalize_word, normalizer
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.treebanks import CTBSepsent, PTBConcatSyn, PTBSepsent, UDTreebank
