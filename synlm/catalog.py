@@ -59,8 +59,8 @@ def _base_name(node: ast.expr) -> str:
 
 @cache
 def classes() -> list[ClassSource]:
-    """Every top-level class in synlm's modules (two modules may each define a class of one
-    name: ``types.TransitionLM``, the search's protocol, and ``lm.TransitionLM``)."""
+    """Every top-level class in synlm's modules, module by module (a name that two modules
+    define is there twice, once with each module)."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = ".".join(("synlm", *path.relative_to(PACKAGE).with_suffix("").parts))

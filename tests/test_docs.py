@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBCOMMANDS = ("fit", "validate", "test", "predict", "parse", "evaluate-syntax", "plot",
-               "generate", "evaluate-generation", "annotate")
+SUBCOMMANDS = ("fit", "validate", "test", "predict", "parse", "evaluate-syntax", "export-hf",
+               "plot", "generate", "evaluate-generation", "annotate")
 
 
 def page_text(site: Path, page: str) -> str:

@@ -26,7 +26,7 @@ from synlm.runtime.arguments import CommandParser
 INPUTS = {"lines": "a text file, one sentence a line", "rocstories": "a ROCStories CSV"}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> CommandParser:
     p = CommandParser("synlm annotate", __doc__.split("\n\n")[0])
     p.add_argument("--input", type=Path, required=True)
     p.add_argument("--format", choices=("lines", "rocstories"), default="lines")
@@ -34,7 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", help="spaCy pipeline: a package name or a directory")
     p.add_argument("--conllu", type=Path, help="an existing CoNLL-U parse of the input")
     p.add_argument("--output", type=Path, help="default: under the cache folder")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         existing_file("--input", args.input, INPUTS[args.format])
         if args.conllu is not None:

@@ -281,13 +281,17 @@ def _evaluate(args: argparse.Namespace, recs: Sequence[dict[str, str]],
                     args.news, args.news_references)
 
 
-def evaluate_main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -> int:
-    """``synlm evaluate-generation``; ``build_run`` (the CLI's) trains the reverse LM."""
+def build_evaluate_parser() -> argparse.ArgumentParser:
     p = CommandParser("synlm evaluate-generation", "The generation metrics of a JSONL file "
                       "of samples (synlm generate's), as one JSON object.")
     p.add_argument("file", type=Path)
     _add_metric_args(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def evaluate_main(argv: Sequence[str] | None = None, build_run: BuildRun | None = None) -> int:
+    """``synlm evaluate-generation``; ``build_run`` (the CLI's) trains the reverse LM."""
+    args = build_evaluate_parser().parse_args(argv)
     try:
         recs = read_records(args.file)
         configure_threads()  # torch: once the flags and the samples are good
