@@ -27,15 +27,17 @@ Two phases, picked by ``phase``:
    keeps the past positions' p_dep (and keys) as its own state (``MixtureState``), so each
    step runs on the new token only.
 
-The attention (``attention``):
+The attention (``attention``, one ``MixtureAttention`` per value, chosen in the constructor):
 
-- ``query_key`` (recurrent backbones, eq. 3): q_t = W_Q h_t, k_j = W_K h_j from the top layer
-  before the output dropout (``layers[-1]``), a_{t,·} = softmax(q_t·k_j / √E) over
-  j ∈ (t − ``context``, t], inside the current window (as the reference, whose attention
-  never crosses a BPTT segment); W_Q, W_K ~ U(−0.1, 0.1), biases 0.
-- ``backbone`` (Transformer, GPT-2): the head-averaged attention the backbone provides
-  (``attention``, its penultimate layer by default).
-- ``auto``: ``backbone`` when the backbone provides ``attention``, else ``query_key``.
+- ``query_key`` (recurrent backbones, eq. 3, ``QueryKeyAttention``): q_t = W_Q h_t,
+  k_j = W_K h_j from the top layer before the output dropout (``layers[-1]``),
+  a_{t,·} = softmax(q_t·k_j / √E) over j ∈ (t − ``context``, t], inside the current window
+  (as the reference, whose attention never crosses a BPTT segment); W_Q, W_K ~ U(−0.1, 0.1),
+  biases 0.
+- ``backbone`` (Transformer, GPT-2, ``BackboneAttention``): the head-averaged attention the
+  backbone provides (``attention``, its penultimate layer by default).
+- ``auto`` (``AutoAttention``): ``backbone`` when the backbone provides ``attention``, else
+  ``query_key``, decided when the head binds to it.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from synlm.backbones.base import causal_mask
+from synlm.backbones.base import BackboneSpec, causal_mask
 from synlm.errors import InputError
 from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.outputs import BackboneOutput, Batch, HeadOutput
@@ -112,47 +114,39 @@ class DependencyMixtureHead(SyntaxHead):
     def __init__(self, phase: Phase = "dependency", attention: AttentionSource = "auto",
                  context: int = 36, weight: float = 1.0, sampling: Sampling = "mixture",
                  target_sets: TargetSets = "types") -> None:
+        if attention not in ATTENTIONS:
+            raise InputError(f"DependencyMixtureHead attention must be 'auto', 'query_key' or "
+                             f"'backbone', not {attention!r}")
         mixture = phase == "mixture"
-        reads = {"attention"} if attention == "backbone" else {"layers"}
-        super().__init__("dm", weight, requires=reads if mixture else (),
+        weighing = ATTENTIONS[attention]()
+        super().__init__("dm", weight, requires=weighing.reads if mixture else (),
                          needs_gold=() if mixture else {"dep_targets"},
                          replaces_distribution=mixture, incremental=True)
         if phase not in ("dependency", "mixture"):
             raise InputError(f"DependencyMixtureHead phase must be 'dependency' or 'mixture', "
                              f"not {phase!r}")
-        if attention not in ("auto", "query_key", "backbone"):
-            raise InputError(f"DependencyMixtureHead attention must be 'auto', 'query_key' or "
-                             f"'backbone', not {attention!r}")
         if sampling not in ("mixture", "logits", "released"):
             raise InputError(f"DependencyMixtureHead sampling must be 'mixture', 'logits' or "
                              f"'released', not {sampling!r}")
         if target_sets not in ("types", "arcs"):
             raise InputError(f"DependencyMixtureHead target_sets must be 'types' or 'arcs', "
                              f"not {target_sets!r}")
-        self.phase = phase
         self.sampling = sampling
         self.target_sets = target_sets
-        self.attention = attention
+        self.attention = weighing
         self.context = context
 
     def bind(self, context: HeadContext) -> None:
-        if self.phase == "mixture" and self.attention == "auto":
-            provided = "attention" in context.backbone.provides
-            self.attention = "backbone" if provided else "query_key"
+        if self.replaces_distribution:  # phase 2: the attention of this backbone, built
+            self.attention = self.attention.over(context.backbone)
+            self.attention.build(self, context.backbone)
         self.check_sampling()
-        if self.phase == "mixture" and self.attention == "query_key":
-            size = context.backbone.layer_sizes[-1]
-            self.query = nn.Linear(size, size)
-            self.key = nn.Linear(size, size)
-            for linear in (self.query, self.key):
-                nn.init.uniform_(linear.weight, -0.1, 0.1)
-                nn.init.zeros_(linear.bias)
 
     def forward(self, out: BackboneOutput, batch: Batch, logits: Tensor,
                 log_probs_needed: bool = False, state: MixtureState | None = None
                 ) -> HeadOutput:
         log_p = logits.log_softmax(-1, dtype=_at_least_float32(logits))  # (B, T, V)
-        if self.phase == "dependency":
+        if not self.replaces_distribution:  # phase 1
             return HeadOutput(loss=self.dependency_loss(log_p, batch, self.target_sets))
         # the positions j the window's inputs may draw from: the past ones kept in ``state``
         # (generation), then the window's own; S past, T new
@@ -177,7 +171,7 @@ class DependencyMixtureHead(SyntaxHead):
                 full = torch.bmm(log_a.exp(), all_log_p.exp()).clamp_min(1e-30).log()
             else:  # softmax(a @ log p_dep) = softmax(a @ z): the logit mixture
                 full = torch.bmm(log_a.exp(), all_log_p).log_softmax(-1)
-        keep = all_log_p.size(1) if self.attention == "backbone" else self.context - 1
+        keep = self.attention.kept(self, all_log_p.size(1))
         kept = slice(all_log_p.size(1) - min(keep, all_log_p.size(1)), None)
         new_state = MixtureState(*(x if x is None else x[:, kept]
                                    for x in (all_log_p, keys, hidden, valid)))
@@ -185,8 +179,8 @@ class DependencyMixtureHead(SyntaxHead):
 
     def check_sampling(self) -> None:
         """``sampling: released`` needs the query/key attention (one-line error)."""
-        if self.phase == "mixture" and self.sampling == "released" \
-                and self.attention != "query_key":
+        if self.replaces_distribution and self.sampling == "released" \
+                and not self.attention.raw_keys:
             raise InputError("DependencyMixtureHead sampling 'released' is the released "
                              "DM-LSTM sampler and needs the query/key attention of a "
                              "recurrent backbone; use 'mixture' or 'logits' here")
@@ -210,11 +204,11 @@ class DependencyMixtureHead(SyntaxHead):
             hidden = torch.cat([state.hidden, h], dim=1)
             valid = torch.cat([state.valid, new], dim=1)
         scores = self.query(h) @ hidden.transpose(1, 2) / math.sqrt(h.size(-1))
-        allowed = self._window(T, hidden.size(1), h.device) & valid[:, None, :]
+        allowed = self.window(T, hidden.size(1), h.device) & valid[:, None, :]
         scores = scores.to(_at_least_float32(scores)).masked_fill(~allowed, float("-inf"))
         return scores.log_softmax(-1), hidden, valid
 
-    def _window(self, T: int, n: int, device: torch.device) -> Tensor:
+    def window(self, T: int, n: int, device: torch.device) -> Tensor:
         """(T, n): query t (the last T of n positions) may read j ∈ (t − context, t]."""
         t = torch.arange(n - T, n, device=device)[:, None]
         j = torch.arange(n, device=device)[None, :]
@@ -239,20 +233,93 @@ class DependencyMixtureHead(SyntaxHead):
         """log a_{t,j} (B, T, S + T), −inf outside the allowed j, over the S past positions
         of ``state`` and the window's T; and, for the query/key attention, the keys of all
         S + T positions (B, S + T, E)."""
-        if self.attention == "backbone":
-            a = out.attention  # (B, T, S + T) probabilities
-            causal = causal_mask(a.size(1), a.size(2), a.device)  # (T, S + T)
-            # clamp: log 0 would give 0·∞ = NaN gradients; masked entries get −inf
-            a = a.to(_at_least_float32(a))
-            return a.clamp_min(1e-30).log().masked_fill(~causal, float("-inf")), None
+        return self.attention.log_attention(self, out, state)
+
+
+class MixtureAttention:
+    """How the mixture weighs the positions so far (``DependencyMixtureHead``'s
+    ``attention``): the ``BackboneOutput`` fields it ``reads``, the layers it adds to the
+    head, log a_{t,j}, and how many past positions the head keeps for it in generation."""
+
+    reads: frozenset[str] = frozenset({"layers"})
+    #: whether the released DM-LSTM sampler can run over it (``sampling: released`` takes the
+    #: query projection and the raw top-layer states as keys)
+    raw_keys: bool = False
+
+    def over(self, backbone: BackboneSpec) -> MixtureAttention:
+        """The attention the head uses over ``backbone``: this one."""
+        return self
+
+    def build(self, head: DependencyMixtureHead, backbone: BackboneSpec) -> None:
+        """Add the layers it trains to ``head`` (none)."""
+
+    def log_attention(self, head: DependencyMixtureHead, out: BackboneOutput,
+                      state: MixtureState | None) -> tuple[Tensor, Tensor | None]:
+        """``DependencyMixtureHead.log_attention``."""
+        raise NotImplementedError
+
+    def kept(self, head: DependencyMixtureHead, positions: int) -> int:
+        """How many of the last ``positions`` a later window may still draw from."""
+        raise NotImplementedError
+
+
+class QueryKeyAttention(MixtureAttention):
+    """Eq. 3: softmax(q_t·k_j / √E) over j ∈ (t − ``context``, t], q and k the head's
+    projections (``query``, ``key``) of the top layer."""
+
+    raw_keys = True
+
+    def build(self, head: DependencyMixtureHead, backbone: BackboneSpec) -> None:
+        size = backbone.layer_sizes[-1]
+        head.query = nn.Linear(size, size)
+        head.key = nn.Linear(size, size)
+        for linear in (head.query, head.key):
+            nn.init.uniform_(linear.weight, -0.1, 0.1)
+            nn.init.zeros_(linear.bias)
+
+    def log_attention(self, head: DependencyMixtureHead, out: BackboneOutput,
+                      state: MixtureState | None) -> tuple[Tensor, Tensor | None]:
         h = out.layers[-1]  # (B, T, E) top layer before the output dropout
-        q, k = self.query(h), self.key(h)  # (B, T, E)
+        q, k = head.query(h), head.key(h)  # (B, T, E)
         if state is not None:
             k = torch.cat([state.keys, k], dim=1)  # (B, S + T, E)
         scores = q @ k.transpose(1, 2) / math.sqrt(h.size(-1))  # (B, T, S + T)
         scores = scores.to(_at_least_float32(scores))
-        allowed = self._window(q.size(1), k.size(1), h.device)
+        allowed = head.window(q.size(1), k.size(1), h.device)
         return scores.masked_fill(~allowed, float("-inf")).log_softmax(-1), k
+
+    def kept(self, head: DependencyMixtureHead, positions: int) -> int:
+        return head.context - 1
+
+
+class BackboneAttention(MixtureAttention):
+    """The backbone's own head-averaged attention (``BackboneOutput.attention``), causal."""
+
+    reads = frozenset({"attention"})
+
+    def log_attention(self, head: DependencyMixtureHead, out: BackboneOutput,
+                      state: MixtureState | None) -> tuple[Tensor, Tensor | None]:
+        a = out.attention  # (B, T, S + T) probabilities
+        causal = causal_mask(a.size(1), a.size(2), a.device)  # (T, S + T)
+        # clamp: log 0 would give 0·∞ = NaN gradients; masked entries get −inf
+        a = a.to(_at_least_float32(a))
+        return a.clamp_min(1e-30).log().masked_fill(~causal, float("-inf")), None
+
+    def kept(self, head: DependencyMixtureHead, positions: int) -> int:
+        return positions
+
+
+class AutoAttention(MixtureAttention):
+    """The backbone's attention where it provides one, else the query/key attention."""
+
+    def over(self, backbone: BackboneSpec) -> MixtureAttention:
+        provided = "attention" in backbone.provides
+        return BackboneAttention() if provided else QueryKeyAttention()
+
+
+#: ``DependencyMixtureHead(attention=...)``'s values and the attention each names.
+ATTENTIONS: dict[str, type[MixtureAttention]] = {
+    "auto": AutoAttention, "query_key": QueryKeyAttention, "backbone": BackboneAttention}
 
 
 def first_occurrences(ids: Tensor, mask: Tensor) -> Tensor:
