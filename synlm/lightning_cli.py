@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import sys
 import traceback
@@ -14,7 +15,6 @@ import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
-from weakref import proxy
 
 import jsonargparse
 import lightning.pytorch as pl
@@ -23,35 +23,25 @@ import yaml
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import (
     LearningRateMonitor,
-    ModelCheckpoint,
     ModelSummary,
     RichModelSummary,
     RichProgressBar,
 )
-from lightning.pytorch.cli import (
-    LightningArgumentParser,
-    LightningCLI,
-    LRSchedulerTypeTuple,
-    SaveConfigCallback,
-)
-from lightning.pytorch.loggers import WandbLogger
-from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
-from lightning.pytorch.utilities.exceptions import (
-    MisconfigurationException,
-    SIGTERMException,
-)
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch.optim import Optimizer
 
+import synlm.registry  # noqa: F401  (importing it registers the short class names)
 from synlm import __version__
 from synlm.callbacks import ParameterSummary, ProgressLines, SynLMProgressBar, TokensPerSecond
 from synlm.data.datamodule import SynLMDataModule
 from synlm.errors import InputError, SettingError, SynLMError, report, show_traceback
 from synlm.lm import SyntaxLM
-from synlm.registry import recipe_class  # importing it registers the short class names
 from synlm.runtime import checks, runs, usage
 from synlm.runtime import lightning_internals as internals
 from synlm.runtime.inputs import LIGHTNING_CKPT_NAMES
+from synlm.runtime.run_callbacks import THREADS_KEY, RunCheckpoint, SaveRunConfig
 from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
 from synlm.transition.lm import TransitionLM
 
@@ -81,10 +71,6 @@ warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter")
 # Lightning 2.6 under torch >= 2.10, once per run, nothing a user can act on
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
-#: The checkpoint's key for the number of threads torch ran the fit with (``RunCheckpoint``):
-#: ``fit --ckpt_path`` goes on with it (``ThreadChoice.resume``).
-THREADS_KEY = "synlm_threads"
-
 
 class ThreadChoice(Protocol):
     """The thread count a command runs with (``synlm.runtime.threads.Threads``, handed in by
@@ -100,164 +86,6 @@ class ThreadChoice(Protocol):
     def resume(self, recorded: int | None) -> ThreadChoice: ...
 
     def report(self) -> None: ...
-
-
-class RunCheckpoint(ModelCheckpoint):
-    """``epoch{epoch:03d}-step{step:06d}.ckpt`` (best by ``val/ppl``, or the model's
-    ``monitor``) plus ``last.ckpt``, in
-    the run's ``checkpoints`` folder (``runs/<config>/version_N/checkpoints``).
-
-    ``last.ckpt`` is written where Lightning's loops restart from exactly: after a step's
-    validation, or at the end of a step before the loops close its epoch (once closed,
-    they count an epoch that training left midway as finished, and a resume would start
-    the next one):
-
-    * after every validation during fit (Lightning: only when the best improved);
-    * at the end of the step after which training stops (``max_steps``, ``max_time``,
-      ``trainer.should_stop``, SIGTERM) or its epoch ends, unless a scheduled validation
-      follows (then after that). A validation Lightning adds only because training stops
-      is not in the checkpoint, as an uninterrupted run has none;
-    * on SIGTERM, which Lightning turns into a ``SIGTERMException`` once the step (and its
-      validation if one is due) is done, when the above did not already save that step.
-
-    Nothing is written when training ends (Lightning would, after closing the epoch), on
-    other exceptions, which can come from the middle of a step, nor between the batches of
-    an accumulated step, whose pending gradients no checkpoint holds: ``last.ckpt`` stays
-    the last consistent one."""
-
-    def __init__(self) -> None:
-        # Lightning saves the best only (save_last=False): last.ckpt is written here, with
-        # public API (write_last), at the moments listed above
-        super().__init__(filename="epoch{epoch:03d}-step{step:06d}", monitor="val/ppl",
-                         mode="min", save_last=False, auto_insert_metric_name=False,
-                         enable_version_counter=False, save_on_train_epoch_end=False)
-        #: the latest validation, ``{"step": N, "metrics": {...}}``, kept in every checkpoint
-        #: (``runs.VALIDATION_KEY``): the run's summary and ``--ckpt_path best`` read it
-        self.validation: dict[str, Any] = {}
-        #: the global step this fit last wrote ``last.ckpt`` at (0: none yet; as Lightning's
-        #: own count of its saves, not restored when a run continues)
-        self.last_step_written = 0
-
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        """The best is the model's own headline when it names one (``monitor``: an RNNG's
-        ``val/joint_ppl``), else ``val/ppl``."""
-        self.monitor = getattr(pl_module, "monitor", "val/ppl")
-        super().setup(trainer, pl_module, stage)
-
-    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                           checkpoint: dict[str, Any]) -> None:
-        if self.validation:
-            checkpoint[runs.VALIDATION_KEY] = self.validation
-        checkpoint[THREADS_KEY] = torch.get_num_threads()  # a resume goes on with it
-
-    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                           checkpoint: dict[str, Any]) -> None:
-        self.validation = dict(checkpoint.get(runs.VALIDATION_KEY, {}))
-
-    def saved(self, which: runs.Which) -> Saved | None:
-        """This run's ``best`` or ``last`` checkpoint, with what it holds."""
-        path = Path(self.best_model_path if which == "best" else self.last_model_path)
-        if not path.name or not path.is_file():
-            return None
-        checkpoint = runs.read_checkpoint(path)
-        return Saved(path, checkpoint["global_step"], runs.validation(checkpoint),
-                     checkpoint.get(runs.VALIDATION_KEY, {}).get("step"))
-
-    def write_last(self, trainer: pl.Trainer) -> None:
-        """``last.ckpt`` now, unless this step's is written already or no fit is training
-        (``fast_dev_run``, another stage, the sanity check), as Lightning decides for its
-        own saves; ``last_model_path`` is set first, as the saved state carries it."""
-        if (trainer.fast_dev_run or trainer.state.fn != TrainerFn.FITTING
-                or trainer.sanity_checking or self.last_step_written == trainer.global_step):
-            return
-        path = os.path.join(str(self.dirpath), runs.LAST)
-        self.last_model_path = path
-        trainer.save_checkpoint(path, self.save_weights_only)
-        self.last_step_written = trainer.global_step
-        if trainer.is_global_zero:  # as Lightning tells its loggers (wandb's log_model)
-            for logger in trainer.loggers:
-                logger.after_save_checkpoint(proxy(self))
-
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Resuming from the end of an epoch's last batch, Lightning counts that epoch as
-        finished but keeps its mid-epoch restart stage, which would skip the next epoch's
-        start (``on_train_epoch_start``: the carried state's reset, NT-ASGD's schedule);
-        clear the stage so that the epoch starts as in an uninterrupted run."""
-        super().on_train_start(trainer, pl_module)
-        completed, ready = internals.epochs_completed_and_ready(trainer)
-        if internals.restarted_mid_epoch(trainer) and completed == ready:
-            internals.reset_restart_stage(trainer)
-
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                           outputs: Any, batch: Any, batch_idx: int) -> None:
-        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
-        if self._last_step_before_stop_or_epoch_end(trainer):
-            self.write_last(trainer)
-
-    @staticmethod
-    def _last_step_before_stop_or_epoch_end(trainer: pl.Trainer) -> bool:
-        """Whether training (may) stop or the epoch ends after this batch, which closes an
-        optimiser step and has no scheduled validation after it. Callbacks that stop
-        training at a batch's end (``Timer``) run before checkpoint callbacks, so their
-        ``should_stop`` is seen here."""
-        stops = internals.training_done(trainer) or trainer.should_stop \
-            or trainer.received_sigterm
-        if not stops or internals.accumulating(trainer):
-            return False
-        # the schedule alone: Lightning also validates because should_stop is set
-        stop, trainer.should_stop = trainer.should_stop, False
-        try:
-            return not internals.validation_due(trainer)
-        finally:
-            trainer.should_stop = stop
-
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not trainer.sanity_checking:  # before the best is saved: it carries these too
-            self.validation = {"step": trainer.global_step, "metrics": {
-                name: float(value) for name, value in trainer.callback_metrics.items()
-                if name.startswith("val/")}}
-        if self.last_step_written == trainer.global_step:
-            return  # a validation Lightning adds because training stops: this step is saved
-        super().on_validation_end(trainer, pl_module)
-        self.write_last(trainer)
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Nothing: the step training stopped at is saved (Lightning would save here, with
-        the epoch closed, which resumes in the next one)."""
-
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                     exception: BaseException) -> None:
-        """SIGTERM: Lightning finished the step (and its validation if one was due) and
-        raised ``SIGTERMException``; save that step if it is not saved yet, unless the
-        exception came from a validation, after the epoch was closed or between the
-        batches of an accumulated step (no consistent state to save: ``last.ckpt`` is
-        left as it was)."""
-        if not isinstance(exception, SIGTERMException):
-            return
-        if not (trainer.validating or internals.last_batch_of_epoch(trainer)
-                or internals.accumulating(trainer)):
-            self.write_last(trainer)
-        saved = self.last_step_written == trainer.global_step
-        rank_zero_info(f"SIGTERM after step {trainer.global_step}: "
-                       + ("saved last.ckpt; " if saved else
-                          "no consistent state to save here, last.ckpt is left as it was; ")
-                       + "continue with --ckpt_path last")
-
-
-class SaveRunConfig(SaveConfigCallback):
-    """Save the resolved config in the run's folder, push it to wandb when wandb logs, and
-    keep it in every checkpoint (``synlm test --ckpt_path FILE`` needs no ``--config``)."""
-
-    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                           checkpoint: dict[str, Any]) -> None:
-        checkpoint[runs.CONFIG_KEY] = self.parser.dump(self.config, skip_none=False)
-
-    def save_config(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                    stage: str) -> None:
-        for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger):
-                config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
-                logger.experiment.config.update(config, allow_val_change=True)
 
 
 class SynLMArgumentParser(LightningArgumentParser):
@@ -285,8 +113,74 @@ class SynLMArgumentParser(LightningArgumentParser):
         self.exit(2)
 
 
+#: The recipe a config's ``model:`` configures when it names none by ``class_path``: every
+#: backbone and head trains under it.
+DEFAULT_RECIPE = "synlm.lm.SyntaxLM"
+
+#: What ``fit|validate|test|predict`` return: the recipe a config names.
+Recipe = SyntaxLM | TransitionLM
+
+
+#: An interpolation that reaches a recipe's argument without the ``init_args`` level
+#: (``${model.backbone.init_args.pretrained}``), as a config names it in ``model:``.
+_RECIPE_INTERPOLATION = re.compile(r"\$\{model\.(?!class_path\b|init_args\b)")
+_RECIPE_LEVELS = ("class_path", "init_args")
+
+
+def _recipe_arguments_under_init_args(config: dict[str, Any]) -> dict[str, Any]:
+    """A config file's keys with the recipe's arguments where the parser holds them, under
+    ``model.init_args``: a ``model:`` block without ``class_path`` or ``init_args`` (the
+    default recipe's arguments, as a config writes them), a dotted ``model.heads:``, and
+    each interpolation ``${model.X...}`` that names them so (jsonargparse makes an
+    interpolation relative to where it stands, so it must stand where the parser puts it)."""
+
+    def interpolations(tree: Any) -> Any:
+        if isinstance(tree, dict):
+            return {key: interpolations(value) for key, value in tree.items()}
+        if isinstance(tree, list):
+            return [interpolations(value) for value in tree]
+        return _RECIPE_INTERPOLATION.sub("${model.init_args.", tree) \
+            if isinstance(tree, str) else tree
+
+    placed: dict[str, Any] = {}
+    for key, value in config.items():
+        head, dot, rest = str(key).partition(".")
+        if head == "model" and dot and rest.split(".")[0] not in _RECIPE_LEVELS:
+            key = f"model.init_args.{rest}"
+        elif key == "model" and isinstance(value, dict) and value \
+                and not set(value) & set(_RECIPE_LEVELS):
+            value = {"init_args": value}
+        placed[key] = interpolations(value)
+    return placed
+
+
+class ConfigChain(jsonargparse.ActionConfigFile):
+    """``--config FILE``, with the bases FILE names applied first, each as a config file of
+    its own: the chain ``usage.with_bases`` reads (the deepest base first), each file
+    without its ``config:`` key, so that a file's keys merge into its base's exactly as a
+    second ``--config`` would (a block ``model: {embedding_dropout: 0.2}`` keeps every other
+    value of the base's ``model``; a list replaces the base's list). jsonargparse never
+    reads a config inside a config (it would parse the inner file against the outer's
+    keys). An interpolation may name a recipe's argument as the file names it
+    (``${model.backbone...}``). YAML given inline is applied as it is."""
+
+    def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None
+                 ) -> None:
+        if not usage.is_config_file(values):
+            self.apply_config(parser, cfg, self.dest, values)
+            return
+        for _, loaded in usage.with_bases(Path(values)):
+            own = {key: value for key, value in loaded.items() if key != usage.BASE_KEY}
+            placed = _recipe_arguments_under_init_args(own)
+            self.apply_config(parser, cfg, self.dest, yaml.safe_dump(placed, sort_keys=False))
+
+
 class SynLMCLI(LightningCLI):
-    """LightningCLI in ``omegaconf+`` mode: ``${...}`` interpolations see dotted overrides."""
+    """LightningCLI in ``omegaconf+`` mode (``${...}`` interpolations see dotted overrides),
+    with one shape for every recipe: ``model`` is Lightning's subclass mode over
+    ``LightningModule``, ``SyntaxLM`` by default, so a config's ``model:`` without
+    ``class_path`` holds ``SyntaxLM``'s arguments and ``class_path: TransitionLM`` (or
+    ``--model=TransitionLM``) chooses the transition recipe, as jsonargparse resolves it."""
 
     def __init__(self, *args: Any, threads: ThreadChoice | None = None,
                  **kwargs: Any) -> None:
@@ -297,12 +191,9 @@ class SynLMCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", SaveRunConfig)
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
         kwargs.setdefault("auto_configure_optimizers", False)
-        # a recipe named by class_path: any TransitionLM, as jsonargparse resolves the name
-        transition = issubclass(model_class_of(self._args), TransitionLM)
-        kwargs.setdefault("subclass_mode_model", transition)
+        kwargs.setdefault("subclass_mode_model", True)
         try:
-            super().__init__(TransitionLM if transition else SyntaxLM, SynLMDataModule, *args,
-                             **kwargs)
+            super().__init__(pl.LightningModule, SynLMDataModule, *args, **kwargs)
         except BaseException:
             self._remove_unused_run_folder()
             raise
@@ -358,24 +249,25 @@ class SynLMCLI(LightningCLI):
         kwargs.setdefault("prog", "synlm")
         parser = SynLMArgumentParser(**kwargs)
         parser.args, parser.raises = self._args, self._raises
-        parser.add_argument("-c", "--config", action=jsonargparse.ActionConfigFile,
-                            help="Path to a YAML config; repeat to stack several.")
+        parser.add_argument("-c", "--config", action=ConfigChain,
+                            help="Path to a YAML config (after the bases its config: key "
+                                 "names); repeat to stack several.")
         return parser
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.set_defaults({"model": {"class_path": DEFAULT_RECIPE}})
         # top-level ``optimizer:``/``lr_scheduler:`` (``--optimizer=AdamW --optimizer.lr=5e-4``),
         # handed to the model, which builds them over its parameter groups
-        model = "model.init_args" if self.subclass_mode_model else "model"
-        parser.add_optimizer_args((Optimizer,), link_to=f"{model}.optimizer")
-        parser.add_lr_scheduler_args(LRSchedulerTypeTuple, link_to=f"{model}.lr_scheduler")
-        parser.link_arguments("data", f"{model}.vocab_size", compute_fn=lambda dm: dm.vocab_size,
-                              apply_on="instantiate")
-        if self.subclass_mode_model:  # a transition LM: the actions are the data's too
-            parser.link_arguments("data", f"{model}.n_actions",
-                                  compute_fn=lambda dm: len(dm.action_vocab),
+        parser.add_optimizer_args((Optimizer,), link_to="model.init_args.optimizer")
+        parser.add_lr_scheduler_args(LRSchedulerTypeTuple, link_to="model.init_args.lr_scheduler")
+        # what the data decides, for the recipes that take it (jsonargparse skips a link
+        # whose target the chosen recipe lacks): the vocabulary's size; SyntaxLM's window;
+        # a transition LM's action vocabulary
+        for target, value in (("vocab_size", lambda dm: dm.vocab_size),
+                              ("bptt", lambda dm: dm.bptt),
+                              ("n_actions", lambda dm: len(dm.action_vocab))):
+            parser.link_arguments("data", f"model.init_args.{target}", compute_fn=value,
                                   apply_on="instantiate")
-        else:
-            parser.link_arguments("data.bptt", "model.bptt")
         parser.add_argument("--tensorboard", type=bool, default=False,
                             help="Also log to TensorBoard, in the run's tensorboard/ folder.")
 
@@ -418,7 +310,7 @@ class SynLMCLI(LightningCLI):
                 self._continued = (version, saved["global_step"])
             if fit and isinstance(saved.get(THREADS_KEY), int):
                 recorded = saved[THREADS_KEY]
-        init_from = config.model.get("init_from") if "model" in config else None
+        init_from = config.model.init_args.get("init_from") if "model" in config else None
         if fit and init_from and ckpt_path is None:
             runs.read_checkpoint(init_from, "model.init_from")  # before the run's folder
         self._root, self._versions_before = root, runs.versions(root)
@@ -523,47 +415,7 @@ class SynLMCLI(LightningCLI):
         return trainer
 
 
-def model_class_of(args: Sequence[str]) -> type[pl.LightningModule]:
-    """The recipe a run trains, from the registry (``synlm.registry.recipe_class``):
-    ``SyntaxLM`` (every backbone and head), unless a config's ``model:`` (or its base's,
-    ``config: rnng.yaml``; or ``--model.class_path``) names one by ``class_path``
-    (``TransitionLM``, or a former name), whose config then takes ``init_args`` as
-    Lightning's subclass mode reads them."""
-    named = None
-    for _, _, value in usage.flag_values(args, *usage.CONFIG_FLAGS):
-        named = class_path(value) or named
-    for _, _, value in usage.flag_values(args, "--model.class_path"):
-        named = value
-    recipe = recipe_class(named)
-    if named is not None and recipe is SyntaxLM:
-        raise InputError(f"model.class_path {named}: SyntaxLM takes its arguments under "
-                         "model: directly (model.backbone, model.heads), without class_path")
-    return recipe
-
-
-def class_path(value: str) -> str | None:
-    """The ``model.class_path`` a ``--config`` value sets: a file, with the bases its
-    ``config:`` names (the file's own setting last, as they apply), or YAML given inline (a
-    checkpoint's saved config); None where none sets one (or the YAML is broken: the CLI
-    says so)."""
-    if "\n" in value:
-        try:
-            configs = [yaml.safe_load(value)]
-        except yaml.YAMLError:
-            return None
-    else:
-        configs = [loaded for _, loaded in usage.with_bases(Path(value))]
-    named = None
-    for config in configs:
-        model = config.get("model") if isinstance(config, dict) else None
-        if isinstance(model, dict) and "class_path" in model:
-            named = model["class_path"]
-        elif isinstance(config, dict) and isinstance(config.get("model.class_path"), str):
-            named = config["model.class_path"]
-    return named
-
-
-def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:
+def build_model(path: str, overrides: Sequence[str] = ()) -> Recipe:
     """The model the CLI builds from ``path`` plus ``--key=value`` overrides, untrained; the
     DataModule it would train on is ``model.datamodule`` (``synlm.from_config``). ``path``
     may name a shipped config (``awd_lstm.yaml``). A bad value is an ``InputError``."""
@@ -577,7 +429,7 @@ def build_model(path: str, overrides: Sequence[str] = ()) -> SyntaxLM:
     return model
 
 
-def build_run(args: Sequence[str]) -> tuple[pl.Trainer, SyntaxLM, SynLMDataModule]:
+def build_run(args: Sequence[str]) -> tuple[pl.Trainer, Recipe, SynLMDataModule]:
     """The trainer, model and DataModule the CLI builds from ``args`` (``fit``'s options
     without the subcommand), not yet run: ``synlm generate``'s reverse LM. A bad value is
     an ``InputError``."""

@@ -91,9 +91,10 @@ def test_fast_dev_run(name: str, tmp_path: Path) -> None:
 def components(name: str) -> set[str]:
     """The backbone, insert and head classes config ``name`` resolves to (its fixture); a
     recipe named by ``model.class_path`` and its model of its own (the RNNG), theirs."""
-    resolved = yaml.safe_load((RESOLVED / name).read_text())["model"]
-    if "class_path" in resolved:
-        return {resolved["class_path"], resolved["init_args"]["model"]["class_path"]}
+    recipe = yaml.safe_load((RESOLVED / name).read_text())["model"]
+    resolved = recipe["init_args"]
+    if "model" in resolved:
+        return {recipe["class_path"], resolved["model"]["class_path"]}
     backbone = resolved["backbone"]
     inserts = backbone.get("init_args", {}).get("inserts") or []
     return {backbone["class_path"], *(i["class_path"] for i in inserts),
@@ -150,8 +151,9 @@ def test_overrides_reach_interpolated_values(tmp_path: Path,
     args = ["fit", "--config", str(config), "--model.backbone.init_args.dropout_input=0.11",
             "--print_config"]
     assert run_cli(args) == 0
-    init = yaml.safe_load(capsys.readouterr().out)["model"]["backbone"]["init_args"]
-    assert init["dropout_output"] == 0.11
+    recipe = yaml.safe_load(capsys.readouterr().out)["model"]
+    assert recipe["class_path"] == "synlm.SyntaxLM"  # the default recipe
+    assert recipe["init_args"]["backbone"]["init_args"]["dropout_output"] == 0.11
 
 
 def test_unknown_class_lists_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
@@ -243,7 +245,8 @@ def test_quick_answers_import_neither_torch_nor_lightning(args: list[str]) -> No
 def test_wandb_logger_receives_the_resolved_config(tmp_path: Path) -> None:
     from lightning.pytorch.loggers import WandbLogger
 
-    from synlm.lightning_cli import SaveRunConfig, SynLMCLI
+    from synlm.lightning_cli import SynLMCLI
+    from synlm.runtime.run_callbacks import SaveRunConfig
     from synlm.runtime.runs import RunCSVLogger
 
     cli = SynLMCLI(args=["--config", str(REPO_CONFIGS / "quickstart.yaml"), *TINY_OVERRIDES,
@@ -256,7 +259,7 @@ def test_wandb_logger_receives_the_resolved_config(tmp_path: Path) -> None:
     csv, wandb = cli.trainer.loggers  # metrics.csv first, in the run folder
     assert isinstance(csv, RunCSVLogger) and isinstance(wandb, WandbLogger)
     pushed = wandb.experiment.config
-    assert pushed["model"]["backbone"]["class_path"] == "synlm.backbones.ONLSTM"
+    assert pushed["model"]["init_args"]["backbone"]["class_path"] == "synlm.backbones.ONLSTM"
     assert pushed["data"]["bptt"] == 12
     wandb.experiment.finish()
 
@@ -342,7 +345,8 @@ def test_shipped_configs_are_found_by_name_anywhere(
                     "--print_config"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["trainer"]["limit_train_batches"] == 4  # trainer/debug.yaml's
-    assert printed["model"]["backbone"]["class_path"] == "synlm.backbones.ONLSTM"
+    assert printed["model"]["init_args"]["backbone"]["class_path"] == \
+        "synlm.backbones.ONLSTM"
 
 
 def test_every_shipped_config_is_package_data() -> None:

@@ -40,15 +40,13 @@ KeyPath = tuple[str | int, ...]
 
 
 @functools.cache
-def _parser(model_class: str | None) -> Any:
-    """The parser ``synlm fit`` parses its command line with, for a config naming
-    ``model_class`` (None: ``SyntaxLM``'s)."""
+def _parser() -> Any:
+    """The parser ``synlm fit`` parses its command line with (one shape for every recipe)."""
     from jsonargparse import capture_parser
 
     from synlm.lightning_cli import SynLMCLI
 
-    chosen = [] if model_class is None else ["--model.class_path", model_class]
-    return capture_parser(lambda: SynLMCLI(args=["fit", *chosen]))
+    return capture_parser(lambda: SynLMCLI(args=["fit"]))
 
 
 @functools.cache
@@ -57,10 +55,8 @@ def resolve(name: str) -> str:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            from synlm.lightning_cli import class_path
-
             config = str(REPO_CONFIGS / name)
-            _parser(class_path(config)).parse_args(["fit", "--config", config, "--print_config"])
+            _parser().parse_args(["fit", "--config", config, "--print_config"])
         except SystemExit as exit_:
             assert not exit_.code, f"{name} does not resolve: {err.getvalue().strip()}"
     lines = out.getvalue().splitlines(keepends=True)
@@ -126,10 +122,14 @@ def flatten(tree: Any, prefix: KeyPath = ()) -> dict[KeyPath, Any]:
 
 
 def named_keys(name: str) -> set[KeyPath]:
-    """The leaf paths a config file names, its dotted keys split (``config`` left out)."""
+    """The leaf paths a config file names, its dotted keys split (``config`` left out), a
+    recipe's arguments under ``model.init_args`` where the file leaves that level out (as
+    the parser reads ``model.heads``)."""
     values = yaml.safe_load((REPO_CONFIGS / name).read_text()) or {}
     values.pop("config", None)
-    return {(*str(path[0]).split("."), *path[1:]) for path in flatten(values)}
+    paths = {(*str(path[0]).split("."), *path[1:]) for path in flatten(values)}
+    return {("model", "init_args", *p[1:]) if p[0] == "model" and len(p) > 1
+            and p[1] not in ("class_path", "init_args") else p for p in paths}
 
 
 def differing(a: dict[str, Any], b: dict[str, Any]) -> set[KeyPath]:
@@ -187,6 +187,65 @@ def test_delta_changes_its_base_only_where_it_says(name: str) -> None:
 
     idle = sorted(dotted(q) for q in named if not needed(q))
     assert not idle, f"{name} restates keys it leaves as in {base}: {idle}"
+
+
+# --- a delta written as a block: it merges into its base ----------------------------------
+
+def resolve_file(args: list[str]) -> dict[str, Any]:
+    """The config ``synlm fit ARGS --print_config`` prints, as a mapping."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            _parser().parse_args(["fit", *args, "--print_config"])
+        except SystemExit as exit_:
+            assert not exit_.code, err.getvalue().strip()
+    return yaml.safe_load(out.getvalue())
+
+
+#: (base, a delta that sets one model argument as a nested block, the path it sets, value)
+BLOCK_DELTAS = [
+    ("onlstm_syd.yaml", "model: {embedding_dropout: 0.2}\n",
+     ("model", "init_args", "embedding_dropout"), 0.2),
+    ("tg.yaml", "model: {init_args: {model: {init_args: {num_layers: 3}}}}\n",
+     ("model", "init_args", "model", "init_args", "num_layers"), 3),
+]
+
+
+@pytest.mark.parametrize(("base", "block", "path", "value"), BLOCK_DELTAS,
+                         ids=["syntax-lm", "transition-lm"])
+@pytest.mark.parametrize("form", ["base-key", "dotted", "two-configs"])
+def test_a_delta_keeps_every_other_value_of_its_base(
+        base: str, block: str, path: KeyPath, value: Any, form: str, tmp_path: Path) -> None:
+    """The delta a user writes naturally, a block under ``model:`` (or the same key dotted,
+    or the block as a second ``--config``), changes that one value and keeps the base's
+    backbone, heads, policy and sizes."""
+    dotted_key = ".".join(p for p in path if p != "init_args" or path[0] != "model")
+    body = {"base-key": block, "dotted": f"{dotted_key}: {value}\n",
+            "two-configs": block}[form]
+    delta = tmp_path / "delta.yaml"
+    if form == "two-configs":
+        delta.write_text(body)
+        args = ["--config", str(REPO_CONFIGS / base), "--config", str(delta)]
+    else:
+        delta.write_text(f"config: {REPO_CONFIGS / base}\n{body}")
+        args = ["--config", str(delta)]
+    before, after = yaml.safe_load(resolve(base)), resolve_file(args)
+    assert differing(before, after) == {path}
+    assert flatten(after)[path] == value
+
+
+def test_the_recipe_is_chosen_as_lightning_chooses_a_subclass() -> None:
+    """``--model=TransitionLM`` and ``--model.class_path`` choose the recipe over a config
+    that names none (``SyntaxLM``, the default), dotted overrides reach its arguments."""
+    quickstart = ["--config", str(REPO_CONFIGS / "quickstart.yaml")]
+    assert resolve_file(quickstart)["model"]["class_path"] == "synlm.SyntaxLM"
+    for chosen in (["--model=TransitionLM"], ["--model.class_path", "TransitionLM"]):
+        model = resolve_file([*quickstart, *chosen, "--model.beam_size=7"])["model"]
+        assert model["class_path"].endswith(".TransitionLM")
+        assert model["init_args"]["beam_size"] == 7
+    rnng = resolve_file(["--config", str(REPO_CONFIGS / "rnng.yaml"),
+                         "--model.model.hidden_size=99"])["model"]["init_args"]["model"]
+    assert rnng["class_path"].endswith(".RNNG") and rnng["init_args"]["hidden_size"] == 99
 
 
 # --- the run folder: named after the config given, not its bases ------------------------
@@ -280,15 +339,12 @@ BAD_BASES = [
      "got ['base.yaml', 'other.yaml']"),
     ("trainer.max_epochs: 3\nconfig: base.yaml\n",
      "bad.yaml:2: config: put it first (the base it names would override the keys above it)"),
-    ("config: base.yaml\nmodel:\n  heads: []\n",
-     "bad.yaml:2: model: a block after config: replaces all of the base's model settings; "
-     "write the keys that change dotted (model.heads: ...)"),
     ("config: bad.yaml\n", "bad.yaml:1: config: the bases loop (bad.yaml -> bad.yaml)"),
 ]
 
 
 @pytest.mark.parametrize(("text", "said"), BAD_BASES,
-                         ids=["missing", "misspelt", "list", "not-first", "block", "loop"])
+                         ids=["missing", "misspelt", "list", "not-first", "loop"])
 def test_a_bad_base_is_one_line(text: str, said: str, tmp_path: Path,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "base.yaml").write_text(BASE)

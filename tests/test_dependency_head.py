@@ -229,7 +229,8 @@ def test_phase_one_validates_and_checkpoints_by_its_loss_on_held_out_sentences(
     from conftest import TINY_OVERRIDES
     from synlm.callbacks.nt_asgd import NTASGD
     from synlm.catalog import REPO_CONFIGS
-    from synlm.lightning_cli import RunCheckpoint, SynLMCLI
+    from synlm.lightning_cli import SynLMCLI
+    from synlm.runtime.run_callbacks import RunCheckpoint
 
     cli = SynLMCLI(args=["--config", str(REPO_CONFIGS / "dm_lstm_dep.yaml"), *TINY_OVERRIDES,
                          "--model.backbone.init_args.input_size=16",

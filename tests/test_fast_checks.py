@@ -220,7 +220,11 @@ def test_fit_help_is_a_screenful_of_what_a_run_needs_first(tmp_path: Path) -> No
     named = set(re.findall(r"(?<![\w-])(--[a-z_]+(?:\.[a-z_]+)*)", short)) - {"--help-all"}
     named = {n.removesuffix(".help") for n in named}
     # every flag the short help names is one of the full list's (``--optimizer.lr``: an
-    # argument of the optimiser class ``--optimizer`` names)
+    # argument of the optimiser class ``--optimizer`` names), or an argument of the default
+    # recipe, which ``--model.help SyntaxLM`` lists
+    code, _, err, recipe = synlm(["fit", "--model.help", "SyntaxLM"], tmp_path)
+    assert code == 0, err
+    options |= set(re.findall(r"(?<![\w.-])(--[\w.]+)", recipe))
     assert {n for n in named if n not in options and not n.startswith("--optimizer.")} == \
         {"--section.key"}, named - options
     assert len(full.splitlines()) > 4 * len(lines)

@@ -26,9 +26,10 @@ from synlm.callbacks.nt_asgd import NTASGD
 from synlm.callbacks.syntactic import SyntacticEvaluation
 from synlm.callbacks.trees import TreeSamples
 from synlm.data.datamodule import SynLMDataModule
-from synlm.lightning_cli import RunCheckpoint, SaveRunConfig, SynLMArgumentParser, SynLMCLI
+from synlm.lightning_cli import SynLMArgumentParser, SynLMCLI
 from synlm.runtime import lightning_internals as internals
 from synlm.runtime.arguments import CommandParser
+from synlm.runtime.run_callbacks import RunCheckpoint, SaveRunConfig
 from synlm.runtime.runs import RunCSVLogger, _RunTensorBoardLogger
 
 

@@ -15,9 +15,9 @@ from synlm.backbones import AWDLSTM
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.heads.base import SyntaxHead
-from synlm.lightning_cli import RunCheckpoint
 from synlm.lm import NonFiniteLossError, SyntaxLM
 from synlm.outputs import Batch, HeadOutput
+from synlm.runtime.run_callbacks import RunCheckpoint
 
 
 def tiny_backbone(**kw) -> AWDLSTM:

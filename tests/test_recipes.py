@@ -51,8 +51,9 @@ def test_every_shipped_config_resolves_through_the_registry(path: Path) -> None:
         assert issubclass(cls, TransitionLM)
     else:
         assert cls is SyntaxLM
-        assert model["backbone"]["class_path"].rpartition(".")[2] in components("backbones")
-        for head in model.get("heads") or []:
+        arguments = model["init_args"]
+        assert arguments["backbone"]["class_path"].rpartition(".")[2] in components("backbones")
+        for head in arguments.get("heads") or []:
             assert head["class_path"].rpartition(".")[2] in components("heads")
 
 
@@ -101,15 +102,16 @@ def test_a_transition_checkpoint_loads_as_saved_and_its_copy_is_fresh(tmp_path: 
 
 def test_a_run_is_tested_with_its_own_config(tmp_path: Path) -> None:
     """``synlm test --ckpt_path CKPT`` reads the config the run saved, whose recipe the
-    command line finds by its name: jsonargparse then builds it as the run did."""
-    from synlm.lightning_cli import model_class_of, with_saved_config
+    parser chooses by its ``class_path``, as Lightning's subclass mode does: it then builds
+    it as the run did."""
+    from synlm.lightning_cli import SynLMCLI, with_saved_config
 
     ckpt = rnng_checkpoint(tmp_path / "rnng.ckpt")
     args = with_saved_config(["test", "--ckpt_path", str(ckpt)])
     assert args[1] == "--config" and "class_path: TransitionLM" in args[2]
-    assert model_class_of(args) is TransitionLM
-    with pytest.raises(InputError, match="SyntaxLM takes its arguments under model:"):
-        model_class_of([*args, "--model.class_path", "SyntaxLM"])
+    cli = SynLMCLI(args=[*args[1:3], "--data.corpus=SyntheticTreebank", "--data.mode=actions",
+                         f"--trainer.default_root_dir={tmp_path}"], run=False)
+    assert type(cli.model) is TransitionLM and type(cli.model.model) is RNNG
 
 
 def test_transition_lm_takes_any_form_of_its_model() -> None:

@@ -269,8 +269,8 @@ def test_resume_on_a_busy_machine_goes_on_with_the_recorded_threads(
     run would take two threads, one per idle core), with one thread again and
     the numbers of a run without the stop. (One thread: the tiny model runs many times
     slower with more on a shared machine; test_threads.py has the warnings.)"""
-    from synlm.lightning_cli import THREADS_KEY
     from synlm.runtime import threads
+    from synlm.runtime.run_callbacks import THREADS_KEY
 
     for name in (threads.THREADS_ENV, *threads.CHOSEN):
         monkeypatch.delenv(name, raising=False)

@@ -80,7 +80,9 @@ def fit_help() -> str:
         "  --trainer.precision P    32-true, bf16-mixed, 16-mixed",
         "  --trainer.default_root_dir DIR   the run's folder (default runs/<config>)",
         "  --data.corpus NAME       the corpus (synlm ls: corpora); --data.batch_size N",
-        "  --model.backbone NAME    the backbone (synlm ls: backbones); --model.heads",
+        "  --model NAME             the recipe: SyntaxLM (the default: a backbone and heads)",
+        "                           or TransitionLM (a model that generates its trees)",
+        "  --model.backbone NAME    SyntaxLM's backbone (synlm ls: backbones); --model.heads",
         "  --model.init_from RUN    start from a trained run's weights (checkpoint or folder)",
         "  --optimizer NAME         a torch.optim class; its settings: --optimizer.lr=0.001",
         "  --ckpt_path last         continue the newest run where it stopped (or a",
@@ -89,7 +91,8 @@ def fit_help() -> str:
         "  --tensorboard true       also log to TensorBoard",
         "",
         f"every option of the trainer, model and data, documented: synlm fit {FULL_HELP}",
-        "a class's own options: --model.backbone.help NAME (e.g. ONLSTM)",
+        "a recipe's own options: --model.help NAME (e.g. SyntaxLM); a class's:",
+        "--model.backbone.help NAME (e.g. ONLSTM)",
     ])
 
 
@@ -187,11 +190,17 @@ def _shipped_or_given(value: str) -> str:
     return str(REPO_CONFIGS / value)
 
 
-#: The key of a config file that names its base: jsonargparse's own ``config`` argument,
-#: given inside the file. The base is read first, as if it were a ``--config`` before this
-#: file, and each key after it replaces the base's value there: ``model.heads:`` the list of
-#: heads, ``trainer.max_epochs:`` one number (docs/cli.md, "Configs: a base and a delta").
+#: The key of a config file that names its base. synlm reads the chain
+#: (``with_bases``) and applies each file as if it were a ``--config`` given before this
+#: one (``synlm.lightning_cli.ConfigChain``): a block merges into the base's values, a
+#: list or a value replaces the base's there (docs/cli.md, "Configs: a base and a delta").
 BASE_KEY = "config"
+
+
+def is_config_file(value: str) -> bool:
+    """Whether a ``--config`` value names a file (not YAML given inline) that exists."""
+    text = str(value)
+    return "\n" not in text and not text.lstrip().startswith("{") and Path(text).is_file()
 
 
 def config_error(args: Sequence[str]) -> str | None:
@@ -228,9 +237,8 @@ def _yaml_problem(path: Path, chain: tuple[Path, ...] = ()) -> str | None:
 
 
 def _base_problem(path: Path, loaded: dict[str, Any], chain: tuple[Path, ...]) -> str | None:
-    """A problem with the base ``path`` names (``config: base.yaml``) or with the keys it
-    changes: one base, named first, a file next to it; a nested block would replace all
-    of the base's values under that key, so a delta names the keys it changes dotted."""
+    """A problem with the base ``path`` names (``config: base.yaml``): one base, named
+    first, a file next to it, no loop."""
     base = loaded[BASE_KEY]
     where = f"{path}:{yaml_line(path, BASE_KEY) or 1}: {BASE_KEY}"
     if not isinstance(base, str):
@@ -248,23 +256,7 @@ def _base_problem(path: Path, loaded: dict[str, Any], chain: tuple[Path, ...]) -
     if target.resolve() in seen:
         names = " -> ".join(p.name for p in (*seen, target))
         return f"{where}: the bases loop ({names})"
-    found = _yaml_problem(target, seen)
-    if found:
-        return found
-    in_base = _base_keys(target)
-    for key, value in loaded.items():
-        if key != BASE_KEY and key in in_base and isinstance(value, dict) and value:
-            first = next(iter(value))
-            return (f"{path}:{yaml_line(path, key)}: {key}: a block after {BASE_KEY}: replaces "
-                    f"all of the base's {key} settings; write the keys that change dotted "
-                    f"({key}.{first}: ...)")
-    return None
-
-
-def _base_keys(path: Path) -> set[str]:
-    """The top-level keys ``path`` and its bases set (``model`` for ``model.heads``)."""
-    return {str(key).split(".")[0] for _, loaded in with_bases(path) for key in loaded
-            if key != BASE_KEY}
+    return _yaml_problem(target, seen)
 
 
 def with_bases(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict[str, Any]]]:
@@ -370,46 +362,61 @@ def _scalars(node: yaml.Node) -> list[yaml.ScalarNode]:
     return [s for child in children for s in _scalars(child)]
 
 
+def _short(key: str) -> str:
+    """A dotted key without its ``init_args`` levels, as a flag may give it."""
+    return key.replace(".init_args.", ".")
+
+
+def _as_written(key: str) -> str:
+    """A parsed key as a config writes it: the recipe's arguments without their
+    ``init_args`` level (``model.backbone``, not ``model.init_args.backbone``)."""
+    return "model." + key.removeprefix("model.init_args.") if key.startswith(
+        "model.init_args.") else key
+
+
+def _flag_given(key: str, args: Sequence[str]) -> bool:
+    """Whether a flag of ``args`` sets the dotted ``key`` (with or without ``init_args``)."""
+    return any(_short(a.split("=")[0]) == f"--{_short(key)}" for a in args if a.startswith("--"))
+
+
 def set_by(key: str, value: Any, args: Sequence[str]) -> str | None:
     """What set ``key`` to ``value``: ``--key=value`` for a flag in ``args``, ``FILE:LINE:
     key: value`` for the last config file that sets it; None for neither (a default, a
     link)."""
-    flag = f"--{key}"
-    short = flag.replace(".init_args.", ".")
-    if any(a.split("=")[0] in (flag, short) for a in args):
-        return f"{short}={value}"
+    if _flag_given(key, args):
+        return f"--{_short(key)}={value}"
     for path in reversed(config_files(args)):
         line = yaml_line(path, key, value)
         if line is not None:
-            return f"{path}:{line}: {key}: {value}"
+            return f"{path}:{line}: {_as_written(key)}: {value}"
     return None
 
 
 def where_set(key: str, value: Any, args: Sequence[str]) -> str:
     """``set_by``, or ``--key=value`` when nothing in ``args`` sets it."""
-    return set_by(key, value, args) or f"--{key.replace('.init_args.', '.')}={value}"
+    return set_by(key, value, args) or f"--{_short(key)}={value}"
 
 
 def where_key(key: str, args: Sequence[str]) -> str:
     """Where ``args`` give the dotted ``key``: ``FILE:LINE: key`` for the last config file
     that sets it, unless a flag does; else the flag, ``--key``."""
-    flag = f"--{key}".replace(".init_args.", ".")
-    if not any(a.split("=")[0] in (f"--{key}", flag) for a in args):
+    if not _flag_given(key, args):
         for path in reversed(config_files(args)):
             line = yaml_line(path, key)
             if line is not None:
-                return f"{path}:{line}: {key}"
-    return flag
+                return f"{path}:{line}: {_as_written(key)}"
+    return f"--{_short(key)}"
 
 
 #: the last part of a config key -> the kind of component it takes (``synlm ls``)
-KIND_OF_KEY = {"backbone": "backbones", "heads": "heads", "corpus": "corpora",
+KIND_OF_KEY = {"model": "recipes", "backbone": "backbones", "heads": "heads", "corpus": "corpora",
                "subwords": "subwords", "inserts": "inserts"}
 
 
 def parser_error(message: str, options: Iterable[str], args: Sequence[str]) -> str:
     """jsonargparse's error ``message`` (often a dozen lines) as one: where the value was
     set (``where_set``), what is expected, and "did you mean" when a name is close."""
+    message = _innermost(message)
     key = re.search(r'Parser key "([^"]+)"', message)
     hint = suggestion(message, options)
     bad_class = re.search(r"Expected a dot import path string: (\S+)", message)
@@ -446,6 +453,31 @@ def parser_error(message: str, options: Iterable[str], args: Sequence[str]) -> s
         what = " or ".join(expected) if expected else " ".join(message.split()[3:])
         return f"{where_set(key.group(1), value, args)}: expected {what}{hint}"
     return " ".join(message.split()) + hint
+
+
+def _innermost(message: str) -> str:
+    """A subclass argument's error (the recipe's: ``Parser key "model"``, which nests the
+    error of the class it was given, and of that class's subclass arguments) as the error
+    of the innermost key, with its whole dotted path: ``Parser key
+    "model.init_args.backbone.init_args.dropout_input": Expected a <class 'float'>...``,
+    under the innermost ``class_path`` where the class refuses an option."""
+    outer = re.match(r'Parser key "([^"]+)":', message)
+    given = "- Problem with given class_path "
+    if outer is None or given not in message:
+        return message
+    body = re.split(r"\n\s*- Expected a <class 'NoneType'>", message.split(given, 1)[1])[0]
+    lines = body.splitlines()
+    path, owner, rest = [outer.group(1)], lines[0].rstrip(":"), []
+    for line in lines[1:]:
+        key = re.match(r'\s*Parser key "([^"]+)":', line)
+        cls = re.match(r"\s*Problem with given class_path ('[\w.]+')", line)
+        if key:
+            path += ["init_args", key.group(1)]
+        elif cls:
+            owner = cls.group(1)
+        elif line.strip():
+            rest.append(line.strip())
+    return f'Parser key "{".".join(path)}":\n  class_path {owner}:\n  ' + "\n  ".join(rest)
 
 
 def _type_name(text: str) -> str:
