@@ -210,11 +210,12 @@ def write_stories(path: Path, n: int, start: int = 0) -> None:
 
 def fake_models(monkeypatch: pytest.MonkeyPatch, load: Callable[[str], Any]) -> None:
     """``synlm evaluate-syntax --ckpt_path ANY`` reads ``load(ANY)``: its checkpoint check
-    (made before torch loads) passes every path, and its loader is ``load``."""
+    (made before torch loads) passes every path, and its loader
+    (``synlm.loading.load_model``) is ``load``."""
     from synlm.commands import evaluate_syntax
 
     monkeypatch.setattr(evaluate_syntax, "check_checkpoint", lambda *args, **kwargs: None)
-    monkeypatch.setattr(evaluate_syntax, "load_model", load)
+    monkeypatch.setattr("synlm.loading.load_model", load)
 
 
 def run_cli(args: list[str]) -> int:

@@ -10,19 +10,14 @@ Face causal and masked LMs on BLiMP, SyntaxGym and Marvin & Linzen (docs/syntact
     synlm evaluate-syntax --config awd_lstm.yaml --seeds 3   (untrained models: mean and std)
     synlm evaluate-syntax --ckpt_path RUN --sentences text.txt --surprisals tokens.tsv
 
-Each sentence is scored from a fresh state, its words normalised as the training corpus was
-(saved in the checkpoint), under each benchmark's reference convention for the end of the
-sentence unless ``--eos``/``--no-eos`` says otherwise. A transition LM (RNNG, PLM, PLM-mask,
-TG) is scored by its beam search under its surprisal convention (``--search-convention``;
-``synlm.transition.types.CONVENTIONS``), which each benchmark's convention names; ``--eos`` is
-refused for one whose end term is 0 by construction, and a pair or item with a sentence the
-beam finds no tree for is counted apart (``no_parse``). Any mix of ``--ckpt_path`` and ``--hf``
-models is scored in one command, each named by its ``--label`` (``synlm.runtime.labels``) in
-command-line order. Prints one JSON object on stdout: the headline numbers (``headline``),
-each benchmark's full summary and the conventions used, and what they were computed from
-(``provenance``: ``synlm.tse.provenance``, also beside every file written); a table of the
-headline, each value beside its count, on stderr. The benchmark files are looked for under
-``$SYNLM_DATA_DIR`` (or ``--data-dir``); ``--download`` fetches missing ones.
+The command checks its flags, a refusal one line, then calls ``synlm.tse``: ``scorers``
+(each model's scorer), ``evaluation`` (the benchmarks scored, warnings and the summary),
+``reports`` (the files asked for, the headline table). Prints one JSON object on stdout: the
+headline numbers (``headline``), each benchmark's full summary and the conventions used, and
+what they were computed from (``provenance``: ``synlm.tse.provenance``, also beside every
+file written); the headline table, each value beside its count, on stderr. The benchmark
+files are looked for under ``$SYNLM_DATA_DIR`` (or ``--data-dir``); ``--download`` fetches
+missing ones.
 
 This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
 flag answer before torch is imported.
@@ -31,31 +26,26 @@ flag answer before torch is imported.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import os
 import sys
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from synlm.capabilities import Searches
 from synlm.errors import InputError, SynLMError, existing_file, model_folder, report
 from synlm.runtime import usage
 from synlm.runtime.arguments import CommandParser
-from synlm.runtime.labels import default_labels, label_problem
+from synlm.runtime.labels import label_problem
 from synlm.runtime.run_folders import check_checkpoint
 from synlm.runtime.threads import configure_threads
-from synlm.tse.benchmarks import (
-    BENCHMARKS,
-    BenchmarkResult,
-    is_suite_file,
-    load_benchmarks,
-    score_benchmarks,
-)
-from synlm.tse.scores import ScoredSentence
+from synlm.tse.benchmarks import BENCHMARKS, is_suite_file, load_benchmarks
 from synlm.tse.units import GROUP_UNITS, UNIT_LEVELS, UNITS
+
+if TYPE_CHECKING:
+    from synlm.tse.evaluation import Evaluated
+    from synlm.tse.scorers import ModelScorers
 
 PROG = "synlm evaluate-syntax"
 
@@ -195,194 +185,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def device_of(name: str) -> str:
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return name
-
-
-class ProgressScorer:
-    """A scorer that shows its progress on stderr: a bar on a terminal, else a plain line at
-    every tenth of the sentences (a log file shows how far a long run is)."""
-
-    def __init__(self, scorer: Any, label: str = "") -> None:
-        from rich.console import Console
-
-        self.scorer, self.label = scorer, label
-        self.console = Console(stderr=True)
-
-    def __getattr__(self, name: str) -> Any:  # words, syntaxgym_mapping, covers_end, ...
-        return getattr(self.scorer, name)
-
-    def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
-        if self.console.is_terminal:
-            return self._with_bar(sentences)
-        total, done, shown, start = len(sentences), 0, 0, time.monotonic()
-
-        def log(n: int) -> None:
-            nonlocal done, shown
-            done += n
-            if done * 10 // max(total, 1) > shown or done == total:
-                shown = done * 10 // max(total, 1)
-                print(f"{PROG}: {self.label}: {done:,}/{total:,} sentences, "
-                      f"{time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
-
-        return self._scored(sentences, log)
-
-    def _with_bar(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("sentences"), TimeElapsedColumn())
-        with Progress(*columns, console=self.console, transient=True) as bar:
-            task = bar.add_task(self.label, total=len(sentences))
-            return self._scored(sentences, lambda n: bar.advance(task, n))
-
-    def _scored(self, sentences: Sequence[Sequence[str]],
-                progress: Callable[[int], None]) -> list[ScoredSentence]:
-        self.scorer.progress = progress
-        try:
-            return self.scorer.score(sentences)
-        finally:
-            self.scorer.progress = None
-
-
-@dataclass
-class Evaluated:
-    """One model's results and its untrained copies' (the chance row), under its label
-    (``name``); ``source``: what was scored (a checkpoint, run folder or Hugging Face model)."""
-
-    name: str
-    results: dict[str, BenchmarkResult]
-    untrained: list[dict[str, BenchmarkResult]]
-    vocab_size: int
-    source: str = ""
-
-
-def by_label(runs: Sequence[Evaluated]) -> dict[str, list[Evaluated]]:
-    """The runs under each label, in command-line order: a label given to several models
-    names the seeds of one model."""
-    groups: dict[str, list[Evaluated]] = {}
-    for run in runs:
-        groups.setdefault(run.name, []).append(run)
-    return groups
-
-
-def evaluate_scorer(scorer: Any, loaded: dict[str, list[Any]],
-                    eos: bool | None) -> dict[str, BenchmarkResult]:
-    """The benchmarks ``load_benchmarks`` read, scored with ``scorer`` under ``eos`` (None:
-    each benchmark's reference convention), with progress shown a benchmark; a transition
-    LM's results name its surprisal convention (``search_convention``)."""
-    shown = ProgressScorer(scorer)
-    results = {}
-    for name, data in loaded.items():
-        shown.label = name
-        results.update(score_benchmarks({name: data}, shown, eos))
-    convention = getattr(scorer, "convention", None)
-    if convention is not None:
-        from synlm.transition.types import CONVENTIONS, RENORMALISED
-
-        for result in results.values():
-            result.convention["search_convention"] = convention
-            result.convention["search_text"] = CONVENTIONS[convention]
-            result.convention["search"] = scorer.model.beam.describe()  # beam or particles
-            if convention == RENORMALISED:
-                result.convention["eos_term"] = "0 by construction: --eos changes nothing"
-    pll = getattr(scorer, "pll", None)  # a masked LM: which pseudo-log-likelihood
-    if pll is not None:
-        from synlm.tse.masked_scoring import VARIANT_TEXT
-
-        for result in results.values():
-            result.convention.update(pll=pll, pll_text=VARIANT_TEXT[pll])
-    return results
-
-
-def headline(results: dict[str, BenchmarkResult]) -> dict[str, float | None]:
-    return {k: v for result in results.values() for k, v in result.headline.items()}
-
-
-def conventions(results: dict[str, BenchmarkResult]) -> dict[str, dict[str, Any]]:
-    """How each benchmark treated the end of the sentence (``BenchmarkResult.convention``)."""
-    return {name: result.convention for name, result in results.items()}
-
-
-def unknown_warnings(results: dict[str, BenchmarkResult], threshold: float,
-                     vocab_size: int) -> list[str]:
-    """A line for each benchmark whose unknown-word share passes ``threshold``."""
-    return [f"{PROG}: warning: {result.name}: {result.unknown_share:.0%} of the pairs or items "
-            f"have a word outside the model's {vocab_size}-word vocabulary where it matters; "
-            f"compare the in_vocabulary numbers (docs/syntactic-evaluation.md)"
-            for result in results.values()
-            if result.unknown_share is not None and result.unknown_share > threshold]
-
-
-def no_parse_warnings(results: dict[str, BenchmarkResult], name: str) -> list[str]:
-    """A line for each benchmark with pairs or items the beam found no tree for."""
-    from synlm.tse.minimal_pairs import is_unparsed
-
-    counts = {result.name: sum(map(is_unparsed, result.records))
-              for result in results.values()}
-    return [f"{PROG}: warning: {name}: {benchmark}: {count} pairs or items have a sentence "
-            "with no parse within the beam (even with no stack bound); counted apart "
-            "(no_parse), outside the accuracies" for benchmark, count in counts.items() if count]
-
-
-def write_records(path: str, runs: Sequence[Evaluated]) -> int:
-    """Every record of ``runs`` as JSON lines (with ``model``, the label, when there are
-    several; and ``source`` when a label names several runs), written whole or not at all;
-    how many."""
-    target = Path(path)
-    partial = target.with_name(f".{target.name}.partial")
-    count = 0
-    seeds = len({run.name for run in runs}) < len(runs)
-    with partial.open("w", encoding="utf-8") as out:
-        for run in runs:
-            extra = {"model": run.name} if len(runs) > 1 else {}
-            if seeds:
-                extra["source"] = run.source
-            for result in run.results.values():
-                for record in result.records:
-                    out.write(json.dumps({**extra, **record}) + "\n")
-                    count += 1
-    os.replace(partial, target)
-    return count
-
-
-def print_table(models: dict[str, list[dict[str, BenchmarkResult]]]) -> None:
-    """The headline of each model (label -> its results, one a seed) side by side on stderr,
-    each value beside the number of pairs or items it rests on (several seeds: their mean ±
-    their standard deviation); an in-vocabulary row only where it differs from its plain
-    row (``synlm.tse.compare.comparison_table``)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from synlm.loading import mean_and_std
-    from synlm.tse.compare import comparison_table
-
-    numbers = comparison_table(models, intervals=False)
-    spread = [mean_and_std([headline(r) for r in runs], digits=4) for runs in models.values()]
-    table = Table(title="Targeted syntactic evaluation", title_justify="left")
-    table.add_column("benchmark/measure")
-    for column in numbers.columns:
-        table.add_column(column, justify="right")
-    for key, cells in numbers.rows:
-        shown = []
-        for cell, seeds in zip(cells, spread):
-            std = seeds.get(f"{key}_std")
-            shown.append("-" if cell.value is None else f"{cell.value:.4f}" + (
-                f" ± {std:.4f}" if std is not None else "") + f" (n={cell.n})")
-        table.add_row(key, *shown)
-    Console(stderr=True).print(table)
-
-
 def _models_text(args: argparse.Namespace) -> str:
     """How many models each flag gave: ``2 --ckpt_path, 1 --hf``."""
     counts = {flag: sum(f == flag for f, _ in args.models) for flag in ("ckpt_path", "hf")}
@@ -453,12 +255,12 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return f"--untrained: must be at least 0, got {args.untrained}"
     if args.particles is not None and args.search != "particles":
         return "--particles: the particles of particle filtering; add --search particles"
-    if args.search == "particles" and given_beam_size(args):
-        return f"{given_beam_size(args)}: a beam size; particle filtering takes --particles"
+    if args.search == "particles" and given(args, BEAM_SIZES):
+        return f"{given(args, BEAM_SIZES)}: a beam size; particle filtering takes --particles"
     if args.pll and not args.hf:
         return "--pll: the pseudo-log-likelihood of a masked LM given with --hf"
-    if args.hf and not args.ckpt_path and given_beam_flag(args):
-        return f"{given_beam_flag(args)}: a Hugging Face model has no beam search; the beam " \
+    if args.hf and not args.ckpt_path and given(args, BEAM_FLAGS):
+        return f"{given(args, BEAM_FLAGS)}: a Hugging Face model has no beam search; the beam " \
                "flags are for synlm's transition LMs (RNNG, PLM, PLM-mask, TG)"
     if bool(args.sentences) != bool(args.surprisals):
         return "--sentences and --surprisals go together: the sentences to score, the table"
@@ -485,14 +287,6 @@ def check_inputs(args: argparse.Namespace) -> None:
         existing_file("--sentences", args.sentences, "a text file, one sentence a line")
 
 
-def load_model(path: str) -> Any:
-    """The synlm model of a checkpoint or run folder (``synlm.loading.load_model``, imported
-    here when a model is read, so that ``--help`` answers before torch loads)."""
-    from synlm.loading import load_model as load
-
-    return load(path)
-
-
 #: The flags of a transition LM's search, by their ``args`` names.
 BEAM_SIZES = ("beam_size", "word_beam_size", "shift_size")
 BEAM_FLAGS = (*BEAM_SIZES, "search_convention", "search", "particles")
@@ -503,19 +297,10 @@ SCORING_FLAGS: dict[str, Any] = {
     **dict.fromkeys(BEAM_FLAGS)}
 
 
-def _given(args: argparse.Namespace, names: tuple[str, ...]) -> str | None:
+def given(args: argparse.Namespace, names: tuple[str, ...]) -> str | None:
+    """The first of the flags ``names`` given (``--beam-size``), if any."""
     return next((f"--{name.replace('_', '-')}" for name in names
                  if getattr(args, name) is not None), None)
-
-
-def given_beam_flag(args: argparse.Namespace) -> str | None:
-    """The first search flag given (``--beam-size``), if any."""
-    return _given(args, BEAM_FLAGS)
-
-
-def given_beam_size(args: argparse.Namespace) -> str | None:
-    """The first beam size given (``--beam-size``), if any."""
-    return _given(args, BEAM_SIZES)
 
 
 def with_beam(model: Any, args: argparse.Namespace) -> Any:
@@ -531,277 +316,38 @@ def with_beam(model: Any, args: argparse.Namespace) -> Any:
     return model
 
 
-def end_is_certain(model: Any, convention: str | None = None) -> bool:
-    """Whether ``model``'s end-of-sentence term is 0 by construction: a search that
-    renormalises over the legal actions given the length (after the last word only the
-    closing actions are legal); ``convention``: the one asked for (None: the model's)."""
-    return isinstance(model, Searches) and \
-        (convention or model.search_convention) == "renormalised_given_length"
-
-
-def check_model_flags(args: argparse.Namespace, models: Sequence[tuple[str, Any]]) -> None:
-    """One-line errors for what the named models cannot honour: a beam flag when none of
-    them searches, ``--eos`` for a single model whose end term is 0 by construction (several
-    models: that model's conventions say so instead)."""
-    flag = given_beam_flag(args)
-    if flag and not any(isinstance(model, Searches) for _, model in models):
-        raise InputError(f"{flag}: {models[0][0]} has no beam search; the beam flags are for "
-                         "transition LMs (RNNG, PLM, PLM-mask, TG)")
-    if args.eos and len(models) == 1 and len(args.models) <= 1 and \
-            end_is_certain(models[0][1], args.search_convention):
-        raise InputError(f"--eos: the end-of-sentence term of {models[0][0]} is 0 by "
-                         "construction (its search renormalises over the legal actions given "
-                         "the length: renormalised_given_length); drop --eos, or add "
-                         "--search-convention all_actions")
+def warn(lines: Sequence[str]) -> None:
+    """Each line on stderr, after the command's name."""
+    for line in lines:
+        print(f"{PROG}: {line}", file=sys.stderr)
 
 
 def _scorers(args: argparse.Namespace, build_model: Callable[..., Any] | None
-             ) -> list[tuple[str, str, Any, list[Any]]]:
+             ) -> list[ModelScorers]:
     """(label, source, scorer, untrained scorers) of each model the flags name, in
-    command-line order; loaded here, after the arguments are checked (torch is imported
-    only now). The untrained copies (``--untrained``) are of each label's first checkpoint."""
-    from synlm.loading import untrained_copy, untrained_model
-    from synlm.tse.scoring import ModelScorer
+    command-line order (``synlm.tse.scorers``), loaded only now that the flags are checked;
+    ``--config``'s models built by ``build_model``."""
+    from synlm import loading
+    from synlm.tse import scorers
 
-    device = device_of(args.device)
-    if args.config:
-        if build_model is None:
-            raise InputError("--config needs the CLI's model builder; run `synlm "
-                             "evaluate-syntax`")
-        label = (args.label or [f"{Path(args.config).stem} untrained"])[0]
-        untrained = [untrained_model(build_model, args.config, seed, args.set)
-                     for seed in range(args.seeds)]
-        check_model_flags(args, [(args.config, untrained[0])])
-        return [(label, f"{args.config} untrained, seeds 0-{args.seeds - 1}", None,
-                 [ModelScorer(with_beam(model, args), args.batch_size, device)
-                  for model in untrained])]
-    labels = args.label or default_labels([source for _, source in args.models])
-    scorers = _hf_scorers(args, device)
-    loaded = {k: load_model(source) for k, (flag, source) in enumerate(args.models)
-              if flag == "ckpt_path"}
-    if loaded:
-        check_model_flags(args, [(args.models[k][1], model) for k, model in loaded.items()])
-    out = []
-    for k, ((_, source), label) in enumerate(zip(args.models, labels)):
-        chance = []
-        if k in loaded:
-            model = with_beam(loaded[k], args)
-            scorers[k] = ModelScorer(model, args.batch_size, device)
-            if label not in labels[:k]:  # a label's seeds share its first one's chance row
-                chance = [ModelScorer(with_beam(untrained_copy(model, seed), args),
-                                      args.batch_size, device)
-                          for seed in range(args.untrained)]
-        out.append((label, source, scorers[k], chance))
-    return out
-
-
-def _hf_scorers(args: argparse.Namespace, device: str) -> dict[int, Any]:
-    """The scorer of each ``--hf`` model, by its place among all the models: a causal LM's
-    log-probabilities, or a masked LM's pseudo-log-likelihood."""
-    names = [(k, source) for k, (flag, source) in enumerate(args.models) if flag == "hf"]
-    if not names:
-        return {}
-    from synlm.tse.hf_scoring import HFScorer
-    from synlm.tse.masked_scoring import PLLScorer, is_masked_lm
-
-    masked = {name: is_masked_lm(name, args.trust_remote_code) for _, name in names}
-    if args.eos and any(masked.values()):
-        raise InputError(f"--eos: {next(n for n in masked if masked[n])} is a masked LM, "
-                         "scored by pseudo-log-likelihood, which has no end-of-sentence "
-                         "term; drop --eos")
-    if args.pll and not any(masked.values()):
-        raise InputError(f"--pll: {names[0][1]} is a causal LM, scored by its own "
-                         "log-probabilities; --pll is for a masked LM (BERT, RoBERTa)")
-    return {k: PLLScorer(name, variant=args.pll or "within_word_l2r",
-                         batch_size=args.batch_size, device=device,
-                         trust_remote_code=args.trust_remote_code) if masked[name]
-            else HFScorer(name, batch_size=args.batch_size, device=device,
-                          trust_remote_code=args.trust_remote_code)
-            for k, name in names}
-
-
-def _vocab_size(scorer: Any) -> int:
-    return getattr(scorer, "vocab_size", None) or len(scorer.vocab)
-
-
-def score_sentences(scorer: Any, path: str, out: str) -> int:
-    """lm-zoo's ``get-surprisals`` table of the sentences in ``path`` (one a line), in bits,
-    written to ``out``; how many sentences."""
-    from synlm.data.vocab import atomic_write_text
-    from synlm.tse.surprisal_tables import token_table
-
-    try:
-        lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"--sentences: cannot read {path} ({err})") from None
-    numbered = [(number, scorer.words(line)) for number, line in enumerate(lines, 1) if line]
-    if not numbered:
-        raise InputError(f"--sentences: {path} holds no sentence")
-    if getattr(scorer, "convention", None) is not None:
-        empty = next((number for number, words in numbered if not words), None)
-        if empty is not None:
-            raise InputError(f"--sentences: {path}:{empty}: no words (after the corpus's "
-                             "normalisation); a transition LM generates at least one")
-    sentences = [words for _, words in numbered]
-    scored = ProgressScorer(scorer, "sentences").score(sentences)
-    unparsed = [number for (number, _), s in zip(numbered, scored) if not s.parsed]
-    if unparsed:
-        print(f"{PROG}: warning: {path}: lines {', '.join(map(str, unparsed))}: no parse "
-              "within the beam; left out of the table", file=sys.stderr)
-    atomic_write_text(Path(out), token_table(scored))
-    return len(sentences)
-
-
-def summarize_runs(args: argparse.Namespace, runs: list[Evaluated]) -> dict[str, Any]:
-    """The JSON object the command prints: one model's summaries (``model``: what was
-    scored, ``label``: its name in the tables), or several side by side under ``models``, by
-    label (a label of several runs: the mean and spread of their headlines, ``per_seed``)."""
-    from synlm.loading import mean_and_std
-
-    def chance_row(untrained: list[dict[str, BenchmarkResult]]) -> dict[str, Any]:
-        return mean_and_std([headline(r) for r in untrained], digits=4)
-
-    summary: dict[str, Any] = {"benchmarks": args.benchmark + (["pairs"] if args.pairs else []),
-                               "subset": args.subset, "eos": args.eos}
-    if args.config:
-        chance = runs[0].untrained
-        summary["model"], summary["label"] = runs[0].source, runs[0].name
-        per_seed = [headline(r) for r in chance]
-        summary["headline"] = mean_and_std(per_seed, digits=4)
-        summary["per_seed"] = per_seed
-        summary["conventions"] = conventions(chance[0])
-        return summary
-    first = runs[0]
-    summary["conventions"] = conventions(first.results)
-    if len(runs) == 1:
-        summary["model"], summary["label"] = first.source, first.name
-        summary["headline"] = headline(first.results)
-        summary.update({name: result.summary for name, result in first.results.items()})
-        if first.untrained:
-            summary["untrained"] = chance_row(first.untrained)
-        return summary
-    models: dict[str, Any] = {}
-    for label, group in by_label(runs).items():
-        entry: dict[str, Any] = {"model": group[0].source, "headline": headline(group[0].results)}
-        if len(group) > 1:
-            per_seed = [headline(run.results) for run in group]
-            entry = {"models": [run.source for run in group],
-                     "headline": mean_and_std(per_seed, digits=4), "per_seed": per_seed}
-        entry["conventions"] = conventions(group[0].results)
-        if group[0].untrained:
-            entry["untrained"] = chance_row(group[0].untrained)
-        models[label] = entry
-    summary["models"] = models
-    return summary
-
-
-def table_models(args: argparse.Namespace, runs: list[Evaluated]
-                 ) -> tuple[dict[str, list[dict[str, BenchmarkResult]]],
-                            dict[str, list[dict[str, BenchmarkResult]]] | None]:
-    """The models of the tables, label -> its results (one a seed: a label's runs, or a
-    config's untrained seeds), and each one's untrained baseline where scored."""
-    if args.config:
-        return {runs[0].name: runs[0].untrained}, None
-    groups = by_label(runs)
-    models = {label: [run.results for run in group] for label, group in groups.items()}
-    baselines = {label: group[0].untrained for label, group in groups.items()
-                 if group[0].untrained}
-    return models, baselines or None
-
-
-def write_outputs(args: argparse.Namespace, runs: list[Evaluated],
-                  summary: dict[str, Any]) -> None:
-    """``--output``, ``--regions`` and ``--report`` (tables and plots), each written whole,
-    with the run's provenance beside each (``synlm.tse.provenance``); a config's untrained
-    seeds are written as models ``seed 0``, ``seed 1``, ..."""
-    from synlm.tse import provenance
-
-    scored = runs if not args.config else [
-        Evaluated(f"seed {seed}", r, [], runs[0].vocab_size)
-        for seed, r in enumerate(runs[0].untrained)]
-    if args.output:
-        summary["output"] = args.output
-        summary["records"] = write_records(args.output, scored)
-    if args.regions:
-        from synlm.data.vocab import atomic_write_text
-        from synlm.tse.surprisal_tables import region_table
-
-        records = [{"model": run.name, **r} if len(scored) > 1 else r for run in scored
-                   if "syntaxgym" in run.results for r in run.results["syntaxgym"].records
-                   if "surprisals" in r]  # an item without a parse has none
-        atomic_write_text(Path(args.regions), region_table(records))
-        summary["regions"] = args.regions
-    if args.report:
-        summary["report"] = write_report(Path(args.report), *table_models(args, runs),
-                                         units=args.units or GROUP_UNITS,
-                                         resamples=args.resamples)
-        summary["report"]["files"].append(str(provenance.write(
-            Path(args.report) / provenance.REPORT_FILE, summary["provenance"])))
-    for path in filter(None, (args.output, args.regions)):
-        provenance.write_beside(path, summary["provenance"])
-
-
-def provenance_of(args: argparse.Namespace, argv: Sequence[str] | None,
-                  models: Sequence[tuple[str, str, Any, list[Any]]], threads: Any,
-                  loaded: dict[str, list[Any]] | None = None,
-                  runs: Sequence[Evaluated] = ()) -> dict[str, Any]:
-    """What the results were computed from (``synlm.tse.provenance``), as JSON: the
-    command, the ``models`` (label, source, scorer, untrained scorers), the benchmark files
-    ``loaded`` read and each run's conventions."""
-    from synlm.tse import provenance
-
-    files = provenance.benchmark_files(list(loaded or ()), args.data_dir, args.suites,
-                                       args.pairs)
-    return provenance.collect(
-        provenance.command_line(PROG, argv), [(label, scorer, chance)
-                                              for label, _, scorer, chance in models],
-        threads, files, [conventions(run.results or run.untrained[0]) for run in runs],
-        args.config).to_json()
-
-
-def write_report(folder: Path, models: dict[str, list[dict[str, BenchmarkResult]]],
-                 baselines: dict[str, list[dict[str, BenchmarkResult]]] | None = None,
-                 units: Sequence[str] = GROUP_UNITS, resamples: int | None = None
-                 ) -> dict[str, Any]:
-    """The side-by-side tables (headline, and per unit for the ``units`` chosen: bootstrap
-    intervals from ``resamples`` resamples (None: ``synlm.tse.statistics.RESAMPLES``),
-    two-level over seeds, each model's untrained column, each model against the
-    first with its paired test and Holm's adjustment), the plots (SyntaxGym's region figure
-    of each suite in ``regions/``), and ``paired``: the headline table's comparisons
-    (column -> measure -> the test)."""
-    from synlm.tse import compare, plots, statistics, tables
-
-    resamples = resamples or statistics.RESAMPLES
-    folder.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    headline_table = compare.comparison_table(models, baselines, resamples=resamples)
-    written += tables.write_tables(headline_table, folder / "headline")
-    written += tables.write_tables(compare.comparison_table(
-        models, baselines, level="unit", units=units, resamples=resamples), folder / "unit")
-    for benchmark, kind in (("syntaxgym", "circuits"), ("blimp", "phenomena")):
-        if all(benchmark in results for runs in models.values() for results in runs):
-            written += plots.plot_units(models, benchmark, folder / kind, kind=kind,
-                                        baselines=baselines, resamples=resamples)
-    written += plots.plot_regions(models, folder / "regions")  # SyntaxGym's, a suite each
-    report: dict[str, Any] = {"files": [str(path) for path in written]}
-    tested = [k for k, t in enumerate(tables.tested_columns(headline_table)) if t]
-    if tested:
-        report["paired"] = {headline_table.columns[k]: {
-            label: {"difference": cells[k].value, "low": cells[k].low, "high": cells[k].high,
-                    "p_value": cells[k].p, "holm": cells[k].holm,
-                    "holm_bound": cells[k].holm_bound, "items": cells[k].n,
-                    "resamples": headline_table.resamples}
-            for label, cells in headline_table.rows if cells[k].p is not None}
-            for k in tested}
-    return report
+    settings = scorers.Settings(args.batch_size, scorers.device_of(args.device), args.eos,
+                                args.pll, args.trust_remote_code, given(args, BEAM_FLAGS),
+                                args.search_convention)
+    untrained = None if build_model is None else (
+        lambda seed: loading.untrained_model(build_model, args.config, seed, args.set))
+    builders = scorers.Builders(loading.load_model, loading.untrained_copy,
+                                lambda model: with_beam(model, args), untrained)
+    return scorers.build_scorers(args.models, args.label, settings, builders, args.untrained,
+                                 args.config, args.seeds)
 
 
 def from_results(args: argparse.Namespace, argv: Sequence[str] | None,
                  chosen: Sequence[str] | None) -> tuple[list[Evaluated], dict[str, Any]]:
     """The runs of the ``--results`` files (``synlm.tse.saved``) under their labels (the
     ``--label`` of each file, else the label it was scored under), keeping the ``chosen``
-    benchmarks (None: all the files were scored on), and the JSON summary of them."""
-    from synlm.tse import provenance, saved
+    benchmarks (None: all the files were scored on), and their provenance; ``args`` take
+    the benchmarks, subset and end-of-sentence choice the files were scored with."""
+    from synlm.tse import evaluation, provenance, saved
 
     table = saved.read_all(args.results, chosen)
     labels = args.label or [runs[0].label for runs in table.files]
@@ -811,62 +357,87 @@ def from_results(args: argparse.Namespace, argv: Sequence[str] | None,
     units = report_problem(args)
     if units:
         raise InputError(units)
-    runs = [Evaluated(label, run.results, [], 0, run.source)
+    runs = [evaluation.Evaluated(label, run.results, [], 0, run.source)
             for label, file_runs in zip(labels, table.files) for run in file_runs]
-    for run in runs:
-        for line in no_parse_warnings(run.results, run.name):
-            print(line, file=sys.stderr)
-    summary = summarize_runs(args, runs)
-    summary["results"] = list(args.results)
-    summary["provenance"] = provenance.of_saved(provenance.command_line(PROG, argv),
-                                               table.files, labels)
-    return runs, summary
-
-
-def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None,
-                            build_model: Callable[..., Any] | None) -> int:
-    """``--sentences``: the one model's surprisals of each sentence, to ``--surprisals`` with
-    its provenance beside it; prints what was written (one JSON object)."""
-    from synlm.tse.provenance import write_beside
-
-    check_inputs(args)
-    threads = configure_threads()
-    models = _scorers(args, build_model)
-    name, source, scorer, _ = models[0]
-    count = score_sentences(scorer, args.sentences, args.surprisals)
-    record = provenance_of(args, argv, models, threads)
-    write_beside(args.surprisals, record)
-    print(json.dumps({"model": source, "label": name, "sentences": count,
-                      "surprisals": args.surprisals, "provenance": record}))
-    return 0
+    warn([line for run in runs for line in evaluation.run_warnings(run)])
+    return runs, provenance.of_saved(provenance.command_line(PROG, argv), table.files, labels)
 
 
 def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
                 build_model: Callable[..., Any] | None
                 ) -> tuple[list[Evaluated], dict[str, Any]]:
-    """Each model of the command line (with its untrained seeds) scored on the benchmarks,
-    its unknown words and sentences without a parse said on stderr, and the JSON summary.
-    What needs no model, then the benchmark files, are checked before torch loads."""
+    """Each model of the command line (with its untrained seeds) scored on the benchmarks
+    (``synlm.tse.evaluation``), its unknown words and sentences without a parse said on
+    stderr, and their provenance. What needs no model, then the benchmark files, are checked
+    before torch loads."""
     check_inputs(args)
     loaded = load_benchmarks(args.benchmark, args.data_dir, args.subset, args.download,
                              args.suites, args.pairs)
     threads = configure_threads()
     models = _scorers(args, build_model)
-    runs = []
-    for name, source, scorer, chance in models:
-        results = evaluate_scorer(scorer, loaded, args.eos) if scorer is not None else {}
-        untrained = [evaluate_scorer(c, loaded, args.eos) for c in chance]
-        runs.append(Evaluated(name, results, untrained, _vocab_size(scorer or chance[0]),
-                              source))
-        warnings = unknown_warnings(results or untrained[0], args.warn_unknown,
-                                    runs[-1].vocab_size)
-        warnings += no_parse_warnings(results, name) + [
-            line for r in untrained for line in no_parse_warnings(r, f"{name} untrained")]
-        for line in warnings:
-            print(line, file=sys.stderr)
-    summary = summarize_runs(args, runs)
-    summary["provenance"] = provenance_of(args, argv, models, threads, loaded, runs)
-    return runs, summary
+    from synlm.transition.types import CONVENTIONS
+    from synlm.tse import evaluation, provenance
+    from synlm.tse.progress import ProgressScorer
+
+    runs, show = [], functools.partial(ProgressScorer, prog=PROG)
+    for model in models:
+        runs.append(evaluation.evaluate_model(model, loaded, args.eos, CONVENTIONS, show))
+        warn(evaluation.run_warnings(runs[-1], args.warn_unknown))
+    files = provenance.benchmark_files(list(loaded), args.data_dir, args.suites, args.pairs)
+    return runs, evaluation.provenance_of(provenance.command_line(PROG, argv), models, threads,
+                                          files, runs, args.config)
+
+
+def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None,
+                            build_model: Callable[..., Any] | None) -> dict[str, Any]:
+    """``--sentences``: the one model's surprisals of each sentence, to ``--surprisals`` with
+    its provenance beside it; what was written (the JSON the command prints)."""
+    from synlm.tse import evaluation, provenance
+    from synlm.tse.progress import ProgressScorer
+    from synlm.tse.reports import sentence_surprisals
+
+    check_inputs(args)
+    threads = configure_threads()
+    models = _scorers(args, build_model)
+    name, source, scorer, _ = models[0]
+    count, unparsed = sentence_surprisals(ProgressScorer(scorer, "sentences", PROG),
+                                          args.sentences, args.surprisals)
+    if unparsed:
+        warn([f"warning: {args.sentences}: lines {', '.join(map(str, unparsed))}: no parse "
+              "within the beam; left out of the table"])
+    record = evaluation.provenance_of(provenance.command_line(PROG, argv), models, threads, {},
+                                      config=args.config)
+    provenance.write_beside(args.surprisals, record)
+    return {"model": source, "label": name, "sentences": count,
+            "surprisals": args.surprisals, "provenance": record}
+
+
+def evaluated(args: argparse.Namespace, argv: Sequence[str] | None,
+              chosen: Sequence[str] | None, build_model: Callable[..., Any] | None
+              ) -> dict[str, Any]:
+    """The runs scored here (or read, ``--results``), their files written
+    (``synlm.tse.reports``) and their headline table on stderr; the JSON summary
+    (``synlm.tse.evaluation.summarize_runs``)."""
+    runs, record = (from_results(args, argv, chosen) if args.results
+                    else from_models(args, argv, build_model))
+    from rich.console import Console
+
+    from synlm.loading import mean_and_std
+    from synlm.tse import reports
+    from synlm.tse.evaluation import summarize_runs
+
+    config = bool(args.config)
+    summary = summarize_runs(runs, [*args.benchmark, *(["pairs"] if args.pairs else [])],
+                             args.subset, args.eos, mean_and_std, config)
+    if args.results:
+        summary["results"] = list(args.results)
+    summary["provenance"] = record
+    reports.write_outputs(runs, summary, config=config, output=args.output,
+                          regions=args.regions, report=args.report, units=args.units,
+                          resamples=args.resamples)
+    Console(stderr=True).print(reports.headline_table(reports.table_models(runs, config)[0],
+                                                      mean_and_std))
+    return summary
 
 
 def main(argv: list[str] | None = None,
@@ -885,12 +456,8 @@ def main(argv: list[str] | None = None,
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     try:
-        if args.sentences:
-            return surprisals_of_sentences(args, argv, build_model)
-        runs, summary = (from_results(args, argv, chosen) if args.results
-                         else from_models(args, argv, build_model))
-        write_outputs(args, runs, summary)
-        print_table(table_models(args, runs)[0])
+        summary = (surprisals_of_sentences(args, argv, build_model) if args.sentences
+                   else evaluated(args, argv, chosen, build_model))
     except SynLMError as err:
         return report(err, PROG)
     print(json.dumps(summary))

@@ -1,0 +1,66 @@
+"""A scorer's progress on stderr (``ProgressScorer``): a long evaluation shows how far it is,
+as a bar on a terminal and as a line at every tenth of its sentences in a log file. It reads
+the ``progress`` callback of the scorer it wraps (``ModelScorer``, ``HFScorer``,
+``PLLScorer``: called with the number of sentences after each batch)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from synlm.tse.scores import ScoredSentence
+
+
+class ProgressScorer:
+    """``scorer`` showing its progress on stderr under ``label``: a bar on a terminal, else a
+    plain line at every tenth of the sentences, after ``prog`` (a log file shows how far a
+    long run is); the scorer's other members are its own."""
+
+    def __init__(self, scorer: Any, label: str = "", prog: str = "synlm") -> None:
+        from rich.console import Console
+
+        self.scorer, self.label, self.prog = scorer, label, prog
+        self.console = Console(stderr=True)
+
+    def __getattr__(self, name: str) -> Any:  # words, syntaxgym_mapping, covers_end, ...
+        return getattr(self.scorer, name)
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
+        if self.console.is_terminal:
+            return self._with_bar(sentences)
+        total, done, shown, start = len(sentences), 0, 0, time.monotonic()
+
+        def log(n: int) -> None:
+            nonlocal done, shown
+            done += n
+            if done * 10 // max(total, 1) > shown or done == total:
+                shown = done * 10 // max(total, 1)
+                print(f"{self.prog}: {self.label}: {done:,}/{total:,} sentences, "
+                      f"{time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+
+        return self._scored(sentences, log)
+
+    def _with_bar(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("sentences"), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as bar:
+            task = bar.add_task(self.label, total=len(sentences))
+            return self._scored(sentences, lambda n: bar.advance(task, n))
+
+    def _scored(self, sentences: Sequence[Sequence[str]],
+                progress: Callable[[int], None]) -> list[ScoredSentence]:
+        self.scorer.progress = progress
+        try:
+            return self.scorer.score(sentences)
+        finally:
+            self.scorer.progress = None
