@@ -7,10 +7,11 @@ the distribution too when it is ``incremental`` (DM's mixture keeps its past pos
 otherwise the whole sequence is run again at every step. Both give the same tokens
 (``tests/test_generation.py``).
 
-A head with ``sampling == "released"`` (DM's released DM-LSTM sampler) also gets that
-sampler's histories: a prompt enters the mixture's history by its last position only, and
-``generate_stream`` samples unconditional sentences one after another in each row, the
-backbone's state carried across them and the mixture's history emptied at each ``<eos>``.
+A head that keeps histories with ``sampling == "released"`` (``KeepsHistories``: DM's
+released DM-LSTM sampler) also gets that sampler's histories: a prompt enters the mixture's
+history by its last position only, and ``generate_stream`` samples unconditional sentences
+one after another in each row, the backbone's state carried across them and the mixture's
+history emptied at each ``<eos>``.
 
 ``sample`` is what ``synlm generate`` runs: words in, words out, for a list of ``Prompt``
 (story endings, contexts, or none), batched by context length.
@@ -26,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from synlm.capabilities import KeepsHistories
 from synlm.data.files import read_lines
 from synlm.data.generation_corpora import Story
 from synlm.data.normalization import normalizer
@@ -95,7 +97,7 @@ def generate(model: SyntaxLM, prompts: Tensor, max_new_tokens: int,
 def released_sampler(model: SyntaxLM) -> bool:
     """Whether the head that replaces the distribution samples as the released DM-LSTM
     (``DependencyMixtureHead(sampling="released")``)."""
-    return any(getattr(h, "sampling", None) == "released"
+    return any(isinstance(h, KeepsHistories) and h.sampling == "released"
                for h in model.heads if h.replaces_distribution)
 
 
@@ -117,7 +119,7 @@ def generate_stream(model: SyntaxLM, count: int, max_new_tokens: int,
     """``count`` unconditional sentences (token ids, ``<eos>`` left out) as the released
     DM-LSTM sampler makes them (DPLM-LSTM/generate.py 128-175): each of ``rows`` streams
     starts from ``[<eos>]`` and a fresh state and samples on; at ``<eos>`` its sentence ends,
-    the mixture's history is emptied (heads with ``reset_rows``) and the backbone's state
+    the mixture's history is emptied (``KeepsHistories.reset_rows``) and the backbone's state
     goes on into the next sentence. A sentence that reaches ``max_new_tokens`` is cut there
     and ends as if ``<eos>`` had been sampled (the released loop has no cap). Sentences are
     returned in the order they end (row order within a step)."""
@@ -139,9 +141,8 @@ def generate_stream(model: SyntaxLM, count: int, max_new_tokens: int,
                 done.append(current[b])
                 current[b] = []
         token = token.masked_fill(ended[:, None], eos)
-        heads = {name: head.reset_rows(state.heads[name], ended)
-                 for name, head in ((h.name, h) for h in model.heads)
-                 if name in state.heads and hasattr(head, "reset_rows")}
+        heads = {h.name: h.reset_rows(state.heads[h.name], ended) for h in model.heads
+                 if h.name in state.heads and isinstance(h, KeepsHistories)}
         log_probs, state = model.step(token, StepState(state.backbone, {**state.heads, **heads}))
     return done[:count]
 

@@ -16,6 +16,7 @@ from lightning_utilities.core.apply_func import apply_to_collection
 from torch import Tensor, nn
 
 from synlm.backbones.base import Backbone
+from synlm.capabilities import ServesGold
 from synlm.data.subwords import load_vocab
 from synlm.data.vocab import Vocab
 from synlm.errors import InputError, RunError, SettingError
@@ -290,7 +291,7 @@ class SyntaxLM(pl.LightningModule):
 
     def setup(self, stage: str) -> None:
         datamodule = self.datamodule
-        if datamodule is not None and hasattr(datamodule, "request"):
+        if isinstance(datamodule, ServesGold):
             for head in self.heads:
                 datamodule.request(head.needs_gold, who=type(head).__name__,
                                    options=head.gold_options())

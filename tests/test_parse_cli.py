@@ -106,6 +106,17 @@ def test_structures_are_listed_and_an_unknown_one_names_the_valid(capsys, monkey
         check_structure(FakeLM(), "span")  # a library function: a typed error
 
 
+def test_particle_filtering_needs_a_model_that_searches_its_trees(capsys, monkeypatch):
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: FakeLM())
+    flags = ["--treebank", str(FIXTURES / "sample.mrg"), "--search", "particles",
+             "--particles", "5"]
+    assert parse.main(["--ckpt_path", "x.ckpt", *flags]) == 2
+    assert capsys.readouterr().err.strip() == "synlm parse: --search particles: the model " \
+        "(FakeLM) has no search over trees (Searches)"
+    assert parse.main(["--baseline", "balanced", *flags]) == 2
+    assert capsys.readouterr().err.strip().endswith("give its --ckpt_path")
+
+
 def test_input_text_to_bracketed_trees(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr("synlm.loading.load_model", lambda path: FakeLM())
     text = tmp_path / "in.txt"

@@ -140,6 +140,26 @@ def test_capabilities_are_types() -> None:
         require(transition, Samples, "synlm generate")
 
 
+def test_what_generation_setup_and_provenance_ask_are_types() -> None:
+    """A ``SyntaxLM`` runs a backbone and does not search; a loaded model names its file;
+    DM's mixture head keeps histories, the distance head none; the DataModule serves gold."""
+    from synlm.backbones import AWDLSTM
+    from synlm.capabilities import FromCheckpoint, KeepsHistories, RunsBackbone, ServesGold
+    from synlm.data.datamodule import SynLMDataModule
+    from synlm.heads import DependencyMixtureHead, DistanceRankingHead
+
+    syntax = SyntaxLM(AWDLSTM(8, 8, 2), heads=[DependencyMixtureHead("mixture")],
+                      vocab_size=11)
+    assert isinstance(syntax, RunsBackbone) and not isinstance(syntax, Searches)
+    assert not isinstance(TransitionLM(RNNG(11, 5, 8, 8, 1)), RunsBackbone)
+    assert not isinstance(syntax, FromCheckpoint)
+    loaded = load_model(str(CHECKPOINTS / "onlstm_syd_v0.ckpt"))
+    assert isinstance(loaded, FromCheckpoint) and Path(loaded.checkpoint_file).is_file()
+    assert isinstance(syntax.heads[0], KeepsHistories)
+    assert not isinstance(DistanceRankingHead(), KeepsHistories)
+    assert isinstance(SynLMDataModule(), ServesGold) and not isinstance(object(), ServesGold)
+
+
 def test_a_structure_from_a_model_that_induces_none_is_one_line() -> None:
     from synlm.parsing import check_structure, default_structure
 

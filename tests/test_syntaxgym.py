@@ -42,6 +42,7 @@ from synlm.tse.syntaxgym import (
     is_excluded,
     load_suites,
     map_regions,
+    maps_by_heuristic,
     parse_suite,
     read_results_csv,
     read_suite,
@@ -357,6 +358,20 @@ def test_a_model_that_expects_a_matrix_clause_passes_subordination() -> None:
     assert first.surprisals["sub_no-matrix"][3] == 4.0  # <eos> alone, in the "." region
     assert first.surprisals["no-sub_no-matrix"][3] == 0.5
     assert first.empty_regions == {}
+
+
+def test_a_scorer_says_how_its_tokens_map_onto_regions() -> None:
+    """A scorer that does not say is mapped by the heuristic walk, the end of the sentence
+    in; one whose ``syntaxgym_mapping`` is ``offsets`` (``MapsRegions``) by offsets, the end
+    of the sentence out, so that ``"."`` alone is an empty region."""
+
+    class OffsetScorer(EndingScorer):
+        syntaxgym_mapping = "offsets"
+
+    assert maps_by_heuristic(EndingScorer()) and not maps_by_heuristic(OffsetScorer())
+    first = evaluate_suite(read_suite(SUBORDINATION), OffsetScorer()).items[0]
+    assert first.surprisals["sub_no-matrix"][3] == 0.0
+    assert first.empty_regions == {"sub_no-matrix": (3,), "no-sub_no-matrix": (3,)}
 
 
 # ---------------------------------------------------------------------------- aggregation

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synlm import errors
-from synlm.capabilities import Parses
+from synlm.capabilities import Parses, Searches, require
 from synlm.errors import InputError, SynLMError, report
 from synlm.runtime.arguments import CommandParser
 from synlm.runtime.threads import configure_threads
@@ -328,13 +328,15 @@ def _gold_trees(args: argparse.Namespace) -> list[Tree] | None:
 
 
 def _use_particles(model: Any, args: argparse.Namespace) -> None:
-    """``--search particles --particles N`` on a transition LM; a one-line error otherwise."""
+    """``--search particles --particles N`` on a model that searches its trees (a transition
+    LM); a one-line error otherwise."""
     if args.search != "particles":
         raise InputError("--particles: the particles of particle filtering; add --search "
                          "particles")
-    if not hasattr(model, "use_beam"):
+    if model is None:
         raise InputError("--search particles: particle filtering searches a transition LM's "
                          "trees (RNNG, PLM, PLM-mask, TG); give its --ckpt_path")
+    require(model, Searches, "--search particles")
     errors.at_least("--particles", args.particles)
     from synlm.transition.particles import use_particles
 

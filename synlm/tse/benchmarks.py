@@ -44,6 +44,7 @@ from synlm.tse.syntaxgym import (
     evaluate_suites,
     is_excluded,
     load_suites,
+    maps_by_heuristic,
     read_suite,
     sg_score,
 )
@@ -129,7 +130,7 @@ def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> Ben
     in-vocabulary SG score averages each suite's accuracy over its items without an unknown
     word in a critical region (suites with none left out); items without a parse (a
     transition LM's) are left out of both and counted (``no_parse_items``)."""
-    reference = getattr(scorer, "syntaxgym_mapping", "heuristic") == "heuristic"
+    reference = maps_by_heuristic(scorer)
     used = reference if eos is None else eos
     results = evaluate_suites(suites, scorer, used)
     score = sg_score({r.suite: r.accuracy for r in results if r.accuracy is not None})

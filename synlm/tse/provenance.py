@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import synlm
+from synlm.capabilities import FromCheckpoint, RunsBackbone, Searches
 from synlm.data.files import sha256_of
 from synlm.data.vocab import atomic_write_text
 from synlm.runtime.threads import Threads
+from synlm.tse.scores import RunsOnDevice, ScoresHubModel, ScoresPLL
 
 #: The name a report folder's record has; beside a file ``<file>`` it is ``<file>`` + ``SUFFIX``.
 REPORT_FILE = "provenance.json"
@@ -181,11 +183,19 @@ def _search(model: Any, convention: str) -> dict[str, Any] | None:
     """A transition LM's search settings (``beam``: ``BeamSettings`` or
     ``ParticleSettings``) with their description, and the ``convention`` it computes (the
     settings' None: the model's released one); None for a model with no search."""
-    settings = getattr(model, "beam", None)
-    if settings is None or not hasattr(settings, "describe"):
+    if not isinstance(model, Searches):
         return None
+    settings = model.beam
     return {"kind": type(settings).__name__, "text": settings.describe(), **asdict(settings),
             "convention": convention}
+
+
+def _network(model: Any) -> Any:
+    """The network a synlm recipe wraps: a ``SyntaxLM``'s backbone, a transition LM's
+    transition model; None for another model."""
+    if isinstance(model, RunsBackbone):
+        return model.backbone
+    return model.model if isinstance(model, Searches) else None
 
 
 def model_provenance(name: str, scorer: Any, untrained: int = 0,
@@ -195,21 +205,22 @@ def model_provenance(name: str, scorer: Any, untrained: int = 0,
     ``PLLScorer``'s transformers model) under ``name``; ``conventions``: each benchmark's
     ``BenchmarkResult.convention`` (whether it counted the end of the sentence);
     ``config``: the config file its untrained models were built from."""
-    model = getattr(scorer, "model", None)  # None: a Scorer of one's own, its numbers its own
-    parameters = [] if model is None else list(model.parameters())
+    from synlm.tse.scoring import ModelScorer
+
     files: list[Path] = []
-    revision = network = None
-    if model is None:
-        pass
-    elif getattr(scorer, "name", None) is not None:  # a Hugging Face model
+    model: Any = None  # None: a Scorer of one's own, its numbers its own
+    network: Any = None
+    revision = convention = None
+    if isinstance(scorer, ScoresHubModel):  # a Hugging Face model
+        model = scorer.model
         revision = getattr(model.config, "_commit_hash", None)
         files = hf_files(scorer.name, revision)
-    else:  # a synlm recipe; its file where synlm.loading.load_model read one
-        network = getattr(model, "backbone", None) or getattr(model, "model", None)
-        checkpoint = getattr(model, "checkpoint_file", None)
-        files = [] if checkpoint is None else [Path(checkpoint)]
-    pll = getattr(scorer, "pll", None)
-    convention = getattr(scorer, "convention", None)
+    elif isinstance(scorer, ModelScorer):  # a synlm recipe; its file where load_model read one
+        model, convention = scorer.model, scorer.convention
+        network = _network(model)
+        files = [Path(model.checkpoint_file)] if isinstance(model, FromCheckpoint) else []
+    parameters = [] if model is None else list(model.parameters())
+    pll = scorer.pll if isinstance(scorer, ScoresPLL) else None
     return ModelProvenance(
         name=name, model_class=_class_name(scorer if model is None else model),
         parameters=None if model is None else sum(p.numel() for p in parameters),
@@ -293,7 +304,7 @@ def collect(command: str, models: Sequence[tuple[str, Any, Sequence[Any]]], thre
         transformers=_version("transformers"), python=platform.python_version(),
         platform=platform.platform(), threads=threads.count, threads_why=threads.why,
         device=", ".join(dict.fromkeys(_device_name(str(s.device)) for s in scorers
-                                       if hasattr(s, "device"))) or "unknown",
+                                       if isinstance(s, RunsOnDevice))) or "unknown",
         models=tuple(records),
         benchmark_files={name: tuple(map(file_digest, paths))
                          for name, paths in (files or {}).items()})

@@ -5,14 +5,16 @@ they turn benchmark text into words with ``Scorer.words`` and score lists of wor
 ``Scorer.score``. Three scorers ship: ``synlm.tse.scoring.ModelScorer`` (a synlm model),
 ``synlm.tse.hf_scoring.HFScorer`` (a Hugging Face causal LM) and
 ``synlm.tse.masked_scoring.PLLScorer`` (a masked LM, by pseudo-log-likelihood); anything with
-these two methods is another.
+these two methods is another. What a scorer may say besides is a protocol here, checked with
+``isinstance``: ``MapsRegions`` and ``CoversEnd`` (SyntaxGym's regions), ``ScoresHubModel``,
+``ScoresPLL`` and ``RunsOnDevice`` (what ``synlm.tse.provenance`` records).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 
@@ -54,19 +56,8 @@ class ScoredSentence:
 
 
 class Scorer(Protocol):
-    """What a benchmark needs of a model.
-
-    A scorer may also say, as attributes (read with ``getattr`` and these defaults):
-
-    - ``syntaxgym_mapping`` (default ``"heuristic"``): how SyntaxGym's reference runner maps
-      this kind of model's tokens onto regions: its heuristic walk, end-of-sentence token
-      included (lm-zoo's word-level models end every sentence with one), or ``"offsets"``
-      (its Hugging Face path: character offsets, no end-of-sentence token);
-    - ``covers_end(text) -> bool`` (default: always True): whether the words ``words(text)``
-      reach the end of ``text``, i.e. nothing the model drops (punctuation of Mikolov's PTB)
-      trails the last word. SyntaxGym's mapping moves on to the next region only when a
-      region's text is used up.
-    """
+    """What a benchmark needs of a model. It may also map SyntaxGym's regions its own way
+    (``MapsRegions``, ``CoversEnd``)."""
 
     def words(self, text: str) -> list[str]:
         """``text`` (benchmark English: cased, punctuated) as the words the model reads, in
@@ -76,6 +67,52 @@ class Scorer(Protocol):
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         """Each sentence (words as ``words`` returns them) scored from a fresh state."""
         ...
+
+
+@runtime_checkable
+class MapsRegions(Protocol):
+    """Says how SyntaxGym's reference runner maps this kind of model's tokens onto regions
+    (a scorer without it: ``"heuristic"``)."""
+
+    #: ``"heuristic"``: its heuristic walk, end-of-sentence token included (lm-zoo's
+    #: word-level models end every sentence with one); ``"offsets"``: its Hugging Face path
+    #: (character offsets, no end-of-sentence token)
+    syntaxgym_mapping: str
+
+
+@runtime_checkable
+class CoversEnd(Protocol):
+    """Says whether its words reach the end of a text (a scorer without it: always)."""
+
+    def covers_end(self, text: str) -> bool:
+        """Whether ``words(text)`` reach the end of ``text``: nothing the model drops
+        (punctuation of Mikolov's PTB) trails the last word. SyntaxGym's mapping moves on
+        to the next region only when a region's text is used up."""
+        ...
+
+
+@runtime_checkable
+class ScoresHubModel(Protocol):
+    """Scores with a Hugging Face model (``HFScorer``, ``PLLScorer``): the ``name`` or
+    folder it loaded and the transformers ``model``."""
+
+    name: str
+    model: Any
+
+
+@runtime_checkable
+class ScoresPLL(Protocol):
+    """Scores by pseudo-log-likelihood (``PLLScorer``): ``pll``, the variant, as the output's
+    conventions name it."""
+
+    pll: str
+
+
+@runtime_checkable
+class RunsOnDevice(Protocol):
+    """Runs its model on ``device`` (a ``torch.device``)."""
+
+    device: Any
 
 
 def by_length(lengths: Sequence[int], batch_size: int, score: Callable[[list[int]], list[T]],

@@ -110,7 +110,7 @@ class ModelScorer:
     def convention(self) -> str | None:
         """A transition LM's surprisal convention (``synlm.transition.types.CONVENTIONS``);
         None for a model that reads every word left to right (no search)."""
-        return getattr(self.model, "search_convention", None)
+        return self.model.search_convention if isinstance(self.model, Searches) else None
 
     def words(self, text: str) -> list[str]:
         return self._text(text)

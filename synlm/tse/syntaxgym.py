@@ -26,7 +26,7 @@ from synlm.data.files import DATA_ENV, CorpusError, RemoteFile, default_data_dir
 from synlm.errors import InputError
 from synlm.tse.formula import Expr, FormulaError, Region, evaluate, parse_prediction, referenced
 from synlm.tse.formula import to_text as formula_text
-from synlm.tse.scores import ScoredSentence, Scorer
+from synlm.tse.scores import CoversEnd, MapsRegions, ScoredSentence, Scorer
 
 #: The commit of ``cpllab/syntactic-generalization`` the suites are pinned to (2020-05-22).
 SUITE_COMMIT = "43f1f86b746254406dafc89bd17b9d4976607ef6"
@@ -485,6 +485,12 @@ def _always(text: str) -> bool:
     return True
 
 
+def maps_by_heuristic(scorer: Scorer) -> bool:
+    """Whether syntaxgym-core's runner maps ``scorer``'s tokens onto regions by its heuristic
+    walk (a scorer that does not say otherwise, ``MapsRegions``), not by offsets."""
+    return not isinstance(scorer, MapsRegions) or scorer.syntaxgym_mapping == "heuristic"
+
+
 def evaluate_suites(suites: Sequence[Suite], scorer: Scorer,
                     eos: bool | None = None) -> list[SuiteResult]:
     """Evaluate suites with one ``scorer.score`` call over every condition's sentence (the
@@ -492,14 +498,14 @@ def evaluate_suites(suites: Sequence[Suite], scorer: Scorer,
 
     A region's surprisal sums the words syntaxgym-core's runner counts in it, and the
     end-of-sentence token where it puts it (``map_regions``): its heuristic for a scorer
-    whose ``syntaxgym_mapping`` is ``"heuristic"`` (the default; lm-zoo's word-level models,
-    which end each sentence with a token), its offsets for ``"offsets"`` (a Hugging Face
-    model, no end-of-sentence token). ``eos``: None follows the reference; True or False
-    forces the end of the sentence in or out.
+    whose ``syntaxgym_mapping`` is ``"heuristic"`` (the default, ``maps_by_heuristic``;
+    lm-zoo's word-level models, which end each sentence with a token), its offsets for
+    ``"offsets"`` (a Hugging Face model, no end-of-sentence token). ``eos``: None follows
+    the reference; True or False forces the end of the sentence in or out.
     """
-    heuristic = getattr(scorer, "syntaxgym_mapping", "heuristic") == "heuristic"
+    heuristic = maps_by_heuristic(scorer)
     eos = heuristic if eos is None else eos
-    covers_end = getattr(scorer, "covers_end", _always)
+    covers_end = scorer.covers_end if isinstance(scorer, CoversEnd) else _always
     words = [[[region_words(scorer, c) for c in item.conditions] for item in suite.items]
              for suite in suites]
     sentences = [[w for region in condition for w in region]
