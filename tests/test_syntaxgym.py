@@ -365,10 +365,13 @@ def test_a_scorer_says_how_its_tokens_map_onto_regions() -> None:
     in; one whose ``syntaxgym_mapping`` is ``offsets`` (``MapsRegions``) by offsets, the end
     of the sentence out, so that ``"."`` alone is an empty region."""
 
+    from synlm.tse.progress import ProgressScorer
+
     class OffsetScorer(EndingScorer):
         syntaxgym_mapping = "offsets"
 
     assert maps_by_heuristic(EndingScorer()) and not maps_by_heuristic(OffsetScorer())
+    assert not maps_by_heuristic(ProgressScorer(OffsetScorer()))  # what evaluate-syntax runs
     first = evaluate_suite(read_suite(SUBORDINATION), OffsetScorer()).items[0]
     assert first.surprisals["sub_no-matrix"][3] == 0.0
     assert first.empty_regions == {"sub_no-matrix": (3,), "no-sub_no-matrix": (3,)}
