@@ -100,7 +100,7 @@ from synlm.backbones.transformer import Transformer
 from synlm.model import SyntaxModel
 from synlm.outputs import ActionBatch
 from synlm.transition.action_transformer import ActionTransformer
-from synlm.transition.attention import ATTENTIONS
+from synlm.transition.attention import named_policies
 from synlm.transition.attention.plm_mask import plm_mask_attention
 from synlm.transition.attention.tg import tg_layout
 from synlm.transition.beam import BeamSettings, search_sentences
@@ -112,6 +112,8 @@ SIZE, LAYERS, HEADS, FFN, DROPOUT = 256, 4, 4, 1024, 0.1
 CLIP, LR, WEIGHT_DECAY = 1.0, 5e-4, 0.01
 #: The models' names by policy, and the plain LM's.
 NAMES = {"causal": "PLM", "plm_mask": "PLM-mask", "tg": "TG"}
+#: The policies by their short names.
+ATTENTIONS = sorted(named_policies())
 PLAIN = "Transformer LM"
 #: The RNNGs of the beam comparison: (embedding, stack LSTM, layers); the last is the base.
 RNNG_SIZES = ((200, 400, 2), (256, 256, 2))
@@ -120,7 +122,7 @@ BASE = "RNNG 256/256/2"
 
 def action_transformer(vocab_size: int, n_actions: int, attention: str,
                        kernel: str = "auto", dropout: float = DROPOUT) -> ActionTransformer:
-    return ActionTransformer(vocab_size, n_actions, attention=attention,  # type: ignore[arg-type]
+    return ActionTransformer(vocab_size, n_actions, attention=attention,
                              size=SIZE, num_layers=LAYERS, num_heads=HEADS, ffn_size=FFN,
                              dropout=dropout, attention_kernel=kernel)  # type: ignore[arg-type]
 

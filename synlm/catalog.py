@@ -2,11 +2,11 @@
 kind (short class names and what each is) and the shipped configs. The kinds are what a
 config may name by ``class_path``: the recipes (the LightningModules: ``SyntaxLM``, which
 takes a backbone and heads, and ``TransitionLM``, which takes a transition model), the
-backbones, layer inserts and heads, the transition models, the corpora and subword
-vocabularies. ``synlm ls``, the CLI's "did you mean" and its choice of the recipe a config
-names (``recipe``) answer from here at once, before torch or Lightning are imported
-(``synlm.registry`` imports the classes themselves, for jsonargparse and the loader; a
-test checks that the two agree)."""
+backbones, layer inserts and heads, the transition models and the action Transformer's
+attention policies, the corpora and subword vocabularies. ``synlm ls``, the CLI's "did you
+mean" and its choice of the recipe a config names (``recipe``) answer from here at once,
+before torch or Lightning are imported (``synlm.registry`` imports the classes themselves,
+for jsonargparse and the loader; a test checks that the two agree)."""
 
 from __future__ import annotations
 
@@ -147,6 +147,7 @@ def _component_classes() -> dict[str, list[ClassSource]]:
         "inserts": descendants("LayerInsert"),
         "heads": descendants("SyntaxHead"),
         "transition_models": descendants("TransitionModel"),
+        "attention_policies": descendants("AttentionPolicy"),
         "corpora": [c for c in descendants("Corpus") if c.sets_name],
         "subwords": descendants("Subwords"),
     }
@@ -155,8 +156,8 @@ def _component_classes() -> dict[str, list[ClassSource]]:
 
 
 def list_components() -> dict[str, list[str]]:
-    """Recipes, backbones, layer inserts, heads, transition models, corpora, subword
-    vocabularies and shipped configs, by short name."""
+    """Recipes, backbones, layer inserts, heads, transition models, attention policies,
+    corpora, subword vocabularies and shipped configs, by short name."""
     names = {kind: [c.name for c in found] for kind, found in _component_classes().items()}
     return {**names, "configs": shipped_configs()}
 

@@ -14,11 +14,11 @@ from test_rnng import TREES, all_parses, assert_learns_ten_trees, encoded
 from synlm.errors import InputError, SettingError
 from synlm.syntax.actions import ActionError, ActionVocab
 from synlm.transition.action_transformer import ActionTransformer
-from synlm.transition.attention import ATTENTIONS
+from synlm.transition.attention import named_policies
 from synlm.transition.beam import BeamSettings, search_batch, search_sentences
 from synlm.transition.parser_state import NO_ACTION
 
-POLICIES = list(ATTENTIONS)
+POLICIES = sorted(named_policies())  # causal, plm_mask, tg
 
 
 def random_model(vocab_size: int, n_actions: int, attention: object, seed: int = 0,
@@ -205,7 +205,7 @@ def test_actions_that_close_nothing_are_a_one_line_error(attention):
 
 def test_bad_settings_are_one_line_errors():
     with pytest.raises(SettingError, match="attention=stack: expected causal | plm_mask | tg"):
-        ActionTransformer(5, 3, "stack")  # type: ignore[arg-type]
+        ActionTransformer(5, 3, "stack")
     with pytest.raises(SettingError, match="size=10: expected a multiple of num_heads=4"):
         ActionTransformer(5, 3, size=10, num_heads=4)
     model = ActionTransformer(5, 3, size=8, num_heads=2, num_layers=1, max_positions=4)

@@ -19,12 +19,13 @@ from synlm.lm_eval_model import SynlmLM
 from synlm.loading import load_model
 from synlm.syntax.trees import to_bracket
 from synlm.transition.action_transformer import ActionTransformer
+from synlm.transition.attention import CausalPolicy, PLMMaskPolicy, TGPolicy
 from synlm.transition.beam import BeamSettings
 from synlm.transition.lm import TransitionLM
 from synlm.tse.scoring import ModelScorer
 from test_resume import assert_same_runs, last
 
-CONFIGS = {"plm.yaml": "causal", "plm_mask.yaml": "plm_mask", "tg.yaml": "tg"}
+CONFIGS = {"plm.yaml": CausalPolicy, "plm_mask.yaml": PLMMaskPolicy, "tg.yaml": TGPolicy}
 TINY = [
     *TINY_OVERRIDES,
     "--data.corpus.init_args.n_train=60",
@@ -63,7 +64,9 @@ def test_fit_saves_the_policy_with_its_vocabularies(trained: tuple[str, Path]) -
     config, root = trained
     model = load_model(str(root))
     assert isinstance(model, TransitionLM) and isinstance(model.model, ActionTransformer)
-    assert model.model.attention == CONFIGS[config]
+    assert type(model.model.policy) is CONFIGS[config]
+    policy = model.model.init_config["init_args"]["attention"]  # saved by its class_path
+    assert policy["class_path"].rpartition(".")[2] == CONFIGS[config].__name__
     assert model.vocab is not None and model.action_vocab is not None
     assert model.model.n_actions == len(model.action_vocab)
     saved = last(root)

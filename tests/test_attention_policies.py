@@ -1,9 +1,9 @@
 """An attention policy of one's own (``synlm.transition.attention.base.AttentionPolicy``),
 defined here, plugs into the action Transformer without a change to its file: by instance,
-by ``{"class_path", "init_args"}`` or dotted class path, through the command line; teacher
+saved as its ``{"class_path", "init_args"}`` config, through the command line; teacher
 forcing equals feeding one action at a time through the cache; a window wider than the
-sentence is PLM to the last digit; it learns. The named policies by class path, and the
-model's flat policy settings that a policy does not use."""
+sentence is PLM to the last digit; it learns. The named policies by class and by short
+name, and the settings a policy cannot use."""
 
 from __future__ import annotations
 
@@ -25,9 +25,15 @@ from test_rnng import assert_learns_ten_trees, encoded
 
 from synlm.errors import SettingError
 from synlm.loading import load_model
+from synlm.modules.recorded import build
 from synlm.transition.action_transformer import ActionTransformer
+from synlm.transition.attention import (
+    CausalPolicy,
+    PLMMaskPolicy,
+    TGPolicy,
+    named_policies,
+)
 from synlm.transition.attention.base import AttentionPolicy, BatchMasks, StepMasks
-from synlm.transition.attention.tg import TGPolicy
 from synlm.transition.parser_state import NO_ACTION
 from synlm.transition.structure import RowState
 
@@ -133,59 +139,55 @@ def test_a_policy_of_ones_own_learns_ten_trees():
         dropout=0.0), lr=0.003)
 
 
-def test_a_policy_by_class_path_is_the_policy_and_saves_its_config(grammar):  # noqa: F811
+def test_a_policy_is_saved_as_its_config_and_rebuilt_from_it(grammar):  # noqa: F811
+    """The model saves its policy as the config that builds it (``class_path`` and
+    ``init_args``), from which ``build`` gives the same policy and numbers."""
     trees, vocab, words = grammar
     batch = encoded(trees, vocab, words)
-    config = {"class_path": f"{__name__}.LocalWindow",
-              "init_args": {"window": 2, "relative": True}}
-    by_instance = random_model(len(words), len(vocab), LocalWindow(2, relative=True))
-    model = random_model(len(words), len(vocab), config)
-    assert isinstance(model.policy, LocalWindow) and model.policy.window == 2
-    assert model.attention == config == by_instance.attention
-    torch.testing.assert_close(model(*batch).joint, by_instance(*batch).joint, rtol=0, atol=0)
-    assert random_model(5, 3, f"{__name__}.LocalWindow").policy.window == 3  # its default
-    rebuilt = ActionTransformer(**by_instance.init_config["init_args"])
-    assert rebuilt.attention == config
+    model = random_model(len(words), len(vocab), LocalWindow(2, relative=True))
+    saved = model.init_config
+    assert saved["init_args"]["attention"] == {
+        "class_path": f"{__name__}.LocalWindow", "init_args": {"window": 2, "relative": True}}
+    rebuilt = build(saved).double().eval()
+    rebuilt.load_state_dict(model.state_dict())
+    assert isinstance(rebuilt.policy, LocalWindow) and rebuilt.policy.window == 2
+    torch.testing.assert_close(rebuilt(*batch).joint, model(*batch).joint, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("name", ["causal", "plm_mask", "tg"])
-def test_a_named_policy_by_class_path_gives_its_golden_values(grammar, name):  # noqa: F811
+@pytest.mark.parametrize(("name", "policy"), [("causal", CausalPolicy),
+                                              ("plm_mask", PLMMaskPolicy), ("tg", TGPolicy)])
+def test_a_short_name_is_its_policy_with_its_defaults(grammar, name, policy):  # noqa: F811
+    """The named policies are found among the policies by their ``name``; by instance and
+    by name, the same golden values; each is saved as the config that rebuilds it."""
     trees, vocab, words = grammar
-    path = {"causal": "causal.CausalPolicy", "plm_mask": "plm_mask.PLMMaskPolicy",
-            "tg": "tg.TGPolicy"}[name]
-    model = random_model(len(words), len(vocab),
-                         {"class_path": f"synlm.transition.attention.{path}"})
+    assert named_policies()[name] is policy
+    assert type(build(policy().init_config)) is policy
+    by_name = random_model(len(words), len(vocab), name)
+    assert type(by_name.policy) is policy
+    model = random_model(len(words), len(vocab), policy())
     assert model(*encoded(trees, vocab, words)).joint.tolist() == pytest.approx(
         GOLDEN[name], abs=1e-9)
 
 
-def test_a_setting_the_policy_does_not_use_is_a_one_line_error():
-    with pytest.raises(SettingError, match=r"^buffer_head=2: expected 0: attention=causal "
-                                           r"does not use it$"):
-        ActionTransformer(5, 3, "causal", buffer_head=2)
-    with pytest.raises(SettingError, match="min_relative=-2: expected -1: attention=plm_mask"):
-        ActionTransformer(5, 3, "plm_mask", min_relative=-2)
-    with pytest.raises(SettingError, match="stack_head=0: expected 1: attention=tg"):
-        ActionTransformer(5, 3, "tg", stack_head=0)
-    with pytest.raises(SettingError, match="max_relative=8: expected 62: a policy given by "
-                                           "class_path takes its settings in its init_args"):
-        ActionTransformer(5, 3, TGPolicy(), max_relative=8)
+def test_a_policy_and_its_settings_that_cannot_be_used_are_one_line_errors():
+    with pytest.raises(SettingError, match=r"^attention=stack: expected causal \| plm_mask \| "
+                                           r"tg, or an AttentionPolicy by class name or "
+                                           r"class_path \(synlm ls lists the "
+                                           r"attention_policies\)$"):
+        ActionTransformer(5, 3, "stack")
+    with pytest.raises(SettingError, match="^attention=42: expected causal"):
+        ActionTransformer(5, 3, 42)  # type: ignore[arg-type]
+    with pytest.raises(SettingError, match="^max_relative=-2: expected at least "
+                                           "min_relative=-1$"):
+        TGPolicy(max_relative=-2)
     with pytest.raises(SettingError, match="stack_head=0: expected a head other than "
                                            "buffer_head=0"):  # checked when built
-        ActionTransformer(5, 3, "plm_mask", stack_head=0)
-    with pytest.raises(SettingError, match="^attention=no.such.Policy: expected the "
-                                           "class_path of an AttentionPolicy: there is no "
-                                           "such class$"):
-        ActionTransformer(5, 3, {"class_path": "no.such.Policy"})
-    with pytest.raises(SettingError, match="^attention=synlm.transition.rnng.RNNG: expected "
-                                           "the class_path of an AttentionPolicy$"):
-        ActionTransformer(5, 3, "synlm.transition.rnng.RNNG")
-    with pytest.raises(SettingError, match="^attention=42: expected causal | plm_mask | tg, "
-                                           "or the class_path of an AttentionPolicy$"):
-        ActionTransformer(5, 3, 42)  # type: ignore[arg-type]
-    # the named policies' own settings, and the defaults of the others, as configs give them
-    model = ActionTransformer(5, 3, "tg", size=8, num_heads=2, buffer_head=0, stack_head=1,
-                              min_relative=-2, max_relative=8)
+        ActionTransformer(5, 3, PLMMaskPolicy(stack_head=0))
+    with pytest.raises(SettingError, match=r"^buffer_head=4: expected a head index in "
+                                           r"\[0, 4\)$"):  # against the model's heads
+        ActionTransformer(5, 3, PLMMaskPolicy(buffer_head=4), size=8, num_heads=4)
+    model = ActionTransformer(5, 3, TGPolicy(min_relative=-2, max_relative=8), size=8,
+                              num_heads=2)
     assert model.policy.relative_range == (-2, 8)
 
 
@@ -196,8 +198,18 @@ def test_the_command_line_trains_and_loads_a_policy_by_class_path(tmp_path: Path
     fit("plm.yaml", tmp_path, 2,
         f"--model.init_args.model.init_args.attention={json.dumps(config)}")
     model = load_model(str(tmp_path))
-    assert isinstance(model.model.policy, LocalWindow) and model.model.attention == {
+    assert isinstance(model.model.policy, LocalWindow)
+    assert model.model.init_config["init_args"]["attention"] == {
         **config, "init_args": {"window": 4, "relative": False}}
     rows = [[0, 1, 2]]
     first, again = model.search_ids(rows), load_model(str(tmp_path)).search_ids(rows)
     assert first[0].word_log_probs == again[0].word_log_probs
+
+
+def test_a_config_may_name_a_policy_by_its_short_name(tmp_path: Path):
+    """``attention: tg``, as configs written before the policies were named by class: the
+    policy of that name, saved as given."""
+    fit("plm.yaml", tmp_path, 1, "--model.init_args.model.init_args.attention=tg")
+    model = load_model(str(tmp_path))
+    assert type(model.model.policy) is TGPolicy
+    assert model.model.init_config["init_args"]["attention"] == "tg"

@@ -207,6 +207,7 @@ def test_the_catalog_names_what_importing_registers() -> None:
     from synlm.data.subwords import Subwords
     from synlm.lm import SyntaxLM  # noqa: F401  (a recipe: imported, it is a subclass)
     from synlm.registry import backbone_classes, subclasses
+    from synlm.transition.attention import AttentionPolicy
     from synlm.transition.model import TransitionModel
 
     def ours(classes: list[type]) -> list[str]:  # tests define heads and inserts too
@@ -219,6 +220,7 @@ def test_the_catalog_names_what_importing_registers() -> None:
         "inserts": ours(subclasses(LayerInsert)),
         "heads": ours(subclasses(heads.SyntaxHead)),
         "transition_models": ours(subclasses(TransitionModel)),
+        "attention_policies": ours(subclasses(AttentionPolicy)),
         "corpora": ours([c for c in subclasses(Corpus) if "name" in vars(c)]),
         "subwords": ours(subclasses(Subwords)),
         "configs": catalog.shipped_configs(),

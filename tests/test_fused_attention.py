@@ -13,9 +13,10 @@ from test_attention_policies import LocalWindow
 from test_rnng import encoded
 
 from synlm.errors import SettingError
+from synlm.transition import action_layers
 from synlm.transition import action_transformer as at
 from synlm.transition.action_transformer import ActionTransformer, ActionTransformerState
-from synlm.transition.attention import ATTENTIONS
+from synlm.transition.attention import named_policies
 from synlm.transition.beam import (
     BeamSettings,
     action_budget,
@@ -26,8 +27,9 @@ from synlm.transition.beam import (
 )
 from synlm.transition.parser_state import NO_ACTION, SHIFT
 
-POLICIES: list[object] = [*ATTENTIONS, LocalWindow(3), LocalWindow(3, relative=True)]
-IDS = [*ATTENTIONS, "window", "window-relative"]
+NAMED = sorted(named_policies())
+POLICIES: list[object] = [*NAMED, LocalWindow(3), LocalWindow(3, relative=True)]
+IDS = [*NAMED, "window", "window-relative"]
 
 
 @pytest.fixture
@@ -42,13 +44,13 @@ def batch(grammar) -> tuple[int, int, torch.Tensor, torch.Tensor, torch.Tensor]:
 def flex_calls(monkeypatch) -> list[int]:
     """Counts the calls of flex_attention through the model."""
     calls: list[int] = []
-    original = at._flex_attention
+    original = action_layers._flex_attention
 
     def spy(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(at, "_flex_attention", spy)
+    monkeypatch.setattr(action_layers, "_flex_attention", spy)
     return calls
 
 
@@ -104,7 +106,7 @@ def test_auto_runs_unfused_on_a_cpu_and_fused_rejects_attention_dropout(batch, f
         ActionTransformer(V, n_actions, "tg", attention_kernel="flash")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("attention", NAMED)
 def test_vocabulary_at_predicting_tokens_equals_it_everywhere(batch, attention, monkeypatch):
     """The log-probabilities equal those of the vocabulary computed at every token (padding
     and TG's COMPOSE copies included) and then gathered, as the output equation reads; the
@@ -137,7 +139,7 @@ def test_vocabulary_at_predicting_tokens_equals_it_everywhere(batch, attention, 
                                    word_lp[b][shifts[b]], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("attention", NAMED)
 def test_search_with_a_growing_cache_equals_the_whole_budget(batch, attention, monkeypatch):
     V, n_actions, words, _, lengths = batch
     model = random_model(V, n_actions, attention)

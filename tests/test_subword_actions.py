@@ -37,7 +37,7 @@ from synlm.syntax.actions import (
     without_preterminals,
     word_actions,
 )
-from synlm.transition.attention import ATTENTIONS
+from synlm.transition.attention import named_policies
 from synlm.transition.beam import BeamSettings, inside_word, search_batch, search_sentences
 from synlm.transition.lm import TransitionLM
 from synlm.transition.parser_state import FIRST_NT
@@ -192,7 +192,7 @@ def exact_over_pieces(model: torch.nn.Module) -> tuple[list[list[int]], torch.Te
 PIECES, PIECE_ENDS = torch.tensor([[1, 4, 2]]), torch.tensor([[False, True, True]])
 
 
-@pytest.mark.parametrize("kind", ["rnng", *ATTENTIONS])
+@pytest.mark.parametrize("kind", ["rnng", *sorted(named_policies())])
 def test_beam_over_pieces_is_the_exact_marginal(kind: str) -> None:
     """The RNNG and each action Transformer: a beam holding every parse over the pieces gives
     log p(x) = the logsumexp of their joints, and the best of them first; without word ends

@@ -1,5 +1,5 @@
 """Transformer Grammars with Transformer-XL memory (synlm.transition.attention.tg
-``tg_chunks``, ``ActionTransformer(sequence_length, memory_length)``): the chunks, memory and
+``tg_chunks``, ``TGPolicy(sequence_length=..., memory_length=...)``): the chunks, memory and
 relative positions equal to the released masking code's on documents of the NLTK sample at
 small chunk lengths (tests/fixtures/tg_memory, made by benchmarks/tg_memory_reference.py);
 chunked teacher forcing equal to reading the whole row where the memory holds the stack;
@@ -28,7 +28,7 @@ from synlm.syntax import Sentence
 from synlm.syntax.actions import REDUCE, oracle
 from synlm.syntax.documents import DOC, documents
 from synlm.transition.action_transformer import ActionTransformer
-from synlm.transition.attention.tg import tg_chunks, tg_layout
+from synlm.transition.attention.tg import TGPolicy, tg_chunks, tg_layout
 from synlm.transition.beam import BeamSettings, search_sentences
 from synlm.transition.parser_state import SHIFT
 
@@ -130,8 +130,8 @@ def largest_carried_stack(actions: Tensor, sequence_length: int) -> int:
 
 def tg(n_actions: int, **memory: int) -> ActionTransformer:
     torch.manual_seed(0)
-    return ActionTransformer(30, n_actions, "tg", size=16, num_layers=2, num_heads=2,
-                             dropout=0.0, **memory).eval()
+    return ActionTransformer(30, n_actions, TGPolicy(**memory), size=16, num_layers=2,
+                             num_heads=2, dropout=0.0).eval()
 
 
 @pytest.mark.parametrize("sequence_length", [5, 8, 23])
@@ -188,17 +188,12 @@ def test_no_gradient_crosses_a_chunk_boundary_through_the_memory() -> None:
 # --- settings it cannot honour -----------------------------------------------------------------
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"attention": "causal", "sequence_length": 8},
-     r"^sequence_length=8: expected unset: the attention policy CausalPolicy has no "
-     r"Transformer-XL memory \(tg has\)"),
-    ({"attention": "plm_mask", "sequence_length": 8}, "PLMMaskPolicy has no"),
-    ({"attention": "tg", "memory_length": 8}, r"^memory_length=8: expected unset: memory "
-                                               r"needs a sequence_length"),
-    ({"attention": "tg", "sequence_length": 0}, r"^sequence_length=0: expected a whole"),
+    ({"memory_length": 8}, r"^memory_length=8: expected unset: memory needs a sequence_length"),
+    ({"sequence_length": 0}, r"^sequence_length=0: expected a whole"),
 ])
-def test_memory_a_model_cannot_honour_is_a_one_line_error(kwargs: dict, message: str) -> None:
+def test_memory_the_policy_cannot_honour_is_a_one_line_error(kwargs: dict, message: str) -> None:
     with pytest.raises(SettingError, match=message) as err:
-        ActionTransformer(30, 6, size=16, num_heads=2, **kwargs)
+        TGPolicy(**kwargs)
     assert "\n" not in str(err.value)
 
 
@@ -206,8 +201,8 @@ def test_search_past_one_chunk_is_a_one_line_error() -> None:
     """Search reads a sentence as one chunk (its cache holds all of it): a sentence of more
     tokens than sequence_length would be read otherwise than teacher forcing reads it."""
     torch.manual_seed(0)
-    model = ActionTransformer(30, 6, "tg", size=16, num_layers=1, num_heads=2,
-                              max_consecutive=1, sequence_length=5).eval()
+    model = ActionTransformer(30, 6, TGPolicy(sequence_length=5), size=16, num_layers=1,
+                              num_heads=2, max_consecutive=1).eval()
     words = torch.tensor([[1, 2]])
     with torch.no_grad():
         results = search_sentences(model, words[:, :1], torch.tensor([1]), BeamSettings(4, 2, 1))
@@ -272,7 +267,7 @@ def test_the_document_config_trains_and_tests_documents(tmp_path: Path) -> None:
             "--model.init_args.model.init_args.num_layers=1",
             "--model.init_args.model.init_args.num_heads=2",
             "--model.init_args.model.init_args.ffn_size=32",
-            "--model.init_args.model.init_args.sequence_length=64",
+            "--model.init_args.model.init_args.attention.init_args.sequence_length=64",
             "--data.corpus.init_args.valid_files=2", "--data.corpus.init_args.test_files=2",
             "--trainer.accelerator=cpu", "--trainer.devices=1",
             "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",

@@ -7,17 +7,17 @@ the policy decides which earlier tokens each token reads, in the two ways the mo
 - **teacher forcing**, a whole batch at once: ``masks(actions, num_heads)`` lays out the
   batch's tokens (``BatchMasks``: the action each token stands for, so a policy may read an
   action as several tokens, as Transformer Grammars reads a ``REDUCE`` as two; which tokens
-  predict the next action; the keys each token may attend to; relative positions);
+  predict the next action; the keys each token may attend to; relative positions); or, for
+  a policy that reads in chunks with Transformer-XL memory (Transformer Grammars'
+  documents, given its ``sequence_length``), cuts them into chunks and says what each reads
+  (``ChunkedMasks``: per ``MemoryChunk`` the keys of its own tokens and of the memory
+  slots, and which tokens the next chunk's memory holds; ``memory.read_in_chunks`` runs
+  them);
 - **search**, one action per row and step through a key/value cache:
   ``initial_state(rows, capacity, num_heads, device)`` gives the rows' ``AttentionState``
   (the start token read), whose ``step(actions)`` updates it in place and returns what the
   step feeds the attention (``StepMasks``: the new tokens' cache positions and their mask
   rows); ``cache_positions(max_actions)`` says how many positions a row may fill;
-- **teacher forcing with Transformer-XL memory** (a policy with ``memory``, as Transformer
-  Grammars' documents): ``chunked_masks(actions, num_heads, sequence_length,
-  memory_length)`` cuts the batch's tokens into chunks of ``sequence_length`` and says what
-  each chunk reads (``MemoryChunk``: the keys of its own tokens and of the ``memory_length``
-  memory slots, and which tokens the next chunk's memory holds).
 
 and it sets what the model builds around it: learned absolute positions
 (``absolute_positions``) or none, Transformer-XL relative attention over a range of
@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import torch
 from torch import Tensor
 
-from synlm.errors import SettingError
 from synlm.modules.recorded import RecordsInit
 from synlm.transition.parser_state import FIRST_NT, REDUCE
 
@@ -95,7 +94,7 @@ class MemoryChunk:
 
 @dataclass(frozen=True)
 class ChunkedMasks:
-    """A teacher-forced batch cut into chunks read with memory (``chunked_masks``):
+    """A teacher-forced batch cut into chunks read with memory (a policy's ``masks``):
     ``source`` and ``predicts`` as ``BatchMasks``' over the whole rows, and the chunks in
     order."""
 
@@ -150,10 +149,11 @@ class AttentionPolicy(RecordsInit, abc.ABC):
 
     A policy of one's own subclasses this, implements ``masks`` and ``initial_state``, and
     sets the class attributes where the defaults (a GPT-2's: learned absolute positions,
-    pre-norm) do not hold; its constructor's arguments are its settings, so
-    ``{"class_path": ..., "init_args": {...}}`` builds it from a config. It holds no
-    weights: what it asks for (positions, relative attention, closing brackets) the model
-    builds, under the same names whatever the policy.
+    pre-norm) do not hold; its constructor's arguments are its settings, so a config names
+    it as any component, by class name or ``{"class_path": ..., "init_args": {...}}`` (the
+    registry's ``attention_policies``, which ``synlm ls`` lists). It holds no weights: what
+    it asks for (positions, relative attention, closing brackets) the model builds, under
+    the same names whatever the policy.
 
     Attributes:
         pre_norm: the layer order when the model's ``pre_norm`` is None: LayerNorm before
@@ -166,25 +166,29 @@ class AttentionPolicy(RecordsInit, abc.ABC):
         relative_range: (lowest, highest) relative positions of Transformer-XL relative
             attention (Dai et al. 2019 eq. 4), others clipped to them; None: no relative
             attention.
-        memory: teacher forcing can cut a batch into chunks read with Transformer-XL
-            memory (``chunked_masks``).
+        name: the short name a config may give instead of the policy's class (``tg``),
+            built with its defaults; None: by class name or class_path only.
     """
 
     pre_norm: bool = True
     absolute_positions: bool = True
     closing_brackets: bool = False
     relative_range: tuple[int, int] | None = None
-    memory: bool = False
+    name: ClassVar[str | None] = None
+
+    def __init__(self) -> None:
+        """No settings (a policy's own constructor takes its settings): what a policy
+        without any, as ``CausalPolicy``, saves as its ``init_args``."""
 
     def check(self, num_heads: int) -> None:
         """A one-line ``SettingError`` if the policy cannot run on ``num_heads`` heads (the
         model asks when it is built); any number by default."""
 
     @abc.abstractmethod
-    def masks(self, actions: Tensor, num_heads: int) -> BatchMasks:
-        """The tokens and attention (``BatchMasks``) of ``actions`` (B, A) (-1 padded); an
-        action sequence the policy cannot read is a one-line ``ActionError`` naming the row
-        and the action's index."""
+    def masks(self, actions: Tensor, num_heads: int) -> BatchMasks | ChunkedMasks:
+        """The tokens and attention (``BatchMasks``) of ``actions`` (B, A) (-1 padded), or
+        their chunks read with memory (``ChunkedMasks``); an action sequence the policy
+        cannot read is a one-line ``ActionError`` naming the row and the action's index."""
 
     @abc.abstractmethod
     def initial_state(self, rows: int, capacity: int, num_heads: int,
@@ -192,15 +196,6 @@ class AttentionPolicy(RecordsInit, abc.ABC):
         """``rows`` rows that hold the start token at position 0, with room for
         ``capacity`` tokens (``cache_positions``); its ``step`` gives ``StepMasks`` whose
         rows equal those of ``masks`` for the same actions."""
-
-    def chunked_masks(self, actions: Tensor, num_heads: int, sequence_length: int,
-                      memory_length: int) -> ChunkedMasks:
-        """The tokens of ``actions`` (as ``masks``) cut into chunks of ``sequence_length``
-        read with ``memory_length`` memory slots (``ChunkedMasks``); only a policy with
-        ``memory`` has them."""
-        raise SettingError("sequence_length", sequence_length,
-                           f"unset: the attention policy {type(self).__name__} has no "
-                           "Transformer-XL memory")
 
     def cache_positions(self, max_actions: int) -> int:
         """The cache positions a row needs for ``max_actions`` actions: the start token and

@@ -49,7 +49,10 @@ class CausalState(RowState):
 
 
 class CausalPolicy(AttentionPolicy):
-    """``attention: causal`` (module docstring)."""
+    """PLM's attention (Qian et al. 2021 §3.1): every token reads itself and every earlier
+    one, with learned absolute positions and pre-norm layers."""
+
+    name = "causal"
 
     def masks(self, actions: Tensor, num_heads: int) -> BatchMasks:
         return causal_masks(actions)

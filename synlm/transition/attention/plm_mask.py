@@ -26,8 +26,8 @@ scores; here it is boolean (allowed or not). Where the reference pads a batch, a
 query row attends to every real key; here it attends to key 0 only (its output is unused).
 
 ``plm_mask_attention`` gives the masks of a batch of action sequences; ``PLMMaskState``
-gives the same rows one step at a time, for beam search; ``PLMMaskPolicy`` is
-``attention: plm_mask`` (``synlm.transition.attention.base``).
+gives the same rows one step at a time, for beam search; ``PLMMaskPolicy`` is the policy
+(``synlm.transition.attention.base``; ``attention: plm_mask``).
 """
 
 from __future__ import annotations
@@ -237,8 +237,13 @@ class PLMMaskState(RowState):
 
 
 class PLMMaskPolicy(AttentionPolicy):
-    """``attention: plm_mask`` (module docstring): PLM's tokens, positions and layers, the
-    heads ``buffer_head`` and ``stack_head`` restricted as the released ``plm-gen.py``."""
+    """PLM-mask's attention (Qian et al. 2021 §3.2): PLM's, with a buffer head and a stack
+    head that read either side of the innermost open constituent.
+
+    PLM's tokens, positions and layers, the heads ``buffer_head`` and ``stack_head``
+    restricted as the released ``plm-gen.py`` (module docstring)."""
+
+    name = "plm_mask"
 
     def __init__(self, buffer_head: int = BUFFER_HEAD, stack_head: int = STACK_HEAD) -> None:
         self.buffer_head, self.stack_head = buffer_head, stack_head

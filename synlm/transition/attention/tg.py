@@ -33,8 +33,9 @@ later COMPOSE token at the depth of its parent's closing bracket (an opening bra
 own), which one reverse running minimum per depth finds for every token, and the mask
 follows from the pop times. ``tg_chunks`` cuts the tokens into chunks read with memory, as
 the released ``MakeChunks``: a chunk's rows of the mask alone, the memory the top of the
-stack at each boundary. ``TGState`` gives the rows of one chunk one action at a time, for
-beam search. ``TGPolicy`` is ``attention: tg`` (``synlm.transition.attention.base``).
+stack at each boundary (``synlm.transition.attention.memory`` reads them). ``TGState`` gives
+the rows of one chunk one action at a time, for beam search. ``TGPolicy`` is the policy
+(``synlm.transition.attention.base``; ``attention: tg``).
 """
 
 from __future__ import annotations
@@ -297,6 +298,8 @@ class TGState(RowState):
         n_open: (R,) long: constituents open.
         n_actions: (R,) long: actions read.
         capacity: S.
+        sequence_length: the most tokens a row may hold (teacher forcing's chunk: search
+            reads a sentence as one chunk); None: ``capacity``.
     """
 
     depth: Tensor
@@ -306,12 +309,14 @@ class TGState(RowState):
     n_open: Tensor
     n_actions: Tensor
     capacity: int
+    sequence_length: int | None = None
 
     @classmethod
-    def initial(cls, rows: int, capacity: int, device: torch.device | str | None = None
-                ) -> TGState:
+    def initial(cls, rows: int, capacity: int, device: torch.device | str | None = None,
+                sequence_length: int | None = None) -> TGState:
         """``rows`` rows holding the start token at position 0 (on the stack, depth 0), with
-        room for ``capacity`` tokens (the start token included)."""
+        room for ``capacity`` tokens (the start token included), at most
+        ``sequence_length`` of them filled."""
         at_least("capacity", capacity, 1)
 
         def zeros(*shape: int, dtype: torch.dtype = torch.long) -> Tensor:
@@ -321,7 +326,8 @@ class TGState(RowState):
         on_stack[:, 0] = True
         return cls(depth=zeros(capacity), on_stack=on_stack,
                    open=zeros(capacity, dtype=torch.bool), length=zeros() + 1,
-                   n_open=zeros(), n_actions=zeros(), capacity=capacity)
+                   n_open=zeros(), n_actions=zeros(), capacity=capacity,
+                   sequence_length=sequence_length)
 
     def step(self, actions: Tensor) -> StepMasks:
         """Read one action a row (R,) (-1: none; the row keeps its state), in place. Two
@@ -330,7 +336,8 @@ class TGState(RowState):
         else at p); ``allowed`` (R, 1, 2, S) and ``relative`` (R, 2, S) are those rows of
         ``tg_layout`` over the S cache positions, key 0 only and 0 for an absent slot.
         An action that builds no tree (as for ``tg_layout``) or a row past ``capacity``
-        tokens raises a one-line error naming the row."""
+        tokens raises a one-line error naming the row, a row past ``sequence_length`` one
+        naming it."""
         actions = actions.to(self.length.device)
         if actions.shape != self.length.shape:
             raise InputError(f"expected one action a row, shape {tuple(self.length.shape)}; "
@@ -371,6 +378,12 @@ class TGState(RowState):
         self.length += active.long() + closes.long()
         self.n_open += opens.long() - closes.long()
         self.n_actions += active.long()
+        longest = int(self.length.max())
+        if self.sequence_length is not None and longest > self.sequence_length:
+            raise SettingError(
+                "sequence_length", self.sequence_length,
+                f"at least {longest}, or unset: search reads a sentence as one chunk, and this "
+                f"one needs {longest} tokens (teacher forcing would read it in chunks)")
         return StepMasks(positions=positions, present=present, allowed=allowed[:, None],
                          relative=relative)
 
@@ -397,37 +410,55 @@ class TGState(RowState):
 
 
 class TGPolicy(AttentionPolicy):
-    """``attention: tg`` (module docstring): each ``REDUCE`` read as its closing bracket
-    twice, STACK and COMPOSE attention, relative positions the depth differences clipped to
-    [``min_relative``, ``max_relative``] (the paper's configuration: [−1, 62]), no absolute
-    positions, post-norm layers (Transformer-XL's)."""
+    """Transformer Grammars' attention (Sartran et al. 2022 §2): STACK and COMPOSE attention,
+    relative positions by tree depth and, for documents, chunks with Transformer-XL memory.
 
+    Each ``REDUCE`` is read as its closing bracket twice (module docstring), relative
+    positions are the depth differences clipped to [``min_relative``, ``max_relative``]
+    (the paper's configuration: [−1, 62]); no absolute positions, post-norm layers
+    (Transformer-XL's).
+
+    With ``sequence_length`` (documents, as the released document-level models: 256)
+    teacher forcing reads each row in chunks of that many tokens with ``memory_length``
+    slots of Transformer-XL memory (default ``sequence_length``, the released code's only
+    setting), which carry the top of the stack across a chunk boundary (``tg_chunks``,
+    ``synlm.transition.attention.memory``); search reads a sentence as one chunk, and one of
+    more tokens is a one-line ``SettingError``. None: a row is one chunk."""
+
+    name = "tg"
     pre_norm = False
     absolute_positions = False
     closing_brackets = True
-    memory = True
 
-    def __init__(self, min_relative: int = -1, max_relative: int = 62) -> None:
+    def __init__(self, min_relative: int = -1, max_relative: int = 62,
+                 sequence_length: int | None = None, memory_length: int | None = None
+                 ) -> None:
         if max_relative < min_relative:
             raise SettingError("max_relative", max_relative,
                                f"at least min_relative={min_relative}")
+        at_least("sequence_length", sequence_length)
+        at_least("memory_length", memory_length)
+        if sequence_length is None and memory_length is not None:
+            raise SettingError("memory_length", memory_length,
+                               "unset: memory needs a sequence_length to cut chunks")
         self.relative_range = (min_relative, max_relative)
+        self.sequence_length = sequence_length
+        self.memory_length = memory_length or sequence_length
 
-    def masks(self, actions: Tensor, num_heads: int) -> BatchMasks:
-        layout = tg_layout(actions)
-        return BatchMasks(source=layout.source, predicts=~layout.compose,
-                          allowed=layout.mask[:, None], relative=layout.relative)
-
-    def chunked_masks(self, actions: Tensor, num_heads: int, sequence_length: int,
-                      memory_length: int) -> ChunkedMasks:
-        """Chunks with the smart memory of the released code (``tg_chunks``)."""
+    def masks(self, actions: Tensor, num_heads: int) -> BatchMasks | ChunkedMasks:
+        """The whole rows' masks (``tg_layout``), or with ``sequence_length`` their chunks
+        with the smart memory of the released code (``tg_chunks``)."""
+        if self.sequence_length is None:
+            layout = tg_layout(actions)
+            return BatchMasks(source=layout.source, predicts=~layout.compose,
+                              allowed=layout.mask[:, None], relative=layout.relative)
         layout = tg_layout(actions, attention=False)
         return ChunkedMasks(source=layout.source, predicts=~layout.compose,
-                            chunks=tg_chunks(layout, sequence_length, memory_length))
+                            chunks=tg_chunks(layout, self.sequence_length, self.memory_length))
 
     def initial_state(self, rows: int, capacity: int, num_heads: int,
                       device: torch.device | str | None = None) -> TGState:
-        return TGState.initial(rows, capacity, device)
+        return TGState.initial(rows, capacity, device, self.sequence_length)
 
     def cache_positions(self, max_actions: int) -> int:
         """The start token, one per action and one more per ``REDUCE``: at most half the

@@ -1,0 +1,195 @@
+"""The layers of the action Transformer (``synlm.transition.action_transformer``): multi-head
+self-attention under a policy's mask (``ActionAttention``), with Transformer-XL relative
+attention (Dai et al. 2019 eq. 4) over the policy's relative positions where it has them::
+
+    logit(i, j) = ((q_i + u)·k_j + (q_i + v)·W_r φ(clip(r_ij))) / √d
+
+with φ the sinusoidal encoding of the released Transformer Grammars
+(``relative_encodings``); and the Transformer layer around it (``ActionLayer``), pre-norm
+as GPT-2's or post-norm as Transformer-XL's. The attention runs unfused, the mask (and
+relative bias) handed to ``scaled_dot_product_attention``, or fused through flex_attention
+(``attention_kernel``; ``block_mask``), the same function either way.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from functools import cache
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+
+from synlm.errors import SettingError
+from synlm.transition.attention.base import StepMasks
+
+#: ``attention_kernel``: ``fused`` (flex_attention: a block mask, TG's relative term as a
+#: ``score_mod``), ``unfused`` (the (B, G, T, S) mask and relative bias handed to
+#: ``scaled_dot_product_attention``), or ``auto`` (fused on a GPU where it applies).
+AttentionKernel = Literal["auto", "fused", "unfused"]
+KERNELS: tuple[str, ...] = ("auto", "fused", "unfused")
+
+
+@cache
+def _compiled_flex_attention() -> Any:
+    """flex_attention compiled (its fused kernel; on a GPU)."""
+    return torch.compile(flex_attention, dynamic=True)
+
+
+def _flex_attention(q: Tensor, k: Tensor, v: Tensor, score_mod: Any, block_mask: BlockMask
+                    ) -> Tensor:
+    """flex_attention, compiled on a GPU; eager elsewhere (its reference implementation,
+    the same function: the warning that it is not compiled is silenced)."""
+    if q.is_cuda:
+        return _compiled_flex_attention()(q, k, v, score_mod=score_mod, block_mask=block_mask)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*flex_attention.*")
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
+
+
+def block_mask(allowed: Tensor, num_heads: int) -> BlockMask:
+    """flex_attention's ``BlockMask`` of ``allowed`` (B, G, T, S) (G 1 or ``num_heads``):
+    blocks with no allowed key skipped, the rest masked as ``allowed``."""
+    B, G, T, S = allowed.shape
+    if G == 1:
+        def mask_mod(b: Tensor, h: Tensor, q: Tensor, kv: Tensor) -> Tensor:
+            return allowed[b, 0, q, kv]
+    else:
+        def mask_mod(b: Tensor, h: Tensor, q: Tensor, kv: Tensor) -> Tensor:
+            return allowed[b, h, q, kv]
+    return create_block_mask(mask_mod, B, num_heads if G > 1 else None, T, S,
+                             device=allowed.device)
+
+
+def kernel_mask(kernel: str, allowed: Tensor | None, x: Tensor, num_heads: int,
+                dropping: bool) -> BlockMask | None:
+    """``allowed``'s block mask where attention runs fused under ``kernel`` on ``x``'s device
+    and dtype (``dropping``: attention dropout applies); None where it runs unfused or
+    causal (``allowed`` None). ``fused`` where it cannot run is a one-line ``SettingError``."""
+    if kernel == "fused" and dropping:
+        raise SettingError(
+            "attention_kernel", "fused", "unfused or auto while training with dropout > 0 "
+            "(flex_attention has no attention dropout), or dropout 0")
+    if kernel == "fused" and x.requires_grad and not x.is_cuda:
+        raise SettingError(
+            "attention_kernel", "fused", "unfused or auto to train on a CPU (flex_attention "
+            "has no backward there), or fused under torch.no_grad")
+    fused = kernel == "fused" or (
+        kernel == "auto" and x.is_cuda and not dropping and x.dtype != torch.float64)
+    return block_mask(allowed, num_heads) if fused and allowed is not None else None
+
+
+def relative_encodings(lowest: int, highest: int, size: int) -> Tensor:
+    """Transformer-XL's sinusoids for the relative positions ``highest`` down to ``lowest``
+    (rows), as the released Transformer Grammars builds them:
+    ``[sin(r·ω_0..) , cos(r·ω_0..)]`` with ω_i = 10000^(−2i / size)."""
+    inv_freq = 10000.0 ** (-torch.arange(0, size, 2, dtype=torch.float64) / size)  # (size/2,)
+    r = torch.arange(highest, lowest - 1, -1, dtype=torch.float64)  # (n_rel,)
+    angles = r[:, None] * inv_freq[None, :]
+    return torch.cat([angles.sin(), angles.cos()], 1).float()  # (n_rel, size)
+
+
+class ActionAttention(nn.Module):
+    """Multi-head self-attention under a given mask, with Transformer-XL relative attention
+    over the policy's relative positions (TG's depth differences) when ``relative`` (module
+    docstring)."""
+
+    def __init__(self, size: int, n_heads: int, dropout: float, relative: bool) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_size = size // n_heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(size, 3 * size)  # q | k | v
+        self.proj = nn.Linear(size, size)
+        self.relative_keys = nn.Linear(size, size, bias=False) if relative else None
+        if relative:  # u and v of Dai et al. 2019 eq. 4 (r_w_bias, r_r_bias)
+            self.content_bias = nn.Parameter(torch.zeros(n_heads, self.head_size))
+            self.position_bias = nn.Parameter(torch.zeros(n_heads, self.head_size))
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v of ``x`` (B, T, C), each (B, nh, T, hd)."""
+        B, T, C = x.shape
+        return tuple(t.view(B, T, self.n_heads, self.head_size).transpose(1, 2)
+                     for t in self.qkv(x).split(C, dim=2))  # type: ignore[return-value]
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None,
+               relative: Tensor | None, encodings: Tensor | None,
+               fused: BlockMask | None = None) -> Tensor:
+        """softmax(q·kᵀ/√d [+ relative]) v over keys ``allowed`` (B, G, T, S) (None:
+        causal, T = S); ``relative`` (B, T, S): each key's index into ``encodings``
+        (n_rel, C). With ``fused``, the block mask of ``allowed``, through flex_attention:
+        the relative term a ``score_mod`` that reads the (B, nh, T, n_rel) table by
+        ``relative``, no (B, nh, T, S) bias built. Returns (B, T, C) after the output
+        projection."""
+        B, nh, T, hd = q.shape
+        p_drop = self.dropout if self.training else 0.0
+        if self.relative_keys is not None:
+            table = self.relative_keys(F.dropout(encodings, p_drop, self.training))
+            table = table.view(-1, nh, hd)  # (n_rel, nh, hd)
+            by_position = torch.einsum("bhtd,rhd->bhtr", q + self.position_bias[:, None],
+                                       table) / math.sqrt(hd)  # (B, nh, T, n_rel)
+            q = q + self.content_bias[:, None]
+        if fused is not None:
+            score_mod = None
+            if self.relative_keys is not None:
+                def score_mod(score: Tensor, b: Tensor, h: Tensor, i: Tensor, j: Tensor
+                              ) -> Tensor:
+                    return score + by_position[b, h, i, relative[b, i, j]]
+            y = _flex_attention(q, k, v, score_mod, fused)
+        elif self.relative_keys is None:
+            y = F.scaled_dot_product_attention(q, k, v, allowed, dropout_p=p_drop,
+                                               is_causal=allowed is None)
+        else:
+            index = relative[:, None].expand(B, nh, T, relative.size(-1))
+            bias = by_position.gather(-1, index)  # (B, nh, T, S)
+            bias = bias.masked_fill(~allowed, float("-inf"))
+            y = F.scaled_dot_product_attention(q, k, v, bias, dropout_p=p_drop)
+        return self.proj(y.transpose(1, 2).reshape(B, T, nh * hd))  # (B, T, C)
+
+
+class ActionLayer(nn.Module):
+    """A Transformer layer: pre-norm (GPT-2's) ``x + Attn(LN(x))``, ``x + FFN(LN(x))``, or
+    post-norm (Transformer-XL's, the released Transformer Grammars')
+    ``LN(x + Attn(x))``, ``LN(x + FFN(x))``."""
+
+    def __init__(self, size: int, n_heads: int, ffn_size: int, dropout: float,
+                 relative: bool, pre_norm: bool) -> None:
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.attn_norm = nn.LayerNorm(size)
+        self.attn = ActionAttention(size, n_heads, dropout, relative)
+        self.ffn_norm = nn.LayerNorm(size)
+        self.ffn = nn.Sequential(nn.Linear(size, ffn_size), nn.GELU(),
+                                 nn.Linear(ffn_size, size), nn.Dropout(dropout))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, allowed: Tensor | None, relative: Tensor | None,
+                encodings: Tensor | None, cache: Tensor | None = None,
+                step: StepMasks | None = None, fused: BlockMask | None = None,
+                memory: Tensor | None = None) -> Tensor:
+        """``x`` (B, T, C) over the whole sequence; or, with ``cache`` (B, 2, nh, S, hd)
+        (this layer's keys and values) and ``step``, T new tokens written into it first and
+        the queries attending over its first S' positions (``allowed`` (B, G, T, S')); or,
+        with ``memory`` (B, M, C) (Transformer-XL's: this layer's inputs at the tokens the
+        memory holds), the keys and values of ``[memory | x]`` (``allowed`` (B, G, T, M + T)).
+        ``fused``: ``allowed``'s block mask, attention through flex_attention."""
+        q, k, v = self.attn.project(self.attn_norm(x) if self.pre_norm else x)
+        if memory is not None:
+            _, k_memory, v_memory = self.attn.project(
+                self.attn_norm(memory) if self.pre_norm else memory)  # (B, nh, M, hd) each
+            k, v = torch.cat([k_memory, k], 2), torch.cat([v_memory, v], 2)
+        if cache is not None:
+            rows, slots = step.present.nonzero(as_tuple=True)
+            at = step.positions[rows, slots]
+            cache[rows, 0, :, at] = k[rows, :, slots]
+            cache[rows, 1, :, at] = v[rows, :, slots]
+            used = allowed.size(-1)
+            k, v = cache[:, 0, :, :used], cache[:, 1, :, :used]  # (B, nh, S', hd)
+        x = x + self.drop(self.attn.attend(q, k, v, allowed, relative, encodings, fused))
+        if self.pre_norm:
+            return x + self.ffn(self.ffn_norm(x))
+        x = self.attn_norm(x)
+        return self.ffn_norm(x + self.ffn(x))
