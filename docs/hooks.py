@@ -29,7 +29,7 @@ from mkdocs.exceptions import PluginError
 
 MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- synlm: (?P<args>[^>]+?) -->$", re.MULTILINE)
 COLUMNS = 100
-MAX_LINES = 120
+MAX_LINES = 160
 LITERAL_BLOCK_COLONS = re.compile(r"(?<=\S)::</p>")
 
 
