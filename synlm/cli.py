@@ -1,7 +1,7 @@
 """The ``synlm`` command: ``fit``, ``validate``, ``test`` and ``predict`` (LightningCLI,
 ``synlm.lightning_cli``) plus ``parse``, ``plot``, ``annotate``, ``generate``,
-``evaluate-generation``, ``evaluate-syntax``, ``export-hf``, ``lm-eval``, ``convert`` and
-``ls``.
+``evaluate-generation``, ``evaluate-syntax``, ``export-hf``, ``lm-eval``, ``convert``,
+``cp`` and ``ls``.
 
 This module imports only what answering at once needs (``--help``, ``--version``, ``ls``,
 an unknown command, ``fit|validate|test|predict --help``, a missing config file, a bad
@@ -58,6 +58,10 @@ def _command(name: str) -> Callable[[list[str]], int]:
         from synlm.commands.convert import main as convert_main
 
         return convert_main
+    if name == "cp":
+        from synlm.commands.cp import main as cp_main
+
+        return cp_main
     if name == "plot":
         from synlm.commands.plot import main as plot_main
 

@@ -5,9 +5,10 @@ import)."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
 import os
-import re
 import shutil
 import sys
 import traceback
@@ -38,7 +39,7 @@ from synlm.callbacks import ParameterSummary, ProgressLines, SynLMProgressBar, T
 from synlm.data.datamodule import SynLMDataModule
 from synlm.errors import InputError, SettingError, SynLMError, report, show_traceback
 from synlm.lm import SyntaxLM
-from synlm.runtime import checks, runs, usage
+from synlm.runtime import checks, config_chain, run_folders, runs, usage
 from synlm.runtime import lightning_internals as internals
 from synlm.runtime.inputs import LIGHTNING_CKPT_NAMES
 from synlm.runtime.run_callbacks import THREADS_KEY, RunCheckpoint, SaveRunConfig
@@ -117,62 +118,32 @@ class SynLMArgumentParser(LightningArgumentParser):
 #: backbone and head trains under it.
 DEFAULT_RECIPE = "synlm.lm.SyntaxLM"
 
+#: The argument of a transition recipe that the data's action vocabulary sets.
+ACTIONS_LINK = "n_actions"
+
+#: The DataModule's mode a transition recipe trains on.
+ACTIONS_MODE = "actions"
+
 #: What ``fit|validate|test|predict`` return: the recipe a config names.
 Recipe = SyntaxLM | TransitionLM
 
 
-#: An interpolation that reaches a recipe's argument without the ``init_args`` level
-#: (``${model.backbone.init_args.pretrained}``), as a config names it in ``model:``.
-_RECIPE_INTERPOLATION = re.compile(r"\$\{model\.(?!class_path\b|init_args\b)")
-_RECIPE_LEVELS = ("class_path", "init_args")
-
-
-def _recipe_arguments_under_init_args(config: dict[str, Any]) -> dict[str, Any]:
-    """A config file's keys with the recipe's arguments where the parser holds them, under
-    ``model.init_args``: a ``model:`` block without ``class_path`` or ``init_args`` (the
-    default recipe's arguments, as a config writes them), a dotted ``model.heads:``, and
-    each interpolation ``${model.X...}`` that names them so (jsonargparse makes an
-    interpolation relative to where it stands, so it must stand where the parser puts it)."""
-
-    def interpolations(tree: Any) -> Any:
-        if isinstance(tree, dict):
-            return {key: interpolations(value) for key, value in tree.items()}
-        if isinstance(tree, list):
-            return [interpolations(value) for value in tree]
-        return _RECIPE_INTERPOLATION.sub("${model.init_args.", tree) \
-            if isinstance(tree, str) else tree
-
-    placed: dict[str, Any] = {}
-    for key, value in config.items():
-        head, dot, rest = str(key).partition(".")
-        if head == "model" and dot and rest.split(".")[0] not in _RECIPE_LEVELS:
-            key = f"model.init_args.{rest}"
-        elif key == "model" and isinstance(value, dict) and value \
-                and not set(value) & set(_RECIPE_LEVELS):
-            value = {"init_args": value}
-        placed[key] = interpolations(value)
-    return placed
-
-
 class ConfigChain(jsonargparse.ActionConfigFile):
     """``--config FILE``, with the bases FILE names applied first, each as a config file of
-    its own: the chain ``usage.with_bases`` reads (the deepest base first), each file
-    without its ``config:`` key, so that a file's keys merge into its base's exactly as a
-    second ``--config`` would (a block ``model: {embedding_dropout: 0.2}`` keeps every other
-    value of the base's ``model``; a list replaces the base's list). jsonargparse never
-    reads a config inside a config (it would parse the inner file against the outer's
-    keys). An interpolation may name a recipe's argument as the file names it
-    (``${model.backbone...}``). YAML given inline is applied as it is."""
+    its own (``synlm.runtime.config_chain``: the deepest base first, each file without its
+    ``config:`` key), so that a file's keys merge into its base's exactly as a second
+    ``--config`` would (a block ``model: {embedding_dropout: 0.2}`` keeps every other value
+    of the base's ``model``; a list replaces the base's list). jsonargparse never reads a
+    config inside a config (it would parse the inner file against the outer's keys). YAML
+    given inline is applied as it is."""
 
     def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None
                  ) -> None:
         if not usage.is_config_file(values):
             self.apply_config(parser, cfg, self.dest, values)
             return
-        for _, loaded in usage.with_bases(Path(values)):
-            own = {key: value for key, value in loaded.items() if key != usage.BASE_KEY}
-            placed = _recipe_arguments_under_init_args(own)
-            self.apply_config(parser, cfg, self.dest, yaml.safe_dump(placed, sort_keys=False))
+        for _, config in config_chain.chain(Path(values)):
+            self.apply_config(parser, cfg, self.dest, yaml.safe_dump(config, sort_keys=False))
 
 
 class SynLMCLI(LightningCLI):
@@ -206,8 +177,8 @@ class SynLMCLI(LightningCLI):
         trainer = getattr(self, "trainer", None)
         if root is None or before is None or (trainer is not None and trainer.global_step):
             return
-        for version in set(runs.versions(root)) - set(before):
-            folder = runs.version_dir(root, version)
+        for version in set(run_folders.versions(root)) - set(before):
+            folder = run_folders.version_dir(root, version)
             if not any(folder.rglob("*.ckpt")):
                 shutil.rmtree(folder, ignore_errors=True)
         if not before and root.is_dir() and not any(root.iterdir()):
@@ -242,6 +213,11 @@ class SynLMCLI(LightningCLI):
             if cause is not None and cause is not err:
                 raise cause from None
             raise
+        # Lightning records every instantiation link's value among the recipe's
+        # hyperparameters, also one the chosen recipe does not take (SyntaxLM: no actions);
+        # a checkpoint's hyperparameters must rebuild the recipe
+        if ACTIONS_LINK not in inspect.signature(type(self.model)).parameters:
+            self.model.hparams.pop(ACTIONS_LINK, None)
 
     def init_parser(self, **kwargs: Any) -> SynLMArgumentParser:
         kwargs.setdefault("dump_header", [f"synlm {__version__}"])
@@ -260,14 +236,15 @@ class SynLMCLI(LightningCLI):
         # handed to the model, which builds them over its parameter groups
         parser.add_optimizer_args((Optimizer,), link_to="model.init_args.optimizer")
         parser.add_lr_scheduler_args(LRSchedulerTypeTuple, link_to="model.init_args.lr_scheduler")
-        # what the data decides, for the recipes that take it (jsonargparse skips a link
-        # whose target the chosen recipe lacks): the vocabulary's size; SyntaxLM's window;
-        # a transition LM's action vocabulary
-        for target, value in (("vocab_size", lambda dm: dm.vocab_size),
-                              ("bptt", lambda dm: dm.bptt),
-                              ("n_actions", lambda dm: len(dm.action_vocab))):
-            parser.link_arguments("data", f"model.init_args.{target}", compute_fn=value,
-                                  apply_on="instantiate")
+        # what the data decides, for the recipes that take it: the vocabulary's size (every
+        # recipe); SyntaxLM's window, on parsing (a recipe without one skips the link); a
+        # transition LM's action vocabulary, once the data is built
+        parser.link_arguments("data", "model.init_args.vocab_size",
+                              compute_fn=lambda dm: dm.vocab_size, apply_on="instantiate")
+        parser.link_arguments("data.bptt", "model.init_args.bptt")
+        parser.link_arguments("data", f"model.init_args.{ACTIONS_LINK}",
+                              compute_fn=lambda dm: len(dm.action_vocab)
+                              if dm.mode == ACTIONS_MODE else 0, apply_on="instantiate")
         parser.add_argument("--tensorboard", type=bool, default=False,
                             help="Also log to TensorBoard, in the run's tensorboard/ folder.")
 
@@ -283,25 +260,25 @@ class SynLMCLI(LightningCLI):
         trainer = config.trainer
         if trainer.default_root_dir is None:
             given = [value for _, _, value in usage.flag_values(self._args, *usage.CONFIG_FLAGS)]
-            trainer.default_root_dir = str(Path("runs") / runs.run_name(given))
+            trainer.default_root_dir = str(Path("runs") / run_folders.run_name(given))
         self._continued: tuple[int, int] | None = None  # (version, global step)
         root, fit = Path(trainer.default_root_dir), subcommand == "fit"
         ckpt_path, version = config.get("ckpt_path"), None
         if fit and ckpt_path == "best":
-            raise runs.best_to_fit(root)
-        if ckpt_path in runs.WHICH:
-            found = runs.latest(root, ckpt_path)
+            raise run_folders.best_to_fit(root)
+        if ckpt_path in run_folders.WHICH:
+            found = run_folders.latest(root, ckpt_path, runs.best_in_run)
             if found is None:
                 if not fit:
-                    raise runs.none_under(root, ckpt_path)
+                    raise run_folders.none_under(root, ckpt_path)
                 rank_zero_info(f"--ckpt_path last: no run under {root} saved a checkpoint "
                                "yet; starting a new run")
                 config.ckpt_path = None
             else:
                 version, config.ckpt_path = found[0], str(found[1])
         elif ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
-            config.ckpt_path = str(runs.resolve_checkpoint(
-                ckpt_path, folder="last" if fit else "best"))
+            config.ckpt_path = str(run_folders.resolve_checkpoint(
+                ckpt_path, runs.best_in_run, folder="last" if fit else "best"))
         ckpt_path = config.get("ckpt_path")
         recorded = None  # the thread count of the run a fit continues
         if ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
@@ -313,9 +290,10 @@ class SynLMCLI(LightningCLI):
         init_from = config.model.init_args.get("init_from") if "model" in config else None
         if fit and init_from and ckpt_path is None:
             runs.read_checkpoint(init_from, "model.init_from")  # before the run's folder
-        self._root, self._versions_before = root, runs.versions(root)
+        self._root, self._versions_before = root, run_folders.versions(root)
         try:
             checks.check_trainer(trainer)
+            _check_recipe_data(config.model.class_path, config.data.mode)
             optimizer = config.get("optimizer")
             if fit and optimizer is not None:
                 checks.check_optimizer(optimizer.class_path, optimizer.init_args.as_dict())
@@ -374,8 +352,8 @@ class SynLMCLI(LightningCLI):
         root = Path(config.trainer.default_root_dir)
         configured = config.trainer.logger
         if configured is False:  # Lightning then writes in default_root_dir: make it the run's
-            version = self._continued[0] if self._continued else runs.next_version(root)
-            kwargs["default_root_dir"] = str(runs.version_dir(root, version))
+            version = self._continued[0] if self._continued else run_folders.next_version(root)
+            kwargs["default_root_dir"] = str(run_folders.version_dir(root, version))
         else:
             version, step = self._continued or (None, None)
             csv = runs.RunCSVLogger(root, version, resume_step=step)
@@ -449,11 +427,22 @@ def with_saved_config(args: list[str]) -> list[str]:
     if usage.flag_values(args, *usage.CONFIG_FLAGS) or not ckpts:
         return args
     ckpt = ckpts[-1][2]
-    if ckpt in runs.WHICH:  # checked before torch loads too (synlm.runtime.inputs)
-        raise runs.unnamed_run(ckpt)
+    if ckpt in run_folders.WHICH:  # checked before torch loads too (synlm.runtime.inputs)
+        raise run_folders.unnamed_run(ckpt)
     if ckpt in LIGHTNING_CKPT_NAMES:
         return args
     return [args[0], "--config", runs.saved_config(ckpt), *args[1:]]
+
+
+def _check_recipe_data(class_path: str, mode: str) -> None:
+    """A recipe that reads action sequences (it takes ``n_actions``) trains on the data's
+    ``mode: actions``, and only it does: a ``SettingError`` on ``data.mode`` otherwise."""
+    module, _, name = class_path.rpartition(".")
+    recipe = getattr(importlib.import_module(module), name)
+    takes_actions = ACTIONS_LINK in inspect.signature(recipe).parameters
+    if takes_actions != (mode == ACTIONS_MODE):
+        expected = ACTIONS_MODE if takes_actions else f"a mode other than {ACTIONS_MODE}"
+        raise SettingError("data.mode", mode, f"{expected} for the recipe {name}")
 
 
 def _input_cause(err: BaseException) -> SynLMError | None:

@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from synlm.runtime.runs import read_checkpoint, resolve_checkpoint
+from synlm.runtime.run_folders import resolve_checkpoint
+from synlm.runtime.runs import best_in_run, read_checkpoint
 
 
 def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     """The model of the checkpoint ``path`` names (a file, a run folder, which stands for its
-    best, or ``FOLDER/best|last``: ``synlm.runtime.runs.resolve_checkpoint``), on the CPU in eval
-    mode; a missing or unreadable checkpoint is a one-line ``CheckpointError`` naming
+    best, or ``FOLDER/best|last``: ``synlm.runtime.run_folders.resolve_checkpoint``), on the
+    CPU in eval mode; a missing or unreadable checkpoint is a one-line ``CheckpointError`` naming
     ``flag``. The file read is the model's ``checkpoint_file`` (a path). torch's global RNG
     is left as it was (building the model draws its initial weights from a fork of it)."""
     import torch
@@ -26,7 +27,7 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
     # (SyntaxLM's checkpoints name none)
     saved = read_checkpoint(path, flag, "best").get("synlm") or {}
     model_class = recipe_class(saved.get("model_class"))
-    file = resolve_checkpoint(path, flag, "best")
+    file = resolve_checkpoint(path, best_in_run, flag, "best")
     with torch.random.fork_rng(devices=[]):
         model = model_class.load_from_checkpoint(file, map_location="cpu")
     model.checkpoint_file = str(file)  # the file read (synlm.tse.provenance)
@@ -71,7 +72,10 @@ def untrained_copy(model: Any, seed: int) -> Any:
 
     torch.manual_seed(seed)
     transition = isinstance(model, TransitionLM)  # its hparams are TransitionLM's form
-    fresh = (TransitionLM if transition else type(model))(**model.hparams)
+    # its constructor's arguments: not the recipe's class, which Lightning's subclass mode
+    # records among them (``_class_path``)
+    arguments = {key: value for key, value in model.hparams.items() if key != "_class_path"}
+    fresh = (TransitionLM if transition else type(model))(**arguments)
     fresh.vocab, fresh.normalization = model.vocab, model.normalization
     if transition:
         fresh.action_vocab = model.action_vocab

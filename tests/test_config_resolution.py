@@ -248,6 +248,41 @@ def test_the_recipe_is_chosen_as_lightning_chooses_a_subclass() -> None:
     assert rnng["class_path"].endswith(".RNNG") and rnng["init_args"]["hidden_size"] == 99
 
 
+# --- synlm cp: a config with its chain flattened into one file ---------------------------
+
+CHAINED = [n for n in CONFIGS if base_of(n) is not None]
+
+
+@pytest.mark.parametrize("name", CHAINED)
+def test_a_flattened_copy_resolves_as_its_config(name: str, tmp_path: Path) -> None:
+    """``synlm cp NAME DEST`` writes one file without a base that the parser resolves to
+    exactly what NAME and its chain of bases resolve to."""
+    from synlm.commands.cp import copy
+
+    target = copy(name, str(tmp_path) + "/")
+    assert target == tmp_path / Path(name).name
+    flat = yaml.safe_load(target.read_text())
+    assert "config" not in flat
+    got = canonical(yaml.safe_dump(resolve_file(["--config", str(target)])))
+    assert got == canonical(resolve(name))
+
+
+def test_cp_keeps_what_exists_and_names_the_config_meant(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    assert run_cli(["cp", "quickstart.yaml", str(tmp_path / "mine.yaml")]) == 0
+    (tmp_path / "mine.yaml").write_text("# my notes\n")
+    assert run_cli(["cp", "quickstart.yaml", str(tmp_path / "mine.yaml")]) == 2
+    assert (tmp_path / "mine.yaml").read_text() == "# my notes\n"
+    assert run_cli(["cp", "quickstart.yaml", str(tmp_path / "mine.yaml"), "--force"]) == 0
+    assert run_cli(["cp", "quickstat.yaml", str(tmp_path / "x.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"synlm cp: {tmp_path / 'mine.yaml'}: exists; --force replaces it",
+                   "synlm cp: no file quickstat.yaml; did you mean quickstart.yaml? (synlm ls "
+                   "lists the shipped configs, which may be named without a folder)"]
+    assert not (tmp_path / "x.yaml").exists()
+
+
 # --- the run folder: named after the config given, not its bases ------------------------
 
 def run_folder(args: list[str]) -> str:

@@ -28,7 +28,7 @@ from synlm.data.unknown_words import BERKELEY_RULE, BERKELEY_RULE2, berkeley_rul
 from synlm.data.vocab import Vocab
 from synlm.errors import InputError
 from synlm.loading import load_model
-from synlm.runtime.runs import CHECKPOINTS, LAST
+from synlm.runtime.run_folders import CHECKPOINTS, LAST
 from synlm.syntax.actions import oracle, piece_actions
 from synlm.transition.beam import BeamSettings, search_batch
 from synlm.transition.rnng_pytorch import PAD_LOGIT, ConversionError, convert

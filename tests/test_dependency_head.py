@@ -17,7 +17,7 @@ from synlm.heads import DependencyMixtureHead
 from synlm.lm import SyntaxLM
 from synlm.outputs import Batch
 from synlm.runtime import runs
-from synlm.runtime.runs import CheckpointError
+from synlm.runtime.run_folders import CheckpointError
 
 V = 23
 

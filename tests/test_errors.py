@@ -27,7 +27,7 @@ from synlm.errors import (
 from synlm.loading import load_model
 from synlm.parsing import default_structure
 from synlm.runtime import checks
-from synlm.runtime.runs import CheckpointError
+from synlm.runtime.run_folders import CheckpointError
 from synlm.syntax import read_trees
 from synlm.syntax.readers import ReaderError
 from synlm.syntax.trees import TreeFormatError

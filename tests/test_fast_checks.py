@@ -16,7 +16,12 @@ from pathlib import Path
 import pytest
 
 from synlm.runtime import usage
-from synlm.runtime.run_folders import CheckpointError, check_checkpoint, resolve_checkpoint
+from synlm.runtime.run_folders import (
+    CheckpointError,
+    any_best,
+    check_checkpoint,
+    resolve_checkpoint,
+)
 
 #: The slow imports (seconds each): torch, and nltk and matplotlib (nltk imports scipy and
 #: scikit-learn).
@@ -192,7 +197,7 @@ def test_check_checkpoint_finds_what_resolve_checkpoint_finds(tmp_path: Path) ->
     for path, folder in [(tmp_path / "runs" / "x", "last"), (tmp_path / "runs" / "x", "best"),
                          (tmp_path / "runs" / "x" / "last", "best"), (run / "last.ckpt", "best")]:
         check_checkpoint(path, folder=folder)
-        assert resolve_checkpoint(path, folder=folder) == run / "last.ckpt"
+        assert resolve_checkpoint(path, any_best, folder=folder) == run / "last.ckpt"
     (run / "epoch=0.ckpt").write_bytes(b"")
     (run / "epoch=1.ckpt").write_bytes(b"")
     check_checkpoint(tmp_path / "runs" / "x" / "best")  # two to choose from: none read

@@ -48,7 +48,7 @@ ALLOWED = {
     "config": {"lightning_cli", "lm"},
     "tse": {"data", "capabilities", "runtime"},
     "hf_export": {"backbones", "data", "model"},
-    "loading": {"lm", "transition", "registry", "runtime.runs"},
+    "loading": {"lm", "transition", "registry", "runtime.runs", "runtime.run_folders"},
     "parsing": {"data", "metrics", "syntax", "tse", "capabilities"},
     "lm_eval_model": {"tse", "loading", "capabilities", "transition.particles",
                       "runtime.threads"},
@@ -204,11 +204,6 @@ def test_model_files_do_not_import_lightning(floor: str) -> None:
                        for n in imports(path)), path
 
 
-#: The import circles between modules known today, each as its modules sorted: expected to
-#: fail ``test_known_circle_is_gone`` until it is broken, then emptied.
-KNOWN_CIRCLES = {("synlm.runtime.run_folders", "synlm.runtime.runs")}
-
-
 def module_name(path: Path) -> str:
     """``synlm.runtime.runs`` for ``synlm/runtime/runs.py``; a package for its
     ``__init__.py``."""
@@ -272,12 +267,10 @@ def circles(edges: Iterable[tuple[str, str]]) -> dict[tuple[str, ...], tuple[str
     return found
 
 
-def unexpected_circles(edges: Iterable[tuple[str, str]],
-                       known: set[tuple[str, ...]]) -> list[str]:
-    """``circles`` but those whose modules are exactly a ``known`` circle's, each named by
-    its modules and a cycle through them."""
+def named_circles(edges: Iterable[tuple[str, str]]) -> list[str]:
+    """``circles``, each named by its modules and a cycle through them."""
     return [f"{', '.join(modules)} ({' -> '.join(cycle)})"
-            for modules, cycle in sorted(circles(edges).items()) if modules not in known]
+            for modules, cycle in sorted(circles(edges).items())]
 
 
 def test_circles_are_found_on_a_small_graph() -> None:
@@ -285,31 +278,20 @@ def test_circles_are_found_on_a_small_graph() -> None:
     assert list(two) == [("a", "b")] and two[("a", "b")] in (("a", "b", "a"), ("b", "a", "b"))
     assert circles([("a", "b"), ("b", "c"), ("a", "c"), ("c", "d")]) == {}
     assert circles([("a", "a")]) == {("a",): ("a", "a")}
-    pair = [("a", "b"), ("b", "a")]
-    assert unexpected_circles(pair, {("a", "b")}) == []
-    assert unexpected_circles([*pair, ("c", "d"), ("d", "c")], {("a", "b")}) == [
-        "c, d (c -> d -> c)"]
-    # a third module in the known pair's circle makes it another circle
-    assert [c.split(" (")[0] for c in unexpected_circles([*pair, ("b", "c"), ("c", "a")],
-                                                         {("a", "b")})] == ["a, b, c"]
+    assert named_circles([("c", "d"), ("d", "c"), ("a", "b")]) == ["c, d (c -> d -> c)"]
+    # a third module joined to a circle makes one circle of the three
+    assert [c.split(" (")[0] for c in named_circles(
+        [("a", "b"), ("b", "a"), ("b", "c"), ("c", "a")])] == ["a, b, c"]
 
 
 def test_modules_form_no_circle() -> None:
-    """No module of synlm imports, directly or through others, one that imports it back,
-    but the ``KNOWN_CIRCLES``. ``synlm``'s lazy exports (``__getattr__`` over
+    """No module of synlm imports, directly or through others, one that imports it back.
+    ``synlm``'s lazy exports (``__getattr__`` over
     ``_EXPORTS``) are no import of the package's: ``from synlm import SyntaxLM`` imports
     ``synlm.lm``."""
     edges = module_edges()
     assert ("synlm.lm", "synlm.model") in edges  # the graph is read
     assert not {target for source, target in edges if source == "synlm"} & set(
         EXPORTS.values())
-    found = unexpected_circles(edges, KNOWN_CIRCLES)
+    found = named_circles(edges)
     assert not found, "import circles: " + "; ".join(found)
-
-
-@pytest.mark.parametrize("known", sorted(KNOWN_CIRCLES))
-@pytest.mark.xfail(strict=True, reason="a known import circle (KNOWN_CIRCLES)")
-def test_known_circle_is_gone(known: tuple[str, ...]) -> None:
-    """Fails while the circle remains; once it is broken this passes, which strict xfail
-    reports as a failure: take the circle out of ``KNOWN_CIRCLES``."""
-    assert known not in circles(module_edges())

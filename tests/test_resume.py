@@ -21,7 +21,8 @@ from synlm.cli import main
 from synlm.data.batching import ShuffledLoader
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.synthetic import SyntheticTreebank
-from synlm.runtime.runs import resolve_checkpoint
+from synlm.runtime.run_folders import resolve_checkpoint
+from synlm.runtime.runs import best_in_run
 
 #: The quickstart's ON-LSTM at a tiny size (kept by the other backbones where they share
 #: the argument).
@@ -75,7 +76,7 @@ def logged(root: Path) -> list[tuple[int, str, str]]:
 
 
 def last(root: Path) -> dict[str, Any]:
-    return torch.load(resolve_checkpoint(root), weights_only=False)
+    return torch.load(resolve_checkpoint(root, best_in_run), weights_only=False)
 
 
 def assert_identical(a: Any, b: Any, where: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import TINY_OVERRIDES, run_cli
-from synlm.runtime import runs
+from synlm.runtime import run_folders, runs
 from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
 
 TINY = ["--config", "quickstart.yaml", *TINY_OVERRIDES, "--data.corpus.init_args.n_train=60",
@@ -115,14 +115,17 @@ def test_a_folder_names_its_best_or_its_last(tmp_path: Path) -> None:
     worse = _checkpoint(root / "version_0" / "checkpoints" / "epoch000-step000001.ckpt", 9.0)
     better = _checkpoint(root / "version_0" / "checkpoints" / "epoch001-step000002.ckpt", 7.0)
     last1 = _checkpoint(root / "version_1" / "checkpoints" / "last.ckpt")  # no validation yet
-    assert runs.resolve_checkpoint(root, folder="best") == better  # the newest with a best
-    assert runs.resolve_checkpoint(root / "best") == better
-    assert runs.resolve_checkpoint(root, folder="last") == last1
-    assert runs.resolve_checkpoint(root / "last") == last1
-    assert runs.resolve_checkpoint(root / "version_0" / "last") == last0
-    assert runs.resolve_checkpoint(root / "version_1", folder="best") == last1  # no best: last
-    with pytest.raises(runs.CheckpointError, match="version_1 holds no best checkpoint"):
-        runs.resolve_checkpoint(root / "version_1" / "best")
+    def resolve(path: Path, folder: run_folders.Which = "last") -> Path:
+        return run_folders.resolve_checkpoint(path, runs.best_in_run, folder=folder)
+
+    assert resolve(root, folder="best") == better  # the newest with a best
+    assert resolve(root / "best") == better
+    assert resolve(root, folder="last") == last1
+    assert resolve(root / "last") == last1
+    assert resolve(root / "version_0" / "last") == last0
+    assert resolve(root / "version_1", folder="best") == last1  # no best: last
+    with pytest.raises(run_folders.CheckpointError, match="version_1 holds no best checkpoint"):
+        resolve(root / "version_1" / "best")
     assert worse.is_file()
 
 

@@ -14,7 +14,8 @@ import yaml
 
 from conftest import TINY_OVERRIDES, run_cli
 from synlm.catalog import REPO_CONFIGS
-from synlm.runtime.runs import CONFIG_KEY, CheckpointError, resolve_checkpoint
+from synlm.runtime.run_folders import CheckpointError, resolve_checkpoint
+from synlm.runtime.runs import CONFIG_KEY, best_in_run
 
 SMALL = [*TINY_OVERRIDES, "--data.corpus.init_args.n_train=60",
          "--model.backbone.init_args.input_size=16", "--model.backbone.init_args.hidden_size=24",
@@ -63,7 +64,7 @@ def test_ckpt_path_last_continues_the_newest_run_in_its_folder(tmp_path: Path) -
     assert fit(tmp_path, "--trainer.max_steps=5", "--ckpt_path=last") == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["version_0", "version_1"]
     assert digest(tmp_path / "version_0" / "checkpoints" / "last.ckpt") == older
-    newest = torch.load(resolve_checkpoint(tmp_path), weights_only=False)
+    newest = torch.load(resolve_checkpoint(tmp_path, best_in_run), weights_only=False)
     assert newest["global_step"] == 5  # 3 steps of version_1, then 2 more
     steps = [int(r["step"]) for r in rows(tmp_path / "version_1" / "metrics.csv")
              if r.get("train/loss_step")]
@@ -131,7 +132,7 @@ def test_a_bad_checkpoint_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_the_old_layout_gets_a_hint(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="x/best, .*x/last name the newest run's"):
-        resolve_checkpoint(tmp_path / "runs" / "x" / "checkpoints" / "last.ckpt")
+        resolve_checkpoint(tmp_path / "runs" / "x" / "checkpoints" / "last.ckpt", best_in_run)
 
 
 def test_test_with_last_and_no_run_is_one_line(tmp_path: Path,

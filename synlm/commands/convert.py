@@ -73,7 +73,8 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
     import yaml
 
     from synlm.data.subwords import SentencePieceVocab
-    from synlm.runtime.runs import CHECKPOINTS, CONFIG_KEY, LAST
+    from synlm.runtime.run_folders import CHECKPOINTS, LAST
+    from synlm.runtime.runs import CONFIG_KEY
     from synlm.transition.lm import TransitionLM
     from synlm.transition.rnng_pytorch import check_shapes, convert
 

@@ -21,6 +21,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from synlm.runtime import lightning_internals as internals
 from synlm.runtime import runs
+from synlm.runtime.run_folders import LAST, Which
 from synlm.runtime.run_summary import Saved
 
 #: The checkpoint's key for the number of threads torch ran the fit with (``RunCheckpoint``):
@@ -81,7 +82,7 @@ class RunCheckpoint(ModelCheckpoint):
                            checkpoint: dict[str, Any]) -> None:
         self.validation = dict(checkpoint.get(runs.VALIDATION_KEY, {}))
 
-    def saved(self, which: runs.Which) -> Saved | None:
+    def saved(self, which: Which) -> Saved | None:
         """This run's ``best`` or ``last`` checkpoint, with what it holds."""
         path = Path(self.best_model_path if which == "best" else self.last_model_path)
         if not path.name or not path.is_file():
@@ -97,7 +98,7 @@ class RunCheckpoint(ModelCheckpoint):
         if (trainer.fast_dev_run or trainer.state.fn != TrainerFn.FITTING
                 or trainer.sanity_checking or self.last_step_written == trainer.global_step):
             return
-        path = os.path.join(str(self.dirpath), runs.LAST)
+        path = os.path.join(str(self.dirpath), LAST)
         self.last_model_path = path
         trainer.save_checkpoint(path, self.save_weights_only)
         self.last_step_written = trainer.global_step

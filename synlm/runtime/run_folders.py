@@ -49,24 +49,18 @@ def best_candidates(run: Path) -> list[Path]:
     return sorted(p for p in (run / CHECKPOINTS).glob("*.ckpt") if p.name != LAST)
 
 
-def best_in_run(run: Path) -> Path | None:
-    """One run folder's best checkpoint by ``val/ppl``: among its ``best_candidates``
-    (``RunCheckpoint`` keeps one), the lowest ``val/ppl`` they carry."""
-    found = best_candidates(run)
-    if len(found) < 2:
-        return found[0] if found else None
-    from synlm.runtime.runs import best_of  # reads them: torch
-
-    return best_of(found)
-
-
-def _any_best(run: Path) -> Path | None:
-    """A checkpoint ``best_in_run`` may choose, without reading any."""
+def any_best(run: Path) -> Path | None:
+    """A checkpoint one run folder's best may be, without reading any: how a check that
+    only needs to know whether a run has a best chooses it."""
     return next(iter(best_candidates(run)), None)
 
 
-def in_run(run: Path, which: Which, best: Callable[[Path], Path | None] = best_in_run
-           ) -> Path | None:
+#: How one run folder's best checkpoint is chosen: ``synlm.runtime.runs.best_in_run`` reads
+#: them (torch), ``any_best`` only looks.
+BestOf = Callable[[Path], "Path | None"]
+
+
+def in_run(run: Path, which: Which, best: BestOf) -> Path | None:
     """One run folder's ``best`` or ``last`` checkpoint, if it saved one."""
     if which == "best":
         return best(run)
@@ -74,8 +68,7 @@ def in_run(run: Path, which: Which, best: Callable[[Path], Path | None] = best_i
     return last if last.is_file() else None
 
 
-def latest(root: Path, which: Which, best: Callable[[Path], Path | None] = best_in_run
-           ) -> tuple[int, Path] | None:
+def latest(root: Path, which: Which, best: BestOf) -> tuple[int, Path] | None:
     """The newest run under ``root`` with a ``which`` checkpoint: its version and that file."""
     for version in reversed(versions(root)):
         path = in_run(version_dir(root, version), which, best)
@@ -84,8 +77,8 @@ def latest(root: Path, which: Which, best: Callable[[Path], Path | None] = best_
     return None
 
 
-def resolve_checkpoint(path: str | Path, flag: str = "--ckpt_path", folder: Which = "last",
-                       best: Callable[[Path], Path | None] = best_in_run) -> Path:
+def resolve_checkpoint(path: str | Path, best: BestOf, flag: str = "--ckpt_path",
+                       folder: Which = "last") -> Path:
     """The checkpoint file ``path`` names: itself; ``FOLDER/best`` or ``FOLDER/last`` (one
     run's folder, or ``runs/X`` for its newest run that has one); a folder alone stands for
     its ``folder`` checkpoint. A missing one is a ``CheckpointError`` naming ``flag``.
@@ -146,7 +139,7 @@ def check_run_checkpoint(root: Path, which: Which, fit: bool) -> None:
     reading a checkpoint (nor importing torch)."""
     if fit and which == "best":
         raise best_to_fit(root)
-    if not fit and latest(root, which, best=_any_best) is None:
+    if not fit and latest(root, which, best=any_best) is None:
         raise none_under(root, which)
 
 
@@ -165,4 +158,4 @@ def check_checkpoint(path: str | Path, flag: str = "--ckpt_path",
                      folder: Which = "last") -> None:
     """``resolve_checkpoint``'s ``CheckpointError`` where ``path`` names no checkpoint,
     found without reading one (nor importing torch)."""
-    resolve_checkpoint(path, flag, folder, best=_any_best)
+    resolve_checkpoint(path, any_best, flag, folder)

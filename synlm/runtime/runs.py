@@ -36,22 +36,12 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.trainer.states import TrainerFn
 
 from synlm.errors import InputError
-
-# the paths alone, torch-free, named here too (runs.resolve_checkpoint, runs.LAST, ...)
-from synlm.runtime.run_folders import CHECKPOINTS as CHECKPOINTS
-from synlm.runtime.run_folders import LAST as LAST
-from synlm.runtime.run_folders import WHICH as WHICH
-from synlm.runtime.run_folders import CheckpointError as CheckpointError
-from synlm.runtime.run_folders import Which as Which
-from synlm.runtime.run_folders import best_to_fit as best_to_fit
-from synlm.runtime.run_folders import latest as latest
-from synlm.runtime.run_folders import next_version as next_version
-from synlm.runtime.run_folders import none_under as none_under
-from synlm.runtime.run_folders import resolve_checkpoint as resolve_checkpoint
-from synlm.runtime.run_folders import run_name as run_name
-from synlm.runtime.run_folders import unnamed_run as unnamed_run
-from synlm.runtime.run_folders import version_dir as version_dir
-from synlm.runtime.run_folders import versions as versions
+from synlm.runtime.run_folders import (
+    CheckpointError,
+    Which,
+    best_candidates,
+    resolve_checkpoint,
+)
 
 #: The checkpoint's key for the resolved config of the run that wrote it (YAML).
 CONFIG_KEY = "synlm_config"
@@ -60,9 +50,13 @@ CONFIG_KEY = "synlm_config"
 VALIDATION_KEY = "synlm_validation"
 
 
-def best_of(checkpoints: list[Path]) -> Path:
-    """The checkpoint of ``checkpoints`` with the lowest ``val/ppl`` it carries."""
-    return min(checkpoints, key=lambda p: validation(read_checkpoint(p)).get("val/ppl", math.inf))
+def best_in_run(run: Path) -> Path | None:
+    """One run folder's best checkpoint by ``val/ppl``: among its ``best_candidates``
+    (``RunCheckpoint`` keeps one), the lowest ``val/ppl`` they carry."""
+    found = best_candidates(run)
+    if len(found) < 2:
+        return found[0] if found else None
+    return min(found, key=lambda p: validation(read_checkpoint(p)).get("val/ppl", math.inf))
 
 
 def validation(checkpoint: dict[str, Any]) -> dict[str, float]:
@@ -76,7 +70,7 @@ def read_checkpoint(path: str | Path, flag: str = "--ckpt_path",
     """The checkpoint ``path`` names (``resolve_checkpoint``), memory-mapped on the CPU (cheap
     to open for its config or to check it); one that cannot be read (truncated, not a
     checkpoint) is a one-line ``CheckpointError``."""
-    file = resolve_checkpoint(path, flag, folder)
+    file = resolve_checkpoint(path, best_in_run, flag, folder)
     if not zipfile.is_zipfile(file):
         raise CheckpointError(f"{flag}: {file} is not a complete checkpoint (torch saves a "
                               "zip archive; this file is cut short or of another kind)")

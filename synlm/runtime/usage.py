@@ -33,7 +33,8 @@ COMMANDS = {
     "generate": "sample text from a checkpoint (story endings, contexts, unconditional)",
     "evaluate-generation": "the generation metrics of a JSONL file of samples",
     "annotate": "dependency heads for raw text with a spaCy pipeline (cached CoNLL-U)",
-    "ls": "backbones, heads, corpora and shipped configs, by short name",
+    "cp": "a shipped config as one editable file, its bases flattened into it",
+    "ls": "every kind of component (recipes to attention policies) and the shipped configs",
 }
 
 

@@ -111,11 +111,14 @@ class TransitionLM(pl.LightningModule):
         super().__init__()
         self.model = _built(model, vocab_size, n_actions)
         # the model as the config that builds it, its sizes beside it (where the CLI links
-        # them), so that load_from_checkpoint rebuilds it
+        # them), so that load_from_checkpoint rebuilds it; the recipe's own class as
+        # Lightning's subclass mode records it (``synlm test --ckpt_path`` reads the
+        # hyperparameters as this recipe's)
         config = self.model.init_config
         init_args = dict(config["init_args"])
         vocab_size, n_actions = init_args.pop("vocab_size"), init_args.pop("n_actions")
         self.save_hyperparameters({
+            "_class_path": f"{type(self).__module__}.{type(self).__qualname__}",
             "model": {"class_path": config["class_path"], "init_args": init_args},
             "vocab_size": vocab_size, "n_actions": n_actions, "loss_normalize": loss_normalize,
             "beam_size": beam_size, "word_beam_size": word_beam_size, "shift_size": shift_size,
