@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from synlm.lightning_cli import build_model
+from synlm.lightning_cli import from_config
 from synlm.loading import load_model, untrained_model
 from synlm.tse.benchmarks import evaluate_benchmarks
 from synlm.tse.blimp import read_blimp
@@ -70,7 +70,7 @@ def main() -> None:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = (untrained_model(build_model, args.config, 0, args.set) if args.config
+    model = (untrained_model(from_config, args.config, 0, args.set) if args.config
              else load_model(args.ckpt_path))
     scorer = ModelScorer(model, args.batch_size, args.device)
     pairs = read_blimp(subset=args.pairs)

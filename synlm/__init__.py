@@ -26,7 +26,7 @@ _EXPORTS = {
     "HeadOutput": "synlm.outputs",
     "LMOutput": "synlm.outputs",
     "Structure": "synlm.outputs",
-    "from_config": "synlm.config",
+    "from_config": "synlm.lightning_cli",
 }
 
 __all__ = ["Backbone", "BackboneOutput", "BackboneSpec", "Batch", "HeadContext", "HeadOutput",
@@ -35,9 +35,9 @@ __all__ = ["Backbone", "BackboneOutput", "BackboneSpec", "Batch", "HeadContext",
 
 if TYPE_CHECKING:
     from synlm.backbones.base import Backbone, BackboneSpec, LayerInsert
-    from synlm.config import from_config
     from synlm.data.datamodule import SynLMDataModule
     from synlm.heads.base import HeadContext, SyntaxHead
+    from synlm.lightning_cli import from_config
     from synlm.lm import SyntaxLM
     from synlm.model import SyntaxModel
     from synlm.outputs import BackboneOutput, Batch, HeadOutput, LMOutput, Structure

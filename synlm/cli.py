@@ -90,11 +90,11 @@ def _command(name: str) -> Callable[[list[str]], int]:
 
 
 def _build_model(*args: Any, **kwargs: Any) -> Any:
-    """``synlm.lightning_cli.build_model``, imported when a command first builds a model (so
+    """``synlm.lightning_cli.from_config``, imported when a command first builds a model (so
     that ``evaluate-syntax --help`` and its argument errors answer before torch loads)."""
-    from synlm.lightning_cli import build_model
+    from synlm.lightning_cli import from_config
 
-    return build_model(*args, **kwargs)
+    return from_config(*args, **kwargs)
 
 
 def _build_run(*args: Any, **kwargs: Any) -> Any:

@@ -1,7 +1,12 @@
 """``synlm fit|validate|test|predict``: LightningCLI with synlm's run folders, checkpoints
-and errors, and the builders other commands use (``build_model``, ``build_run``).
+and errors, and the builders other commands and notebooks use (``from_config``,
+``build_run``).
 ``synlm.cli`` imports this module only for these commands (Lightning takes seconds to
-import)."""
+import).
+
+One module because it is one ``LightningCLI`` subclass whose hooks share the run's state
+(its folder, the checkpoint it continues, the thread count); the run-folder callbacks are in
+``synlm.runtime.run_callbacks``, the config chain in ``synlm.runtime.config_chain``."""
 
 from __future__ import annotations
 
@@ -93,7 +98,7 @@ class SynLMArgumentParser(LightningArgumentParser):
     """Errors in one line instead of the usage: where the value was set (the flag, or the
     config file and line), what is expected, and the closest flag, class argument or class
     name ("did you mean"); ``args``: the command line, to find where. With ``raises`` (a
-    parser built for Python, ``build_model``), that line is an ``InputError`` instead of
+    parser built for Python, ``from_config``), that line is an ``InputError`` instead of
     an exit."""
 
     args: Sequence[str] = ()
@@ -393,10 +398,11 @@ class SynLMCLI(LightningCLI):
         return trainer
 
 
-def build_model(path: str, overrides: Sequence[str] = ()) -> Recipe:
-    """The model the CLI builds from ``path`` plus ``--key=value`` overrides, untrained; the
-    DataModule it would train on is ``model.datamodule`` (``synlm.from_config``). ``path``
-    may name a shipped config (``awd_lstm.yaml``). A bad value is an ``InputError``."""
+def from_config(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
+    """The model the CLI builds from the config ``path`` plus ``--key=value`` overrides,
+    untrained (``synlm.from_config``, for notebooks and scripts); the DataModule it would
+    train on is ``model.datamodule``. ``path`` may name a shipped config (``awd_lstm.yaml``).
+    A bad value is an ``InputError``."""
     args = [*usage.resolve_configs(["--config", str(path)]), *overrides]
     problem = usage.config_error(args)  # a missing or broken config, as the CLI says it
     if problem:

@@ -1,6 +1,9 @@
 """``SyntaxLM``: the training recipe around a ``SyntaxModel`` (``synlm.model``), as a
 LightningModule: the loss with its regularisers, the carried state, the optimiser and its
-schedule, the NaN watch, checkpoints and ``init_from``."""
+schedule, the NaN watch, checkpoints and ``init_from``.
+
+One module because it is one LightningModule: its hooks share the carried state, the loss
+terms and the optimiser's groups."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def load_model(path: str, flag: str = "--ckpt_path") -> Any:
 
 def untrained_model(build_model: Callable[..., Any], config: str, seed: int,
                     overrides: Sequence[str] = ()) -> Any:
-    """The model ``build_model`` (``synlm.lightning_cli.build_model``) makes of
+    """The model ``build_model`` (``synlm.lightning_cli.from_config``) makes of
     ``config`` with ``seed_everything: seed``, untrained, in eval mode, with the vocabulary
     and normalisation of its data (for PaLM Table 4's random row)."""
     model = build_model(config, [f"--seed_everything={seed}",

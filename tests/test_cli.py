@@ -9,7 +9,7 @@ import yaml
 
 from conftest import TINY_OVERRIDES, local_gpt2, run_cli
 from synlm.catalog import REPO_CONFIGS, list_components
-from synlm.config import from_config
+from synlm.lightning_cli import from_config
 from synlm.model import SyntaxModel
 from synlm.transition.lm import TransitionLM
 

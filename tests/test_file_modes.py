@@ -16,7 +16,7 @@ from test_evaluate_syntax import evaluate, toy_data, unigram_model
 from test_runs import fit
 
 from conftest import fake_models, run_cli
-from synlm.files import current_umask
+from synlm.runtime.files import current_umask
 
 MASKS = [0o022, 0o077]
 

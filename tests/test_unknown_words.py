@@ -191,9 +191,9 @@ def test_a_corpus_with_unk_in_its_text_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_cli_takes_the_option() -> None:
-    from synlm.lightning_cli import build_model
+    from synlm.lightning_cli import from_config
 
-    model = build_model(REPO_CONFIGS / "quickstart.yaml",
+    model = from_config(REPO_CONFIGS / "quickstart.yaml",
                         [*TINY_OVERRIDES, "--data.unknown_words=classes", "--data.min_count=10"])
     dm = model.datamodule
     assert (dm.unknown_words, dm.min_count) == ("classes", 10)

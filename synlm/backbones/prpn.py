@@ -45,6 +45,10 @@ the reading layers' time loops, each layer its own (no layer feeds back into a l
 With every kernel but ``"reference"`` the predictor's attention runs without a loop (its
 memory is past top-layer outputs, known once the reading layers have run): two batched
 matmuls over a band of the (T, n + T) score matrix (``PredictNetwork.attend``).
+
+One module because the parsing, reading and predict networks are one family's equations,
+read side by side with the released code's three files; the fast time loop is in
+``synlm.kernels.prpn``.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from synlm.errors import InputError, SynLMError, report
-from synlm.files import staged_folder
 from synlm.runtime.arguments import CommandParser
+from synlm.runtime.files import staged_folder
 from synlm.runtime.threads import configure_threads
 
 PROG = "synlm convert"

@@ -20,10 +20,10 @@ import yaml
 
 from synlm.catalog import REPO_CONFIGS
 from synlm.errors import InputError, SynLMError, report
-from synlm.files import follow_umask
 from synlm.runtime import usage
 from synlm.runtime.arguments import CommandParser
 from synlm.runtime.config_chain import flattened
+from synlm.runtime.files import follow_umask
 
 
 def build_parser() -> argparse.ArgumentParser:

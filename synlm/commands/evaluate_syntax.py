@@ -21,6 +21,10 @@ missing ones.
 
 This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
 flag answer before torch is imported.
+
+One module because it is the command's flags (their help text, a third of it, prints as
+``--help`` shows it) and their checks; what it calls lives in ``synlm.tse`` (``scorers``,
+``evaluation``, ``reports``, ``progress``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synlm.errors import InputError, reading
-from synlm.files import follow_umask
+from synlm.runtime.files import follow_umask
 
 DATA_ENV = "SYNLM_DATA_DIR"
 CACHE_ENV = "SYNLM_CACHE_DIR"

@@ -1,5 +1,8 @@
 """Treebank-backed corpora: PTB-Concat-Syn, PTB-Sepsent, CTB-Sepsent, UD treebanks and
-WikiText-2 with line-aligned parses."""
+WikiText-2 with line-aligned parses.
+
+One module because every corpus here reads trees through the same readers, splits and gold
+(distances, spans, heads); each corpus is a short class over them."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 from synlm.data.unknown_words import RNNG_PYTORCH_RULES, is_signature, word_class
 from synlm.errors import InputError, reading
-from synlm.files import follow_umask
+from synlm.runtime.files import follow_umask
 
 EOS = "<eos>"
 UNK = "<unk>"

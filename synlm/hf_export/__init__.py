@@ -23,7 +23,7 @@ import torch
 
 from synlm import __version__
 from synlm.errors import InputError
-from synlm.files import staged_folder
+from synlm.runtime.files import staged_folder
 
 #: The classes ``config.json`` points the Auto classes to, in the folder's remote code.
 AUTO_MAP = {"AutoConfig": "configuration_synlm.SynlmConfig",

@@ -1,6 +1,9 @@
 """What the ``synlm`` command says about itself: the overview of its commands, the version,
 "did you mean" for mistyped commands, flags, class names and config names, config files
-found among the shipped ones, and YAML errors that name their file and line."""
+found among the shipped ones, and YAML errors that name their file and line.
+
+One module because every line the command says about itself (its help, "did you mean", where
+a bad value was set and what was expected) reads the same flags, config files and catalog."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from synlm.errors import InputError
-from synlm.files import follow_umask
+from synlm.runtime.files import follow_umask
 from synlm.syntax.distances import distances_and_spans
 from synlm.syntax.heads import tree_to_heads
 from synlm.syntax.sentence import Sentence

@@ -9,6 +9,10 @@ correct when every prediction holds for it, a suite's accuracy is the mean over 
 the SG score is the mean of suite accuracies. The suites are those of the paper's repository
 (``cpllab/syntactic-generalization`` at ``SUITE_COMMIT``, ``test_suites/json``), fetched with
 ``download=True`` (the CLI's ``--download``) into ``$SYNLM_DATA_DIR/syntaxgym/test_suites``.
+
+One module because the suites, their scoring, the paper's aggregation and the alignment of a
+model's tokens to regions share the suite's types and are checked together against the
+reference scorer.
 """
 
 from __future__ import annotations

@@ -36,6 +36,10 @@ the released ``MakeChunks``: a chunk's rows of the mask alone, the memory the to
 stack at each boundary (``synlm.transition.attention.memory`` reads them). ``TGState`` gives
 the rows of one chunk one action at a time, for beam search. ``TGPolicy`` is the policy
 (``synlm.transition.attention.base``; ``attention: tg``).
+
+One module because TG's masks, relative positions and search state come from one pass over a
+sentence's actions and must agree token for token; the chunked reading with memory is in
+``memory.py``.
 """
 
 from __future__ import annotations
