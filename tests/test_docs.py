@@ -56,7 +56,7 @@ def test_links_open_pages_from_a_file_url(site: Path) -> None:
 
 def test_api_pages_document_the_model(site: Path) -> None:
     model = page_text(site, "api/model")
-    assert "synlm.SyntaxLM" in model and "synlm.config.from_config" in model
+    assert "synlm.SyntaxLM" in model and "synlm.lightning_cli.from_config" in model
     assert "induce" in model  # a method, from its docstring
     for page, name in [("api/backbones", "AWDLSTM"), ("api/heads", "DistanceRankingHead"),
                        ("api/data", "SynLMDataModule"), ("api/data", "CTBSepsent"),
