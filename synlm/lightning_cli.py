@@ -44,6 +44,7 @@ from synlm.callbacks import ParameterSummary, ProgressLines, SynLMProgressBar, T
 from synlm.data.datamodule import SynLMDataModule
 from synlm.errors import InputError, SettingError, SynLMError, report, show_traceback
 from synlm.lm import SyntaxLM
+from synlm.modules.recorded import upgraded_config
 from synlm.runtime import checks, config_chain, run_folders, runs, usage
 from synlm.runtime import lightning_internals as internals
 from synlm.runtime.inputs import LIGHTNING_CKPT_NAMES
@@ -223,6 +224,25 @@ class SynLMCLI(LightningCLI):
         # a checkpoint's hyperparameters must rebuild the recipe
         if ACTIONS_LINK not in inspect.signature(type(self.model)).parameters:
             self.model.hparams.pop(ACTIONS_LINK, None)
+
+    def _parse_ckpt_path(self) -> None:
+        """As Lightning: the hyperparameters of the checkpoint ``--ckpt_path`` names are read
+        over the config, as the arguments of the recipe they record (``_class_path``) or,
+        where a checkpoint records none (a ``TransitionLM`` saved before it did), of the
+        recipe the config names; components saved in an earlier form are read in today's
+        (``RecordsInit.upgraded``)."""
+        subcommand = self.config.get("subcommand")
+        config = self.config[subcommand] if subcommand else self.config
+        ckpt_path = config.get("ckpt_path")
+        if not subcommand or not ckpt_path or not Path(ckpt_path).is_file():
+            return
+        hparams = dict(runs.read_checkpoint(ckpt_path).get("hyper_parameters") or {})
+        hparams.pop("_instantiator", None)
+        if not hparams:
+            return
+        recipe = {"class_path": hparams.pop("_class_path", config.model.class_path),
+                  "dict_kwargs": upgraded_config(hparams)}
+        self.config = self.parser.parse_object({subcommand: {"model": recipe}}, self.config)
 
     def init_parser(self, **kwargs: Any) -> SynLMArgumentParser:
         kwargs.setdefault("dump_header", [f"synlm {__version__}"])
@@ -437,7 +457,8 @@ def with_saved_config(args: list[str]) -> list[str]:
         raise run_folders.unnamed_run(ckpt)
     if ckpt in LIGHTNING_CKPT_NAMES:
         return args
-    return [args[0], "--config", runs.saved_config(ckpt), *args[1:]]
+    saved = upgraded_config(yaml.safe_load(runs.saved_config(ckpt)))
+    return [args[0], "--config", yaml.safe_dump(saved, sort_keys=False), *args[1:]]
 
 
 def _check_recipe_data(class_path: str, mode: str) -> None:

@@ -93,3 +93,38 @@ def test_build_refuses_what_is_not_a_component() -> None:
         build({"class_path": "torch.nn.Linear", "init_args": {"in_features": 2}})
     with pytest.raises(ValueError, match="no such class"):
         build({"class_path": "synlm.backbones.OnLstm"})
+
+
+def test_a_tg_checkpoint_from_before_the_policies_held_their_settings_computes_what_it_did(
+) -> None:
+    """tg_v1.ckpt was written by the CLI at c9c2e74 (make_tg_v1.py): TransitionLM's
+    hyperparameters without its class, TG's settings (``min_relative``, ``max_relative``,
+    ``sequence_length``, ...) as ``ActionTransformer``'s own arguments. It loads into a
+    ``TGPolicy`` holding them and computes the recorded log-probabilities."""
+    from synlm.loading import load_model
+    from synlm.transition.attention.tg import TGPolicy
+
+    model = load_model(str(FIXTURES / "tg_v1.ckpt"))
+    assert isinstance(model.model.policy, TGPolicy)
+    assert model.model.policy.relative_range == (-1, 62)
+    for row in json.loads((FIXTURES / "tg_v1.json").read_text()):
+        with torch.no_grad():
+            out = model.model(torch.tensor([row["words"]]), torch.tensor([row["actions"]]),
+                              torch.tensor([len(row["words"])]))
+        assert out.action_log_probs[0].tolist() == pytest.approx(row["action_log_probs"],
+                                                                 abs=1e-5)
+        assert out.word_log_probs[0].tolist() == pytest.approx(row["word_log_probs"], abs=1e-5)
+        assert float(out.joint[0]) == pytest.approx(row["joint"], abs=1e-4)
+
+
+def test_synlm_test_reads_a_transition_checkpoint_from_before(tmp_path: Path) -> None:
+    """``synlm test --ckpt_path`` on the same checkpoint: its saved config and its
+    hyperparameters are read in today's form (the recipe the config names, the policy with
+    its settings), and the test runs."""
+    from conftest import run_cli
+
+    assert run_cli(["test", "--ckpt_path", str(FIXTURES / "tg_v1.ckpt"),
+                    "--trainer.limit_test_batches=1", "--model.beam_size=2",
+                    "--model.word_beam_size=1", f"--trainer.default_root_dir={tmp_path}"]) == 0
+    (metrics,) = tmp_path.rglob("metrics.csv")
+    assert "test/joint_ppl" in metrics.read_text()

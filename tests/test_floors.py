@@ -40,7 +40,7 @@ ALLOWED = {
     "transition": {"errors", "modules", "syntax", "data", "metrics", "lm", "outputs",
                    "runtime.runs"},
     "registry": {"backbones", "heads", "callbacks", "data", "lm", "transition", "catalog"},
-    "lightning_cli": {"lm", "transition", "data", "registry", "catalog", "runtime",
+    "lightning_cli": {"lm", "transition", "data", "registry", "catalog", "runtime", "modules",
                       "callbacks", "errors"},
     "viz": {"syntax"},
     "generation": {"lm", "outputs", "data", "capabilities"},

@@ -265,6 +265,12 @@ ADDED = {RunCheckpoint: {"validation", "last_step_written", "write_last", "saved
          RunCSVLogger: {"resume_step"}}
 
 
+#: Lightning's private methods a synlm subclass replaces (its docstring says why): each
+#: kept only while the class it extends defines it and calls it where synlm expects
+#: (``test_a_replaced_private_method_is_still_called``)
+REPLACED = {SynLMCLI: {"_parse_ckpt_path": "__init__"}}
+
+
 def _theirs(cls: type) -> list[type]:
     return [base for base in cls.__mro__[1:]
             if base.__module__.split(".")[0] in ("lightning", "jsonargparse", "argparse")]
@@ -280,13 +286,24 @@ def test_synlms_private_names_are_its_own(cls: type) -> None:
     names = set(re.findall(r"\bself\.(_[a-z]\w*)", inspect.getsource(cls)))
     names |= {n for n in vars(cls) if n.startswith("_") and not n.startswith("__")}
     names |= ADDED.get(cls, set())
-    names -= {"_abc_impl"}  # Python's, on every abstract class
+    names -= {"_abc_impl", *REPLACED.get(cls, {})}  # Python's, on every abstract class
     theirs = _theirs(cls)
     assert theirs, cls
     sources = "\n".join(inspect.getsource(inspect.getmodule(b)) for b in theirs)
     clashes = sorted(n for n in names if any(hasattr(b, n) for b in theirs)
                      or re.search(rf"\bself\.{n}\b", sources))
     assert clashes == []
+
+
+@pytest.mark.parametrize("cls", sorted(REPLACED, key=lambda c: c.__name__),
+                         ids=lambda c: c.__name__)
+def test_a_replaced_private_method_is_still_called(cls: type) -> None:
+    """A Lightning release that renames or stops calling a method synlm replaces would
+    leave synlm's version unused: each is defined by the class synlm extends and called
+    from the method named in ``REPLACED``."""
+    for name, caller in REPLACED[cls].items():
+        (base,) = [b for b in _theirs(cls) if name in vars(b)]
+        assert f"self.{name}(" in inspect.getsource(getattr(base, caller)), (name, caller)
 
 
 def test_tree_samples_keeps_lightnings_form_of_state_keys() -> None:

@@ -34,6 +34,13 @@ class RecordsInit:
         self.__dict__["_init_args"] = dict(list(bound.arguments.items())[1:])  # without self
         return self
 
+    @classmethod
+    def upgraded(cls, init_args: dict[str, Any]) -> dict[str, Any]:
+        """``init_args`` saved by an earlier synlm (a checkpoint's hyperparameters, a run's
+        ``config.yaml``) as this class takes them today: as they are, unless a class whose
+        arguments changed says how (``upgraded_config`` applies it)."""
+        return init_args
+
     @property
     def init_config(self) -> dict[str, Any]:
         """``{"class_path", "init_args"}`` that ``build`` turns into an equal component."""
@@ -62,6 +69,30 @@ def plain(value: Any, where: str) -> Any:
                      "a number, a string, a list, a dict or a synlm component")
 
 
+def upgraded_config(tree: Any) -> Any:
+    """``tree`` (a config, a checkpoint's hyperparameters) with each component's
+    ``init_args`` as its class takes them today (``RecordsInit.upgraded``); what names no
+    importable synlm component is left as it is."""
+    if isinstance(tree, list):
+        return [upgraded_config(value) for value in tree]
+    if not isinstance(tree, Mapping):
+        return tree
+    tree = {key: upgraded_config(value) for key, value in tree.items()}
+    cls = _component_class(tree.get("class_path"))
+    if cls is not None and isinstance(tree.get("init_args"), Mapping):
+        tree["init_args"] = cls.upgraded(dict(tree["init_args"]))
+    return tree
+
+
+def _component_class(class_path: Any) -> type[RecordsInit] | None:
+    module, _, name = class_path.rpartition(".") if isinstance(class_path, str) else ("", "", "")
+    try:
+        cls = getattr(importlib.import_module(module), name) if module else None
+    except (ImportError, AttributeError, ValueError):
+        return None
+    return cls if isinstance(cls, type) and issubclass(cls, RecordsInit) else None
+
+
 def build(config: Any) -> Any:
     """The component a ``{"class_path", "init_args"}`` config describes, components among its
     arguments built first; anything else is returned as it is."""
@@ -76,4 +107,5 @@ def build(config: Any) -> Any:
         raise InputError(f"class_path {config['class_path']!r}: no such class") from None
     if not (isinstance(cls, type) and issubclass(cls, RecordsInit)):
         raise InputError(f"class_path {config['class_path']!r}: not a synlm component")
-    return cls(**{k: build(v) for k, v in config.get("init_args", {}).items()})
+    init_args = cls.upgraded(dict(config.get("init_args", {})))
+    return cls(**{k: build(v) for k, v in init_args.items()})

@@ -34,10 +34,15 @@ feeds one action per row and step, each row's keys and values kept in a cache
 
 Where the released models differ (subword tokens, the labelled closing bracket TG predicts,
 GPT-2's sizes) is written in docs/reference-implementations.md.
+
+One module because the teacher-forced pass, the search step and the reading of
+configs saved in an earlier form are one model's, over the same layer inputs; its layers
+are in ``action_layers``, each policy in ``attention/``.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -55,7 +60,7 @@ from synlm.transition.action_layers import (
     kernel_mask,
     relative_encodings,
 )
-from synlm.transition.attention import build_policy
+from synlm.transition.attention import build_policy, named_policies
 from synlm.transition.attention.base import (
     AttentionPolicy,
     AttentionState,
@@ -76,6 +81,11 @@ from synlm.transition.parser_state import (
 )
 from synlm.transition.structure import RowState
 from synlm.transition.types import RNNGOutput, full_precision
+
+#: The settings of the policies that ``ActionTransformer`` took as its own arguments before
+#: each policy held its own (``upgraded`` reads a config saved then).
+FORMER_POLICY_SETTINGS = ("buffer_head", "stack_head", "min_relative", "max_relative",
+                          "sequence_length", "memory_length")
 
 
 @dataclass
@@ -212,6 +222,23 @@ class ActionTransformer(RecordsInit, TransitionModel):
     #: Its search's released convention (``synlm.transition.types.CONVENTIONS``): the
     #: released PLM search normalises over every word and action, as training does.
     search_convention: ClassVar[str] = "all_actions"
+
+    @classmethod
+    def upgraded(cls, init_args: dict[str, Any]) -> dict[str, Any]:
+        """A config saved when the policies' settings were ``ActionTransformer``'s own
+        arguments (``attention: tg`` beside ``min_relative``, ``sequence_length``, ...): the
+        named policy with those of the settings it takes, so the model it saved builds
+        unchanged; the others were not read by that policy."""
+        flat = {name: init_args.pop(name) for name in FORMER_POLICY_SETTINGS
+                if name in init_args}
+        attention = init_args.get("attention", "causal")
+        if flat and isinstance(attention, str) and attention in named_policies():
+            policy = named_policies()[attention]
+            takes = inspect.signature(policy).parameters
+            init_args["attention"] = {
+                "class_path": f"{policy.__module__}.{policy.__qualname__}",
+                "init_args": {name: value for name, value in flat.items() if name in takes}}
+        return init_args
 
     def __init__(self, vocab_size: int, n_actions: int,
                  attention: AttentionPolicy | str = "causal", size: int = 256,
