@@ -140,8 +140,9 @@ class ConfigChain(jsonargparse.ActionConfigFile):
     ``config:`` key), so that a file's keys merge into its base's exactly as a second
     ``--config`` would (a block ``model: {embedding_dropout: 0.2}`` keeps every other value
     of the base's ``model``; a list replaces the base's list). jsonargparse never reads a
-    config inside a config (it would parse the inner file against the outer's keys). YAML
-    given inline is applied as it is."""
+    config inside a config (it would parse the inner file against the outer's keys). A
+    component a file names by its full ``class_path`` (a run's ``config.yaml``) is read in
+    today's form (``upgraded_config``). YAML given inline is applied as it is."""
 
     def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None
                  ) -> None:
@@ -149,7 +150,8 @@ class ConfigChain(jsonargparse.ActionConfigFile):
             self.apply_config(parser, cfg, self.dest, values)
             return
         for _, config in config_chain.chain(Path(values)):
-            self.apply_config(parser, cfg, self.dest, yaml.safe_dump(config, sort_keys=False))
+            text = yaml.safe_dump(upgraded_config(config), sort_keys=False)
+            self.apply_config(parser, cfg, self.dest, text)
 
 
 class SynLMCLI(LightningCLI):

@@ -128,3 +128,23 @@ def test_synlm_test_reads_a_transition_checkpoint_from_before(tmp_path: Path) ->
                     "--model.word_beam_size=1", f"--trainer.default_root_dir={tmp_path}"]) == 0
     (metrics,) = tmp_path.rglob("metrics.csv")
     assert "test/joint_ppl" in metrics.read_text()
+
+
+def test_a_run_config_from_before_resolves_to_the_policy_with_its_settings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The config.yaml such a run wrote (the checkpoint carries it) is a config today: its
+    TG settings are the policy's."""
+    import yaml
+
+    from conftest import run_cli
+    from synlm.runtime.runs import CONFIG_KEY
+
+    saved = torch.load(FIXTURES / "tg_v1.ckpt", map_location="cpu", weights_only=False)
+    (tmp_path / "config.yaml").write_text(saved[CONFIG_KEY])
+    assert "min_relative" in saved[CONFIG_KEY]
+    assert run_cli(["fit", "--config", str(tmp_path / "config.yaml"), "--print_config"]) == 0
+    model = yaml.safe_load(capsys.readouterr().out)["model"]["init_args"]["model"]["init_args"]
+    assert model["attention"] == {
+        "class_path": "synlm.transition.attention.tg.TGPolicy",
+        "init_args": {"min_relative": -1, "max_relative": 62, "sequence_length": None,
+                      "memory_length": None}}
