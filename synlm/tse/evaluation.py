@@ -25,7 +25,8 @@ from typing import Any
 from synlm.runtime.threads import Threads
 from synlm.tse.benchmarks import BenchmarkResult, score_benchmarks
 from synlm.tse.minimal_pairs import is_unparsed
-from synlm.tse.scorers import ModelScorers, end_is_certain, vocab_size
+from synlm.tse.scorers import ModelScorers, end_is_certain
+from synlm.tse.scores import ScoresPLL, SearchesTrees
 
 #: One model's results, by benchmark.
 Results = dict[str, BenchmarkResult]
@@ -72,7 +73,7 @@ def evaluate_scorer(scorer: Any, loaded: Mapping[str, list[Any]], eos: bool | No
     results = {}
     for name, data in loaded.items():
         results.update(score_benchmarks({name: data}, show(scorer, name), eos))
-    convention = getattr(scorer, "convention", None)
+    convention = scorer.convention if isinstance(scorer, SearchesTrees) else None
     if convention is not None:
         for result in results.values():
             result.convention["search_convention"] = convention
@@ -80,8 +81,8 @@ def evaluate_scorer(scorer: Any, loaded: Mapping[str, list[Any]], eos: bool | No
             result.convention["search"] = scorer.model.beam.describe()  # beam or particles
             if end_is_certain(scorer.model, convention):
                 result.convention["eos_term"] = "0 by construction: --eos changes nothing"
-    pll = getattr(scorer, "pll", None)  # a masked LM: which pseudo-log-likelihood
-    if pll is not None:
+    if isinstance(scorer, ScoresPLL):  # a masked LM: which pseudo-log-likelihood
+        pll = scorer.pll
         from synlm.tse.masked_scoring import VARIANT_TEXT
 
         for result in results.values():
@@ -97,7 +98,7 @@ def evaluate_model(model: ModelScorers, loaded: Mapping[str, list[Any]], eos: bo
     results = evaluate_scorer(scorer, loaded, eos, search_texts, show) \
         if scorer is not None else {}
     untrained = [evaluate_scorer(c, loaded, eos, search_texts, show) for c in chance]
-    return Evaluated(label, results, untrained, vocab_size(scorer or chance[0]), source)
+    return Evaluated(label, results, untrained, (scorer or chance[0]).vocab_size, source)
 
 
 def headline(results: Results) -> dict[str, float | None]:

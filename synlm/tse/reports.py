@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from synlm.data.vocab import atomic_write_text
 from synlm.errors import InputError
 from synlm.tse.evaluation import Evaluated, Results, Spread, by_label, headline
+from synlm.tse.scores import SearchesTrees
 from synlm.tse.units import GROUP_UNITS
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ def sentence_surprisals(scorer: Any, path: str, out: str) -> tuple[int, list[int
     numbered = [(number, scorer.words(line)) for number, line in enumerate(lines, 1) if line]
     if not numbered:
         raise InputError(f"--sentences: {path} holds no sentence")
-    if getattr(scorer, "convention", None) is not None:
+    if isinstance(scorer, SearchesTrees) and scorer.convention is not None:
         empty = next((number for number, words in numbered if not words), None)
         if empty is not None:
             raise InputError(f"--sentences: {path}:{empty}: no words (after the corpus's "

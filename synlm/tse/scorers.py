@@ -170,8 +170,3 @@ def hf_scorers(models: Sequence[tuple[str, str]], settings: Settings) -> dict[in
             else HFScorer(name, batch_size=settings.batch_size, device=settings.device,
                           trust_remote_code=remote)
             for k, name in names}
-
-
-def vocab_size(scorer: Any) -> int:
-    """The number of words or tokens ``scorer``'s model knows."""
-    return getattr(scorer, "vocab_size", None) or len(scorer.vocab)

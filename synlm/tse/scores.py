@@ -92,6 +92,16 @@ class CoversEnd(Protocol):
 
 
 @runtime_checkable
+class SearchesTrees(Protocol):
+    """Scores by search over trees (``ModelScorer`` over a transition LM): ``convention``,
+    the surprisal its search reports (``synlm.transition.types.CONVENTIONS``; None for a
+    model that reads every word left to right), and the ``model`` it searches with."""
+
+    convention: str | None
+    model: Any
+
+
+@runtime_checkable
 class ScoresHubModel(Protocol):
     """Scores with a Hugging Face model (``HFScorer``, ``PLLScorer``): the ``name`` or
     folder it loaded and the transformers ``model``."""

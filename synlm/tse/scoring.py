@@ -95,6 +95,7 @@ class ModelScorer:
             raise InputError(f"batch_size must be at least 1, got {batch_size}")
         self.model = model if device is None else model.to(device)
         self.vocab = model.vocab
+        self.vocab_size = len(model.vocab)  # as the Hugging Face scorers count their tokens
         self.batch_size = batch_size
         self.device = _device_of(model) if device is None else torch.device(device)
         self.progress = progress
