@@ -5,6 +5,7 @@ its own fixtures), and the paper's aggregation (checked on its staged item-level
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import re
 import shutil
@@ -372,6 +373,9 @@ def test_a_scorer_says_how_its_tokens_map_onto_regions() -> None:
 
     assert maps_by_heuristic(EndingScorer()) and not maps_by_heuristic(OffsetScorer())
     assert not maps_by_heuristic(ProgressScorer(OffsetScorer()))  # what evaluate-syntax runs
+    # as Python 3.12's isinstance against a protocol looks it up: statically
+    assert inspect.getattr_static(ProgressScorer(OffsetScorer()), "syntaxgym_mapping") == \
+        "offsets"
     first = evaluate_suite(read_suite(SUBORDINATION), OffsetScorer()).items[0]
     assert first.surprisals["sub_no-matrix"][3] == 0.0
     assert first.empty_regions == {"sub_no-matrix": (3,), "no-sub_no-matrix": (3,)}

@@ -21,11 +21,15 @@ class ProgressScorer:
     def __init__(self, scorer: Any, label: str = "", prog: str = "synlm") -> None:
         from rich.console import Console
 
+        # the scorer's other members as this object's own (words, syntaxgym_mapping,
+        # covers_end, convention, ...): a capability is checked with isinstance against a
+        # protocol, which from Python 3.12 looks members up statically, never through a
+        # __getattr__
+        for name in dir(scorer):
+            if not name.startswith("_") and name not in ("score", "progress"):
+                setattr(self, name, getattr(scorer, name))
         self.scorer, self.label, self.prog = scorer, label, prog
         self.console = Console(stderr=True)
-
-    def __getattr__(self, name: str) -> Any:  # words, syntaxgym_mapping, covers_end, ...
-        return getattr(self.scorer, name)
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         if self.console.is_terminal:
