@@ -242,7 +242,7 @@ def test_config_builds(name, capsys):
     """The ON-LSTM configs name real arguments; backbone and heads build and bind (the
     configs as the CLI resolves them, onlstm_syd.yaml being a delta on onlstm.yaml)."""
     assert run_cli(["fit", "--config", str(REPO_CONFIGS / name), "--print_config"]) == 0
-    model = yaml.safe_load(capsys.readouterr().out)["model"]
+    model = yaml.safe_load(capsys.readouterr().out)["model"]["init_args"]
     backbone = ONLSTM(**model.pop("backbone")["init_args"])
     for spec in model.pop("heads", []):
         assert spec["class_path"] == "synlm.heads.DistanceRankingHead"

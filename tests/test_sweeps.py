@@ -48,11 +48,14 @@ def trial_args(sweep: dict[str, Any], params: dict[str, Any]) -> list[str]:
 
 def lookup(config: dict[str, Any], dotted: str) -> Any:
     """``a.b.c`` in a printed config; through a list, its last element (what
-    ``--model.heads.init_args.x`` sets)."""
+    ``--model.heads.init_args.x`` sets); an ``init_args`` level the key leaves out (the
+    recipe's: ``model.heads`` is ``model.init_args.heads``) is gone through."""
     value: Any = config
     for key in dotted.split("."):
         if isinstance(value, list):
             value = value[-1]
+        if key not in value and "init_args" in value:
+            value = value["init_args"]
         value = value[key]
     return value
 
