@@ -15,8 +15,9 @@ from nltk import Tree
 
 from staged import staged
 from synlm.data.batching import BucketLoader, collate_actions
-from synlm.data.corpora import PTB, CorpusError, TextFiles
+from synlm.data.corpora import PTB, TextFiles
 from synlm.data.datamodule import SynLMDataModule
+from synlm.data.files import CorpusError
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.treebanks import (
     CTBSepsent,

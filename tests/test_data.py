@@ -10,8 +10,9 @@ import torch
 
 from staged import staged
 from synlm.data.batching import Columns, awd_window_lengths, fixed_window_lengths
-from synlm.data.corpora import PTB, CorpusError
+from synlm.data.corpora import PTB
 from synlm.data.datamodule import SynLMDataModule
+from synlm.data.files import CorpusError
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import Vocab
 
@@ -142,7 +143,8 @@ def test_request_fails_naming_the_head_and_corpus() -> None:
 
 
 def test_staged_corpora_match_their_checksums() -> None:
-    from synlm.data.corpora import WikiText2, sha256_of
+    from synlm.data.corpora import WikiText2
+    from synlm.data.files import sha256_of
 
     for name, kind in (("ptb", PTB), ("wikitext-2", WikiText2)):
         corpus = kind(str(staged(name).parent))

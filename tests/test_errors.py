@@ -16,7 +16,7 @@ from synlm.cli import main
 from synlm.commands import plot
 from synlm.commands.plot import PlotError
 from synlm.data.annotation import AnnotateError
-from synlm.data.corpora import CorpusError, read_lines
+from synlm.data.files import CorpusError, read_lines
 from synlm.errors import (
     InputError,
     MissingFileError,

@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from backbone_cases import CASES
 from conftest import local_gpt2, run_cli
 from synlm.backbones import AWDLSTM, GPT2
-from synlm.data.corpora import DATA_ENV
+from synlm.data.files import DATA_ENV
 from synlm.data.normalization import text_normalizer
 from synlm.data.subwords import PretrainedTokenizer, TrainedBPE
 from synlm.data.synthetic import SyntheticTreebank

@@ -318,3 +318,17 @@ def test_a_long_module_says_why_it_is_one() -> None:
         if text.count("\n") > MAX_LINES and f"\n\n{LONG_BECAUSE} " not in f"\n\n{doc}":
             long.append(f"{path.relative_to(PACKAGE)} ({text.count(chr(10))} lines)")
     assert not long, f"over {MAX_LINES} lines with no '{LONG_BECAUSE} ...' paragraph: {long}"
+
+
+def test_no_module_passes_on_another_modules_names() -> None:
+    """A name is imported from the module that defines it: no module but a package's
+    ``__init__`` (its public face) re-exports another's (``from x import y as y``)."""
+    passed_on = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                passed_on += [f"{path.relative_to(PACKAGE)}: {alias.name}" for alias in node.names
+                              if alias.asname == alias.name]
+    assert not passed_on, passed_on

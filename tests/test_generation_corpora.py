@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import write_stories
-from synlm.data.corpora import CorpusError, RemoteFile, git_blob_of
 from synlm.data.datamodule import SynLMDataModule
+from synlm.data.files import CorpusError, RemoteFile, git_blob_of
 from synlm.data.generation_corpora import ROCStories, WMTNews
 
 

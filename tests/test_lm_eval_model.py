@@ -21,7 +21,7 @@ from lm_eval.tasks import TaskManager
 from test_export_hf import save_checkpoint, word_model
 
 from conftest import run_cli
-from synlm.data.corpora import DATA_ENV
+from synlm.data.files import DATA_ENV
 from synlm.data.normalization import ptb_text_words
 from synlm.hf_export import export_hf
 from synlm.lm import SyntaxLM

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from staged import staged
-from synlm.data.corpora import CorpusError, RemoteFile, git_blob_of
+from synlm.data.files import CorpusError, RemoteFile, git_blob_of
 from synlm.tse import blimp, marvin_linzen
 from synlm.tse.minimal_pairs import (
     MinimalPair,

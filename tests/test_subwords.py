@@ -58,7 +58,7 @@ class Lines(TextCorpus):
 
     @property
     def files(self):  # type: ignore[override]
-        from synlm.data.corpora import RemoteFile
+        from synlm.data.files import RemoteFile
 
         return {s: RemoteFile(f"{s}.txt", "", "0" * 64) for s in ("train", "valid", "test")}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from staged import staged
-from synlm.data.corpora import CorpusError
+from synlm.data.files import CorpusError
 from synlm.data.treebanks import (
     CTBSepsent,
     ParsedWikiText2,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conllu.models import TokenList
 
-from synlm.data.corpora import CorpusError, default_cache_dir, read_lines
+from synlm.data.files import CorpusError, default_cache_dir, read_lines
 from synlm.data.vocab import atomic_write_text
 from synlm.errors import InputError, reading
 from synlm.syntax import read_conllu

@@ -6,17 +6,14 @@ import hashlib
 from pathlib import Path
 from typing import ClassVar
 
-from synlm.data.files import CACHE_ENV as CACHE_ENV
-from synlm.data.files import DATA_ENV as DATA_ENV
-from synlm.data.files import CorpusError as CorpusError
-from synlm.data.files import RemoteFile as RemoteFile
-from synlm.data.files import default_cache_dir as default_cache_dir
-from synlm.data.files import default_data_dir as default_data_dir
-from synlm.data.files import download as download
-from synlm.data.files import env_dir as env_dir
-from synlm.data.files import git_blob_of as git_blob_of
-from synlm.data.files import read_lines as read_lines
-from synlm.data.files import sha256_of as sha256_of
+from synlm.data.files import (
+    DATA_ENV,
+    CorpusError,
+    RemoteFile,
+    default_data_dir,
+    read_lines,
+    sha256_of,
+)
 from synlm.data.normalization import NORMALIZATIONS, normalizer
 from synlm.syntax import Sentence
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from synlm import errors
 from synlm.data.batching import PATH_FIELDS, ActionItem, TokenArrays
-from synlm.data.corpora import Corpus, default_cache_dir, sha256_of
+from synlm.data.corpora import Corpus
+from synlm.data.files import default_cache_dir, sha256_of
 from synlm.data.layout import EXAMPLES, HELD_OUT, Layout, Loader
 from synlm.data.layout_actions import ActionLayout, check_action_mode
 from synlm.data.layout_documents import DocumentLayout

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from synlm.data.annotation import annotate, parser_identity, read_input, read_stories
-from synlm.data.corpora import CorpusError, RemoteFile, TextCorpus, sha256_of
+from synlm.data.corpora import TextCorpus
+from synlm.data.files import CorpusError, RemoteFile, sha256_of
 from synlm.syntax import ReaderError, Sentence, read_conllu
 
 

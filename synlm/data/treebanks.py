@@ -15,7 +15,8 @@ from typing import ClassVar
 
 from nltk import Tree
 
-from synlm.data.corpora import DATA_ENV, Corpus, CorpusError, WikiText2, read_lines
+from synlm.data.corpora import Corpus, WikiText2
+from synlm.data.files import DATA_ENV, CorpusError, read_lines
 from synlm.data.normalization import MIKOLOV_DELETED, normalize_word  # still importable here
 from synlm.data.unknown_words import unkify  # used below; still importable from here
 from synlm.syntax import ReaderError, Sentence, read_conllu, read_trees
