@@ -5,14 +5,13 @@ DataModule's settings, sentences and vocabulary (``layout_tokens``: streams and 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 
 from synlm.data.batching import ResumableLoader
-
-if TYPE_CHECKING:
-    from synlm.data.datamodule import SynLMDataModule
+from synlm.syntax import Sentence
 
 #: The part of the training split ``dependency_holdout`` holds out, as ``sentences`` and
 #: ``stream`` name it; validation serves it.
@@ -27,11 +26,42 @@ EXAMPLES = {"constituency": "a corpus with trees, e.g. PTBConcatSyn or Synthetic
 Loader = ResumableLoader | torch.utils.data.DataLoader
 
 
+class LayoutData(Protocol):
+    """What a layout reads of its DataModule (``SynLMDataModule``): its settings, its
+    corpus and vocabulary, the gold requested of it, and the sentences of a split."""
+
+    trainer: Any
+    corpus: Any
+    vocab: Any
+    seed: int
+    num_workers: int
+    bptt: int
+    variable_bptt: bool
+    max_length: int | None
+    max_tokens: int | None
+    action_order: str
+    tree_source: str
+    dependency_holdout: float
+    span_window: int | None
+    boundary: float
+    requested: frozenset[str]
+    cache_dir: Path
+    cache_key: str
+
+    def sentences(self, split: str) -> list[Sentence]:
+        """The split's sentences as the model reads them."""
+        ...
+
+    def corpus_sentences(self, split: str) -> list[Sentence]:
+        """The split's sentences as the corpus gives them."""
+        ...
+
+
 class Layout:
     """How one ``mode`` batches a split (``loader``); ``data`` is the DataModule whose
     settings, sentences and vocabulary it reads."""
 
-    def __init__(self, data: SynLMDataModule) -> None:
+    def __init__(self, data: LayoutData) -> None:
         self.data = data
 
     def loader(self, split: str, batch_size: int, train: bool) -> Loader:

@@ -6,7 +6,6 @@ instead."""
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 from nltk import Tree
@@ -14,20 +13,17 @@ from nltk import Tree
 from synlm import errors
 from synlm.data.batching import ActionItem, BucketLoader, collate_actions
 from synlm.data.corpora import Corpus
-from synlm.data.layout import EXAMPLES, Layout, Loader
+from synlm.data.layout import EXAMPLES, Layout, LayoutData, Loader
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
 from synlm.syntax import Sentence
 from synlm.syntax.actions import ORDERS, ActionError, ActionVocab, oracle, piece_actions
 
-if TYPE_CHECKING:
-    from synlm.data.datamodule import SynLMDataModule
-
 
 class ActionLayout(Layout):
     """``mode: actions`` with ``action_unit: sentence``: a row is a sentence."""
 
-    def __init__(self, data: SynLMDataModule) -> None:
+    def __init__(self, data: LayoutData) -> None:
         super().__init__(data)
         self._items: dict[str, list[ActionItem]] = {}
 

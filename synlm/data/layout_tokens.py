@@ -7,7 +7,6 @@ row."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -25,15 +24,12 @@ from synlm.data.batching import (
     fixed_window_lengths,
 )
 from synlm.data.corpora import Corpus
-from synlm.data.layout import EXAMPLES, HELD_OUT, Layout, Loader
+from synlm.data.layout import EXAMPLES, HELD_OUT, Layout, LayoutData, Loader
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
 from synlm.outputs import GOLD_FIELDS
 from synlm.syntax import Sentence, baseline_tree
 from synlm.syntax.targets import cached_targets
-
-if TYPE_CHECKING:
-    from synlm.data.datamodule import SynLMDataModule
 
 #: The gold kind (``Corpus.gold``) each gold ``Batch`` field is built from. ``trees`` (the
 #: per-row gold ``Sentence`` list, sentence mode only) comes with either kind; the path
@@ -48,7 +44,7 @@ class TokenLayout(Layout):
 
     mode: str
 
-    def __init__(self, data: SynLMDataModule) -> None:
+    def __init__(self, data: LayoutData) -> None:
         super().__init__(data)
         self._streams: dict[str, tuple[TokenArrays, np.ndarray]] = {}
 
