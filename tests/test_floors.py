@@ -210,14 +210,16 @@ def module_name(path: Path) -> str:
 
 
 def module_edges() -> set[tuple[str, str]]:
-    """(importer, imported) for every import a module of synlm runs of another: a lazy import
-    in a function too (it closes a circle when it runs), never one under ``if
-    TYPE_CHECKING:``. A package is its ``__init__.py``; importing a submodule runs its parents'
-    too, which every package's own imports would make circles of, so those are not edges."""
+    """(importer, imported) for every import a module of synlm makes of another: a lazy
+    import in a function too (it closes a circle when it runs), and one under ``if
+    TYPE_CHECKING:`` (a reader of the types follows it as a reader of the code does), but
+    in ``synlm/__init__.py``, whose type-only imports name its lazy exports for type
+    checkers. A package is its ``__init__.py``; importing a submodule runs its parents' too,
+    which every package's own imports would make circles of, so those are not edges."""
     paths = sorted(PACKAGE.rglob("*.py"))
     modules = {module_name(p) for p in paths}
-    return {(module_name(p), name) for p in paths for name in imports(p, runtime=True)
-            if name in modules}
+    return {(module_name(p), name) for p in paths
+            for name in imports(p, runtime=p == PACKAGE / "__init__.py") if name in modules}
 
 
 def _components(graph: dict[str, set[str]]) -> list[set[str]]:
