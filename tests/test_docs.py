@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBCOMMANDS = ("fit", "validate", "test", "predict", "parse", "evaluate-syntax", "export-hf",
-               "plot", "generate", "evaluate-generation", "annotate")
+               "plot", "generate", "evaluate-generation", "annotate", "cp")
 
 
 def page_text(site: Path, page: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from synlm.commands import annotate, convert, evaluate_syntax, export_hf, generate, parse, plot
+from synlm.commands import annotate, convert, cp, evaluate_syntax, export_hf, generate, parse, plot
 from synlm.runtime.lightning_internals import option_strings
 from synlm.runtime.usage import COMMANDS, FULL_HELP
 
@@ -30,6 +30,7 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "plot": plot.build_parser,
     "export-hf": export_hf.build_parser,
     "convert": convert.build_parser,
+    "cp": cp.build_parser,
     "ls": lambda: argparse.ArgumentParser(prog="synlm ls"),  # no options
 }
 
