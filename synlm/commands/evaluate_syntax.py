@@ -326,6 +326,15 @@ def warn(lines: Sequence[str]) -> None:
         print(f"{PROG}: {line}", file=sys.stderr)
 
 
+def _settings(args: argparse.Namespace) -> Any:
+    """How the flags say every model is scored (``synlm.tse.scorers.Settings``)."""
+    from synlm.tse import scorers
+
+    return scorers.Settings(args.batch_size, scorers.device_of(args.device), args.eos,
+                            args.pll, args.trust_remote_code, given(args, BEAM_FLAGS),
+                            args.search_convention)
+
+
 def _scorers(args: argparse.Namespace, build_model: Callable[..., Any] | None
              ) -> list[ModelScorers]:
     """(label, source, scorer, untrained scorers) of each model the flags name, in
@@ -334,9 +343,7 @@ def _scorers(args: argparse.Namespace, build_model: Callable[..., Any] | None
     from synlm import loading
     from synlm.tse import scorers
 
-    settings = scorers.Settings(args.batch_size, scorers.device_of(args.device), args.eos,
-                                args.pll, args.trust_remote_code, given(args, BEAM_FLAGS),
-                                args.search_convention)
+    settings = _settings(args)
     untrained = None if build_model is None else (
         lambda seed: loading.untrained_model(build_model, args.config, seed, args.set))
     builders = scorers.Builders(loading.load_model, loading.untrained_copy,
@@ -372,9 +379,15 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
                 ) -> tuple[list[Evaluated], dict[str, Any]]:
     """Each model of the command line (with its untrained seeds) scored on the benchmarks
     (``synlm.tse.evaluation``), its unknown words and sentences without a parse said on
-    stderr, and their provenance. What needs no model, then the benchmark files, are checked
-    before torch loads."""
+    stderr, and their provenance. What needs no model, then the flags a Hugging Face model
+    cannot honour (its config read), then the benchmark files, are checked before any model
+    loads."""
     check_inputs(args)
+    if any(flag == "hf" for flag, _ in args.models):  # what they cannot honour, before data
+        from synlm.tse.scorers import Settings, check_hf_models
+
+        check_hf_models(args.models, Settings(eos=args.eos, pll=args.pll,
+                                              trust_remote_code=args.trust_remote_code))
     loaded = load_benchmarks(args.benchmark, args.data_dir, args.subset, args.download,
                              args.suites, args.pairs)
     threads = configure_threads()

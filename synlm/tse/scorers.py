@@ -146,6 +146,28 @@ def build_scorers(models: Sequence[tuple[str, str]], labels: Sequence[str] | Non
     return out
 
 
+def check_hf_models(models: Sequence[tuple[str, str]], settings: Settings
+                    ) -> dict[str, bool]:
+    """Whether each ``hf`` model of ``models`` is a masked LM (its config alone is read),
+    with a one-line error for a flag none of them can honour: ``--eos`` with a masked LM
+    (pseudo-log-likelihood has no end term), ``--pll`` with causal LMs only. The command
+    calls it before any benchmark is looked for."""
+    names = [source for flag, source in models if flag == "hf"]
+    if not names:
+        return {}
+    from synlm.tse.masked_scoring import is_masked_lm
+
+    masked = {name: is_masked_lm(name, settings.trust_remote_code) for name in names}
+    if settings.eos and any(masked.values()):
+        raise InputError(f"--eos: {next(n for n in masked if masked[n])} is a masked LM, "
+                         "scored by pseudo-log-likelihood, which has no end-of-sentence "
+                         "term; drop --eos")
+    if settings.pll and not any(masked.values()):
+        raise InputError(f"--pll: {names[0]} is a causal LM, scored by its own "
+                         "log-probabilities; --pll is for a masked LM (BERT, RoBERTa)")
+    return masked
+
+
 def hf_scorers(models: Sequence[tuple[str, str]], settings: Settings) -> dict[int, Any]:
     """The scorer of each ``hf`` model of ``models``, by its place among them: a causal LM's
     log-probabilities, or a masked LM's pseudo-log-likelihood."""
@@ -153,17 +175,10 @@ def hf_scorers(models: Sequence[tuple[str, str]], settings: Settings) -> dict[in
     if not names:
         return {}
     from synlm.tse.hf_scoring import HFScorer
-    from synlm.tse.masked_scoring import PLLScorer, is_masked_lm
+    from synlm.tse.masked_scoring import PLLScorer
 
     remote = settings.trust_remote_code
-    masked = {name: is_masked_lm(name, remote) for _, name in names}
-    if settings.eos and any(masked.values()):
-        raise InputError(f"--eos: {next(n for n in masked if masked[n])} is a masked LM, "
-                         "scored by pseudo-log-likelihood, which has no end-of-sentence "
-                         "term; drop --eos")
-    if settings.pll and not any(masked.values()):
-        raise InputError(f"--pll: {names[0][1]} is a causal LM, scored by its own "
-                         "log-probabilities; --pll is for a masked LM (BERT, RoBERTa)")
+    masked = check_hf_models(models, settings)
     return {k: PLLScorer(name, variant=settings.pll or "within_word_l2r",
                          batch_size=settings.batch_size, device=settings.device,
                          trust_remote_code=remote) if masked[name]
