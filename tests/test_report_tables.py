@@ -8,6 +8,7 @@ mixing a synlm checkpoint and a Hugging Face model, and the one-line errors."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from test_export_hf import save_checkpoint
 from test_tse_compare import blimp_result, syntaxgym_result
 
 from conftest import local_gpt2, run_cli
+from synlm.errors import InputError
 from synlm.runtime.labels import default_labels
 from synlm.tse import compare, statistics, tables
 
@@ -44,11 +46,11 @@ Targeted syntactic evaluation: headline measures
 
 | measure | LSTM (PTB) | GPT-2 | GPT-2 - LSTM (PTB) |
 |---|---:|---:|---:|
-| blimp/accuracy | 0.542 [0.333, 0.767] (n=22) | 0.858 [0.675, 1.000] (n=22) | +0.317 [+0.125, +0.517] (n=22) p=0.002, Holm p<0.008 |
-| blimp/in_vocabulary_accuracy | 0.500 [0.300, 0.750] (n=20) | 0.858 [0.675, 1.000] (n=22) | +0.350 [+0.150, +0.550] (n=20) p<0.002, Holm p<0.008 |
+| blimp/accuracy | 0.542 [0.333, 0.767] (n=22) | 0.858 [0.675, 1.000] (n=22) | +0.317 [+0.125, +0.517] (n=22) p=0.0156 (sign test), Holm p=0.0625 |
+| blimp/in_vocabulary_accuracy | 0.500 [0.300, 0.750] (n=20) | 0.858 [0.675, 1.000] (n=22) | +0.350 [+0.150, +0.550] (n=20) p=0.0156 (sign test), Holm p=0.0625 |
 | blimp/unknown_share | 0.083 (n=22) | 0.000 (n=22) | — |
-| syntaxgym/sg_score | 0.500 [0.250, 0.875] (n=8) | 0.750 [0.375, 1.000] (n=8) | +0.250 [+0.000, +0.625] (n=8) p=0.220, Holm p=0.440 |
-| syntaxgym/in_vocabulary_sg_score | 0.667 [0.333, 1.000] (n=6) | 0.750 [0.375, 1.000] (n=8) | +0.167 [+0.000, +0.500] (n=6) p=0.716, Holm p=0.716 |
+| syntaxgym/sg_score | 0.500 [0.250, 0.875] (n=8) | 0.750 [0.375, 1.000] (n=8) | +0.250 [+0.000, +0.625] (n=8) p=0.5 (sign test), Holm p=1 |
+| syntaxgym/in_vocabulary_sg_score | 0.667 [0.333, 1.000] (n=6) | 0.750 [0.375, 1.000] (n=8) | +0.167 [+0.000, +0.500] (n=6) p=1 (sign test), Holm p=1 |
 | syntaxgym/unknown_share | 0.250 (n=8) | 0.000 (n=8) | — |
 
 """  # noqa: E501
@@ -58,11 +60,11 @@ LATEX = r"""% Targeted syntactic evaluation: headline measures
 \toprule
 measure & LSTM (PTB) & GPT-2 & GPT-2 - LSTM (PTB) \\
 \midrule
-blimp/accuracy & 0.542 [0.333, 0.767] (n=22) & 0.858 [0.675, 1.000] (n=22) & +0.317 [+0.125, +0.517] (n=22) p=0.002, Holm p$<$0.008 \\
-blimp/in\_vocabulary\_accuracy & 0.500 [0.300, 0.750] (n=20) & 0.858 [0.675, 1.000] (n=22) & +0.350 [+0.150, +0.550] (n=20) p$<$0.002, Holm p$<$0.008 \\
+blimp/accuracy & 0.542 [0.333, 0.767] (n=22) & 0.858 [0.675, 1.000] (n=22) & +0.317 [+0.125, +0.517] (n=22) p=0.0156 (sign test), Holm p=0.0625 \\
+blimp/in\_vocabulary\_accuracy & 0.500 [0.300, 0.750] (n=20) & 0.858 [0.675, 1.000] (n=22) & +0.350 [+0.150, +0.550] (n=20) p=0.0156 (sign test), Holm p=0.0625 \\
 blimp/unknown\_share & 0.083 (n=22) & 0.000 (n=22) & -- \\
-syntaxgym/sg\_score & 0.500 [0.250, 0.875] (n=8) & 0.750 [0.375, 1.000] (n=8) & +0.250 [+0.000, +0.625] (n=8) p=0.220, Holm p=0.440 \\
-syntaxgym/in\_vocabulary\_sg\_score & 0.667 [0.333, 1.000] (n=6) & 0.750 [0.375, 1.000] (n=8) & +0.167 [+0.000, +0.500] (n=6) p=0.716, Holm p=0.716 \\
+syntaxgym/sg\_score & 0.500 [0.250, 0.875] (n=8) & 0.750 [0.375, 1.000] (n=8) & +0.250 [+0.000, +0.625] (n=8) p=0.5 (sign test), Holm p=1 \\
+syntaxgym/in\_vocabulary\_sg\_score & 0.667 [0.333, 1.000] (n=6) & 0.750 [0.375, 1.000] (n=8) & +0.167 [+0.000, +0.500] (n=6) p=1 (sign test), Holm p=1 \\
 syntaxgym/unknown\_share & 0.250 (n=8) & 0.000 (n=8) & -- \\
 \bottomrule
 \end{tabular}
@@ -77,26 +79,77 @@ def labelled() -> tables.Table:
 def test_a_labelled_table_with_the_paired_test_in_markdown_and_latex(labelled) -> None:
     """A column per label, then the second model against the first: the difference, its
     paired interval, its p and Holm's p over the table's four comparisons (the unknown
-    shares have none), each beside its count; the note says which method gives p and the
-    interval, and why they agree."""
+    shares have none), each beside its count. Fewer than 20 items differ between the two
+    models on every row, so each p is the exact sign test's: BLiMP's 7 differing pairs all
+    favour GPT-2, 2 / 2^7 = 0.0156 (the bootstrap's resamples all fell on one side: it said
+    p < 0.002), SyntaxGym's 3 against 1, 2 (1 + 4) / 16 = 0.625 ... as the golden has it."""
     assert tables.to_markdown(labelled).startswith(MARKDOWN)
     assert tables.to_latex(labelled) == LATEX + "".join(f"% {n}\n" for n in labelled.notes)
     note = labelled.notes[-1]
     assert "p < 0.05 exactly when the interval excludes 0" in note
+    assert "Where at least 20 items differ between the two" in note
     assert "Holm's step-down method over the 4 comparisons of this table" in note
     header, *rows = (line.split(",") for line in tables.to_csv(labelled).splitlines())
-    assert header[-6:] == ["GPT-2 - LSTM (PTB)", "GPT-2 - LSTM (PTB) low",
-                           "GPT-2 - LSTM (PTB) high", "GPT-2 - LSTM (PTB) n",
-                           "GPT-2 - LSTM (PTB) p", "GPT-2 - LSTM (PTB) holm"]
-    # the comparison's p and Holm p as the Markdown has them: a bound is "<bound", never
-    # the bound's value as if it were the p (nor a p of 0)
-    assert {row[0]: row[-2:] for row in rows} == {
-        "blimp/accuracy": ["0.002000", "<0.008"],
-        "blimp/in_vocabulary_accuracy": ["<0.002", "<0.008"],
-        "blimp/unknown_share": ["", ""],
-        "syntaxgym/sg_score": ["0.220000", "0.440000"],
-        "syntaxgym/in_vocabulary_sg_score": ["0.716000", "0.716000"],
-        "syntaxgym/unknown_share": ["", ""]}
+    assert header[-5:] == ["GPT-2 - LSTM (PTB) p", "GPT-2 - LSTM (PTB) p bound",
+                           "GPT-2 - LSTM (PTB) sign test", "GPT-2 - LSTM (PTB) holm",
+                           "GPT-2 - LSTM (PTB) holm bound"]
+    # p, its bound flag, its test, Holm p, its bound flag: numbers only
+    assert {row[0]: row[-5:] for row in rows} == {
+        "blimp/accuracy": ["0.015625", "0", "1", "0.0625", "0"],
+        "blimp/in_vocabulary_accuracy": ["0.015625", "0", "1", "0.0625", "0"],
+        "blimp/unknown_share": ["", "", "", "", ""],
+        "syntaxgym/sg_score": ["0.5", "0", "1", "1", "0"],
+        "syntaxgym/in_vocabulary_sg_score": ["1", "0", "1", "1", "0"],
+        "syntaxgym/unknown_share": ["", "", "", "", ""]}
+
+
+def test_many_differing_items_take_the_bootstrap_and_its_bound() -> None:
+    """40 pairs, B right on the 25 A gets wrong: at least 20 items differ, so p is the
+    bootstrap's; every one of 1,000 resamples lies above 0, so p is only the bound
+    2 / 1000, written p<0.002 (never p=0 nor p=0.000), 0.002 with its bound flag 1 in the
+    CSV, and the Holm p over the table's one comparison is that bound too."""
+    a = {"blimp": blimp_result(_pair("wh_island", "island_effects", "1" * 15 + "0" * 25))}
+    b = {"blimp": blimp_result(_pair("wh_island", "island_effects", "1" * 40))}
+    table = compare.comparison_table({"a": a, "b": b}, resamples=1000)
+    cell = dict(table.rows)["blimp/accuracy"][2]
+    assert (cell.p, cell.p_bound, cell.test) == (0.002, True, "bootstrap")
+    assert (cell.holm, cell.holm_bound) == (0.002, True)
+    assert "(n=40) p<0.002, Holm p<0.002 |" in tables.to_markdown(table)
+    assert r"(n=40) p$<$0.002, Holm p$<$0.002 \\" in tables.to_latex(table)
+    row = next(line for line in tables.to_csv(table).splitlines()
+               if line.startswith("blimp/accuracy,"))
+    assert row.split(",")[-5:] == ["0.002", "1", "0", "0.002", "1"]
+
+
+def test_p_values_are_written_to_be_read_against_their_bound() -> None:
+    """A p of 0.0002 is p=0.0002, not p=0.000, beside a bound p<0.0002; three significant
+    digits, never an exponent; a NaN p (no test) is n/a, its CSV columns empty. Every CSV
+    column but the measure is a number or empty."""
+    assert [tables.p_text(p) for p in (0.0002, 0.0495, 0.25, 1.0, 2 ** -18)] == [
+        "=0.0002", "=0.0495", "=0.25", "=1", "=0.00000381"]
+    assert tables.p_text(0.0002, bound=True) == "<0.0002"
+    assert tables.p_text(float("nan")) == " n/a"
+    table = tables.Table(["b - a"], [
+        ("exact", [tables.Cell(0.1, 0.05, 0.15, 900, 0.0002, 0.0004, False, False,
+                               "bootstrap")]),
+        ("bound", [tables.Cell(0.2, 0.15, 0.25, 900, 0.0002, 0.0004, True, True,
+                               "bootstrap")]),
+        ("untested", [tables.Cell(0.0, -0.1, 0.1, 3, float("nan"), float("nan"))])],
+        resamples=10_000)
+    markdown = tables.to_markdown(table)
+    assert "(n=900) p=0.0002, Holm p=0.0004 |" in markdown
+    assert "(n=900) p<0.0002, Holm p<0.0004 |" in markdown
+    assert "(n=3) p n/a, Holm p n/a |" in markdown
+    assert r"(n=900) p$<$0.0002, Holm p$<$0.0004 \\" in tables.to_latex(table)
+    rows = [line.split(",") for line in tables.to_csv(table).splitlines()]
+    assert rows[0][-5:] == ["b - a p", "b - a p bound", "b - a sign test", "b - a holm",
+                            "b - a holm bound"]
+    assert rows[1][-5:] == ["0.0002", "0", "0", "0.0004", "0"]
+    assert rows[2][-5:] == ["0.0002", "1", "0", "0.0004", "1"]
+    assert rows[3][-5:] == ["", "", "", "", ""]
+    for row in rows[1:]:
+        for value in row[1:]:
+            assert value == "" or float(value) == float(value)
 
 
 def test_a_difference_that_rounds_to_zero_is_written_as_zero() -> None:
@@ -119,7 +172,8 @@ def test_the_table_and_the_paired_tests_agree(labelled) -> None:
         assert cell.value == pytest.approx(-test["difference"])
         assert (cell.low, cell.high) == pytest.approx((-test["high"], -test["low"]), abs=1e-12)
         assert (cell.p, cell.holm) == pytest.approx((test["p_value"], test["holm"]))
-        assert cell.holm_bound == test["holm_bound"]
+        assert (cell.p_bound, cell.test, cell.holm_bound) == (
+            test["p_bound"], test["test"], test["holm_bound"])
 
 
 def test_in_vocabulary_rows_only_where_they_differ() -> None:
@@ -174,16 +228,64 @@ def test_holm_against_a_hand_worked_example() -> None:
     assert statistics.holm([]) == []
 
 
-def test_holm_of_a_p_the_bootstrap_cannot_tell_from_0_is_a_bound() -> None:
-    """A bootstrap p of 0 says only p < 2 / R: it enters Holm's adjustment as 2 / R, and the
-    adjusted p it sets (its own, and a larger exact p's it raises) is an upper bound."""
-    adjusted, bounds = statistics.holm_bounds([0.0, 0.002, 0.22, 0.716], resolution=0.002)
+def test_holm_of_a_bound_p_is_a_bound() -> None:
+    """A bootstrap p of 0 says only p < 2 / R: it enters Holm's adjustment as 2 / R, flagged
+    a bound, and the adjusted p it sets (its own, and a larger exact p's it raises) is an
+    upper bound."""
+    adjusted, bounds = statistics.holm_bounds([0.002, 0.002, 0.22, 0.716],
+                                              [True, False, False, False])
     assert adjusted == pytest.approx([0.008, 0.008, 0.44, 0.716])  # 4 x 0.002; 3 x 0.002 < it
     assert bounds == [True, True, False, False]
-    adjusted, bounds = statistics.holm_bounds([0.0, 0.01], resolution=0.002)
+    adjusted, bounds = statistics.holm_bounds([0.002, 0.01], [True, False])
     assert adjusted == pytest.approx([0.004, 0.01]) and bounds == [True, False]
-    assert statistics.holm_bounds([0.0, 0.0], resolution=0.6) == ([1.0, 1.0], [False, False])
-    assert statistics.holm([0.0, 0.01]) == pytest.approx([0.0, 0.01])  # no resolution given
+    assert statistics.holm_bounds([0.6, 0.6], [True, True]) == ([1.0, 1.0], [False, False])
+    assert statistics.holm([0.0, 0.01]) == pytest.approx([0.0, 0.01])  # no bound given
+
+
+def test_holm_leaves_a_nan_p_out() -> None:
+    """A NaN p (a comparison that could not be tested) is left out, as R's p.adjust leaves
+    out NA: the other three are adjusted over m = 3 (0.01 x 3 = 0.03, 0.03 x 2 = 0.06,
+    0.04 x 1 raised to 0.06), not over 4 and not all turned into 1, and its own Holm p is
+    NaN, not a bound; all NaN: all NaN."""
+    nan = float("nan")
+    adjusted, bounds = statistics.holm_bounds([0.01, nan, 0.04, 0.03])
+    assert adjusted[0::2] + adjusted[3:] == pytest.approx([0.03, 0.06, 0.06])
+    assert math.isnan(adjusted[1]) and bounds == [False] * 4
+    assert statistics.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert all(map(math.isnan, statistics.holm([nan, nan])))
+    with pytest.raises(InputError, match="2 p-values but 1 bound flags"):
+        statistics.holm_bounds([0.1, 0.2], [True])
+
+
+def test_the_exact_sign_test() -> None:
+    """Two-sided, ties dropped, Binomial(m, 1/2): one differing item 1; three items all
+    right for one model and all wrong for the other 2 / 8 = 0.25; 10 of 10 one way
+    2 / 1024; 8 against 2, 2 (1 + 10 + 45) / 1024 = 0.109375; no item differs: 1; seed
+    means (fractions) count by their sign."""
+    assert statistics.sign_test(np.array([1.0])) == 1.0
+    assert statistics.sign_test(np.array([1.0, 1.0, 1.0, 0.0, 0.0])) == 0.25
+    assert statistics.sign_test(np.ones(10)) == 2 / 1024
+    assert statistics.sign_test(np.array([1.0] * 8 + [-1.0] * 2 + [0.0] * 30)) == 0.109375
+    assert statistics.sign_test(np.zeros(4)) == 1.0
+    assert statistics.sign_test(np.array([1 / 3, 2 / 3, -1 / 3])) == 1.0
+    # the same as scipy's exact binomial test on the counts
+    assert statistics.sign_test(np.array([1.0] * 13 + [-1.0] * 4)) == pytest.approx(
+        scipy.stats.binomtest(13, 17, 0.5).pvalue)
+
+
+def test_few_items_take_the_sign_test_never_a_p_of_0() -> None:
+    """Three items, A right on all, B wrong on all: every bootstrap resample lies above 0
+    (the bootstrap's p would be 0), but three items cannot say more than the sign test's
+    0.25; one item: 1. A model against itself: 1. Twenty differing items all one way: the
+    bootstrap's bound (p < 2 / R)."""
+    test = statistics.paired_test([True] * 3, [False] * 3, resamples=1000)
+    assert (test["p_value"], test["p_bound"], test["test"]) == (0.25, False, "sign")
+    assert (test["low"], test["high"]) == (1.0, 1.0)
+    assert statistics.paired_test([True], [False])["p_value"] == 1.0
+    seeds = statistics.paired_difference([[True] * 3] * 2, [[False] * 3, [True] * 3])
+    assert (seeds["p_value"], seeds["test"]) == (0.25, "sign")  # differences of 1/2
+    many = statistics.paired_test([True] * 20, [False] * 20, resamples=1000)
+    assert (many["p_value"], many["p_bound"], many["test"]) == (0.002, True, "bootstrap")
 
 
 # --------------------------------------------------------- the two-level bootstrap
@@ -243,6 +345,7 @@ def test_paired_comparison_over_seeds() -> None:
     assert test["difference"] == pytest.approx(mean[0] - mean[1])
     assert 0 < test["low"] <= test["difference"] <= test["high"]
     assert 0 < test["p_value"] < 0.05 and (test["seeds_a"], test["seeds_b"]) == (3, 3)
+    assert test["test"] == "bootstrap" and not test["p_bound"]
     same = statistics.paired_difference(a[:1], a[:1], resamples=100)
     assert (same["difference"], same["low"], same["high"], same["p_value"]) == (0, 0, 0, 1)
 

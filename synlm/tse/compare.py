@@ -18,6 +18,7 @@ the bootstraps, the p-value and Holm's adjustment: ``synlm.tse.statistics``; the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
@@ -39,13 +40,14 @@ from synlm.tse.measures import (
     table_measures,
 )
 from synlm.tse.statistics import (
+    EXACT_BELOW,
     RESAMPLES,
     check_resamples,
     holm_bounds,
     paired_difference,
     resolution,
 )
-from synlm.tse.tables import Cell, Table
+from synlm.tse.tables import Cell, Table, p_digits
 from synlm.tse.units import UNITS
 
 
@@ -95,23 +97,11 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
             columns.append((f"{name} - {names[0]}", []))
             cells.append(comparison_cells(first, as_runs(models[name], name), measures,
                                           resamples, confidence, seed))
-        cells = _with_holm(cells, resamples)
+        cells = _with_holm(cells)
     rows = [(m.label, [column[i] for column in cells]) for i, m in enumerate(measures)]
     notes = _notes(columns, baselines, level, intervals, resamples, confidence, seed)
     if tested:
-        notes.append(f"<model> - {names[0]}: the difference of the model and {names[0]} on the "
-                     f"same items (in vocabulary: those in vocabulary for both), its "
-                     f"{confidence:.0%} paired-bootstrap percentile interval (the items drawn "
-                     "alike for both models) and the two-sided p that "
-                     "inverts that interval: p = 2 min(#{d* <= 0}, #{d* >= 0}) / R over the R "
-                     f"resampled differences d*, so p < {1 - confidence:.2g} exactly when the "
-                     "interval excludes 0 (one bootstrap gives both). Holm p: adjusted by "
-                     f"Holm's step-down method over the {_count_tests(cells)} comparisons of "
-                     f"this table (family-wise error rate {1 - confidence:.2g}); a p of 0 "
-                     f"(every resample on one side) is shown as p<{resolution(resamples):.3g} "
-                     f"and enters the adjustment as {resolution(resamples):.3g}, so the Holm p "
-                     f"it sets is an upper bound (shown <), and the least this table can show "
-                     f"is {min(1.0, _count_tests(cells) * resolution(resamples)):.3g}.")
+        notes.append(_comparison_note(names[0], confidence, resamples, _count_tests(cells)))
     title = ("Targeted syntactic evaluation: headline measures" if level == "headline" else
              "Targeted syntactic evaluation by " + ", ".join(
                  u for u in UNITS if u in units))
@@ -140,13 +130,13 @@ def _repeats_plain(m: Measure, measures: Sequence[Measure], cells: Sequence[Sequ
         (column[i].value, column[i].n) == (column[j].value, column[j].n) for column in cells)
 
 
-def _with_holm(cells: list[list[Cell]], resamples: int) -> list[list[Cell]]:
+def _with_holm(cells: list[list[Cell]]) -> list[list[Cell]]:
     """The cells with every comparison's Holm-adjusted p over all the table's comparisons
-    (a p of 0 from ``resamples`` entering as 2 / resamples: an upper bound)."""
+    (``holm_bounds``: a bound p sets a bound; a NaN p is left out)."""
     tests = [(k, i) for k, column in enumerate(cells) for i, cell in enumerate(column)
              if cell.p is not None]
     adjusted, bounds = holm_bounds([cells[k][i].p for k, i in tests],  # type: ignore[misc]
-                                   resolution(resamples))
+                                   [cells[k][i].p_bound for k, i in tests])
     out = [list(column) for column in cells]
     for (k, i), p, bound in zip(tests, adjusted, bounds):
         out[k][i] = replace(out[k][i], holm=p, holm_bound=bound)
@@ -154,7 +144,32 @@ def _with_holm(cells: list[list[Cell]], resamples: int) -> list[list[Cell]]:
 
 
 def _count_tests(cells: Sequence[Sequence[Cell]]) -> int:
-    return sum(cell.p is not None for column in cells for cell in column)
+    """How many comparisons Holm's adjustment is over: those with a p that is a number."""
+    return sum(cell.p is not None and not math.isnan(cell.p) for column in cells
+               for cell in column)
+
+
+def _comparison_note(first: str, confidence: float, resamples: int, tests: int) -> str:
+    """The note on the comparison columns: which test gives each p, and Holm's over the
+    ``tests`` comparisons."""
+    alpha = f"{1 - confidence:.2g}"
+    bound = resolution(resamples)
+    return (f"<model> - {first}: the difference of the model and {first} on the same items "
+            f"(in vocabulary: those in vocabulary for both), its {confidence:.0%} "
+            "paired-bootstrap percentile interval (the items drawn alike for both models) and "
+            "a two-sided p. Where at least "
+            f"{EXACT_BELOW} items differ between the two, p inverts that interval: "
+            "p = 2 min(#{d* <= 0}, #{d* >= 0}) / R over the R resampled differences d*, so "
+            f"p < {alpha} exactly when the interval excludes 0 (one bootstrap gives both); a p "
+            f"of 0 (every resample on one side) says only p < {p_digits(bound)} and is shown "
+            "so. Where fewer differ, the resamples fall on one side however little the "
+            "evidence, so p is the exact two-sided sign test over the items' paired "
+            "differences (ties dropped), marked (sign test); its interval is the bootstrap's "
+            f"still, and the two may disagree. Holm p: adjusted by Holm's step-down method over "
+            f"the {tests} comparisons of this table (family-wise error rate {alpha}); a bound "
+            "p sets a bound (shown <), a comparison without a p (n/a) is left out, and the "
+            "least a bootstrap p of this table can be adjusted to is "
+            f"{p_digits(min(1.0, tests * bound))}.")
 
 
 def _notes(columns: Sequence[tuple[str, Sequence[Results]]], baselines: Mapping[str, Runs] | None,
@@ -185,14 +200,14 @@ def _notes(columns: Sequence[tuple[str, Sequence[Results]]], baselines: Mapping[
 
 
 def paired_tests(a: Runs, b: Runs, resamples: int = RESAMPLES, level: float = 0.95,
-                 seed: int = 0) -> dict[str, dict[str, float | int]]:
+                 seed: int = 0) -> dict[str, dict[str, float | int | str]]:
     """``paired_difference`` of model A against model B (their results on the same data; one
     evaluation each, or several seeds) for every headline measure both have, unknown shares
     aside: headline name -> the test, with ``holm``, its p adjusted over these tests
-    (``holm_bound``: whether that is an upper bound, set by a p of 0). An
+    (``holm_bound``: whether that is an upper bound, set by a bound p). An
     in-vocabulary measure is compared on the items in vocabulary for every run of both."""
     runs_a, runs_b = as_runs(a, "a"), as_runs(b, "b")
-    tests: dict[str, dict[str, float | int]] = {}
+    tests: dict[str, dict[str, float | int | str]] = {}
     for benchmark in benchmarks_in([runs_a, runs_b]):
         if any(benchmark not in results for results in (*runs_a, *runs_b)):
             continue
@@ -212,8 +227,8 @@ def paired_tests(a: Runs, b: Runs, resamples: int = RESAMPLES, level: float = 0.
             if sets[0]:
                 tests[key] = paired_difference(sets[:len(runs_a)], sets[len(runs_a):],
                                                resamples=resamples, level=level, seed=seed)
-    adjusted, bounds = holm_bounds([t["p_value"] for t in tests.values()],
-                                   resolution(resamples))
+    adjusted, bounds = holm_bounds([float(t["p_value"]) for t in tests.values()],
+                                   [bool(t["p_bound"]) for t in tests.values()])
     for test, p, bound in zip(tests.values(), adjusted, bounds):
         test["holm"], test["holm_bound"] = p, bound
     return tests

@@ -40,9 +40,10 @@ from synlm.errors import InputError
 from synlm.tse.benchmarks import BENCHMARKS, ML_SECTIONS, BenchmarkResult
 from synlm.tse.marvin_linzen import TABLE1
 from synlm.tse.statistics import (
-    inversion_p_value,
+    item_differences,
     mean_of_units,
     outcome_arrays,
+    paired_p,
     percentile_interval,
     seed_draws,
     two_level,
@@ -281,6 +282,7 @@ class _Draws:
         self.runs, self.resamples, self.seed = runs, resamples, seed
         self.computed: dict[tuple[str, str, bool, int],
                             tuple[list[str], np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.outcomes: dict[tuple[str, str, bool, int], list[dict[str, np.ndarray]]] = {}
 
     def units(self, m: Measure, draws: int
               ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray] | None:
@@ -291,12 +293,19 @@ class _Draws:
             sets = collect_outcomes(m.benchmark,
                                     [results[m.benchmark].records for results in self.runs],
                                     m.field, m.in_vocabulary)
+            self.outcomes[key] = [outcome_arrays(s) if s else {} for s in sets]
             self.computed[key] = (list(sets[0]), *unit_accuracies(
-                [outcome_arrays(s) if s else {} for s in sets], draws,
-                np.random.default_rng(self.seed)))
+                self.outcomes[key], draws, np.random.default_rng(self.seed)))
         units, point, resampled, items = self.computed[key]
         chosen = [k for k, unit in enumerate(units) if unit in m.units]
         return (chosen, point, resampled, items) if chosen else None
+
+    def differences(self, m: Measure, draws: int, split: int) -> np.ndarray:
+        """Each item's paired difference over ``m``'s units (after ``units``): the mean
+        outcome over the runs from ``split`` on less that over those before it."""
+        sets = self.outcomes[(m.benchmark, m.field, m.in_vocabulary, draws)]
+        return item_differences(sets[split:], sets[:split], [u for u in sets[0]
+                                                            if u in m.units])
 
 
 def column_cells(runs: Sequence[Results], measures: Sequence[Measure], resamples: int,
@@ -329,10 +338,11 @@ def column_cells(runs: Sequence[Results], measures: Sequence[Measure], resamples
 def comparison_cells(a: Sequence[Results], b: Sequence[Results], measures: Sequence[Measure],
                      resamples: int, confidence: float, seed: int) -> list[Cell]:
     """Model B against model A, each given as its runs (seeds): for each measure the
-    difference of the seed means (B - A), its paired percentile interval and the p-value that
-    inverts it (``synlm.tse.statistics``: items drawn alike for both models, each model's
-    seeds drawn on its own), over the items both models have (in vocabulary: for every run
-    of both). No interval, no test: ``Cell(None)``."""
+    difference of the seed means (B - A), its paired percentile interval (items drawn alike
+    for both models, each model's seeds drawn on its own) and its p
+    (``synlm.tse.statistics.paired_p``: the exact sign test where few items differ, else the
+    p that inverts the interval), over the items both models have (in vocabulary: for every
+    run of both). No interval, no test: ``Cell(None)``."""
     found = _Draws([*a, *b], resamples, seed)
     seed_rng = np.random.default_rng((seed, 1))
     seeds = [seed_draws(len(a), resamples, seed_rng), seed_draws(len(b), resamples, seed_rng)]
@@ -348,9 +358,10 @@ def comparison_cells(a: Sequence[Results], b: Sequence[Results], measures: Seque
         per_seed = mean_of_units(resampled[:, :, chosen], items[chosen])  # (S_a + S_b, R)
         differences = two_level(per_seed[len(a):], seeds[1]) - \
             two_level(per_seed[:len(a)], seeds[0])
+        p, bound, test = paired_p(found.differences(m, resamples, len(a)), differences)
         cells.append(Cell(float(values[len(a):].mean() - values[:len(a)].mean()),
                           *percentile_interval(differences, confidence),
-                          int(items[chosen].sum()), p=inversion_p_value(differences)))
+                          int(items[chosen].sum()), p=p, p_bound=bound, test=test))
     return cells
 
 

@@ -94,7 +94,7 @@ def write_report(folder: Path, models: Models, baselines: Models | None = None,
     two-level over seeds, each model's untrained column, each model against the
     first with its paired test and Holm's adjustment), the plots (SyntaxGym's region figure
     of each suite in ``regions/``), and ``paired``: the headline table's comparisons
-    (column -> measure -> the test)."""
+    (column -> measure -> the test: its p, ``p_bound``, which ``test`` gave it, Holm's p)."""
     from synlm.tse import compare, plots, statistics, tables
 
     resamples = resamples or statistics.RESAMPLES
@@ -114,9 +114,9 @@ def write_report(folder: Path, models: Models, baselines: Models | None = None,
     if tested:
         report["paired"] = {headline_cells.columns[k]: {
             label: {"difference": cells[k].value, "low": cells[k].low, "high": cells[k].high,
-                    "p_value": cells[k].p, "holm": cells[k].holm,
-                    "holm_bound": cells[k].holm_bound, "items": cells[k].n,
-                    "resamples": headline_cells.resamples}
+                    "p_value": cells[k].p, "p_bound": cells[k].p_bound, "test": cells[k].test,
+                    "holm": cells[k].holm, "holm_bound": cells[k].holm_bound,
+                    "items": cells[k].n, "resamples": headline_cells.resamples}
             for label, cells in headline_cells.rows if cells[k].p is not None}
             for k in tested}
     return report

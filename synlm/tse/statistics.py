@@ -15,16 +15,23 @@ grouped in units (a BLiMP paradigm, a SyntaxGym suite, a Marvin & Linzen Table 1
   item bootstrap.
 - ``paired_difference`` (``paired_test`` for one run a model): model A against model B on the
   same items. The difference of their aggregates, its paired bootstrap percentile interval
-  (the same resampled items for both models; each model's seeds drawn on their own) and the
-  two-sided p-value that inverts that interval (``inversion_p_value``): the least 1 - level at
-  which the percentile interval excludes 0, so p < 1 - level exactly when the interval at
-  that level excludes 0, at every level (one method for both; Efron & Tibshirani 1993,
-  ch. 15-16, on tests from confidence intervals).
+  (the same resampled items for both models; each model's seeds drawn on their own) and its
+  two-sided p (``paired_p``). Where at least ``EXACT_BELOW`` items differ between the models
+  (their paired difference, of seed means, is not 0), the p that inverts that interval
+  (``inversion_p_value``): the least 1 - level at which the percentile interval excludes 0,
+  so p < 1 - level exactly when the interval at that level excludes 0, at every level (Efron
+  & Tibshirani 1993, ch. 15-16, on tests from confidence intervals); one of 0 (every
+  resample on one side) says only p < 2 / R and is kept as that bound. Where fewer differ,
+  the bootstrap's resamples fall on one side however weak the evidence (one item: p = 0), so
+  p is the exact two-sided sign test over the items' paired differences (``sign_test``; ties
+  dropped; one run a model: McNemar's exact test on the discordant items), and the interval
+  and p are then two methods that may disagree.
 - ``holm``: Holm's (1979) step-down adjustment of the p-values of the comparisons of one
-  table, which holds the family-wise error rate. A bootstrap p of 0 says only p < 2 / R: it
-  enters the adjustment as 2 / R, and the adjusted p it sets is an upper bound
-  (``holm_bounds``). With m comparisons Holm can reject at alpha only when 2 m / R < alpha,
-  hence ``RESAMPLES``.
+  table, which holds the family-wise error rate. A p that is an upper bound (a bootstrap p of
+  0, entered as 2 / R) makes the adjusted p it sets an upper bound too (``holm_bounds``); a
+  NaN p (a comparison that could not be tested) is left out, as R's ``p.adjust`` leaves out
+  ``NA``, and its adjusted p is NaN. With m comparisons Holm can reject at alpha only when
+  2 m / R < alpha, hence ``RESAMPLES``.
 
 Every resampling draws from ``numpy.random.default_rng(seed)`` (the items: unit by unit in
 the units' order, one ``integers`` draw of shape (resamples, items) per unit) and
@@ -50,6 +57,11 @@ _TIE = 1e-12
 #: The default number of bootstrap resamples R: the least p it tells from 0 is 2 / R, so a
 #: table's Holm adjustment over m comparisons can reach 0.05 for m up to 250.
 RESAMPLES = 10_000
+#: Fewer items than this on which the two models differ (a nonzero paired difference): the
+#: paired test is the exact sign test (``sign_test``), not the bootstrap's.
+EXACT_BELOW = 20
+#: Which test gave a comparison's p: the paired bootstrap's inversion, or the exact sign test.
+TESTS = ("bootstrap", "sign")
 
 
 def mean_of_units(accuracy: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -136,6 +148,31 @@ def resolution(resamples: int) -> float:
     return 2 / resamples
 
 
+def sign_test(differences: np.ndarray) -> float:
+    """The exact two-sided sign test of "each item's paired difference is as likely above 0
+    as below": the differences within ``_TIE`` of 0 dropped, k of the m left above 0,
+    p = min(1, 2 P(X <= min(k, m - k))) for X ~ Binomial(m, 1/2); 1 when none is left. Three
+    items, each right for one model and wrong for the other: 2 / 8 = 0.25."""
+    values = np.asarray(differences, dtype=float)
+    above = int(np.count_nonzero(values > _TIE))
+    m = above + int(np.count_nonzero(values < -_TIE))
+    tail = sum(math.comb(m, i) for i in range(min(above, m - above) + 1))
+    return min(1.0, 2 * tail / 2 ** m)
+
+
+def paired_p(differences: np.ndarray, resampled: np.ndarray) -> tuple[float, bool, str]:
+    """The two-sided p of a paired comparison, whether it is only an upper bound, and the
+    test that gave it (``TESTS``), from the items' paired differences (n,) and the bootstrap's
+    resampled differences of the aggregate (R,): the sign test where fewer than
+    ``EXACT_BELOW`` items differ, else the bootstrap's ``inversion_p_value``, a 0 of which is
+    kept as the bound 2 / R."""
+    if np.count_nonzero(np.abs(differences) > _TIE) < EXACT_BELOW:
+        return sign_test(differences), False, "sign"
+    p = inversion_p_value(resampled)
+    return (resolution(resampled.size), True, "bootstrap") if p == 0 else (p, False,
+                                                                           "bootstrap")
+
+
 def check_resamples(resamples: int) -> None:
     """A one-line error unless ``resamples`` is at least 1."""
     if resamples < 1:
@@ -180,16 +217,26 @@ def seed_interval(seeds: Sequence[Outcomes], aggregate: Aggregate = mean_of_unit
     return percentile_interval(two_level(aggregate(resampled, items), draws), level)
 
 
+def item_differences(a_sets: Sequence[Mapping[str, np.ndarray]],
+                     b_sets: Sequence[Mapping[str, np.ndarray]], units: Sequence[str]
+                     ) -> np.ndarray:
+    """Each item's paired difference over ``units`` (in order, their items in order): A's
+    mean outcome over its seeds less B's. (n,)."""
+    return np.concatenate([
+        np.mean([s[unit] for s in a_sets], axis=0) - np.mean([s[unit] for s in b_sets], axis=0)
+        for unit in units])
+
+
 def paired_difference(a_seeds: Sequence[Outcomes], b_seeds: Sequence[Outcomes],
                       aggregate: Aggregate = mean_of_units, resamples: int = RESAMPLES,
-                      level: float = 0.95, seed: int = 0) -> dict[str, float | int]:
+                      level: float = 0.95, seed: int = 0) -> dict[str, float | int | str]:
     """Model A against model B on the same items (the same units, item i of a unit the same
     item for every seed of both), each given as its outcomes under one seed or several:
     ``a``, ``b`` (the seed means), their ``difference`` (a - b), its paired bootstrap
     percentile interval (``low``, ``high``: the items drawn alike for both models, each
-    model's seeds drawn on their own), the two-sided ``p_value`` that inverts it
-    (``inversion_p_value``), and the ``units``, ``items``, ``seeds_a``, ``seeds_b`` and
-    ``resamples`` behind them."""
+    model's seeds drawn on their own), the two-sided ``p_value`` (``paired_p``), ``p_bound``
+    (whether it is only an upper bound) and ``test`` (``TESTS``: which test gave it), and the
+    ``units``, ``items``, ``seeds_a``, ``seeds_b`` and ``resamples`` behind them."""
     check_resamples(resamples)
     sets = [outcome_arrays(s) for s in (*a_seeds, *b_seeds)]
     point, resampled, items = unit_accuracies(sets, resamples, np.random.default_rng(seed))
@@ -201,41 +248,49 @@ def paired_difference(a_seeds: Sequence[Outcomes], b_seeds: Sequence[Outcomes],
     value_a, value_b = float(values[:split].mean()), float(values[split:].mean())
     differences = two_level(per_seed[:split], draws[0]) - two_level(per_seed[split:], draws[1])
     low, high = percentile_interval(differences, level)
+    p, bound, test = paired_p(item_differences(sets[:split], sets[split:], list(sets[0])),
+                              differences)
     return {"a": value_a, "b": value_b, "difference": value_a - value_b, "low": low,
-            "high": high, "p_value": inversion_p_value(differences), "units": len(items),
+            "high": high, "p_value": p, "p_bound": bound, "test": test, "units": len(items),
             "items": int(items.sum()), "seeds_a": len(a_seeds), "seeds_b": len(b_seeds),
             "resamples": resamples}
 
 
 def paired_test(a_by_unit: Outcomes, b_by_unit: Outcomes, aggregate: Aggregate = mean_of_units,
                 resamples: int = RESAMPLES, level: float = 0.95, seed: int = 0
-                ) -> dict[str, float | int]:
+                ) -> dict[str, float | int | str]:
     """``paired_difference`` of one run of model A and one of model B: the paired item
-    bootstrap of the difference, its percentile interval and the p-value that inverts it."""
+    bootstrap of the difference, its percentile interval, and its p (``paired_p``)."""
     return paired_difference([a_by_unit], [b_by_unit], aggregate, resamples, level, seed)
 
 
-def holm(p_values: Sequence[float], resolution: float = 0.0) -> list[float]:
+def holm(p_values: Sequence[float], bounds: Sequence[bool] | None = None) -> list[float]:
     """Holm's (1979) step-down adjusted p-values, in the given order: the i-th smallest of
-    the m p-values times m - i + 1, made non-decreasing in that order and capped at 1. A
-    comparison whose adjusted p is below alpha is rejected with a family-wise error rate of
-    at most alpha. A p below ``resolution`` (the least p the test tells from 0; 2 / R for a
-    bootstrap of R resamples) enters as ``resolution`` (``holm_bounds``)."""
-    return holm_bounds(p_values, resolution)[0]
+    the m p-values (NaN ones left out of m and of the order, and NaN adjusted) times
+    m - i + 1, made non-decreasing in that order and capped at 1. A comparison whose adjusted
+    p is below alpha is rejected with a family-wise error rate of at most alpha. ``bounds``:
+    which p-values are only upper bounds (``holm_bounds``)."""
+    return holm_bounds(p_values, bounds)[0]
 
 
-def holm_bounds(p_values: Sequence[float], resolution: float = 0.0
+def holm_bounds(p_values: Sequence[float], bounds: Sequence[bool] | None = None
                 ) -> tuple[list[float], list[bool]]:
-    """``holm``'s adjusted p-values, and whether each is an upper bound: one set by a p below
-    ``resolution``, which entered as ``resolution`` (a bootstrap p of 0 means only p < 2 / R,
-    so 3 comparisons' smallest, 0 from 1,000 resamples, is adjusted to < 0.006, not 0)."""
+    """``holm``'s adjusted p-values, and whether each is an upper bound: one set by a p that
+    is only an upper bound (``bounds``: a bootstrap p of 0 means only p < 2 / R, so 3
+    comparisons' smallest, < 0.002 from 1,000 resamples, is adjusted to < 0.006, not 0). A NaN
+    p (a comparison that could not be tested) is left out, as R's ``p.adjust`` leaves out
+    ``NA``: the others are adjusted over m, the p-values that are numbers, and its own
+    adjusted p is NaN, not a bound."""
     m = len(p_values)
-    adjusted, bound = [0.0] * m, [False] * m
+    bounds = list(bounds) if bounds is not None else [False] * m
+    if len(bounds) != m:
+        raise InputError(f"{m} p-values but {len(bounds)} bound flags")
+    tested = [i for i in range(m) if not math.isnan(p_values[i])]
+    adjusted, bound = [math.nan] * m, [False] * m
     running, running_bound = 0.0, False
-    for rank, index in enumerate(sorted(range(m), key=lambda i: p_values[i])):
-        below = p_values[index] < resolution
-        value = min(1.0, (m - rank) * max(p_values[index], resolution))
-        if value > running or (value == running and not below):
-            running, running_bound = value, below and value < 1.0
+    for rank, index in enumerate(sorted(tested, key=lambda i: (p_values[i], not bounds[i]))):
+        value = min(1.0, (len(tested) - rank) * p_values[index])
+        if value > running or (value == running and not bounds[index]):
+            running, running_bound = value, bounds[index] and value < 1.0
         adjusted[index], bound[index] = running, running_bound
     return adjusted, bound

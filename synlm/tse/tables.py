@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from synlm.data.vocab import atomic_write_text
-from synlm.tse.statistics import resolution
 
 
 @dataclass(frozen=True)
@@ -23,8 +25,10 @@ class Cell:
     benchmark, or no pair or item left), its interval (``low``, ``high``; None without one)
     and ``n``, the number of pairs or items it rests on (in vocabulary: those without an
     unknown word where it matters). A comparison's cell (a difference) also has its two-sided
-    ``p`` and ``holm``, p adjusted over the table's comparisons (``holm_bound``: an upper
-    bound, set by a p of 0, which says only p < 2 / resamples)."""
+    ``p`` (``p_bound``: only an upper bound, a bootstrap p of 0, which says p < 2 / R), the
+    ``test`` that gave it (``synlm.tse.statistics.TESTS``), and ``holm``, p adjusted over the
+    table's comparisons (``holm_bound``: an upper bound, set by a bound p; NaN: the p was NaN,
+    left out of the adjustment)."""
 
     value: float | None
     low: float | None = None
@@ -33,13 +37,15 @@ class Cell:
     p: float | None = None
     holm: float | None = None
     holm_bound: bool = False
+    p_bound: bool = False
+    test: str | None = None
 
 
 @dataclass(frozen=True)
 class Table:
     """Side-by-side numbers: ``columns`` names the value columns (the row labels come
     first, under ``measure``); each row is a label and a ``Cell`` a column. ``resamples``:
-    those behind the p-values (a p of 0 is shown as below 2 / resamples, its resolution)."""
+    those behind the comparisons' bootstraps (0: no comparison)."""
 
     columns: list[str]
     rows: list[tuple[str, list[Cell]]]
@@ -48,16 +54,20 @@ class Table:
     resamples: int = 0
 
 
-def _shown_p(p: float, resamples: int, bound: bool = False) -> tuple[float, bool]:
-    """A p (or Holm p, ``bound`` when it is an upper bound) as every table writes it: its
-    value and whether it is only an upper bound; a p of 0 from ``resamples`` resamples is
-    the bound 2 / R (its resolution)."""
-    return (resolution(resamples), True) if p == 0 and resamples else (p, bound)
+def p_digits(p: float) -> str:
+    """A p to three significant digits, never in exponent form, so that it reads against
+    its bound and the 0.05 it is held to (0.0002 is ``0.0002``, not ``0.000``; 0.0495 is
+    ``0.0495``, not ``0.050``; 1 is ``1``)."""
+    return np.format_float_positional(p, precision=3, unique=False, fractional=False,
+                                      trim="-")
 
 
-def _p_text(p: float, resamples: int, bound: bool = False) -> str:
-    value, bound = _shown_p(p, resamples, bound)
-    return f"<{value:.3g}" if bound else f"={value:.3f}"
+def p_text(p: float, bound: bool = False) -> str:
+    """A p (or Holm p) as the Markdown and LaTeX write it after ``p``: ``=0.0123``, an upper
+    bound ``<0.0002``, a NaN (no test) `` n/a``."""
+    if math.isnan(p):
+        return " n/a"
+    return ("<" if bound else "=") + p_digits(p)
 
 
 def _fixed(value: float, digits: int, sign: str = "") -> str:
@@ -66,7 +76,7 @@ def _fixed(value: float, digits: int, sign: str = "") -> str:
     return f"{value if round(value, digits) else 0.0:{sign}.{digits}f}"
 
 
-def _cell_text(cell: Cell, digits: int, missing: str, resamples: int = 0) -> str:
+def _cell_text(cell: Cell, digits: int, missing: str) -> str:
     if cell.value is None:
         return missing
     sign = "+" if cell.p is not None else ""  # a difference: signed
@@ -75,9 +85,10 @@ def _cell_text(cell: Cell, digits: int, missing: str, resamples: int = 0) -> str
         text += f" [{_fixed(cell.low, digits, sign)}, {_fixed(cell.high, digits, sign)}]"
     text += f" (n={cell.n})"
     if cell.p is not None:
-        text += f" p{_p_text(cell.p, resamples)}"
+        text += f" p{p_text(cell.p, cell.p_bound)}" + (" (sign test)" if cell.test == "sign"
+                                                       else "")
     if cell.holm is not None:
-        text += f", Holm p{_p_text(cell.holm, resamples, cell.holm_bound)}"
+        text += f", Holm p{p_text(cell.holm, cell.holm_bound)}"
     return text
 
 
@@ -96,7 +107,7 @@ def to_markdown(table: Table, digits: int = 3) -> str:
     lines = [table.title, ""] if table.title else []
     lines += [line(["measure", *table.columns]),
               "|" + "|".join(["---", *["---:"] * len(table.columns)]) + "|"]
-    lines += [line([label, *(_cell_text(c, digits, "—", table.resamples) for c in cells)])
+    lines += [line([label, *(_cell_text(c, digits, "—") for c in cells)])
               for label, cells in table.rows]
     if table.notes:
         lines += ["", *(f"- {note}" for note in table.notes)]
@@ -105,13 +116,17 @@ def to_markdown(table: Table, digits: int = 3) -> str:
 
 def to_csv(table: Table) -> str:
     """The table's numbers as CSV (``csv`` module): ``measure``, then for each column its
-    value and ``<column> low``, ``<column> high``, ``<column> n`` (a comparison's column adds
-    ``<column> p`` and ``<column> holm``); fractions to 6 places, empty where there is none.
-    A p or Holm p that is only an upper bound (a bootstrap p of 0, which says p < 2 / R, and
-    the Holm p it sets) is written ``<bound``, as in the Markdown, never as a number it is
-    not. The title and notes are the Markdown and LaTeX files'."""
+    value and ``<column> low``, ``<column> high``, ``<column> n``; a comparison's column adds
+    ``<column> p``, ``<column> p bound`` (1: the p is only an upper bound, p < it),
+    ``<column> sign test`` (1: the exact sign test gave the p, 0: the bootstrap),
+    ``<column> holm`` and ``<column> holm bound``. Every column but ``measure`` is a number
+    or empty: fractions to 6 places, p-values to 6 significant digits (a p of 0.0002 is not
+    0.000200's rounding of another), flags 0 or 1, empty where there is none (a NaN p: no
+    test). The title and notes are the Markdown and LaTeX files'."""
     tested = tested_columns(table)
-    parts = [("", " low", " high", " n", *((" p", " holm") if t else ())) for t in tested]
+    parts = [("", " low", " high", " n",
+              *((" p", " p bound", " sign test", " holm", " holm bound") if t else ()))
+             for t in tested]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["measure", *(f"{c}{part}" for c, names in zip(table.columns, parts)
@@ -120,16 +135,17 @@ def to_csv(table: Table) -> str:
     def text(value: float | None) -> str:
         return "" if value is None else _fixed(value, 6)
 
-    def p_text(p: float | None, bound: bool = False) -> str:
-        if p is None:
-            return ""
-        value, bound = _shown_p(p, table.resamples, bound)
-        return f"<{value:.6g}" if bound else text(value)
+    def p_number(p: float | None) -> str:
+        return "" if p is None or math.isnan(p) else f"{p:.6g}"
+
+    def flag(p: float | None, on: bool) -> str:
+        return "" if p is None or math.isnan(p) else str(int(on))
 
     for label, cells in table.rows:
         writer.writerow([label, *(part for cell, t in zip(cells, tested) for part in (
             *map(text, (cell.value, cell.low, cell.high)), cell.n,
-            *((p_text(cell.p), p_text(cell.holm, cell.holm_bound)) if t else ())))])
+            *((p_number(cell.p), flag(cell.p, cell.p_bound), flag(cell.p, cell.test == "sign"),
+               p_number(cell.holm), flag(cell.holm, cell.holm_bound)) if t else ())))])
     return out.getvalue()
 
 
@@ -151,7 +167,7 @@ def to_latex(table: Table, digits: int = 3) -> str:
               " & ".join(latex_escape(c) for c in ["measure", *table.columns]) + r" \\",
               r"\midrule"]
     lines += [" & ".join([latex_escape(label),
-                          *(latex_escape(_cell_text(c, digits, "--", table.resamples))
+                          *(latex_escape(_cell_text(c, digits, "--"))
                             .replace("<", "$<$") for c in cells)]) + r" \\"
               for label, cells in table.rows]
     lines += [r"\bottomrule", r"\end{tabular}", *(f"% {note}" for note in table.notes)]
