@@ -25,6 +25,7 @@ from synlm.catalog import component_summaries
 from synlm.errors import SynLMError, report
 from synlm.runtime import usage
 from synlm.runtime.inputs import check_inputs, check_run_inputs
+from synlm.runtime.lightning_flags import unknown_flag
 from synlm.runtime.threads import configure_threads, wait_passively
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
@@ -136,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if usage.FULL_HELP in args[1:] and args[0] in LIGHTNING_COMMANDS:
         args = [a if a != usage.FULL_HELP else "--help" for a in args]  # LightningCLI's own
     elif args[0] in LIGHTNING_COMMANDS:
-        problem = usage.config_error(usage.resolve_configs(args))
+        problem = usage.config_error(usage.resolve_configs(args)) or \
+            unknown_flag(args[0], usage.resolve_configs(args[1:]))
         if problem:
             print(f"synlm {args[0]}: error: {problem}", file=sys.stderr)
             return 2
