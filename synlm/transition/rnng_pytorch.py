@@ -121,8 +121,51 @@ STRATEGIES = {"top_down": ("synlm.transition.rnng.RNNG", "top_down"),
 MAX_CONSECUTIVE = {"top_down": 8, "in_order": 3}
 
 
+#: The training flags read from ``args``: each one's default and what it must be.
+ARGS: dict[str, tuple[Any, str]] = {
+    "strategy": ("top_down", "a string"), "composition": ("lstm", "a string"),
+    "w_dim": (256, "a whole number >= 1"), "h_dim": (256, "a whole number >= 1"),
+    "num_layers": (2, "a whole number >= 1"), "dropout": (0.3, "a number in [0, 1)"),
+    "seed": (3435, "a whole number"), "sp_model": ("", "a string or null")}
+
+
 class ConversionError(InputError):
     """A released checkpoint that cannot be converted, as one line naming its key."""
+
+
+def _fits(value: Any, kind: str) -> bool:
+    """Whether ``value`` is what ``ARGS`` says (``kind``); true or false is no number."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return {"a string": isinstance(value, str),
+            "a string or null": value is None or isinstance(value, str),
+            "a whole number": number and isinstance(value, int),
+            "a whole number >= 1": number and isinstance(value, int) and value >= 1,
+            "a number in [0, 1)": number and 0 <= value < 1}[kind]
+
+
+def _args(args: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """The flags of ``ARGS`` from the checkpoint's ``args``, defaults for missing ones;
+    one of another kind is a one-line ``ConversionError`` naming it."""
+    read = {}
+    for name, (default, kind) in ARGS.items():
+        read[name] = args.get(name, default)
+        if not _fits(read[name], kind):
+            raise ConversionError(f"{path}: args.{name} is {read[name]!r}; expected {kind}")
+    return read
+
+
+def _strings(value: Any, where: str, path: str | Path) -> list[str]:
+    """``value``, a list of distinct strings (a vocabulary's ``i2w``, an ``i2a``)."""
+    if not isinstance(value, list | tuple):
+        raise ConversionError(f"{path}: {where} is a {type(value).__name__}; expected a list "
+                              "of strings")
+    odd = [v for v in value if not isinstance(v, str)]
+    if odd:
+        raise ConversionError(f"{path}: {where} holds {odd[0]!r}; expected strings only")
+    if len(set(value)) != len(value):
+        twice = next(v for k, v in enumerate(value) if v in value[:k])
+        raise ConversionError(f"{path}: {where} holds {twice!r} twice")
+    return list(value)
 
 
 @dataclass
@@ -185,16 +228,20 @@ def convert(path: str | Path) -> Converted:
     if not isinstance(args, dict):
         raise ConversionError(f"{path}: args is a {type(args).__name__}; train.py saves a "
                               "dict of its flags")
+    flags = _args(args, path)
     vocab, action_dict = _key(saved, "vocab", path), _key(saved, "action_dict", path)
-    subword = bool(args.get("sp_model")) or type(vocab).__name__ == "SentencePieceVocabulary"
-    strategy = args.get("strategy", "top_down")
+    subword = bool(flags["sp_model"]) or type(vocab).__name__ == "SentencePieceVocabulary"
+    strategy = flags["strategy"]
     if strategy not in STRATEGIES:
         raise ConversionError(f"{path}: args.strategy is {strategy!r}; expected top_down or "
                               "in_order")
-    if args.get("composition", "lstm") != "lstm":
-        raise ConversionError(f"{path}: args.composition is {args['composition']!r}; synlm's "
+    if flags["composition"] != "lstm":
+        raise ConversionError(f"{path}: args.composition is {flags['composition']!r}; synlm's "
                               "RNNG composes with the LSTM (composition: lstm)")
     prepro = saved.get("prepro_args") or {}
+    if not isinstance(prepro, dict):
+        raise ConversionError(f"{path}: prepro_args is a {type(prepro).__name__}; "
+                              "preprocess.py saves a dict of its flags")
     for step in ("lowercase", "replace_num"):
         if prepro.get(step) and not subword:  # preprocess.py skips both for pieces
             raise ConversionError(f"{path}: prepro_args.{step} is set; converting a "
@@ -203,7 +250,7 @@ def convert(path: str | Path) -> Converted:
     words = _pieces(vocab, path) if subword else _vocab(vocab, path)
     expected_actions = (["<pad>", "SHIFT", "REDUCE"] + (["FINISH"] if strategy == "in_order"
                                                         else []))
-    i2a = list(getattr(action_dict, "i2a", []))
+    i2a = _strings(getattr(action_dict, "i2a", []), "action_dict.i2a", path)
     if i2a[:len(expected_actions)] != expected_actions or \
             type(action_dict).__name__ != {"top_down": "TopDownActionDict",
                                            "in_order": "InOrderActionDict"}[strategy]:
@@ -218,10 +265,10 @@ def convert(path: str | Path) -> Converted:
     action_vocab = ActionVocab(labels)
     index = {a: i for i, a in enumerate(i2a)}
     class_path, order = STRATEGIES[strategy]
-    sizes = {"input_size": int(args.get("w_dim", 256)), "hidden_size": int(args.get("h_dim", 256)),
-             "num_layers": int(args.get("num_layers", 2))}
+    sizes = {"input_size": flags["w_dim"], "hidden_size": flags["h_dim"],
+             "num_layers": flags["num_layers"]}
     model_config = {"class_path": class_path, "init_args": {
-        **sizes, "dropout": float(args.get("dropout", 0.3)),
+        **sizes, "dropout": float(flags["dropout"]),
         "max_consecutive": MAX_CONSECUTIVE[strategy]}}
     names = list(action_vocab.itos) + (["FINISH"] if strategy == "in_order" else [])
     rows = {"words": torch.arange(len(words)),
@@ -241,8 +288,7 @@ def convert(path: str | Path) -> Converted:
         unkmethod = getattr(vocab, "unkmethod", "unk")
         synlm_vocab = Vocab([EOS, *words[1:]], unk=UNK if UNK in words else None,
                             unknown_words=unkmethod if unkmethod in RNNG_PYTORCH_RULES else "unk")
-    return Converted(model_config, state, synlm_vocab, action_vocab, order,
-                     int(args.get("seed", 3435)))
+    return Converted(model_config, state, synlm_vocab, action_vocab, order, flags["seed"])
 
 
 def _vocab(vocab: Any, path: str | Path) -> list[str]:
@@ -251,10 +297,10 @@ def _vocab(vocab: Any, path: str | Path) -> list[str]:
         raise ConversionError(f"{path}: vocab is a {type(vocab).__name__}, not a pickled "
                               "data.Vocabulary")
     unkmethod = getattr(vocab, "unkmethod", "unk")
-    if unkmethod not in ("unk", *RNNG_PYTORCH_RULES):
+    if not isinstance(unkmethod, str) or unkmethod not in ("unk", *RNNG_PYTORCH_RULES):
         raise ConversionError(f"{path}: vocab.unkmethod is {unkmethod!r}; expected 'unk', "
                               "'berkeleyrule' or 'berkeleyrule2'")
-    words = list(vocab.i2w)
+    words = _strings(vocab.i2w, "vocab.i2w", path)
     if getattr(vocab, "padding_idx", 0) != 0 or EOS in words or \
             (unkmethod == "unk" and UNK not in words):
         raise ConversionError(f"{path}: vocab.i2w has <pad> at {getattr(vocab, 'padding_idx', 0)}"
@@ -301,6 +347,14 @@ def _mapped(released: dict[str, Tensor], num_layers: int, rows: dict[str, Tensor
         layers = range(num_layers) if "{layer}" in theirs else [None]
         for layer in layers:
             table[theirs.format(layer=layer)] = (ours.format(layer=layer), how)
+    for name, value in released.items():
+        if not isinstance(name, str):
+            raise ConversionError(f"{path}: model_state_dict has the key {name!r}; expected "
+                                  "parameter names")
+        if not (isinstance(value, Tensor) and value.is_floating_point()):
+            kind = value.dtype if isinstance(value, Tensor) else type(value).__name__
+            raise ConversionError(f"{path}: model_state_dict[{name!r}] is a {kind}; expected "
+                                  "a floating-point tensor")
     unexpected = sorted(set(released) - set(table))
     missing = sorted(set(table) - set(released))
     if unexpected or missing:

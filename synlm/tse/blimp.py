@@ -36,6 +36,7 @@ from synlm.tse.minimal_pairs import (
     missing_file,
     summarize,
 )
+from synlm.tse.shapes import is_kind, not_utf8, shown, typed
 
 FOLDER = "blimp"
 _URL = ("https://raw.githubusercontent.com/alexwarstadt/blimp/"
@@ -105,22 +106,23 @@ def read_pairs(path: str | Path, subset: int | None = None) -> list[MinimalPair]
     """A researcher's own minimal pairs in BLiMP's JSON-lines form, from any path: one object
     a line with ``sentence_good`` and ``sentence_bad``; ``UID`` (default: the file's stem),
     ``linguistics_term`` (default: the ``UID``) and ``pairID`` (default: the line number)
-    are optional. Pairs are grouped by ``UID`` as BLiMP's paradigms are (``subset``: the
-    first pairs of each); a bad line is a one-line error naming file and line."""
+    are optional (strings; ``pairID`` may be a whole number). Pairs are grouped by ``UID`` as
+    BLiMP's paradigms are (``subset``: the first pairs of each); a bad line is a one-line
+    error naming file, line and field."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise CorpusError(f"{path}: cannot read pairs ({err})") from None
+    except OSError as err:
+        raise CorpusError(f"{path}: cannot read pairs ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise not_utf8(str(path), path.read_bytes(), err, CorpusError) from None
     pairs: dict[str, list[MinimalPair]] = {}
     for number, item in json_lines(str(path), text):
-        if not isinstance(item, dict) or not all(
-                isinstance(item.get(k), str) for k in ("sentence_good", "sentence_bad")):
-            raise CorpusError(f"{path}:{number}: expected an object with the strings "
-                              "sentence_good and sentence_bad")
-        uid = str(item.get("UID", path.stem))
-        ids = {"UID": uid, "phenomenon": phenomenon(str(item.get("linguistics_term", uid))),
-               "pairID": item.get("pairID", number)}
+        item = _typed_item(f"{path}:{number}", item, {"UID": path.stem, "pairID": number},
+                           optional=("linguistics_term",))
+        uid = item["UID"]
+        ids = {"UID": uid, "phenomenon": phenomenon(item.get("linguistics_term", uid)),
+               "pairID": item["pairID"]}
         pairs.setdefault(uid, []).append(
             MinimalPair(ids, item["sentence_good"], (item["sentence_bad"],)))
     if not pairs:
@@ -133,19 +135,25 @@ def _paradigm_texts(path: Path) -> list[tuple[str, str, str]]:
     found: list[tuple[str, str, str]] = []
     if path.is_dir():
         for file in sorted(path.glob("*.jsonl")):
-            found.append((str(file), file.stem, file.read_text(encoding="utf-8")))
+            data = file.read_bytes()
+            try:
+                found.append((str(file), file.stem, data.decode("utf-8")))
+            except UnicodeDecodeError as err:
+                raise not_utf8(str(file), data, err, CorpusError) from None
     else:
         try:
             with zipfile.ZipFile(path) as archive:
                 for name in archive.namelist():
                     match = _PARADIGM.search(name)
                     if match and not name.startswith("__MACOSX/"):
-                        text = archive.read(name).decode("utf-8")
+                        data = archive.read(name)
+                        try:
+                            text = data.decode("utf-8")
+                        except UnicodeDecodeError as err:
+                            raise not_utf8(f"{path}:{name}", data, err, CorpusError) from None
                         found.append((f"{path}:{name}", match.group(1), text))
         except (zipfile.BadZipFile, EOFError, zlib.error):
             raise truncated(path) from None
-        except UnicodeDecodeError as err:
-            raise CorpusError(f"BLiMP: {path}: {err}") from None
     if not found:
         raise CorpusError(f"BLiMP: {path} holds no <UID>.jsonl paradigm files")
     return sorted(found, key=lambda item: item[1])
@@ -161,12 +169,27 @@ def json_lines(where: str, text: str) -> Iterator[tuple[int, Any]]:
                 raise CorpusError(f"{where}:{number}: not JSON ({err.msg})") from None
 
 
+def _typed_item(where: str, item: Any, defaults: Mapping[str, str | int],
+                optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A line's pair (``where``: file and line): an object whose ``_FIELDS`` are strings
+    (``pairID`` a string or a whole number); ``defaults`` stand for missing ones, those
+    ``optional`` may be missing."""
+    item = {**defaults, **typed(item, "an object", where, CorpusError)}
+    for name in _FIELDS:
+        pair_id = name == "pairID"
+        if name not in item and name not in optional:
+            raise CorpusError(f"{where}: no {name!r} (a string)")
+        if name in item and not (is_kind(item[name], "a string")
+                                 or (pair_id and is_kind(item[name], "a whole number"))):
+            raise CorpusError(f"{where}: {name!r} is {shown(item[name])}; expected a string"
+                              f"{' or a whole number' if pair_id else ''}")
+    return item
+
+
 def _paradigm_pairs(where: str, uid: str, text: str) -> list[MinimalPair]:
     pairs = []
     for number, item in json_lines(where, text):
-        missing = [name for name in _FIELDS if name not in item]
-        if missing:
-            raise CorpusError(f"{where}:{number}: no {missing}")
+        item = _typed_item(f"{where}:{number}", item, {})
         if item["UID"] != uid:
             raise CorpusError(f"{where}:{number}: UID {item['UID']!r} in the file of {uid!r}")
         ids = {"UID": uid, "phenomenon": phenomenon(item["linguistics_term"]),

@@ -51,6 +51,7 @@ from synlm.tse.minimal_pairs import (
     summarize,
     summarize_by,
 )
+from synlm.tse.shapes import is_kind, shown, typed
 
 FOLDER = "marvin_linzen"
 JSONL = "marvin_linzen.jsonl.gz"
@@ -225,14 +226,39 @@ def _jsonl_records(path: Path) -> list[dict[str, Any]]:
             for number, line in enumerate(lines, start=1):
                 if line.strip():
                     try:
-                        records.append(json.loads(line))
+                        record = json.loads(line)
                     except json.JSONDecodeError as err:
                         raise CorpusError(f"{path}:{number}: not JSON ({err.msg})") from None
+                    records.append(_typed_record(f"{path}:{number}", record))
     except (EOFError, gzip.BadGzipFile, zlib.error):
         raise truncated(path) from None
     except (OSError, UnicodeDecodeError) as err:
         raise CorpusError(f"{path}: {err}") from None
     return records
+
+
+#: The fields of a JSON-lines record and the kind of each (``bad``: a string or a list).
+_FIELDS = {"template": "a string", "case": "a string", "index": "a whole number",
+           "good": "a string", "bad": "a string or a list of strings"}
+
+
+def _typed_record(where: str, record: Any) -> dict[str, Any]:
+    """A JSON line's record (``where``: file and line): an object with ``_FIELDS`` of their
+    kinds and a template of the 22."""
+    typed(record, "an object", where, CorpusError)
+    for name, kind in _FIELDS.items():
+        if name not in record:
+            raise CorpusError(f"{where}: no {name!r} ({kind})")
+        value = record[name]
+        fits = (is_kind(value, "a string") or (is_kind(value, "a list")
+                and all(is_kind(s, "a string") for s in value))) if name == "bad" \
+            else is_kind(value, kind)
+        if not fits:
+            raise CorpusError(f"{where}: {name!r} is {shown(value)}; expected {kind}")
+    if record["template"] not in TEMPLATES:
+        raise CorpusError(f"{where}: 'template' is {shown(record['template'])}; expected one "
+                          "of the 22 templates")
+    return record
 
 
 def _first(records: list[dict[str, Any]], subset: int | None) -> list[dict[str, Any]]:
