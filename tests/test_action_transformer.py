@@ -165,7 +165,7 @@ def test_search_in_memory_bounded_batches_equals_one_batch(grammar, attention):
     model = random_model(len(words), len(vocab), attention)
     w, _, n = encoded(trees, vocab, words)
     together = search_batch(model, w, n, BeamSettings(10, 5, 1))
-    alone = search_sentences(model, w, n, BeamSettings(10, 5, 1, max_memory_mb=1e-3))
+    alone = search_sentences(model, w, n, BeamSettings(10, 5, 1, batch_size=1))
     for one, other in zip(alone, together, strict=True):
         assert one.parses[0][0] == other.parses[0][0]
         assert one.word_log_probs == pytest.approx(other.word_log_probs, abs=1e-10)

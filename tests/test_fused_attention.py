@@ -177,4 +177,8 @@ def test_batch_sizing_counts_the_cache_at_its_largest(batch, attention):
     full.reserve(full.capacity)
     assert full.cache.size(-2) == model.cache_positions(101) > first.cache.size(-2)
     rows = settings.beam_size + settings.done_size
-    assert sentence_bytes(model, 20, settings) == 3 * rows * state_nbytes(full)
+    # besides three states an item: two action paths, four float64 rows of logits as wide
+    # as the largest matrix, the sort of its successors
+    widest = max(p.size(0) for p in model.parameters() if p.dim() == 2)
+    rest = 2 * 8 * 101 + 4 * 8 * widest + 16 * 8 * n_actions
+    assert sentence_bytes(model, 20, settings) == rows * (3 * state_nbytes(full) + rest)

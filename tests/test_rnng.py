@@ -209,7 +209,7 @@ def test_search_in_memory_bounded_batches_equals_one_batch(grammar):
     w, _, n = encoded(trees, vocab, words)
     settings = BeamSettings(10, 5, 1)
     together = search_batch(model, w, n, settings)
-    tiny = BeamSettings(10, 5, 1, max_memory_mb=1e-3)  # one sentence a batch
+    tiny = BeamSettings(10, 5, 1, batch_size=1)  # one sentence a batch
     for one, other in zip(search_sentences(model, w, n, tiny), together, strict=True):
         assert one.parses[0][0] == other.parses[0][0]
         assert one.word_log_probs == pytest.approx(other.word_log_probs, abs=1e-12)

@@ -218,7 +218,7 @@ def test_search_over_pieces_batched_equals_one_sentence() -> None:
     w, e, _, n = pieces_of(trees, [2, 1, 3], vocab)
     settings = BeamSettings(10, 5, 1)
     together = search_batch(model, w, n, settings, e)
-    alone = search_sentences(model, w, n, BeamSettings(10, 5, 1, max_memory_mb=1e-3), e)
+    alone = search_sentences(model, w, n, BeamSettings(10, 5, 1, batch_size=1), e)
     for one, other, ends in zip(alone, together, e, strict=True):
         assert one.parses[0][0] == other.parses[0][0]
         assert one.word_log_probs == pytest.approx(other.word_log_probs, abs=1e-12)

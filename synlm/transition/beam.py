@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -72,12 +72,17 @@ class SearchSettings:
             ``stack_size_bound``): its stack has ``ceil(min(n + 20, max_stack) / 8) * 8``
             slots for n words; None: no bound (``stack_slots``), how a sentence whose search
             found no tree is searched again.
-        max_memory_mb: sentences are searched in batches whose stacks fit in this much
-            memory (a sentence too long for it is searched alone).
+        max_memory_mb: sentences are searched in batches that fit in this much memory
+            besides the model (``sentence_bytes``); a sentence that does not fit alone is
+            refused before any search starts (``check_fits``), naming the largest ``size``
+            that fits.
         batch_size: most sentences searched at once.
         convention: ``renormalised_given_length`` or ``all_actions`` (``CONVENTIONS``);
             None: the model's released one (``TransitionModel.search_convention``).
     """
+
+    #: The setting the search's memory grows with, which a refusal says the largest of.
+    size: ClassVar[str]
 
     max_stack: int | None = 100
     max_memory_mb: float = 2048.0
@@ -123,6 +128,8 @@ class BeamSettings(SearchSettings):
         word_beam_size: items kept at each word.
         shift_size: the fast track: word-generating successors taken from outside the beam.
     """
+
+    size: ClassVar[str] = "beam_size"
 
     beam_size: int = 100
     word_beam_size: int = 10
@@ -370,16 +377,51 @@ def state_nbytes(value: Any) -> int:
 
 
 def sentence_bytes(model: TransitionModel, n_words: int, settings: SearchSettings) -> int:
-    """The memory one sentence of ``n_words`` takes in a search: about three live copies of
-    each of its ``settings.rows_per_sentence`` items' states while a step selects and
-    advances, each state as ``initial_state`` makes it and, where it grows
-    (``GrowingState``), at its largest."""
+    """The memory one sentence of ``n_words`` takes in a search, a bound: for each of its
+    ``settings.rows_per_sentence`` items, three live copies of its state while a step
+    selects and advances (the state as ``initial_state`` makes it and, where it grows,
+    ``GrowingState``, at its largest), two of its action path, and what a step computes for
+    it: four copies of its logits over as many values as the model's largest matrix has
+    rows (its word vocabulary, or more) and sixteen 8-byte values per action (the sort of
+    its successors)."""
     slots = stack_slots(n_words, settings.max_stack, model.limits.max_open)
     budget = int(action_budget(torch.tensor(n_words))) + 1
     state = model.initial_state(1, slots, budget)
     if isinstance(state, GrowingState):
         state.reserve(state.capacity)
-    return 3 * settings.rows_per_sentence * state_nbytes(state)
+    weights = [p for p in model.parameters() if p.dim() == 2]
+    widest = max((p.size(0) for p in weights), default=0)
+    precision = max([4, *(p.element_size() for p in weights)])
+    item = 3 * state_nbytes(state) + 2 * 8 * budget + 4 * precision * widest + \
+        16 * 8 * model.n_actions
+    return settings.rows_per_sentence * item
+
+
+def check_fits(model: TransitionModel, n_words: int, settings: SearchSettings) -> None:
+    """A sentence of ``n_words`` searched with ``settings`` (and again without a stack
+    bound, as a sentence whose search found no tree is) fits ``settings.max_memory_mb``
+    (``sentence_bytes``); otherwise a one-line ``InputError`` naming the search, the memory
+    it needs, the setting and the largest ``settings.size`` that fits."""
+    def need(s: SearchSettings) -> int:
+        return max(sentence_bytes(model, n_words, s),
+                   sentence_bytes(model, n_words, replace(s, max_stack=None)))
+
+    budget = settings.max_memory_mb * 2**20
+    needed = need(settings)
+    if needed <= budget:
+        return
+    low, high = 0, int(getattr(settings, settings.size))  # the largest that fits, by halves
+    while low < high:
+        middle = (low + high + 1) // 2
+        if need(replace(settings, **{settings.size: middle})) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    fits = f"at most {settings.size}={low:,} fits" if low else \
+        f"not even {settings.size}=1 fits; raise max_memory_mb"
+    raise errors.InputError(f"{settings.describe()} needs about {needed / 2**20:,.0f} MB for "
+                            f"a sentence of {n_words} words, over max_memory_mb="
+                            f"{settings.max_memory_mb:g}; {fits}")
 
 
 def search_sentences(model: TransitionModel, words: Tensor, lengths: Tensor,
@@ -388,10 +430,11 @@ def search_sentences(model: TransitionModel, words: Tensor, lengths: Tensor,
     """The search ``settings`` name (``BeamSettings``: this module's; ``ParticleSettings``:
     particle filtering) over the rows of ``words`` (B, N) (padded past ``lengths`` (B,);
     pieces with ``word_ends`` (B, N), their log-probabilities per piece),
-    in batches of similar length whose stacks fit ``settings.max_memory_mb``: a stack is
-    measured on the model (``initial_state``), a sentence holds
-    ``settings.rows_per_sentence`` of them, and each batch holds at most
-    ``settings.batch_size`` sentences; the results in the given order. A sentence whose
+    in batches of similar length that fit ``settings.max_memory_mb`` (``sentence_bytes``: a
+    stack is measured on the model, ``initial_state``, and a sentence holds
+    ``settings.rows_per_sentence`` of them), each of at most ``settings.batch_size``
+    sentences; the results in the given order. Before any search, the longest sentence is
+    checked to fit alone (``check_fits``: a one-line ``InputError`` otherwise). A sentence whose
     search found no tree is searched again alone with no stack bound (module docstring). A
     sentence of no words is an ``InputError`` naming it (a tree generates a word before its
     root closes)."""
@@ -400,12 +443,12 @@ def search_sentences(model: TransitionModel, words: Tensor, lengths: Tensor,
         raise errors.InputError(f"sentence {empty[0] + 1}: no words; a transition LM "
                                 "generates at least one word under its root")
     order = sorted(range(len(lengths)), key=lambda i: -int(lengths[i]))
+    check_fits(model, int(lengths[order[0]]), settings)
     results: list[SearchResult | None] = [None] * len(order)
     start = 0
     while start < len(order):
         longest = int(lengths[order[start]])
-        fit = max(1, int(settings.max_memory_mb * 2**20 // sentence_bytes(model, longest,
-                                                                         settings)))
+        fit = int(settings.max_memory_mb * 2**20 // sentence_bytes(model, longest, settings))
         chunk = order[start:start + min(fit, settings.batch_size)]
         index = torch.tensor(chunk, device=words.device)
         n = lengths[index]

@@ -55,7 +55,7 @@ expands ``beam_size``.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -90,6 +90,8 @@ class ParticleSettings(SearchSettings):
         max_items: most items a sentence keeps expanding, and waiting for a word (the
             released storage's 3,000), the first ones kept.
     """
+
+    size: ClassVar[str] = "particles"
 
     particles: int = 10000
     reweight: str = JOINT
