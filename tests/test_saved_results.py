@@ -166,3 +166,35 @@ def test_benchmark_keeps_those_every_file_was_scored_on(capsys, scored, tmp_path
     assert out["benchmarks"] == ["blimp"]
     assert list(out["models"]["b"]["headline"]) == [
         "blimp/accuracy", "blimp/in_vocabulary_accuracy", "blimp/unknown_share"]
+
+
+def test_what_it_prints_is_recomputed_from_the_records(capsys, scored, tmp_path):
+    """A file whose stored headline and summaries were edited (BLiMP's accuracy 0.99, the SG
+    score 0.01): the JSON --results prints has the headline and summaries recomputed from
+    the records, those the scoring command printed, never the stored figures; a SyntaxGym
+    record whose 'correct' was edited against its predictions is a one-line error."""
+    good = saved(capsys, tmp_path, "good", "--ckpt_path", str(scored["ckpt"]), "--data-dir",
+                 str(scored["data"]), "--benchmark", "blimp", "syntaxgym", "marvin-linzen",
+                 "--suites", "number_src")
+    printed = json.loads(good.read_text())
+    edited = _edited(good, tmp_path / "edited.json",
+                     headline={**printed["headline"], "blimp/accuracy": 0.99},
+                     blimp={**printed["blimp"], "overall": {}},
+                     syntaxgym={**printed["syntaxgym"], "sg_score": 0.01},
+                     output=str(tmp_path / "good.jsonl"))
+    out, err = evaluate(capsys, "--results", str(edited))
+    assert printed["headline"]["blimp/accuracy"] == 0.625
+    assert out["headline"] == printed["headline"]
+    for name in ("blimp", "syntaxgym", "marvin_linzen"):
+        assert out[name] == printed[name], name
+    assert "0.9900" not in err and "0.6250" in err  # the stderr table: the records'
+    lines = (tmp_path / "good.jsonl").read_text().splitlines()
+    first = next(k for k, line in enumerate(lines) if '"syntaxgym"' in line)
+    record = json.loads(lines[first])
+    record["correct"] = not record["correct"]
+    lines[first] = json.dumps(record)
+    (tmp_path / "good.jsonl").write_text("\n".join(lines) + "\n")
+    assert run_cli(["evaluate-syntax", "--results", str(edited)]) == 2
+    message = capsys.readouterr().err.strip()
+    assert "syntaxgym item number_src 1: 'correct' is" in message
+    assert "the records were edited" in message and len(message.splitlines()) == 1

@@ -41,6 +41,7 @@ from synlm.tse.scores import Scorer
 from synlm.tse.syntaxgym import (
     SUITES,
     Suite,
+    SuiteResult,
     evaluate_suites,
     is_excluded,
     load_suites,
@@ -113,15 +114,20 @@ def _pair_benchmark(name: str) -> Callable[[Sequence[MinimalPair], Scorer, bool 
               eos: bool | None) -> BenchmarkResult:
         used = bool(eos)
         records = evaluate_pairs(pairs, scorer, used)
-        summary = summarize_blimp(records)
-        overall = summary["overall"]
-        return BenchmarkResult(name, summary, _tagged(name, records), {
-            f"{name}/accuracy": overall["accuracy"],
-            f"{name}/in_vocabulary_accuracy": overall["in_vocabulary_accuracy"],
-            f"{name}/unknown_share": overall["unknown_share"]},
-            _convention(name, used, reference=False))
+        summary, headline = pair_summary(name, records)
+        return BenchmarkResult(name, summary, _tagged(name, records), headline,
+                               _convention(name, used, reference=False))
 
     return score
+
+
+def pair_summary(name: str, records: Sequence[Mapping[str, Any]]
+                 ) -> tuple[dict[str, Any], dict[str, float | None]]:
+    """The summary and headline of BLiMP-style pair records (``blimp``, ``pairs``)."""
+    summary = summarize_blimp(records)
+    overall = summary["overall"]
+    return summary, {f"{name}/{key}": overall[key] for key in
+                     ("accuracy", "in_vocabulary_accuracy", "unknown_share")}
 
 
 def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> BenchmarkResult:
@@ -133,6 +139,18 @@ def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> Ben
     reference = maps_by_heuristic(scorer)
     used = reference if eos is None else eos
     results = evaluate_suites(suites, scorer, used)
+    region_names = {suite.name: {str(number): name for number, name in
+                                 suite.region_names.items()} for suite in suites}
+    summary, headline = syntaxgym_summary(results, region_names)
+    records = [record for r in results for record in r.records()]
+    return BenchmarkResult("syntaxgym", summary, _tagged("syntaxgym", records), headline,
+                           _convention("syntaxgym", used, reference))
+
+
+def syntaxgym_summary(results: Sequence[SuiteResult], region_names: Mapping[str, Any]
+                      ) -> tuple[dict[str, Any], dict[str, float | None]]:
+    """The summary (``region_names``: suite -> number -> name, as given) and headline of
+    evaluated SyntaxGym suites."""
     score = sg_score({r.suite: r.accuracy for r in results if r.accuracy is not None})
     known = {r.suite: r.in_vocabulary_accuracy for r in results
              if r.in_vocabulary_accuracy is not None and not is_excluded(r.suite)}
@@ -154,21 +172,25 @@ def _syntaxgym(suites: Sequence[Suite], scorer: Scorer, eos: bool | None) -> Ben
         "in_vocabulary_items": sum(r.in_vocabulary_items for r in included),
         "empty_region_items": sum(r.empty_region_items for r in included),
         "no_parse_items": sum(r.no_parse_items for r in included),
-        "region_names": {suite.name: {str(number): name for number, name in
-                                      suite.region_names.items()} for suite in suites},
+        "region_names": dict(region_names),
     }
-    records = [record for r in results for record in r.records()]
-    return BenchmarkResult("syntaxgym", summary, _tagged("syntaxgym", records), {
-        "syntaxgym/sg_score": summary["sg_score"],
-        "syntaxgym/in_vocabulary_sg_score": summary["in_vocabulary_sg_score"],
-        "syntaxgym/unknown_share": summary["unknown_share"]},
-        _convention("syntaxgym", used, reference))
+    return summary, {f"syntaxgym/{key}": summary[key] for key in
+                     ("sg_score", "in_vocabulary_sg_score", "unknown_share")}
 
 
 def _marvin_linzen(pairs: Sequence[MinimalPair], scorer: Scorer,
                    eos: bool | None) -> BenchmarkResult:
     used = bool(eos)
     records = with_npi_comparisons(evaluate_pairs(pairs, scorer, used))
+    summary, headline = marvin_linzen_summary(records)
+    return BenchmarkResult("marvin_linzen", summary, _tagged("marvin_linzen", records),
+                           headline, _convention("marvin_linzen", used, reference=False))
+
+
+def marvin_linzen_summary(records: Sequence[Mapping[str, Any]]
+                          ) -> tuple[dict[str, Any], dict[str, float | None]]:
+    """The summary and headline (each section's mean of its Table 1 rows) of Marvin &
+    Linzen records with their NPI comparisons."""
     summary = summarize_marvin_linzen(records)
     headline: dict[str, float | None] = {}
     for short, section in ML_SECTIONS.items():
@@ -179,8 +201,7 @@ def _marvin_linzen(pairs: Sequence[MinimalPair], scorer: Scorer,
             values = [row[measure] for row in rows if row[measure] is not None]
             headline[f"marvin_linzen/{short}/{measure}"] = (
                 _rounded(fmean(values)) if values else None)
-    return BenchmarkResult("marvin_linzen", summary, _tagged("marvin_linzen", records),
-                           headline, _convention("marvin_linzen", used, reference=False))
+    return summary, headline
 
 
 _SCORE: dict[str, Callable[[Any, Scorer, bool | None], BenchmarkResult]] = {
