@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import io
 import json
+import pickle
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -247,7 +248,8 @@ def test_a_blimp_file_of_another_shape_is_one_line(evaluation, tmp_path, capsys,
 _ML_ITEM = {"template": "simple_agrmt", "case": "sing_MS_MV", "index": 0,
             "good": "the cat sleeps", "bad": "the cat sleep"}
 
-#: (id, the record on line 1 of marvin_linzen.jsonl.gz, the line expected after ``{file}``).
+#: (id, the record on line 1 of marvin_linzen.jsonl.gz (or its bytes), the line expected
+#: after ``{file}``).
 MARVIN_LINZEN_CASES = [
     ("a_list", [1], ":1 is [1]; expected an object"),
     ("no_bad", {k: v for k, v in _ML_ITEM.items() if k != "bad"},
@@ -262,6 +264,8 @@ MARVIN_LINZEN_CASES = [
      ":1: 'template' is \"agreement\"; expected one of the 22 templates"),
     ("index_text", {**_ML_ITEM, "index": "0"}, ":1: 'index' is \"0\"; expected a whole number"),
     ("case_a_list", {**_ML_ITEM, "case": ["x"]}, ":1: 'case' is [\"x\"]; expected a string"),
+    ("not_utf8", b"\xff\n", ": 'utf-8' codec can't decode byte 0xff"),
+    ("not_json", b"{\n", ":1: not JSON"),
     ("two_bad_for_agreement", {**_ML_ITEM, "bad": ["a", "b"]},
      ": item 1: simple_agrmt wants a sentence and 1 ungrammatical one(s)"),
 ]
@@ -273,10 +277,41 @@ def test_a_marvin_linzen_file_of_another_shape_is_one_line(evaluation, tmp_path,
                                                            record, start):
     path = tmp_path / "marvin_linzen" / "marvin_linzen.jsonl.gz"
     path.parent.mkdir()
-    with gzip.open(path, "wt") as out:
-        out.write(json.dumps(record) + "\n")
+    with gzip.open(path, "wb") as out:
+        out.write(record if isinstance(record, bytes) else json.dumps(record).encode() + b"\n")
     one_line(["evaluate-syntax", "--ckpt_path", str(evaluation["ckpt"]), "--data-dir",
               str(tmp_path), "--benchmark", "marvin-linzen"], capsys, f"{SCORE}{path}{start}")
+
+
+#: (id, the bytes of vp_coord.pickle among the 22, the line expected after ``{file}: ``).
+PICKLE_CASES = [
+    ("a_list", pickle.dumps([("a", "b")]), "a list, expected a dict of cases"),
+    ("case_a_dict", pickle.dumps({"c": {"a": "b"}}),
+     "case \"c\" holds a dict, expected a case name and a list of items"),
+    ("four_sentences", pickle.dumps({"c": [("a", "b", "c", "d")]}),
+     "c[0] is [\"a\", \"b\", \"c\", \"d\"], expected 2 or 3 sentences"),
+    ("a_number_for_a_sentence", pickle.dumps({"c": [("a", 5)]}),
+     "c[0] is [\"a\", 5], expected 2 or 3 sentences"),
+    ("a_class", pickle.dumps({"c": [Path("a")]}), "refused to load pathlib"),
+    ("cut_short", pickle.dumps({"c": [("a", "b")]})[:-3], "pickle data was truncated"),
+]
+
+
+@pytest.mark.parametrize(("content", "start"), [c[1:] for c in PICKLE_CASES],
+                         ids=[c[0] for c in PICKLE_CASES])
+def test_a_marvin_linzen_pickle_of_another_shape_is_one_line(evaluation, tmp_path, capsys,
+                                                             content, start):
+    from synlm.tse.marvin_linzen import NPI_TEMPLATES, TEMPLATES
+
+    folder = tmp_path / "marvin_linzen" / "templates"
+    folder.mkdir(parents=True)
+    for name in TEMPLATES:
+        item = ("g", "b1", "b2") if name in NPI_TEMPLATES else ("g", "b")
+        (folder / f"{name}.pickle").write_bytes(pickle.dumps({"c": [item]}))
+    (folder / "vp_coord.pickle").write_bytes(content)
+    one_line(["evaluate-syntax", "--ckpt_path", str(evaluation["ckpt"]), "--data-dir",
+              str(tmp_path), "--benchmark", "marvin-linzen"], capsys,
+             f"{SCORE}{folder / 'vp_coord.pickle'}: {start}")
 
 
 # ------------------------------------------------------------------------------ suites

@@ -137,22 +137,25 @@ def unpickle_plain(data: bytes, source: str = "pickle") -> Any:
         raise CorpusError(f"{source}: {err}") from None
 
 
-def records_from_pickle(data: bytes, template: str) -> list[dict[str, Any]]:
+def records_from_pickle(data: bytes, template: str,
+                        source: str | Path | None = None) -> list[dict[str, Any]]:
     """A template pickle (``{case: [(good, bad), ...]}``, or ``(good, bad, bad)`` items for the
     NPIs) as records: ``template``, ``case``, ``index``, ``good``, ``bad`` (a string, or a list
-    of the two NPI alternatives)."""
-    cases = unpickle_plain(data, template)
+    of the two NPI alternatives). Errors name ``source`` (the file; by default the
+    template)."""
+    where = str(source or template)
+    cases = unpickle_plain(data, where)
     if not isinstance(cases, dict):
-        raise CorpusError(f"{template}: a {type(cases).__name__}, expected a dict of cases")
+        raise CorpusError(f"{where}: a {type(cases).__name__}, expected a dict of cases")
     records = []
     for case, items in cases.items():
         if not (isinstance(case, str) and isinstance(items, list)):
-            raise CorpusError(f"{template}: case {case!r} holds a {type(items).__name__}, "
+            raise CorpusError(f"{where}: case {shown(case)} holds a {type(items).__name__}, "
                               f"expected a case name and a list of items")
         for index, item in enumerate(items):
             if not (isinstance(item, tuple | list) and len(item) in (2, 3)
                     and all(isinstance(s, str) for s in item)):
-                raise CorpusError(f"{template}: {case}[{index}] is {item!r}, expected "
+                raise CorpusError(f"{where}: {case}[{index}] is {shown(item)}, expected "
                                   f"2 or 3 sentences")
             bad = item[1] if len(item) == 2 else list(item[1:])
             records.append({"template": template, "case": case, "index": index,
@@ -214,7 +217,7 @@ def _pickle_records(folder: Path) -> list[dict[str, Any]]:
         file = folder / remote.name
         if not file.exists():
             raise CorpusError(f"Marvin & Linzen: missing {file} (one of the 22 templates)")
-        records.extend(records_from_pickle(file.read_bytes(), name))
+        records.extend(records_from_pickle(file.read_bytes(), name, file))
     return records
 
 
