@@ -420,6 +420,13 @@ CONVERT_CASES = [
     ("weight_text", _weight("zeros"),
      "model_state_dict['rnng.output.1.bias'] is a str; expected a floating-point tensor"),
     ("args_a_list", lambda c: c.update(args=[1]), "args is a list; train.py saves a dict"),
+    ("weights_a_list", lambda c: c.update(model_state_dict=[1]), "model_state_dict is a list"),
+    ("weight_under_a_number", lambda c: c["model_state_dict"].update({3: torch.zeros(1)}),
+     "model_state_dict has the key 3; expected parameter names"),
+    ("vocab_a_dict", lambda c: c.update(vocab={"i2w": ["<pad>"]}),
+     "vocab is a dict, not a pickled data.Vocabulary"),
+    ("action_dict_a_string", lambda c: c.update(action_dict="top_down"),
+     "action_dict is a str with actions []"),
 ]
 
 
