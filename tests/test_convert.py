@@ -153,8 +153,8 @@ def batch(lm, reference: dict) -> tuple[torch.Tensor, ...]:
 
 def test_the_run_folder_holds_synlms_parts(converted):
     strategy, reference, run = converted
-    assert sorted(p.name for p in run.iterdir()) == ["actions.json", "checkpoints",
-                                                     "config.yaml", "vocab.json"]
+    assert sorted(p.name for p in run.iterdir()) == [".synlm-output", "actions.json",
+                                                     "checkpoints", "config.yaml", "vocab.json"]
     assert json.loads((run / "vocab.json").read_text())[:2] == ["<eos>", "<unk>"]
     assert json.loads((run / "actions.json").read_text()) == \
         ["SHIFT", "REDUCE", *(f"NT({x})" for x in reference["nonterminals"])]
@@ -294,7 +294,10 @@ def test_an_existing_folder_is_kept_unless_forced(tmp_path, capsys):
     (out / "keep.txt").write_text("x")
     assert run_cli(["convert", "--from", "rnng-pytorch", str(released), "--out", str(out)]) == 2
     assert "not empty" in capsys.readouterr().err and (out / "keep.txt").exists()
-    assert write_run(released, out) == out.absolute() and not (out / "keep.txt").exists()
+    with pytest.raises(InputError, match=r"holds files synlm did not write \(keep.txt\)"):
+        write_run(released, out)
+    (out / "keep.txt").unlink()
+    assert write_run(released, out) == out.absolute() and (out / "config.yaml").is_file()
 
 
 def test_lm_eval_scores_the_run_folder_by_its_beam(converted):
@@ -369,8 +372,8 @@ def test_a_subword_checkpoint_the_released_train_py_wrote_computes_its_numbers(s
     actions and outputs by the released code (benchmarks/rnng_pytorch_checkpoints.py)."""
     expected = torch.load(FIXTURES / "released_subword_outputs.pt", weights_only=True)[strategy]
     run = write_run(FIXTURES / f"released_subword_{strategy}.pt", tmp_path / "run")
-    assert sorted(p.name for p in run.iterdir()) == ["actions.json", "checkpoints",
-                                                     "config.yaml", "spm.model"]
+    assert sorted(p.name for p in run.iterdir()) == [".synlm-output", "actions.json",
+                                                     "checkpoints", "config.yaml", "spm.model"]
     lm = loaded(run)
     assert isinstance(lm.vocab, SentencePieceVocab) and lm.vocab.suffix
     words, ends, actions, lengths = pieces_batch(lm, expected, strategy)

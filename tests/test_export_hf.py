@@ -303,14 +303,14 @@ def test_the_command_writes_refuses_and_replaces(tmp_path: Path,
         (["--ckpt_path", str(tmp_path / "missing.ckpt"), "--out", str(tmp_path / "new")],
          "--ckpt_path: no checkpoint at"),
         (["--ckpt_path", str(ckpt), "--out", str(tmp_path / "notes"), "--force"],
-         "holds no synlm export"),
+         "holds files synlm did not write (a.txt); remove them or choose another --out"),
         (["--ckpt_path", str(ckpt), "--out", str(ckpt)], "is a file"),
     ]:
         assert run_cli(["export-hf", *args]) == 2, args
         err = capsys.readouterr().err.strip()
         assert said in err and len(err.splitlines()) == 1, err
     assert (tmp_path / "notes" / "a.txt").read_text() == "mine"
-    (out / "stale.bin").write_text("old")
+    (out / "config.json").write_text("{}")  # a file synlm wrote, changed: replaced
     assert run_cli(["export-hf", "--ckpt_path", str(ckpt), "--out", str(out), "--force"]) == 0
-    assert not (out / "stale.bin").exists() and (out / "model.safetensors").is_file()
+    assert (out / "config.json").read_text() != "{}" and (out / "model.safetensors").is_file()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".export")]

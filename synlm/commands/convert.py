@@ -8,8 +8,11 @@
 in-order, over words or SentencePiece pieces), read without the released package
 (``synlm.transition.rnng_pytorch``). ``DIR`` gets ``config.yaml`` (``TransitionLM``'s form),
 ``checkpoints/last.ckpt``, ``actions.json`` and the vocabulary: ``vocab.json`` (words), or
-``spm.model`` (a subword checkpoint's SentencePiece model); it is written in a temporary
-folder beside it and moved into place, so that an error leaves nothing half-written.
+``spm.model`` (a subword checkpoint's SentencePiece model), and ``.synlm-output`` (what
+this command wrote there); it is written in a temporary folder beside it and moved into
+place, so that an error leaves nothing half-written. ``--force`` replaces a folder that holds
+only what ``synlm convert`` wrote (``synlm.runtime.files.check_replaceable``); any other
+file in it is a one-line refusal, and nothing is deleted.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 from synlm.errors import InputError, SynLMError, report
 from synlm.runtime.arguments import CommandParser
-from synlm.runtime.files import staged_folder
+from synlm.runtime.files import check_replaceable, staged_folder
 from synlm.runtime.threads import configure_threads
 
 PROG = "synlm convert"
@@ -39,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="source", required=True, choices=SOURCES,
                    help="the code base that wrote it")
     p.add_argument("--out", required=True, help="the run folder to write (new or empty)")
-    p.add_argument("--force", action="store_true", help="replace an earlier folder at --out")
+    p.add_argument("--force", action="store_true",
+                   help="replace a folder synlm convert wrote at --out (its .synlm-output)")
     return p
 
 
@@ -48,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         out = Path(args.out)
-        _check_out(out, args.force)
+        check_replaceable(out, args.force)
         if not Path(args.checkpoint).is_file():
             raise InputError(f"{args.checkpoint}: no such file")
         configure_threads()  # torch: after the checks
@@ -57,13 +61,6 @@ def main(argv: list[str] | None = None) -> int:
         return report(err, PROG)
     print(f"{PROG}: wrote {out}; e.g. synlm parse --ckpt_path {out} --input FILE")
     return 0
-
-
-def _check_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file; give a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise InputError(f"--out {out} is not empty; give a new folder or --force")
 
 
 def write_run(checkpoint: str | Path, out: str | Path) -> Path:
@@ -99,7 +96,7 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
         "converted_from": {"source": "rnng-pytorch", "file": str(Path(checkpoint).absolute())}}
     lm.on_save_checkpoint(saved)
     del saved["synlm"]["rng"]  # no run to resume
-    with staged_folder(out) as tmp:
+    with staged_folder(out, PROG) as tmp:
         (tmp / CHECKPOINTS).mkdir()
         torch.save(saved, tmp / CHECKPOINTS / LAST)
         (tmp / "config.yaml").write_text(saved[CONFIG_KEY], encoding="utf-8")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from synlm.errors import SynLMError, report
 from synlm.runtime.arguments import CommandParser
+from synlm.runtime.files import check_replaceable
 from synlm.runtime.run_folders import check_checkpoint
 from synlm.runtime.threads import configure_threads
 
@@ -28,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ckpt_path", required=True, help="a SyntaxLM checkpoint or run folder")
     p.add_argument("--out", required=True, help="the folder to write (new or empty)")
     p.add_argument("--force", action="store_true",
-                   help="replace an earlier export in --out")
+                   help="replace an earlier export in --out (one that holds only what "
+                   "synlm export-hf wrote: its .synlm-output)")
     return p
 
 
@@ -37,11 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         check_checkpoint(args.ckpt_path, folder="best")  # before torch loads
+        check_replaceable(Path(args.out), args.force)
         configure_threads()
-        from synlm.hf_export import check_out, export_hf
+        from synlm.hf_export import export_hf
         from synlm.loading import load_model
 
-        check_out(Path(args.out), args.force)  # before the checkpoint is read
         out = export_hf(load_model(args.ckpt_path), args.out, args.force)
     except SynLMError as err:
         return report(err, PROG)

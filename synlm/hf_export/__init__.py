@@ -8,12 +8,13 @@ The folder holds ``config.json`` (``model_type: synlm``, ``auto_map`` to the rem
 (``configuration_synlm.py``, ``modeling_synlm.py``: the model is rebuilt by the installed
 ``synlm`` package, so loading it needs ``pip install synlm``) and a fast tokenizer
 (``synlm.hf_export.tokenizer``): a word-level one over the checkpoint's vocabulary, or the
-checkpoint's own byte-level BPE; either starts every text with ``<eos>``.
+checkpoint's own byte-level BPE; either starts every text with ``<eos>``; and
+``.synlm-output``, the files synlm wrote (``synlm.runtime.files``: ``--force`` replaces
+only such a folder).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ import torch
 
 from synlm import __version__
 from synlm.errors import InputError
-from synlm.runtime.files import staged_folder
+from synlm.runtime.files import check_replaceable, staged_folder
 
 #: The classes ``config.json`` points the Auto classes to, in the folder's remote code.
 AUTO_MAP = {"AutoConfig": "configuration_synlm.SynlmConfig",
@@ -87,38 +88,16 @@ def hf_config(model: Any) -> Any:
         synlm_version=__version__, **extra)
 
 
-def is_export(folder: Path) -> bool:
-    """Whether ``folder`` holds a synlm export (its ``config.json`` says ``model_type:
-    synlm``)."""
-    try:
-        return json.loads((folder / "config.json").read_text()).get("model_type") == "synlm"
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def check_out(out: Path, force: bool) -> None:
-    """``out`` may be written: a new or empty folder, or with ``force`` an earlier export."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out: {out} is a file; expected a new or empty folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not force:
-            raise InputError(f"--out: {out} is not empty; name a new folder, or pass --force "
-                             "to replace an earlier export there")
-        if not is_export(out):
-            raise InputError(f"--out: {out} holds no synlm export (config.json with "
-                             "model_type synlm); --force replaces only an earlier export")
-
-
 def export_hf(model: Any, out: str | Path, force: bool = False) -> Path:
     """Write ``model`` (a ``SyntaxLM`` with its vocabulary, as ``synlm.loading.load_model``
     returns it) into the folder ``out`` (module docstring), written whole into a temporary
     folder beside it and then moved there; ``force`` replaces an earlier export in
-    ``out``. Returns ``out``."""
+    ``out`` that holds only what synlm wrote (``check_replaceable``). Returns ``out``."""
     from synlm.hf_export.modeling_synlm import SynlmForCausalLM
     from synlm.hf_export.tokenizer import build_tokenizer
 
     out = Path(out)
-    check_out(out, force)
+    check_replaceable(out, force)
     if model.vocab is None:
         raise InputError("the model has no vocabulary: export a checkpoint of a run")
     if getattr(model.vocab, "unknown_words", "unk") == "classes":
@@ -129,7 +108,7 @@ def export_hf(model: Any, out: str | Path, force: bool = False) -> Path:
     with torch.device("meta"):  # a shell: the checkpoint's own modules go in it
         hf_model = SynlmForCausalLM(config)
     hf_model.model = model.model
-    with staged_folder(out) as staging:
+    with staged_folder(out, "synlm export-hf") as staging:
         hf_model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         for name in REMOTE_CODE:
