@@ -1,23 +1,29 @@
-"""The inputs a command's flags name, checked before torch is imported (a second or more):
-a mistyped checkpoint path, run folder, text file or config is one line at once.
+"""The inputs and outputs a command's flags name, checked before torch is imported (a
+second or more): a mistyped checkpoint path, run folder, text file or config, a text file
+that is empty or not UTF-8, or an output in a folder that cannot be written, is one line at
+once, before any model loads.
 
-``check_inputs(command, args)`` reads the flags of ``INPUT_FLAGS`` from the raw arguments
-(``--flag VALUE`` or ``--flag=VALUE``, with dashes or underscores) and raises synlm's
-one-line error for the first that names nothing usable; the command's own parser checks
-everything else once it runs (``lm-eval``'s flags, lm-eval's own: ``check_lm_eval_inputs``).
-Commands whose module loads without torch (``evaluate-syntax``,
-``export-hf``, ``convert``, ``plot``, ``annotate``) check their inputs themselves, after
-parsing their flags."""
+``check_inputs(command, args)`` reads the flags of ``INPUT_FLAGS`` and ``OUTPUT_FLAGS``
+from the raw arguments (``--flag VALUE`` or ``--flag=VALUE``, with dashes or underscores)
+and raises synlm's one-line error for the first that names nothing usable; the command's
+own parser checks everything else once it runs (``lm-eval``'s flags, lm-eval's own:
+``check_lm_eval_inputs``). An output is checked by creating (and removing) a file in the
+folder it goes in, or in the nearest folder above it that exists: what a write needs there,
+whoever runs it. Commands whose module loads without torch (``evaluate-syntax``,
+``export-hf``, ``convert``, ``plot``, ``annotate``) check their other inputs themselves,
+after parsing their flags."""
 
 from __future__ import annotations
 
 import glob
 import json
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from synlm.errors import InputError, MissingFileError, existing_file, model_folder
+from synlm.errors import InputError, MissingFileError, existing_file, model_folder, reading
 from synlm.runtime import usage
 from synlm.runtime.run_folders import (
     WHICH,
@@ -33,12 +39,20 @@ def _checkpoint(flag: str, value: str) -> None:
 
 
 def _text(flag: str, value: str) -> None:
-    if value != "-":  # standard input
-        existing_file(flag, value, "a text file, one sentence a line")
-
-
-def _file(flag: str, value: str) -> None:
-    existing_file(flag, value, "a file")
+    """A text file that is there, UTF-8 and not empty (``check_inputs`` leaves ``-``,
+    standard input, to the command)."""
+    existing_file(flag, value, "a text file, one sentence a line")
+    with reading(value):
+        data = Path(value).read_bytes()
+    if not data.strip():
+        raise InputError(f"{flag}: {value}: empty file, expected one sentence a line")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - data.rfind(b"\n", 0, err.start)
+        raise InputError(f"{flag}: {value}:{line}: not UTF-8 (byte {data[err.start]:#04x} at "
+                         f"column {column}), expected UTF-8 text") from None
 
 
 def _path(flag: str, value: str) -> None:
@@ -64,29 +78,83 @@ _METRIC_INPUTS = (("--oracle", _checkpoint), ("--gpt2", _model), ("--bert", _mod
 INPUT_FLAGS: dict[str, tuple[tuple[str, Callable[[str, str], None]], ...]] = {
     "parse": (("--ckpt_path", _checkpoint), ("--config", _config), ("--treebank", _path),
               ("--input", _text)),
-    "generate": (("--ckpt_path", _checkpoint), ("--stories", _file), ("--contexts", _text),
+    "generate": (("--ckpt_path", _checkpoint), ("--stories", _text), ("--contexts", _text),
                  ("--references", _text), *_METRIC_INPUTS),
     "evaluate-generation": _METRIC_INPUTS,
+    "evaluate-syntax": (("--sentences", _text),),
+    "annotate": (("--input", _text), ("--conllu", _text)),
 }
 
 
-#: command -> (its first positional argument's check, the flags that take no value, the
-#: flags that take every value up to the next flag): ``evaluate-generation FILE``.
-POSITIONAL_INPUTS: dict[str, tuple[Callable[[str, str], None], tuple[str, ...],
-                                   tuple[str, ...]]] = {
-    "evaluate-generation": (lambda _, value: existing_file(
-        "the samples", value, "a JSONL file, as synlm generate writes"),
-        ("--news",), ("--rlm-set",)),
+def _writable(flag: str, folder: Path) -> None:
+    """``folder``, or the nearest folder above it that exists (where the command makes the
+    rest), takes a new file: one is created there and removed."""
+    there = next(p for p in (folder, *folder.parents) if p.exists())
+    shown = there if str(there) != "." else Path.cwd()
+    if not there.is_dir():
+        raise InputError(f"{flag}: {shown} is a file, not a folder")
+    try:
+        handle, name = tempfile.mkstemp(prefix=".synlm-check-", dir=there)
+        os.close(handle)
+        os.unlink(name)
+    except OSError as err:
+        raise InputError(f"{flag}: cannot write in {shown} ({err.strerror or err}); choose "
+                         "another path") from None
+
+
+def _file_out(flag: str, value: str) -> None:
+    """A file written in its folder (through a temporary name there)."""
+    _writable(flag, Path(value).parent)
+
+
+def _folder_out(flag: str, value: str) -> None:
+    """A folder written into (made if missing), or a file: the folder, or its parent's."""
+    path = Path(value)
+    _writable(flag, path if path.is_dir() else path.parent)
+
+
+def _staged_out(flag: str, value: str) -> None:
+    """A folder written beside itself and moved into place (``files.staged_folder``): its
+    parent, and the folder itself where one is to be replaced."""
+    path = Path(value)
+    _writable(flag, path.parent)
+    if path.is_dir():
+        _writable(flag, path)
+
+
+#: command -> each flag that names what it writes, and its check (``-`` is standard output)
+OUTPUT_FLAGS: dict[str, tuple[tuple[str, Callable[[str, str], None]], ...]] = {
+    "evaluate-syntax": (("--output", _file_out), ("--regions", _file_out),
+                        ("--surprisals", _file_out), ("--report", _folder_out)),
+    "parse": (("--output", _folder_out),),
+    "generate": (("--output", _file_out),),
+    "annotate": (("--output", _file_out),),
+    "plot": (("--output", _file_out),),
+    "export-hf": (("--out", _staged_out),),
+    "convert": (("--out", _staged_out),),
+    "lm-eval": (("--output_path", _folder_out),),
 }
 
 
-def _first_positional(args: Sequence[str], switches: tuple[str, ...],
-                      many: tuple[str, ...]) -> str | None:
-    """The first argument that is no flag nor a flag's value, as argparse reads ``args``
+#: command -> (the checks of its positional arguments, in order, with the name each is
+#: given, the flags that take no value, the flags that take every value up to the next
+#: flag): ``evaluate-generation FILE``, ``cp NAME DEST``.
+POSITIONAL_INPUTS: dict[str, tuple[tuple[tuple[str, Callable[[str, str], None] | None], ...],
+                                   tuple[str, ...], tuple[str, ...]]] = {
+    "evaluate-generation": ((("the samples", lambda flag, value: existing_file(
+        flag, value, "a JSONL file, as synlm generate writes")),), ("--news",),
+        ("--rlm-set",)),
+    "cp": ((("NAME", None), ("DEST", _folder_out)), ("--force",), ()),
+}
+
+
+def _positionals(args: Sequence[str], switches: tuple[str, ...],
+                 many: tuple[str, ...]) -> list[str]:
+    """The arguments that are no flag nor a flag's value, as argparse reads ``args``
     (``switches`` take no value, ``many`` every value up to the next flag, the others one)."""
-    takes = 0
+    takes, found = 0, []
     for arg in args:
-        if arg.startswith("-"):
+        if arg.startswith("-") and arg != "-":
             flag, eq, _ = arg.partition("=")
             names = _spellings(flag) if flag.startswith("--") else (flag,)
             takes = 0 if eq or any(n in switches for n in names) else \
@@ -94,8 +162,8 @@ def _first_positional(args: Sequence[str], switches: tuple[str, ...],
         elif takes:
             takes -= takes > 0
         else:
-            return arg
-    return None
+            found.append(arg)
+    return found
 
 
 def _spellings(flag: str) -> tuple[str, str]:
@@ -105,19 +173,20 @@ def _spellings(flag: str) -> tuple[str, str]:
 
 
 def check_inputs(command: str, args: Sequence[str]) -> None:
-    """The first input of ``command``'s ``args`` that names nothing usable, as synlm's
-    one-line error (``INPUT_FLAGS``; ``lm-eval``'s: ``check_lm_eval_inputs``; the Lightning
-    commands': ``check_run_inputs``)."""
+    """The first input or output of ``command``'s ``args`` that names nothing usable, as
+    synlm's one-line error (``INPUT_FLAGS``, ``OUTPUT_FLAGS``, ``POSITIONAL_INPUTS``;
+    ``lm-eval``'s: ``check_lm_eval_inputs``; the Lightning commands': ``check_run_inputs``)."""
     if command == "lm-eval":
         check_lm_eval_inputs(args)
-    for flag, check in INPUT_FLAGS.get(command, ()):
+    for flag, check in (*INPUT_FLAGS.get(command, ()), *OUTPUT_FLAGS.get(command, ())):
         for _, _, value in usage.flag_values(args, *_spellings(flag)):
-            check(flag, value)
+            if value != "-":
+                check(flag, value)
     if command in POSITIONAL_INPUTS:
-        check, switches, many = POSITIONAL_INPUTS[command]
-        value = _first_positional(args, switches, many)
-        if value is not None:
-            check(command, value)
+        checks, switches, many = POSITIONAL_INPUTS[command]
+        for (name, positional), value in zip(checks, _positionals(args, switches, many)):
+            if positional is not None:
+                positional(name, value)
 
 
 #: ``--ckpt_path`` values Lightning resolves itself (synlm resolves ``best`` and ``last``
