@@ -44,6 +44,10 @@ COMMANDS: dict[str, list[str] | None] = {
     "synlm generate --ckpt_path nope": ["generate", "--ckpt_path", "nope"],
     "synlm parse --bogus": ["parse", "--bogus"],
     "synlm generate --bogus": ["generate", "--bogus"],
+    "synlm fit --trainer.max_epoch=3 (a mistyped flag)": [
+        "fit", "--config", "quickstart.yaml", "--trainer.max_epoch=3"],
+    "synlm test --trainer.limit_test_batchs=1 (a mistyped flag)": [
+        "test", "--ckpt_path", "nope", "--trainer.limit_test_batchs=1"],
     "synlm fit --data.batch_size=0 (imports Lightning)": ["fit", "--config", "quickstart.yaml",
                                                           "--data.batch_size=0"],
     "synlm fit --help-all (imports Lightning)": ["fit", "--help-all"],

@@ -76,3 +76,10 @@ def test_a_recipe_of_ones_own_takes_its_own_arguments() -> None:
     assert unknown_flag("fit", ["--model.foo=1"]) is not None
     assert unknown_flag("fit", ["--model=my_recipes.MyLM", "--model.foo=1"]) is None
     assert unknown_flag("fit", ["--model=TransitionLM", "--model.foo=1"]) is not None
+
+
+def test_the_recipes_read_by_their_class_statements_are_the_catalogs() -> None:
+    from synlm.catalog import list_components
+    from synlm.runtime.lightning_flags import _recipe_sources
+
+    assert [name for name, _ in _recipe_sources()] == list_components()["recipes"]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from synlm.catalog import PACKAGE, descendants
+from synlm.catalog import PACKAGE
 from synlm.runtime.usage import FULL_HELP, config_files, did_you_mean, flag_values, with_bases
 
 #: LightningCLI's own top-level keys (``config``, ``print_config``) and those synlm's command
@@ -58,13 +59,33 @@ def _data() -> frozenset[str]:
     return frozenset(_arguments(PACKAGE / "data" / "datamodule.py", "SynLMDataModule"))
 
 
+#: A class statement on one line: its name and its bases.
+_CLASS = re.compile(r"^class (\w+)\(([^)]*)\):", re.MULTILINE)
+
+
+@functools.cache
+def _recipe_sources() -> tuple[tuple[str, Path], ...]:
+    """synlm's recipes (the classes deriving from ``LightningModule``), each with its file,
+    found by their class statements (``synlm.catalog`` parses every module: slower)."""
+    statements = [(name, {base.split(".")[-1].strip() for base in bases.split(",")}, path)
+                  for path in sorted(PACKAGE.rglob("*.py"))
+                  for name, bases in _CLASS.findall(path.read_text(encoding="utf-8"))]
+    found: dict[str, Path] = {}
+    parents = {"LightningModule"}
+    while parents:
+        new = {name: path for name, bases, path in statements
+               if bases & parents and name not in found}
+        found.update(new)
+        parents = set(new)
+    return tuple(sorted(found.items()))
+
+
 @functools.cache
 def _recipes() -> frozenset[str]:
     """The arguments of every recipe synlm defines (a config may choose any)."""
     found: set[str] = set()
-    for recipe in descendants("LightningModule"):
-        path = PACKAGE.joinpath(*recipe.module.split(".")[1:]).with_suffix(".py")
-        found |= _arguments(path, recipe.name)
+    for name, path in _recipe_sources():
+        found |= _arguments(path, name)
     return frozenset(found)
 
 
@@ -102,8 +123,9 @@ def _another_recipe(args: Sequence[str]) -> bool:
     """Whether the command line or a config it reads (with its bases) names a recipe that is
     not synlm's (a LightningModule of the user's), whose arguments only the command line can
     tell."""
-    ours = {name for recipe in descendants("LightningModule")
-            for name in (recipe.name, f"{recipe.module}.{recipe.name}")}
+    ours = {name for recipe, path in _recipe_sources()
+            for name in (recipe, ".".join(("synlm", *path.relative_to(PACKAGE).with_suffix(
+                "").parts, recipe)))}
     named = [value for _, _, value in flag_values(args, "--model", "--model.class_path")]
     for path in config_files(args):  # each file of each chain
         loaded = next(iter(with_bases(path)[-1:]), (path, {}))[1]
