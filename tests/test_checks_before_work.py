@@ -30,12 +30,13 @@ def _takes_a_file(folder: Path) -> bool:
 
 @pytest.fixture(scope="module")
 def here(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with a stand-in checkpoint, good, empty and non-UTF-8 text files, and a
-    thesis in a folder synlm did not write."""
+    """A folder with a stand-in checkpoint, text files of one and two lines, an empty and a
+    non-UTF-8 one, and a thesis in a folder synlm did not write."""
     root = tmp_path_factory.mktemp("checks")
     (root / "model.ckpt").write_bytes(b"")
     (root / "s.txt").write_text("The cat sleeps .\n")
     (root / "blank.txt").write_text("\n  \n")
+    (root / "two.txt").write_text("The cat sleeps .\nThe dog barks .")
     (root / "latin1.txt").write_bytes("The cat sleeps .\nLa b\xeate dort .\n".encode("latin-1"))
     (root / "thesis").mkdir()
     (root / "thesis" / "thesis.tex").write_text("\\chapter{Results}\n")
@@ -101,6 +102,9 @@ INPUTS = [
      "--contexts: latin1.txt:2: not UTF-8"),
     (["generate", "--ckpt_path", "model.ckpt", "--contexts", "s.txt", "--references",
       "blank.txt"], "--references: blank.txt: empty"),
+    (["generate", "--ckpt_path", "model.ckpt", "--contexts", "s.txt", "--references",
+      "two.txt"], "--references: two.txt has 2 lines, --contexts s.txt 1; give one "
+     "reference a context"),
     (["generate", "--ckpt_path", "model.ckpt", "--stories", "blank.txt"],
      "--stories: blank.txt: empty"),
     (["evaluate-generation", "s.txt", "--rlm-heldout", "latin1.txt"],

@@ -136,6 +136,25 @@ OUTPUT_FLAGS: dict[str, tuple[tuple[str, Callable[[str, str], None]], ...]] = {
 }
 
 
+def _line_count(path: str) -> int:
+    """The lines of a text file, as ``synlm.data.files.read_lines`` splits it."""
+    data = Path(path).read_bytes()
+    return data.count(b"\n") + (not data.endswith(b"\n"))
+
+
+def _one_reference_a_context(args: Sequence[str]) -> None:
+    """``generate``'s ``--references``: a line for each line of ``--contexts`` (the files
+    are there and readable: ``INPUT_FLAGS``)."""
+    contexts = usage.flag_values(args, "--contexts")[-1:]
+    references = usage.flag_values(args, "--references")[-1:]
+    if contexts and references and "-" not in (contexts[0][2], references[0][2]):
+        (_, _, context), (_, _, reference) = contexts[0], references[0]
+        wanted, got = _line_count(context), _line_count(reference)
+        if got != wanted:
+            raise InputError(f"--references: {reference} has {got} lines, --contexts "
+                             f"{context} {wanted}; give one reference a context")
+
+
 #: command -> (the checks of its positional arguments, in order, with the name each is
 #: given, the flags that take no value, the flags that take every value up to the next
 #: flag): ``evaluate-generation FILE``, ``cp NAME DEST``.
@@ -182,6 +201,8 @@ def check_inputs(command: str, args: Sequence[str]) -> None:
         for _, _, value in usage.flag_values(args, *_spellings(flag)):
             if value != "-":
                 check(flag, value)
+    if command == "generate":
+        _one_reference_a_context(args)
     if command in POSITIONAL_INPUTS:
         checks, switches, many = POSITIONAL_INPUTS[command]
         for (name, positional), value in zip(checks, _positionals(args, switches, many)):
