@@ -60,7 +60,8 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
     (``baselines[name]``, likewise) where given, named ``<name> untrained`` (``(k seeds)``
     added for several); then, with ``comparisons`` and intervals, a column per model after
     the first, ``<model> - <first>``: the paired difference, its interval, its p-value
-    (``synlm.tse.statistics.inversion_p_value``: p < 1 - confidence exactly when the interval
+    (``synlm.tse.statistics.paired_p``: the exact sign test where fewer than ``EXACT_BELOW``
+    items differ, else the p that inverts the interval, p < 1 - confidence exactly when it
     excludes 0) and Holm's adjustment of it over every comparison in the table.
 
     Rows, benchmark by benchmark: at ``level="headline"`` the results' headline measures
