@@ -154,8 +154,8 @@ def test_synlm_traceback_shows_where_an_input_error_was_raised(
     err, line = _traceback_then_one_line(capfd)
     assert "in check_checkpoint" in err  # before torch loads: synlm.runtime.inputs
     assert line == "synlm parse: --ckpt_path: no checkpoint at none.ckpt"
-    with pytest.raises(argparse.ArgumentError, match="max_epoch"):  # jsonargparse's error
-        main([*QUICK, "--trainer.max_epoch=3"])
+    with pytest.raises(argparse.ArgumentError, match="hiden_size"):  # jsonargparse's error
+        main([*QUICK, "--model.backbone.init_args.hiden_size=3"])
 
 
 def test_without_synlm_traceback_an_input_error_is_one_line(
