@@ -95,7 +95,6 @@ class ModelScorer:
             raise InputError(f"batch_size must be at least 1, got {batch_size}")
         self.model = model if device is None else model.to(device)
         self.vocab = model.vocab
-        self.vocab_size = len(model.vocab)  # as the Hugging Face scorers count their tokens
         self.batch_size = batch_size
         self.device = _device_of(model) if device is None else torch.device(device)
         self.progress = progress
@@ -106,6 +105,11 @@ class ModelScorer:
     #: included, with its heuristic walk (``synlm.tse.syntaxgym.map_regions``); synlm's models
     #: predict ``<eos>`` after every sentence.
     syntaxgym_mapping = "heuristic"
+
+    @property
+    def vocab_size(self) -> int:
+        """The number of words the model knows, as the Hugging Face scorers count tokens."""
+        return len(self.vocab)
 
     @property
     def convention(self) -> str | None:
