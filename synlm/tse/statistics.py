@@ -169,8 +169,8 @@ def paired_p(differences: np.ndarray, resampled: np.ndarray) -> tuple[float, boo
     if np.count_nonzero(np.abs(differences) > _TIE) < EXACT_BELOW:
         return sign_test(differences), False, "sign"
     p = inversion_p_value(resampled)
-    return (resolution(resampled.size), True, "bootstrap") if p == 0 else (p, False,
-                                                                           "bootstrap")
+    bound = p == 0  # every resample on one side: p < 2 / R
+    return (resolution(resampled.size) if bound else p), bound, "bootstrap"
 
 
 def check_resamples(resamples: int) -> None:
