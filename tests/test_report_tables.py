@@ -478,7 +478,10 @@ def test_a_synlm_checkpoint_beside_a_hugging_face_model_in_one_report(capsys, tm
     (["--ckpt_path", "a.ckpt", "--hf", "m", "--sentences", "s.txt", "--surprisals", "s.tsv"],
      "--sentences: the surprisals of one model"),
 ])
-def test_bad_labels_units_and_mixes_are_one_line(capsys, args, message) -> None:
+def test_bad_labels_units_and_mixes_are_one_line(capsys, args, message, tmp_path,
+                                                monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.txt").write_text("the dog barks\n")  # a readable --sentences file
     assert run_cli(["evaluate-syntax", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
