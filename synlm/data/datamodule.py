@@ -67,6 +67,11 @@ class SynLMDataModule(pl.LightningDataModule):
             one tree under a root ``DOC``, as the released Transformer Grammars' documents
             (``synlm.syntax.documents``); the words of a row are then the document's, and
             ``max_length`` counts them.
+        max_document_words: with ``action_unit: document``: a document of more words is cut,
+            between its sentences, into consecutive documents of at most this many (a
+            sentence of more alone), which bounds a row's memory: a corpus without document
+            boundaries (``SyntheticTreebank``) would otherwise make one document of a split.
+            The default holds every article of the NLTK WSJ sample (the longest: 4,534).
         batch_size: training columns (stream) or sentences (sentence, actions) per device.
         eval_batch_size: the same for validation (AWD: 10).
         test_batch_size: the same for test (AWD: 1).
@@ -129,6 +134,7 @@ class SynLMDataModule(pl.LightningDataModule):
         eval_mode: Mode | None = None,
         action_order: Literal["top_down", "in_order"] = "top_down",
         action_unit: Literal["sentence", "document"] = "sentence",
+        max_document_words: int = 5000,
         batch_size: int = 20,
         eval_batch_size: int = 10,
         test_batch_size: int = 1,
@@ -151,6 +157,7 @@ class SynLMDataModule(pl.LightningDataModule):
         for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size),
                             ("test_batch_size", test_batch_size), ("bptt", bptt),
                             ("max_length", max_length), ("max_tokens", max_tokens),
+                            ("max_document_words", max_document_words),
                             ("span_window", span_window)):
             errors.at_least(name, value)
         errors.at_least("num_workers", num_workers, 0)
@@ -168,6 +175,7 @@ class SynLMDataModule(pl.LightningDataModule):
         if action_unit not in ACTION_UNITS:
             raise errors.SettingError("action_unit", action_unit, " | ".join(ACTION_UNITS))
         self.action_unit = action_unit
+        self.max_document_words = max_document_words
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.test_batch_size = test_batch_size

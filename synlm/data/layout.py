@@ -39,6 +39,7 @@ class LayoutData(Protocol):
     variable_bptt: bool
     max_length: int | None
     max_tokens: int | None
+    max_document_words: int
     action_order: str
     tree_source: str
     dependency_holdout: float

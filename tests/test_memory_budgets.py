@@ -1,0 +1,137 @@
+"""Every search and every chunker holds its memory bound: beam search and particle filtering
+within ``max_memory_mb`` besides the model (measured: the peak resident memory of a search in
+a fresh process, above what it held before the search), or refused in one line before they
+start, naming the setting and the largest size that fits; a document longer than
+``data.max_document_words`` is cut between its sentences."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from synlm.data.datamodule import SynLMDataModule
+from synlm.data.layout_documents import cut
+from synlm.data.synthetic import SyntheticTreebank
+from synlm.errors import InputError, SettingError
+from synlm.syntax import Sentence
+from synlm.transition.beam import BeamSettings, search_sentences
+from synlm.transition.particles import ParticleSettings
+from synlm.transition.rnng import RNNG
+
+BUDGET_MB = 48
+#: A small RNNG and a sentence of 12 words; ``SETTINGS`` is filled in by each test.
+SEARCH = r"""
+import re, torch
+from synlm.transition.rnng import RNNG
+from synlm.transition.beam import BeamSettings, search_sentences
+from synlm.transition.particles import ParticleSettings
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = RNNG(100, 12, input_size=32, hidden_size=32, num_layers=2, dropout=0.0).eval()
+words = torch.randint(0, 100, (1, 12))
+search_sentences(model, words, torch.tensor([12]), BeamSettings(2, 1, 1))
+def status(field):
+    return int(re.search(field + r":\s+(\d+) kB", open("/proc/self/status").read()).group(1))
+before = status("VmRSS")
+(result,) = search_sentences(model, words, torch.tensor([12]), SETTINGS)
+assert result.parsed
+print(before, status("VmHWM"))
+"""
+
+
+def tiny_rnng() -> RNNG:
+    """The model ``SEARCH`` searches with."""
+    torch.manual_seed(0)
+    return RNNG(100, 12, input_size=32, hidden_size=32, num_layers=2, dropout=0.0).eval()
+
+
+def largest_that_fits(settings: BeamSettings | ParticleSettings) -> int:
+    """The size the one-line refusal of ``settings`` (too large for ``BUDGET_MB``) names."""
+    with pytest.raises(InputError) as refused:
+        search_sentences(tiny_rnng(), torch.zeros(1, 12, dtype=torch.long),
+                         torch.tensor([12]), settings)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"over max_memory_mb={BUDGET_MB};" in message
+    found = re.search(rf"at most {settings.size}=([\d,]+) fits$", message)
+    assert found, message
+    return int(found.group(1).replace(",", ""))
+
+
+def peak_above_start_mb(settings: str) -> float:
+    """The peak resident memory (MB) of ``SEARCH`` with ``settings`` (Python source) in a
+    fresh process, above what the process held as it began (interpreter, model, and the
+    parts of torch a search runs, read in by a search with a beam of 2 first): the process's
+    own high-water mark (``VmHWM``; ``ru_maxrss`` keeps the forking parent's across exec)."""
+    done = subprocess.run([sys.executable, "-c", SEARCH.replace("SETTINGS", settings)],
+                          capture_output=True, text=True, timeout=600, check=True)
+    before, peak = map(int, done.stdout.split())
+    return (peak - before) / 1024
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/statm (Linux)")
+def test_a_beam_search_over_the_budget_is_refused_and_the_largest_that_fits_holds_it():
+    """``--beam-size 100000 --word-beam-size 50000`` grew without bound before; now it is
+    one line naming ``max_memory_mb`` and the beam that fits, and that beam's search stays
+    within the budget."""
+    huge = BeamSettings(100000, 50000, 1, max_memory_mb=BUDGET_MB)
+    fits = largest_that_fits(huge)
+    assert 100 < fits < 100000
+    peak = peak_above_start_mb(f"BeamSettings({fits}, {fits // 2}, 1, "
+                               f"max_memory_mb={BUDGET_MB})")
+    assert 0 < peak <= BUDGET_MB
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/statm (Linux)")
+def test_particle_filtering_over_the_budget_is_refused_and_what_fits_holds_it():
+    """Particle filtering holds up to ``2 min(max_items, 2 K)`` items a sentence: the
+    released 10,000 particles with 3,000 items are refused under a small budget, naming the
+    particles that fit, whose search stays within it."""
+    fits = largest_that_fits(ParticleSettings(particles=10000, max_memory_mb=BUDGET_MB))
+    assert 1 <= fits < 1500  # fewer than max_items / 2: the items are what is cut
+    peak = peak_above_start_mb(f"ParticleSettings(particles={fits}, max_memory_mb={BUDGET_MB})")
+    assert 0 < peak <= BUDGET_MB
+
+
+def test_a_search_that_fits_is_not_refused_and_none_fits_says_so():
+    model = tiny_rnng()
+    words = torch.zeros(2, 12, dtype=torch.long)
+    lengths = torch.tensor([12, 5])
+    assert all(r.parsed for r in search_sentences(model, words, lengths,
+                                                  BeamSettings(10, 5, 1, max_memory_mb=16)))
+    with pytest.raises(InputError, match=r"^word-synchronous beam search, beam 10, word beam "
+                                         r"5, shift 1 needs about [\d,]+ MB for a sentence "
+                                         r"of 12 words, over max_memory_mb=0\.001; not even "
+                                         r"beam_size=1 fits; raise max_memory_mb$"):
+        search_sentences(model, words, lengths, BeamSettings(10, 5, 1, max_memory_mb=1e-3))
+
+
+def sentence(n_words: int) -> Sentence:
+    return Sentence(["w"] * n_words, source=f"f.mrg:{n_words}")
+
+
+def test_cut_keeps_the_order_and_fills_each_part():
+    parts = cut([sentence(n) for n in (3, 4, 2, 9, 1, 1)], 7)
+    assert [[len(s.words) for s in part] for part in parts] == [[3, 4], [2], [9], [1, 1]]
+    assert cut([sentence(2)], 1) == [[sentence(2)]]  # a sentence of more words alone
+
+
+def test_a_corpus_without_document_boundaries_is_cut_at_max_document_words():
+    """``SyntheticTreebank`` names one file a split: one document of every sentence, unless
+    cut; cut, every row holds at most ``max_document_words`` words, the words in order."""
+    corpus = SyntheticTreebank(n_train=60, n_valid=40, n_test=40)
+    whole = SynLMDataModule(corpus, mode="actions", action_unit="document")
+    assert len(whole.action_items("valid")) == 1
+    dm = SynLMDataModule(corpus, mode="actions", action_unit="document",
+                         max_document_words=50)
+    rows = dm.action_items("valid")
+    assert len(rows) > 4 and all(len(item.words) <= 50 for item in rows)
+    assert [w for item in rows for w in item.words] == \
+        [w for item in whole.action_items("valid") for w in item.words]
+    assert all(item.sentence.tree.label() == "DOC" for item in rows)
+    with pytest.raises(SettingError, match=r"^max_document_words=0: expected a whole number"):
+        SynLMDataModule(corpus, mode="actions", action_unit="document", max_document_words=0)
