@@ -43,6 +43,9 @@ root still open and words left, where no action is legal. (The action budget can
 it: an ``NT`` is legal only with room left to finish the sentence.) Such a sentence is
 searched again, alone, with no stack bound; if that empties too, its result says so
 (``SearchResult.parsed`` False: no log-probabilities, no parse), never NaN.
+
+One module because the word-synchronous search, its batching of sentences and the
+memory it is held to are one algorithm over any transition model.
 """
 
 from __future__ import annotations
