@@ -234,11 +234,10 @@ class SynLMCLI(LightningCLI):
         recipe the config names; components saved in an earlier form are read in today's
         (``RecordsInit.upgraded``)."""
         subcommand = self.config.get("subcommand")
-        config = self.config[subcommand] if subcommand else self.config
-        ckpt_path = config.get("ckpt_path")
-        if not subcommand or not ckpt_path or not Path(ckpt_path).is_file():
+        if not subcommand:
             return
-        hparams = dict(runs.read_checkpoint(ckpt_path).get("hyper_parameters") or {})
+        config = self.config[subcommand]
+        hparams = dict(self._checkpoint_hparams)  # as parse_arguments read them
         hparams.pop("_instantiator", None)
         if not hparams:
             return
@@ -308,8 +307,11 @@ class SynLMCLI(LightningCLI):
                 ckpt_path, runs.best_in_run, folder="last" if fit else "best"))
         ckpt_path = config.get("ckpt_path")
         recorded = None  # the thread count of the run a fit continues
+        #: the checkpoint's hyperparameters, read over the config next (``_parse_ckpt_path``)
+        self._checkpoint_hparams: dict[str, Any] = {}
         if ckpt_path is not None and ckpt_path not in LIGHTNING_CKPT_NAMES:
             saved = runs.read_checkpoint(ckpt_path)  # readable?
+            self._checkpoint_hparams = dict(saved.get("hyper_parameters") or {})
             if fit and version is not None:
                 self._continued = (version, saved["global_step"])
             if fit and isinstance(saved.get(THREADS_KEY), int):

@@ -53,10 +53,11 @@ def shipped_name(path: Path) -> str:
 
 def copy(name: str, dest: str, force: bool = False) -> Path:
     """Write config ``name`` flattened to ``dest`` (``destination``); the file written."""
-    problem = usage.config_error(usage.resolve_configs(["--config", name]))
+    args = usage.resolve_configs(["--config", name])
+    problem = usage.config_error(args)
     if problem:
         raise InputError(problem.removeprefix("--config: "))
-    source = Path(usage.resolve_configs(["--config", name])[-1])
+    source = Path(args[-1])
     target = destination(source, dest)
     if target.exists() and not force:
         raise InputError(f"{target}: exists; --force replaces it")

@@ -7,14 +7,11 @@ cp``), which imports a class only to learn what it takes."""
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import re
 from pathlib import Path
 from typing import Any
 
-from synlm.catalog import classes
-from synlm.runtime.usage import BASE_KEY, with_bases
+from synlm.runtime.usage import BASE_KEY, class_parameters, with_bases
 
 #: An interpolation that reaches a recipe's argument without the ``init_args`` level
 #: (``${model.backbone.init_args.pretrained}``), as a config names it in ``model:``.
@@ -84,29 +81,13 @@ def merge(into: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
             into[key] = value
             continue
         if "class_path" in value and value["class_path"] != before.get("class_path"):
-            takes = parameters(value["class_path"])
+            takes = class_parameters(value["class_path"])
             kept = {name: setting for name, setting in (before.get("init_args") or {}).items()
                     if takes is None or name in takes}
             before = into[key] = {"class_path": value["class_path"],
                                   **({"init_args": kept} if kept else {})}
         merge(before, value)
     return into
-
-
-def parameters(class_path: str) -> set[str] | None:
-    """The arguments the class ``class_path`` names takes (a short name: synlm's class of
-    that name); None where it cannot be imported."""
-    module, _, name = class_path.rpartition(".")
-    if not module:
-        modules = {found.module for found in classes() if found.name == name}
-        if len(modules) != 1:
-            return None
-        module = modules.pop()
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
-    return set(inspect.signature(cls).parameters) - {"self", "args", "kwargs"}
 
 
 def flattened(path: Path) -> dict[str, Any]:

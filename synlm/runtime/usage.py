@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from synlm import __version__
-from synlm.catalog import REPO_CONFIGS, list_components, shipped_configs
+from synlm.catalog import REPO_CONFIGS, classes, list_components, shipped_configs
 
 #: Every subcommand with what it does, in the order ``synlm --help`` lists them.
 COMMANDS = {
@@ -295,7 +295,7 @@ def suggestion(message: str, options: Iterable[str]) -> str:
     rejected = re.search(r"class_path '([\w.]+)'.*?Option '(\w+)' is not accepted", message,
                          re.DOTALL)
     if rejected:
-        return did_you_mean(rejected.group(2), _parameters(rejected.group(1)))
+        return did_you_mean(rejected.group(2), sorted(class_parameters(rejected.group(1)) or ()))
     bad_class = re.search(r"Expected a dot import path string: (\S+)", message)
     if bad_class:
         names = [n for kind, ns in list_components().items() if kind != "configs" for n in ns]
@@ -303,13 +303,20 @@ def suggestion(message: str, options: Iterable[str]) -> str:
     return ""
 
 
-def _parameters(class_path: str) -> list[str]:
+def class_parameters(class_path: str) -> set[str] | None:
+    """The arguments the class ``class_path`` names takes (a short name: synlm's class of
+    that name); None where it cannot be imported."""
     module, _, name = class_path.rpartition(".")
+    if not module:
+        modules = {found.module for found in classes() if found.name == name}
+        if len(modules) != 1:
+            return None
+        module = modules.pop()
     try:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
-        return []
-    return [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
+        return None
+    return set(inspect.signature(cls).parameters) - {"self", "args", "kwargs"}
 
 
 def config_files(args: Sequence[str]) -> list[Path]:
