@@ -49,7 +49,7 @@ from synlm.runtime import checks, config_chain, run_folders, runs, usage
 from synlm.runtime import lightning_internals as internals
 from synlm.runtime.inputs import LIGHTNING_CKPT_NAMES
 from synlm.runtime.run_callbacks import THREADS_KEY, RunCheckpoint, SaveRunConfig
-from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
+from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary, interrupted_line
 from synlm.transition.lm import TransitionLM
 
 jsonargparse.set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
@@ -175,7 +175,26 @@ class SynLMCLI(LightningCLI):
             super().__init__(pl.LightningModule, SynLMDataModule, *args, **kwargs)
         except BaseException:
             self._remove_unused_run_folder()
+            self._say_how_to_resume()
             raise
+
+    def _run_checkpoint(self) -> RunCheckpoint | None:
+        """The trainer's ``RunCheckpoint`` (a fit that saves checkpoints has one)."""
+        trainer = getattr(self, "trainer", None)
+        return next((c for c in trainer.callbacks if isinstance(c, RunCheckpoint)), None) \
+            if trainer is not None else None
+
+    def _say_how_to_resume(self) -> None:
+        """After Ctrl-C, which Lightning turns into a graceful stop of the fit, one line on
+        stderr: the command that continues the run exactly
+        (``run_summary.interrupted_line``)."""
+        checkpoint = self._run_checkpoint()
+        if checkpoint is None or checkpoint.dirpath is None or not self.trainer.is_global_zero \
+                or not isinstance(checkpoint.stopped_by, KeyboardInterrupt):
+            return
+        line = interrupted_line(self._args, Path(checkpoint.dirpath).parent, self._root,
+                                self.trainer.global_step)
+        sys.stderr.write(line + "\n")
 
     def _remove_unused_run_folder(self) -> None:
         """A start that failed before its first step leaves no run folder behind: the
@@ -339,8 +358,7 @@ class SynLMCLI(LightningCLI):
 
     def after_fit(self) -> None:
         """The run's summary: its folder, best and last checkpoints, the next commands."""
-        checkpoint = next((c for c in self.trainer.callbacks if isinstance(c, RunCheckpoint)),
-                          None)
+        checkpoint = self._run_checkpoint()
         best, last = (checkpoint.saved("best"), checkpoint.saved("last")) if checkpoint \
             else (None, None)
         unchanged = self._continued is not None and \

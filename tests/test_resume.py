@@ -5,6 +5,8 @@ an exception, and by SIGTERM (also tests/test_preemption.py, with a real process
 from __future__ import annotations
 
 import csv
+import shlex
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,6 +190,66 @@ def test_resume_after_an_exception(tmp_path: Path) -> None:
     assert last(resumed)["global_step"] == 2
     fit(resumed, 6, "--ckpt_path=last")
     assert_same_runs(straight, resumed, 6)
+
+
+class InterruptAt(pl.Callback):
+    """Ctrl-C at the start of the step after ``step`` optimiser steps, once in this
+    process (the command that continues the run carries this callback too)."""
+
+    done = False
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step and not InterruptAt.done:
+            InterruptAt.done = True
+            raise KeyboardInterrupt
+
+
+@pytest.fixture
+def sigint_kept() -> Iterator[None]:
+    """Lightning ignores SIGINT once it has handled a KeyboardInterrupt: put the session's
+    handler back."""
+    handler = signal.getsignal(signal.SIGINT)
+    InterruptAt.done = False
+    yield
+    signal.signal(signal.SIGINT, handler)
+
+
+@pytest.mark.usefixtures("sigint_kept")
+def test_ctrl_c_names_the_command_that_resumes_exactly(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C at step 3 (validations at 2, 4) exits with status 1 and one line on stderr
+    naming last.ckpt (step 2) and the command; run as it says, the run continues in its
+    folder to the same weights and log as an uninterrupted one."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    fit(straight, 6)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        fit(resumed, 6, f"--trainer.callbacks+={__name__}.InterruptAt",
+            "--trainer.callbacks.step=3")
+    assert stopped.value.code == 1
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("synlm:")]
+    saved = resumed / "version_0" / "checkpoints" / "last.ckpt"
+    assert line.startswith(f"synlm: interrupted at step 3; {saved} holds the run's last "
+                           "saved state; continue from it exactly: synlm fit ")
+    assert last(resumed)["global_step"] == 2
+    command = shlex.split(line.split("exactly: ", 1)[1])
+    assert command[-2:] == ["--ckpt_path", "last"]
+    assert main(command[1:]) == 0
+    assert_same_runs(straight, resumed, 6)
+
+
+@pytest.mark.usefixtures("sigint_kept")
+def test_ctrl_c_before_a_checkpoint_says_there_is_nothing_to_resume(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        fit(tmp_path, 6, f"--trainer.callbacks+={__name__}.InterruptAt",
+            "--trainer.callbacks.step=1")
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("synlm:")]
+    assert line == (f"synlm: interrupted at step 1, before {tmp_path / 'version_0'} saved a "
+                    "checkpoint: nothing to resume; the same command starts the run again")
 
 
 class SigtermAt(pl.Callback):

@@ -13,7 +13,7 @@ import torch
 
 from conftest import TINY_OVERRIDES, run_cli
 from synlm.runtime import run_folders, runs
-from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary
+from synlm.runtime.run_summary import Saved, evaluation_summary, fit_summary, interrupted_line
 
 TINY = ["--config", "quickstart.yaml", *TINY_OVERRIDES, "--data.corpus.init_args.n_train=60",
         "--model.backbone.init_args.hidden_size=20", "--model.backbone.init_args.chunk_size=4",
@@ -151,3 +151,25 @@ def test_summaries_read_as_documented() -> None:
     why = "default: 2 cores in the CPU affinity, no cgroup CPU quota"
     assert evaluation_summary("validate", None, Path("r"), threads=(2, why))[1] == \
         f"threads   2 ({why})"
+
+
+def test_an_interrupted_run_that_is_not_the_newest_is_continued_from_its_file(
+        tmp_path: Path) -> None:
+    """Ctrl-C's line continues its run with ``--ckpt_path last`` (replacing the one given)
+    while it is the newest under its root with a last.ckpt; once a newer one has saved,
+    ``last`` would continue that one, so the line names the file."""
+    root = tmp_path / "runs" / "quickstart"
+    args = ["fit", "--config", "quickstart.yaml", "--ckpt_path", "last", "--seed_everything=3"]
+    runs_saved = []
+    for version in (0, 1):
+        checkpoints = root / f"version_{version}" / run_folders.CHECKPOINTS
+        checkpoints.mkdir(parents=True)
+        (checkpoints / run_folders.LAST).write_bytes(b"")
+        runs_saved.append(checkpoints / run_folders.LAST)
+    newest = interrupted_line(args, root / "version_1", root, 7)
+    assert newest == (f"synlm: interrupted at step 7; {runs_saved[1]} holds the run's last "
+                      "saved state; continue from it exactly: synlm fit --config quickstart.yaml "
+                      "--seed_everything=3 --ckpt_path last")
+    older = interrupted_line(args, root / "version_0", root, 7)
+    assert older.endswith(f"continue from it exactly in a new run folder: synlm fit --config "
+                          f"quickstart.yaml --seed_everything=3 --ckpt_path {runs_saved[0]}")

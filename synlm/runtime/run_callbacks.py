@@ -65,6 +65,8 @@ class RunCheckpoint(ModelCheckpoint):
         #: the global step this fit last wrote ``last.ckpt`` at (0: none yet; as Lightning's
         #: own count of its saves, not restored when a run continues)
         self.last_step_written = 0
+        #: the exception that stopped this fit, as Lightning hands it over (``on_exception``)
+        self.stopped_by: BaseException | None = None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         """The best is the model's own headline when it names one (``monitor``: an RNNG's
@@ -159,7 +161,9 @@ class RunCheckpoint(ModelCheckpoint):
         raised ``SIGTERMException``; save that step if it is not saved yet, unless the
         exception came from a validation, after the epoch was closed or between the
         batches of an accumulated step (no consistent state to save: ``last.ckpt`` is
-        left as it was)."""
+        left as it was). Any exception is kept (``stopped_by``): after Ctrl-C the CLI
+        names the command that continues the run."""
+        self.stopped_by = exception
         if not isinstance(exception, SIGTERMException):
             return
         if not (trainer.validating or internals.last_batch_of_epoch(trainer)

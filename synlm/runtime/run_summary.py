@@ -1,12 +1,16 @@
 """The lines ``synlm fit|validate|test`` end with: where the run is, its best and last
 checkpoints with their validation metrics, the threads torch ran with, where the metrics
-went, and what to run next."""
+went, and what to run next; and the line an interrupted fit ends with, the command that
+continues it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from synlm.runtime import run_folders, usage
 
 #: The metrics a summary shows, in this order, when a validation logged them.
 SHOWN = ("val/ppl", "val/joint_ppl", "val/uf1", "val/uas", "val/loss")
@@ -86,3 +90,23 @@ def evaluation_summary(subcommand: str, checkpoint: Saved | None, run: Path,
     return [f"{PAST[subcommand]:<9} {evaluated}",
             *([threads_line(threads)] if threads is not None else []),
             f"{'metrics':<9} {where}"]
+
+
+def interrupted_line(args: Sequence[str], run: Path, root: Path, step: int) -> str:
+    """What ``synlm ARGS`` (a fit of the run folder ``run`` under ``root``) says when Ctrl-C
+    stops it at ``step``: the command that continues the run from its ``last.ckpt``,
+    exactly, which Ctrl-C leaves as it was. That is ``ARGS`` with ``--ckpt_path last``
+    (continued in its own folder) when ``run`` is the newest under ``root`` with a
+    ``last.ckpt``, else with ``--ckpt_path`` naming the file (the same state, in a new
+    folder)."""
+    last = run_folders.in_run(run, "last", run_folders.any_best)
+    if last is None:
+        return (f"synlm: interrupted at step {step}, before {run} saved a checkpoint: "
+                "nothing to resume; the same command starts the run again")
+    newest = run_folders.latest(root, "last", run_folders.any_best)
+    own_folder = newest is not None and newest[1] == last
+    command = ["synlm", *usage.without_flag(args, "--ckpt_path"),
+               "--ckpt_path", "last" if own_folder else str(last)]
+    where = "" if own_folder else " in a new run folder"
+    return (f"synlm: interrupted at step {step}; {last} holds the run's last saved state; "
+            f"continue from it exactly{where}: {shlex.join(command)}")

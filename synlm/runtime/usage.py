@@ -179,6 +179,13 @@ def flag_values(args: Sequence[str], *flags: str) -> list[tuple[int, str, str]]:
     return found
 
 
+def without_flag(args: Sequence[str], flag: str) -> list[str]:
+    """``args`` with every value of ``flag`` (``FLAG VALUE`` or ``FLAG=VALUE``) left out."""
+    dropped = {j for i, prefix, _ in flag_values(args, flag)
+               for j in ((i,) if prefix else (i - 1, i))}
+    return [arg for i, arg in enumerate(args) if i not in dropped]
+
+
 def resolve_configs(args: Sequence[str]) -> list[str]:
     """``args`` with each ``--config NAME`` that is not a file here but a shipped config
     (``quickstart.yaml``, ``data/ptb.yaml``) replaced by the shipped file's path."""
