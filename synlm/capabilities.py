@@ -30,9 +30,10 @@ class Searches(Protocol):
         """The surprisal convention of its search (``synlm.transition.types.CONVENTIONS``)."""
 
     def use_beam(self, beam_size: int | None = None, word_beam_size: int | None = None,
-                 shift_size: int | None = None, convention: str | None = None) -> None:
-        """Search with these sizes and surprisal convention from now on; one left unset
-        keeps its value."""
+                 shift_size: int | None = None, convention: str | None = None,
+                 max_memory_mb: float | None = None) -> None:
+        """Search with these sizes, surprisal convention and memory budget from now on; one
+        left unset keeps its value."""
 
     def search_ids(self, rows: Sequence[Sequence[int]]) -> list[Any]:
         """One ``SearchResult`` per sentence given as word ids."""

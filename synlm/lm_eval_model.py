@@ -123,6 +123,8 @@ class SynlmLM(LM):
             filtering (``synlm.transition.particles``), which takes ``particles``, not the
             beam's sizes.
         particles: ``search=particles``: particles a sentence (unset: the released 10,000).
+        max_memory_mb: a transition LM's search memory besides the model (``SearchSettings``;
+            unset: the checkpoint's, 2048).
     """
 
     def __init__(self, ckpt_path: str | None = None, model: Any = None,
@@ -130,7 +132,7 @@ class SynlmLM(LM):
                  greedy: bool = True, beam_size: int | None = None,
                  word_beam_size: int | None = None, shift_size: int | None = None,
                  search_convention: str | None = None, search: str | None = None,
-                 particles: int | None = None) -> None:
+                 particles: int | None = None, max_memory_mb: float | None = None) -> None:
         super().__init__()
         if (ckpt_path is None) == (model is None):
             raise InputError("the synlm model of lm-eval needs ckpt_path=RUN (a checkpoint "
@@ -142,7 +144,7 @@ class SynlmLM(LM):
         sizes = {"beam_size": beam_size, "word_beam_size": word_beam_size,
                  "shift_size": shift_size}
         settings = {**sizes, "search_convention": search_convention, "search": search,
-                    "particles": particles}
+                    "particles": particles, "max_memory_mb": max_memory_mb}
         given = next((name for name, value in settings.items() if value is not None), None)
         searches = isinstance(model, Searches)
         if not searches and given:
@@ -159,9 +161,10 @@ class SynlmLM(LM):
         if search == "particles":
             from synlm.transition.particles import use_particles
 
-            use_particles(model, particles, search_convention)
+            use_particles(model, particles, search_convention, max_memory_mb)
         elif searches:
-            model.use_beam(beam_size, word_beam_size, shift_size, search_convention)
+            model.use_beam(beam_size, word_beam_size, shift_size, search_convention,
+                           max_memory_mb)
         from synlm.tse.scoring import ModelScorer
 
         self.scorer = ModelScorer(model, _batch_size(batch_size), _device(device))

@@ -135,3 +135,60 @@ def test_a_corpus_without_document_boundaries_is_cut_at_max_document_words():
     assert all(item.sentence.tree.label() == "DOC" for item in rows)
     with pytest.raises(SettingError, match=r"^max_document_words=0: expected a whole number"):
         SynLMDataModule(corpus, mode="actions", action_unit="document", max_document_words=0)
+
+
+def test_the_recipe_keeps_its_budget_through_checkpoints_and_search_changes() -> None:
+    """``TransitionLM(max_memory_mb=...)`` is a hyperparameter (a checkpoint searches
+    within it), and switching the beam's sizes or to particle filtering keeps it."""
+    from test_beam_failures import tiny_rnng as tiny_recipe
+
+    from synlm.transition.lm import TransitionLM
+    from synlm.transition.particles import use_particles
+
+    model = TransitionLM(RNNG(10, 5, 8, 8, 1, 0.0), max_memory_mb=8192)
+    assert model.hparams.max_memory_mb == 8192 and model.beam.max_memory_mb == 8192
+    model.use_beam(beam_size=7)
+    assert (model.beam.beam_size, model.beam.max_memory_mb) == (7, 8192)
+    use_particles(model, 50)
+    assert (model.beam.particles, model.beam.max_memory_mb) == (50, 8192)
+    model.use_beam(max_memory_mb=1e-3)
+    assert (model.beam.particles, model.beam.max_memory_mb) == (50, 1e-3)
+    assert tiny_recipe().beam.max_memory_mb == 2048  # the default
+
+
+@pytest.mark.parametrize("command", ["evaluate-syntax", "parse"])
+def test_max_memory_mb_flag_reaches_the_search(command: str, capsys: pytest.CaptureFixture,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path) -> None:
+    """``--max-memory-mb`` sets the budget a checkpoint's search holds: a budget no
+    sentence fits is refused in one line naming it (and ``max_memory_mb`` in the message)."""
+    from test_beam_failures import tiny_rnng as tiny_recipe
+
+    from conftest import fake_models, run_cli
+
+    fake_models(monkeypatch, lambda path: tiny_recipe())
+    text = tmp_path / "in.txt"
+    text.write_text("the dog sleeps\n")
+    (tmp_path / "x.ckpt").write_bytes(b"")  # its loader is the fake
+    args = {"evaluate-syntax": ["--sentences", str(text), "--surprisals",
+                                str(tmp_path / "s.tsv")],
+            "parse": ["--input", str(text)]}[command]
+    code = run_cli([command, "--ckpt_path", str(tmp_path / "x.ckpt"), *args,
+                    "--max-memory-mb", "0.001"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0
+    assert len(err.splitlines()) == 1, err
+    assert "over max_memory_mb=0.001; not even beam_size=1 fits" in err
+
+
+def test_max_memory_mb_flag_is_refused_where_nothing_searches(
+        capsys: pytest.CaptureFixture, tmp_path) -> None:
+    from conftest import run_cli
+
+    (tmp_path / "x.txt").write_text("the dog sleeps\n")
+    assert run_cli(["evaluate-syntax", "--hf", "gpt2", "--max-memory-mb", "100",
+                    "--sentences", str(tmp_path / "x.txt")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--max-memory-mb" in err and "no beam search" in err
+    assert run_cli(["parse", "--max-memory-mb", "0", "--input", str(tmp_path / "x.txt")]) == 2
+    assert "must be more than 0 MB" in capsys.readouterr().err

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from synlm.capabilities import Searches
 from synlm.errors import InputError, SynLMError, existing_file, model_folder, report
 from synlm.runtime import usage
-from synlm.runtime.arguments import CommandParser
+from synlm.runtime.arguments import CommandParser, add_memory_budget
 from synlm.runtime.labels import label_problem
 from synlm.runtime.run_folders import check_checkpoint
 from synlm.runtime.threads import configure_threads
@@ -154,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the surprisals: renormalised over the legal actions given the "
                       "length (the RNNG's released search) or over every action (the "
                       "action Transformers'); unset: each model's released one")
+    add_memory_budget(beam)
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (auto: cuda when "
                    "available)")
     p.add_argument("--data-dir", help="the data folder (default $SYNLM_DATA_DIR)")
@@ -293,7 +294,7 @@ def check_inputs(args: argparse.Namespace) -> None:
 
 #: The flags of a transition LM's search, by their ``args`` names.
 BEAM_SIZES = ("beam_size", "word_beam_size", "shift_size")
-BEAM_FLAGS = (*BEAM_SIZES, "search_convention", "search", "particles")
+BEAM_FLAGS = (*BEAM_SIZES, "search_convention", "search", "particles", "max_memory_mb")
 #: The flags that score models, with their defaults: a table from ``--results`` takes none.
 SCORING_FLAGS: dict[str, Any] = {
     "config": None, "seeds": 1, "subset": None, "eos": None, "sentences": None,
@@ -313,10 +314,10 @@ def with_beam(model: Any, args: argparse.Namespace) -> Any:
     if isinstance(model, Searches) and args.search == "particles":
         from synlm.transition.particles import use_particles
 
-        use_particles(model, args.particles, args.search_convention)
+        use_particles(model, args.particles, args.search_convention, args.max_memory_mb)
     elif isinstance(model, Searches):
         model.use_beam(args.beam_size, args.word_beam_size, args.shift_size,
-                       args.search_convention)
+                       args.search_convention, args.max_memory_mb)
     return model
 
 

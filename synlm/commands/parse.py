@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from synlm import errors
 from synlm.capabilities import Parses, Searches, require
 from synlm.errors import InputError, SynLMError, report
-from synlm.runtime.arguments import CommandParser
+from synlm.runtime.arguments import CommandParser, add_memory_budget
 from synlm.runtime.threads import configure_threads
 from synlm.syntax.shapes import BASELINES
 
@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(docs/models/rnng.md)")
     p.add_argument("--particles", type=int, default=None, metavar="N",
                    help="--search particles: particles a sentence (the released 10000)")
+    add_memory_budget(p)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--input", help="a text file, one whitespace-tokenised sentence per line "
                    "(- : standard input)")
@@ -142,8 +143,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         print(json.dumps({BEAM: "trees"} if isinstance(model, Parses)
                          else {n: s.kind for n, s in model.structures.items()}))
         return 0
-    if args.search == "particles" or args.particles is not None:
-        _use_particles(model, args)
+    _use_search(model, args)
     structure = None
     if model is not None:
         structure = args.structure or default_structure(model)
@@ -327,6 +327,19 @@ def _gold_trees(args: argparse.Namespace) -> list[Tree] | None:
     return golds
 
 
+def _use_search(model: Any, args: argparse.Namespace) -> None:
+    """The search flags on the model: particle filtering (``_use_particles``), and
+    ``--max-memory-mb`` on a model that searches its trees (a one-line error on any other)."""
+    if args.search == "particles" or args.particles is not None:
+        _use_particles(model, args)
+    if args.max_memory_mb is not None:
+        if model is None:
+            raise InputError("--max-memory-mb: the memory of a transition LM's search; give "
+                             "its --ckpt_path")
+        require(model, Searches, "--max-memory-mb")
+        model.use_beam(max_memory_mb=args.max_memory_mb)
+
+
 def _use_particles(model: Any, args: argparse.Namespace) -> None:
     """``--search particles --particles N`` on a model that searches its trees (a transition
     LM); a one-line error otherwise."""
@@ -359,8 +372,7 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) 
     results = []
     for seed in range(args.seeds):
         model = untrained_model(build_model, args.config, seed, args.set)
-        if args.search == "particles" or args.particles is not None:
-            _use_particles(model, args)
+        _use_search(model, args)
         structure = args.structure or default_structure(model)
         preds = model_trees(model, words, structure, args.layer, args.biased, args.batch_size)
         unparsed = report_no_parse(preds)

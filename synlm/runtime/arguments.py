@@ -63,3 +63,19 @@ class CommandParser(argparse.ArgumentParser):
             hint = f"; did you mean {close[0]}?" if close else ""
         self.exit(2, f"{self.prog}: error: {message}{hint} ({self.prog} --help lists the "
                      "options)\n")
+
+
+def memory_budget(text: str) -> float:
+    """A ``--max-memory-mb`` value: megabytes, more than 0."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 MB, got {text}")
+    return value
+
+
+def add_memory_budget(group: Any) -> None:
+    """``--max-memory-mb`` on a command that searches a transition LM's trees."""
+    group.add_argument("--max-memory-mb", type=memory_budget, default=None, metavar="MB",
+                       help="the memory a search may hold besides the model: sentences are "
+                       "searched in batches that fit it, a sentence that cannot is refused "
+                       "naming the size that fits; unset: the checkpoint's (2048)")

@@ -92,6 +92,9 @@ class TransitionLM(pl.LightningModule):
         beam_size: test's beam search (``BeamSettings``; the released searches' 100).
         word_beam_size: likewise (10).
         shift_size: likewise (the fast track: the RNNG's 1, the released PLM's 5).
+        max_memory_mb: the memory a search may hold besides the model (``SearchSettings``):
+            sentences are searched in batches that fit it, and a sentence that does not fit
+            alone is refused in one line naming the beam that does.
         optimizer: ``{"class_path", "init_args"}`` (the CLI links top-level ``optimizer:``);
             default ``default_optimizer``.
         lr_scheduler: the same for a scheduler; ``ReduceLROnPlateau`` watches ``val/loss``.
@@ -107,6 +110,7 @@ class TransitionLM(pl.LightningModule):
                  n_actions: int = 3,
                  loss_normalize: Literal["sentences", "tokens", "sum"] = "sentences",
                  beam_size: int = 100, word_beam_size: int = 10, shift_size: int = 1,
+                 max_memory_mb: float = 2048.0,
                  optimizer: dict | None = None, lr_scheduler: dict | None = None) -> None:
         super().__init__()
         self.model = _built(model, vocab_size, n_actions)
@@ -122,14 +126,15 @@ class TransitionLM(pl.LightningModule):
             "model": {"class_path": config["class_path"], "init_args": init_args},
             "vocab_size": vocab_size, "n_actions": n_actions, "loss_normalize": loss_normalize,
             "beam_size": beam_size, "word_beam_size": word_beam_size, "shift_size": shift_size,
-            "optimizer": optimizer, "lr_scheduler": lr_scheduler})
+            "max_memory_mb": max_memory_mb, "optimizer": optimizer, "lr_scheduler": lr_scheduler})
         self.sums = torch.nn.ModuleDict({f"{stage}_{name}": SumMetric()
                                          for stage in ("val", "test") for name in _SUMS})
         self.parsing = ParsingF1()
         self.vocab: Vocab | None = None
         self.normalization = "none"
         self.action_vocab: ActionVocab | None = None
-        self.beam = BeamSettings(beam_size, word_beam_size, shift_size)
+        self.beam = BeamSettings(beam_size, word_beam_size, shift_size,
+                                 max_memory_mb=max_memory_mb)
         #: rows are ``sentence``s or ``document``s (the DataModule's ``action_unit``)
         self.action_unit = "sentence"
 
@@ -260,9 +265,11 @@ class TransitionLM(pl.LightningModule):
                            word_ends=ends)
 
     def use_beam(self, beam_size: int | None = None, word_beam_size: int | None = None,
-                 shift_size: int | None = None, convention: str | None = None) -> None:
+                 shift_size: int | None = None, convention: str | None = None,
+                 max_memory_mb: float | None = None) -> None:
         """Search with these sizes (and surprisal ``convention``,
-        ``synlm.transition.types.CONVENTIONS``) from now on; one left unset keeps its value."""
+        ``synlm.transition.types.CONVENTIONS``, within ``max_memory_mb``) from now on; one
+        left unset keeps its value."""
         sizes = {"beam_size": beam_size, "word_beam_size": word_beam_size,
                  "shift_size": shift_size}
         given = next((name for name, size in sizes.items() if size is not None), None)
@@ -270,7 +277,8 @@ class TransitionLM(pl.LightningModule):
             raise InputError(f"{given}: a beam size, but the model searches by "
                              f"{self.beam.describe()}")
         self.beam = replace(self.beam, **{k: int(v) for k, v in sizes.items() if v is not None},
-                            convention=convention or self.beam.convention)
+                            convention=convention or self.beam.convention,
+                            max_memory_mb=max_memory_mb or self.beam.max_memory_mb)
 
     @property
     def search_convention(self) -> str:

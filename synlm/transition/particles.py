@@ -112,6 +112,15 @@ class ParticleSettings(SearchSettings):
     def rows_per_sentence(self) -> int:
         return 2 * min(self.max_items, 2 * self.particles)
 
+    def end_is_certain(self, model: TransitionModel) -> bool:
+        """``SearchSettings.end_is_certain``, and the resampling after the closing actions
+        keeps every item: rounded, by the joint probability (each item's weight is as it
+        was at the last word, among no more items, so its share only grows); a multinomial
+        draw or importance weights (which count the particles the last resampling gave)
+        can drop an item, and the end term with it."""
+        return super().end_is_certain(model) and self.sampling == ROUNDED and \
+            self.reweight == JOINT
+
     def describe(self) -> str:
         seed = f" (seed {self.seed})" if self.sampling == MULTINOMIAL else ""
         return f"particle filtering, {self.particles} particles, {self.sampling}{seed}, " \
@@ -125,13 +134,14 @@ class ParticleSettings(SearchSettings):
         return filter_batch(model, words, lengths, self)
 
 
-def use_particles(model: Any, particles: int | None = None,
-                  convention: str | None = None) -> None:
+def use_particles(model: Any, particles: int | None = None, convention: str | None = None,
+                  max_memory_mb: float | None = None) -> None:
     """A transition LM's recipe (``synlm.transition.lm``, its search settings ``beam``)
     searching by particle filtering from now on: ``particles`` (None: the released 10,000),
-    ``convention`` (None: the one it searched with)."""
+    ``convention`` and ``max_memory_mb`` (None: the ones it searched with)."""
     model.beam = ParticleSettings(particles=particles or ParticleSettings.particles,
-                                  convention=convention or model.beam.convention)
+                                  convention=convention or model.beam.convention,
+                                  max_memory_mb=max_memory_mb or model.beam.max_memory_mb)
 
 
 @dataclass
