@@ -1,27 +1,33 @@
 """What the structure models compute and refuse: the two surprisal conventions of a
 transition LM's search (renormalised over the legal actions given the length, whose end term
-is 0; or over every action, whose end term is real), each model's released one by default
-and named in ``evaluate-syntax``'s output; ``--eos`` refused where the end term is 0 by
-construction; beam flags refused for a model without a search; an action order a model does
+is 0 for a top-down model and real for the in-order RNNG; or over every action, whose end
+term is real), each model's released one by default and named in ``evaluate-syntax``'s
+output; ``--eos`` refused where the end term is 0 for every sentence and added where it is
+not; beam flags refused for a model without a search; an action order a model does
 not decode refused at ``fit``."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
-from test_beam_failures import tiny_rnng
+from test_beam_failures import ids, tiny_rnng
 from test_evaluate_syntax import unigram_model
 
 from conftest import TINY_OVERRIDES, fake_models, run_cli
 from synlm.catalog import REPO_CONFIGS
 from synlm.commands import evaluate_syntax
 from synlm.transition.action_transformer import ActionTransformer
-from synlm.transition.beam import BeamSettings, search_sentences
+from synlm.transition.beam import BeamSettings, SearchSettings, search_sentences
+from synlm.transition.in_order_rnng import InOrderRNNG
 from synlm.transition.parser_state import FIRST_NT, REDUCE, SHIFT
+from synlm.transition.particles import ParticleSettings
 from synlm.transition.rnng import RNNG
+from synlm.tse.evaluation import END_IS_CERTAIN
+from synlm.tse.scoring import ModelScorer
 
 V, N_ACTIONS = 7, 5
 
@@ -63,20 +69,73 @@ def test_renormalised_sums_to_one_over_the_legal_actions_all_actions_does_not(na
     assert (every[~legal] == float("-inf")).all()
 
 
-@pytest.mark.parametrize("name", ["rnng", "causal", "tg"])
-def test_the_end_term_is_zero_only_when_renormalised(name: str) -> None:
-    model = models()[name]
-    assert model.search_convention == ("renormalised_given_length" if name == "rnng"
-                                       else "all_actions")
-    words, n = torch.tensor([[1, 2, 3, 4]]), torch.tensor([4])
-    ends = {}
-    for convention in ("renormalised_given_length", "all_actions", None):
-        (result,) = search_sentences(model, words, n, BeamSettings(8, 4, 1,
-                                                                   convention=convention))
-        ends[convention] = result.end_log_prob
-    assert ends["renormalised_given_length"] == pytest.approx(0.0, abs=1e-9)
-    assert ends["all_actions"] < -1e-3
-    assert ends[None] == ends[model.search_convention]
+def far_from_uniform(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with every weight drawn from U(-1, 1), in float64: distributions peaked
+    enough that a search prunes."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(-1.0, 1.0)
+    return model.double().eval()
+
+
+SEARCHES = {"beam": BeamSettings(10, 3, 1),
+            "particles": ParticleSettings(particles=100),
+            "multinomial": ParticleSettings(particles=100, sampling="multinomial"),
+            "importance": ParticleSettings(particles=100, reweight="importance")}
+
+
+def searched_model(name: str) -> torch.nn.Module:
+    """A random model of each family, far from uniform (``far_from_uniform``)."""
+    return far_from_uniform(
+        RNNG(V, N_ACTIONS, 6, 5, 2, 0.0) if name == "rnng" else
+        InOrderRNNG(V, N_ACTIONS, 6, 5, 2, 0.0) if name == "in_order" else
+        ActionTransformer(V, N_ACTIONS, name, size=8, num_layers=1, num_heads=2, dropout=0.0))
+
+
+def end_terms(model: torch.nn.Module, settings: SearchSettings) -> list[float]:
+    """The end terms of six random sentences (3 to 7 words) searched with ``settings``, of
+    those with a parse."""
+    torch.manual_seed(1)
+    words, n = torch.randint(1, V, (6, 7)), torch.tensor([7, 6, 5, 4, 3, 7])
+    return [r.end_log_prob for r in search_sentences(model, words, n, settings) if r.parsed]
+
+
+@pytest.mark.parametrize("search", list(SEARCHES))
+@pytest.mark.parametrize("name", ["rnng", "in_order", "causal", "plm_mask", "tg"])
+def test_the_end_term_is_zero_where_the_search_says_it_is(name: str, search: str) -> None:
+    """Each model, convention and search: the end terms are all 0 where ``end_is_certain``
+    says so (a top-down model renormalised, by beam search or the released particle
+    filtering); well below 0 for the in-order RNNG, which can still open constituents after
+    the last word, and for every model over every action; never above 0."""
+    model = searched_model(name)
+    certain = {}
+    for convention in ("renormalised_given_length", "all_actions"):
+        settings = replace(SEARCHES[search], convention=convention)
+        ends = end_terms(model, settings)
+        certain[convention] = settings.end_is_certain(model)
+        assert len(ends) >= 4 and max(ends) <= 1e-12
+        if certain[convention]:
+            assert ends == pytest.approx([0.0] * len(ends), abs=1e-12)
+        if name == "in_order" or convention == "all_actions":
+            assert min(ends) < -1e-2
+    top_down = name != "in_order"
+    assert certain == {"renormalised_given_length": top_down and search in ("beam",
+                                                                            "particles"),
+                       "all_actions": False}
+
+
+@pytest.mark.parametrize(("name", "search"), [("rnng", "multinomial"), ("tg", "multinomial"),
+                                              ("causal", "importance")])
+def test_resampling_that_can_drop_an_item_at_the_end_is_not_certain(name: str,
+                                                                     search: str) -> None:
+    """Renormalised, a top-down model's closing steps keep every item, but a multinomial
+    draw or importance weights at the end can leave one without particles: its mass, and
+    the end term with it, is lost."""
+    model = searched_model(name)
+    settings = replace(SEARCHES[search], convention="renormalised_given_length")
+    assert not settings.end_is_certain(model)
+    assert min(end_terms(model, settings)) < -1e-2
 
 
 def pairs_file(tmp_path: Path) -> Path:
@@ -92,10 +151,15 @@ def test_eos_is_refused_where_the_end_term_is_zero(capsys: pytest.CaptureFixture
     fake_models(monkeypatch, lambda path: (
         unigram_model() if path == "lstm.ckpt" else tiny_rnng()))
     pairs = str(pairs_file(tmp_path))
+    # the top-down RNNG's end term, computed: 0 for both sentences of the pair
+    rnng = tiny_rnng()
+    results = rnng.search_ids([ids(rnng, "the dog sleeps"), ids(rnng, "the dog sees")])
+    assert [r.end_log_prob for r in results] == pytest.approx([0.0, 0.0], abs=1e-12)
     assert run_cli(["evaluate-syntax", "--ckpt_path", "rnng.ckpt", "--pairs", pairs,
                     "--eos"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--eos" in err and "0 by construction" in err
+    assert len(err.splitlines()) == 1 and "--eos" in err and "0 for every sentence" in err
+    assert "RNNG can only close its constituents" in err
     # over every action the end term is real: --eos is taken, the convention named
     assert run_cli(["evaluate-syntax", "--ckpt_path", "rnng.ckpt", "--pairs", pairs, "--eos",
                     "--search-convention", "all_actions"]) == 0
@@ -111,13 +175,44 @@ def test_eos_is_refused_where_the_end_term_is_zero(capsys: pytest.CaptureFixture
     rnng, lstm = (summary["models"][name]["conventions"]["pairs"]
                   for name in ("rnng", "lstm"))  # labelled by the files' stems
     assert rnng["search_convention"] == "renormalised_given_length"
-    assert "0 by construction" in rnng["eos_term"]
+    assert rnng["eos_term"] == END_IS_CERTAIN
     assert "search_convention" not in lstm and "eos_term" not in lstm
     # the side-by-side table says in its header that it mixes conventions
     header = (report / "headline.md").read_text().splitlines()[0]
     assert "mixed surprisal conventions" in header
     assert "Mixed surprisal conventions: rnng score log p(x_i | x_<i, n)" in \
         (report / "headline.md").read_text()
+
+
+def test_eos_adds_the_in_order_rnngs_end_term(capsys: pytest.CaptureFixture,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    """Renormalised too, the in-order RNNG's end term is real (its trees can still grow
+    after the last word): ``--eos`` is taken for it alone, and each sentence's total gains
+    exactly the end term its search computes."""
+    fake_models(monkeypatch, lambda path: tiny_rnng(model_class=InOrderRNNG))
+    model = tiny_rnng(model_class=InOrderRNNG)
+    assert model.search_convention == "renormalised_given_length"
+    assert not ModelScorer(model).end_is_certain
+    good, bad = model.search_ids([ids(model, "the dog sleeps"), ids(model, "the dog sees")])
+    assert good.end_log_prob < -1e-2 and bad.end_log_prob < -1e-2
+    pairs = str(pairs_file(tmp_path))
+    records = {}
+    for eos in ([], ["--eos"]):
+        output = tmp_path / f"records{len(eos)}.jsonl"
+        assert run_cli(["evaluate-syntax", "--ckpt_path", "in_order.ckpt", "--pairs", pairs,
+                        "--output", str(output), *eos]) == 0
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        convention = summary["conventions"]["pairs"]
+        assert convention["eos"] is bool(eos) and "eos_term" not in convention
+        assert convention["search_convention"] == "renormalised_given_length"
+        records[bool(eos)] = json.loads(output.read_text().splitlines()[0])
+    without, with_end = records[False], records[True]
+    assert without["good_log_prob"] == pytest.approx(sum(good.word_log_probs), abs=1e-9)
+    assert with_end["good_log_prob"] - without["good_log_prob"] == \
+        pytest.approx(good.end_log_prob, abs=1e-9)
+    assert with_end["bad_log_probs"][0] - without["bad_log_probs"][0] == \
+        pytest.approx(bad.end_log_prob, abs=1e-9)
 
 
 @pytest.mark.parametrize("args", [["--ckpt_path", "lstm.ckpt", "--beam-size", "5"],

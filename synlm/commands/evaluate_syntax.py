@@ -332,8 +332,7 @@ def _settings(args: argparse.Namespace) -> Any:
     from synlm.tse import scorers
 
     return scorers.Settings(args.batch_size, scorers.device_of(args.device), args.eos,
-                            args.pll, args.trust_remote_code, given(args, BEAM_FLAGS),
-                            args.search_convention)
+                            args.pll, args.trust_remote_code, given(args, BEAM_FLAGS))
 
 
 def _scorers(args: argparse.Namespace, build_model: Callable[..., Any] | None

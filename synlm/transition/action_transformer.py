@@ -222,6 +222,8 @@ class ActionTransformer(RecordsInit, TransitionModel):
     #: Its search's released convention (``synlm.transition.types.CONVENTIONS``): the
     #: released PLM search normalises over every word and action, as training does.
     search_convention: ClassVar[str] = "all_actions"
+    #: After the last word only ``REDUCE`` is legal (``TransitionModel``).
+    closes_without_choice: ClassVar[bool] = True
 
     @classmethod
     def upgraded(cls, init_args: dict[str, Any]) -> dict[str, Any]:

@@ -26,9 +26,11 @@ Which quantity the surprisals are depends on how each action's probability is no
 (``CONVENTIONS``): over the actions legal at that point (``renormalised_given_length``, as
 rnng-pytorch's beam search), which depend on the sentence's length (no ``NT`` after the last
 word, no ``REDUCE`` of the root before it), so that a word's log-probability is
-log p(x_i | x_<i, n) and the end of the sentence is certain (its term 0); or over every
-action as in training (``all_actions``, as the released PLM's search), the mass of the
-illegal actions lost, so that it is log p(x_i | x_<i) and the end term is a real
+log p(x_i | x_<i, n) and, for a top-down model, the end of the sentence is certain (its term
+0; the in-order RNNG can still open and close constituents after the last word, and the
+beam keeps only some of the ways to ``FINISH``: ``SearchSettings.end_is_certain``); or
+over every action as in training (``all_actions``, as the released PLM's search), the mass
+of the illegal actions lost, so that it is log p(x_i | x_<i) and the end term is a real
 log p(end | x). Each model declares its released convention (``search_convention``);
 ``BeamSettings.convention`` selects the other.
 
@@ -104,6 +106,15 @@ class SearchSettings:
     def convention_of(self, model: Any) -> str:
         """The convention a search of ``model`` computes: this one's, else the model's."""
         return self.convention or model.search_convention
+
+    def end_is_certain(self, model: TransitionModel) -> bool:
+        """Whether this search gives ``model``'s end of the sentence log-probability 0 for
+        every sentence (to rounding): it renormalises over the legal actions and, after the
+        last word, ``model`` has one legal action a step
+        (``TransitionModel.closes_without_choice``: top-down, not in-order), and the search
+        keeps every item through them (a beam's items after the last word fit it: at most
+        ``word_beam_size`` of them, each with one successor)."""
+        return self.convention_of(model) == RENORMALISED and model.closes_without_choice
 
     @property
     def rows_per_sentence(self) -> int:

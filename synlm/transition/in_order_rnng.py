@@ -57,6 +57,8 @@ class InOrderRNNG(RNNG):
     action_orders: ClassVar[tuple[str, ...]] = ("in_order",)
     #: ``FINISH``, which ends every sentence's actions (the released ``train.py`` counts it).
     closing_actions: ClassVar[int] = 1
+    #: After the last word ``NT``, ``REDUCE`` and ``FINISH`` compete (``TransitionModel``).
+    closes_without_choice: ClassVar[bool] = False
 
     def __init__(self, vocab_size: int, n_actions: int, input_size: int = 256,
                  hidden_size: int = 256, num_layers: int = 2, dropout: float = 0.3,

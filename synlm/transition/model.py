@@ -48,6 +48,12 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
             build its tree (the in-order RNNG's ``FINISH``: 1), which the perplexities count.
         finish_action: the action that ends a parse after the last word (the in-order
             RNNG's ``FINISH``); None: the root's ``REDUCE`` ends it.
+        closes_without_choice: after the last word only one action is legal at each step
+            (top-down: the open constituents' ``REDUCE``), so that a search normalised
+            over the legal actions gives the end of the sentence probability 1
+            (``synlm.transition.beam.SearchSettings.end_is_certain``); False where the
+            trees can still grow (the in-order RNNG's ``NT`` and ``REDUCE`` compete with
+            ``FINISH``).
     """
 
     n_actions: int
@@ -56,6 +62,7 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
     search_convention: ClassVar[str]
     closing_actions: ClassVar[int] = 0
     finish_action: int | None = None
+    closes_without_choice: ClassVar[bool] = False
 
     @abstractmethod
     def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor) -> Any:

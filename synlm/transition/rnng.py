@@ -202,6 +202,8 @@ class RNNG(RecordsInit, TransitionModel):
     #: Its search's released convention (``synlm.transition.types.CONVENTIONS``): the
     #: released beam search renormalises over the legal actions.
     search_convention: ClassVar[str] = "renormalised_given_length"
+    #: After the last word only ``REDUCE`` is legal (``TransitionModel``).
+    closes_without_choice: ClassVar[bool] = True
 
     def __init__(self, vocab_size: int, n_actions: int, input_size: int = 256,
                  hidden_size: int = 256, num_layers: int = 2, dropout: float = 0.3,

@@ -16,7 +16,8 @@ RENORMALISED, ALL_ACTIONS = "renormalised_given_length", "all_actions"
 #: How a search normalises each action's probability (module docstring), by name.
 CONVENTIONS: dict[str, str] = {
     RENORMALISED: "each action renormalised over the actions legal given the sentence's "
-    "length (rnng-pytorch's search): log p(x_i | x_<i, n); the end term is 0 by construction",
+    "length (rnng-pytorch's search): log p(x_i | x_<i, n); the end term is 0 for a top-down "
+    "model (after the last word only REDUCE is legal), not for the in-order RNNG",
     ALL_ACTIONS: "each action normalised over every action, as in training (the released "
     "PLM's search): log p(x_i | x_<i); the end term is log p(end | x)",
 }
@@ -74,8 +75,8 @@ class SearchResult:
             negated surprisal; given n under ``renormalised_given_length``); None when the
             beam emptied (``parsed``).
         end_log_prob: log p(end | x): the log-sum over the finished trees minus that after
-            the last word (0 under ``renormalised_given_length``); None when the beam
-            emptied.
+            the last word (0 under ``renormalised_given_length`` for a top-down model,
+            ``SearchSettings.end_is_certain``); None when the beam emptied.
         parses: the final beam, best first: (action ids, log p(x, y)); empty when the beam
             emptied.
         unbounded_stack: the sentence was searched again without the stack bound (its

@@ -7,8 +7,8 @@ Each sentence is scored from a fresh state, its words normalised as the training
 under each benchmark's reference convention for the end of the sentence unless ``eos`` says
 otherwise. A transition LM (RNNG, PLM, PLM-mask, TG) is scored by its search under its
 surprisal convention, which each benchmark's convention names (with ``eos_term`` where the
-end's term is 0 by construction); a pair or item with a sentence the search finds no tree
-for is counted apart (``no_parse``).
+end's term is 0 for every sentence: ``ModelScorer.end_is_certain``); a pair or item with a
+sentence the search finds no tree for is counted apart (``no_parse``).
 
 A label given to several models names the seeds of one model (``by_label``): its headline is
 their mean and spread to 4 places, computed by the ``Spread`` the command hands in
@@ -25,7 +25,7 @@ from typing import Any
 from synlm.runtime.threads import Threads
 from synlm.tse.benchmarks import BenchmarkResult, score_benchmarks
 from synlm.tse.minimal_pairs import is_unparsed
-from synlm.tse.scorers import ModelScorers, end_is_certain
+from synlm.tse.scorers import ModelScorers
 from synlm.tse.scores import ScoresPLL, SearchesTrees
 
 #: One model's results, by benchmark.
@@ -33,6 +33,9 @@ Results = dict[str, BenchmarkResult]
 #: Headlines (one a seed) and the places to round to -> each figure's mean and
 #: ``<figure>_std``, and ``n_models`` (``synlm.loading.mean_and_std``).
 Spread = Callable[..., dict[str, Any]]
+#: What a transition LM's conventions say where its end term is 0 for every sentence.
+END_IS_CERTAIN = "0 for every sentence (renormalised, and after the last word only the " \
+    "closing REDUCEs are legal): --eos changes nothing"
 #: The scorer that scores one benchmark, given a model's scorer and the benchmark's name (the
 #: command's progress display).
 Shown = Callable[[Any, str], Any]
@@ -79,8 +82,8 @@ def evaluate_scorer(scorer: Any, loaded: Mapping[str, list[Any]], eos: bool | No
             result.convention["search_convention"] = convention
             result.convention["search_text"] = search_texts[convention]
             result.convention["search"] = scorer.model.beam.describe()  # beam or particles
-            if end_is_certain(scorer.model, convention):
-                result.convention["eos_term"] = "0 by construction: --eos changes nothing"
+            if scorer.end_is_certain:
+                result.convention["eos_term"] = END_IS_CERTAIN
     if isinstance(scorer, ScoresPLL):  # a masked LM: which pseudo-log-likelihood
         pll = scorer.pll
         from synlm.tse.masked_scoring import VARIANT_TEXT

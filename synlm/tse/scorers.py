@@ -3,7 +3,7 @@
 copies (its chance row), each Hugging Face model's ``HFScorer`` (a causal LM) or
 ``PLLScorer`` (a masked LM, by pseudo-log-likelihood); or a config's untrained seeds. What
 the models cannot honour (a search flag where none searches, ``--eos`` where the
-end-of-sentence term is 0 by construction or absent, ``--pll`` without a masked LM) is a
+end-of-sentence term is 0 for every sentence or absent, ``--pll`` without a masked LM) is a
 one-line ``InputError``.
 
 Loading synlm's models sits above ``synlm.tse`` (``synlm.loading``): the command hands in
@@ -49,8 +49,7 @@ class Settings:
     ``eos``, the end-of-sentence choice (None: each benchmark's reference convention);
     ``pll``, a masked LM's pseudo-log-likelihood (None: ``within_word_l2r``);
     ``trust_remote_code`` for Hugging Face folders; ``search_flag``, the first search flag
-    given (``--beam-size``), refused where no model searches, and the ``search_convention``
-    asked for (None: each model's)."""
+    given (``--beam-size``), refused where no model searches."""
 
     batch_size: int = 64
     device: str = "cpu"
@@ -58,7 +57,6 @@ class Settings:
     pll: str | None = None
     trust_remote_code: bool = False
     search_flag: str | None = None
-    search_convention: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,30 +74,31 @@ class Builders:
     untrained: Callable[[int], Any] | None = None
 
 
-def end_is_certain(model: Any, convention: str | None = None) -> bool:
-    """Whether ``model``'s end-of-sentence term is 0 by construction: a search that
-    renormalises over the legal actions given the length (after the last word only the
-    closing actions are legal); ``convention``: the one asked for (None: the model's)."""
-    return isinstance(model, Searches) and \
-        (convention or model.search_convention) == "renormalised_given_length"
+def end_is_certain(model: Any) -> bool:
+    """Whether ``model``'s end-of-sentence term is 0 for every sentence: a transition LM
+    whose search, as it is set, leaves no choice after the last word
+    (``synlm.transition.beam.SearchSettings.end_is_certain``: renormalised over the legal
+    actions, a top-down model); an in-order RNNG's, or one over every action, is real."""
+    return isinstance(model, Searches) and model.beam.end_is_certain(model.model)
 
 
 def check_models(settings: Settings, models: Sequence[tuple[str, Any]],
                  several: bool = False) -> None:
-    """One-line errors for what the named models (source, model) cannot honour: a search
-    flag when none of them searches, ``--eos`` for a single model (``several``: more were
-    given) whose end term is 0 by construction (several models: that model's conventions
-    say so instead)."""
+    """One-line errors for what the named models (source, model, searching as the flags
+    say) cannot honour: a search flag when none of them searches, ``--eos`` for a single
+    model (``several``: more were given) whose end term is 0 for every sentence
+    (``end_is_certain``; several models: that model's conventions say so instead)."""
     flag = settings.search_flag
     if flag and not any(isinstance(model, Searches) for _, model in models):
         raise InputError(f"{flag}: {models[0][0]} has no beam search; the beam flags are for "
                          "transition LMs (RNNG, PLM, PLM-mask, TG)")
-    if settings.eos and len(models) == 1 and not several and \
-            end_is_certain(models[0][1], settings.search_convention):
-        raise InputError(f"--eos: the end-of-sentence term of {models[0][0]} is 0 by "
-                         "construction (its search renormalises over the legal actions given "
-                         "the length: renormalised_given_length); drop --eos, or add "
-                         "--search-convention all_actions")
+    if settings.eos and len(models) == 1 and not several and end_is_certain(models[0][1]):
+        source, model = models[0]
+        raise InputError(f"--eos: the end-of-sentence term of {source} is 0 for every "
+                         f"sentence (its search renormalises over the legal actions given "
+                         f"the length, renormalised_given_length, and after the last word "
+                         f"{type(model.model).__name__} can only close its constituents); "
+                         "drop --eos, or add --search-convention all_actions")
 
 
 def _scorer(model: Any, settings: Settings) -> Any:
@@ -122,14 +121,14 @@ def build_scorers(models: Sequence[tuple[str, str]], labels: Sequence[str] | Non
         raise InputError("--config needs the CLI's model builder; run `synlm evaluate-syntax`")
     if config:
         label = (labels or [f"{Path(config).stem} untrained"])[0]
-        chance = [builders.untrained(seed) for seed in range(seeds)]
+        chance = [builders.search(builders.untrained(seed)) for seed in range(seeds)]
         check_models(settings, [(config, chance[0])])
         return [ModelScorers(label, f"{config} untrained, seeds 0-{seeds - 1}", None,
-                             [_scorer(builders.search(model), settings) for model in chance])]
+                             [_scorer(model, settings) for model in chance])]
     labels = labels or default_labels([source for _, source in models])
     scorers = hf_scorers(models, settings)
-    loaded = {k: builders.load(source) for k, (flag, source) in enumerate(models)
-              if flag == "ckpt_path"}
+    loaded = {k: builders.search(builders.load(source))
+              for k, (flag, source) in enumerate(models) if flag == "ckpt_path"}
     if loaded:
         check_models(settings, [(models[k][1], model) for k, model in loaded.items()],
                      several=len(models) > 1)
@@ -137,7 +136,7 @@ def build_scorers(models: Sequence[tuple[str, str]], labels: Sequence[str] | Non
     for k, ((_, source), label) in enumerate(zip(models, labels)):
         copies = []
         if k in loaded:
-            model = builders.search(loaded[k])
+            model = loaded[k]
             scorers[k] = _scorer(model, settings)
             if label not in labels[:k]:
                 copies = [_scorer(builders.search(builders.untrained_copy(model, seed)),

@@ -95,10 +95,13 @@ class CoversEnd(Protocol):
 class SearchesTrees(Protocol):
     """Scores by search over trees (``ModelScorer`` over a transition LM): ``convention``,
     the surprisal its search reports (``synlm.transition.types.CONVENTIONS``; None for a
-    model that reads every word left to right), and the ``model`` it searches with."""
+    model that reads every word left to right), the ``model`` it searches with, and
+    ``end_is_certain``: whether its end-of-sentence term is 0 for every sentence under that
+    convention (a top-down model renormalised; not the in-order RNNG)."""
 
     convention: str | None
     model: Any
+    end_is_certain: bool
 
 
 @runtime_checkable

@@ -117,6 +117,15 @@ class ModelScorer:
         None for a model that reads every word left to right (no search)."""
         return self.model.search_convention if isinstance(self.model, Searches) else None
 
+    @property
+    def end_is_certain(self) -> bool:
+        """Whether its end-of-sentence term is 0 for every sentence (a transition LM whose
+        search leaves no choice after the last word: ``synlm.tse.scorers.end_is_certain``),
+        so that ``--eos`` changes nothing."""
+        from synlm.tse.scorers import end_is_certain
+
+        return end_is_certain(self.model)
+
     def words(self, text: str) -> list[str]:
         return self._text(text)
 
