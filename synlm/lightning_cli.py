@@ -386,9 +386,19 @@ class SynLMCLI(LightningCLI):
         if self.trainer.is_global_zero:
             print("\n".join(lines), flush=True)
 
+    def _evaluation_folder(self, ckpt_path: str | None) -> tuple[Path, str] | None:
+        """Where ``validate|test|predict`` of one of a run's checkpoints log: in that run's
+        folder (``run_folders.evaluation_folder``), unless ``--trainer.default_root_dir``
+        says where; ``None``: a new ``version_N`` under the root."""
+        if self.subcommand in (None, "fit") or ckpt_path in (None, *LIGHTNING_CKPT_NAMES) \
+                or usage.flag_values(self._args, "--trainer.default_root_dir"):
+            return None
+        return run_folders.evaluation_folder(Path(str(ckpt_path)), self.subcommand)
+
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """The run's loggers: ``metrics.csv`` always (``RunCSVLogger``, first, so that the
-        checkpoints and ``config.yaml`` go to its ``version_N``), the configured logger
+        checkpoints and ``config.yaml`` go to its ``version_N``; ``validate|test|predict`` of
+        a run's checkpoint log in that run's folder, ``_evaluation_folder``), the configured logger
         (wandb, ...) beside it, TensorBoard with ``--tensorboard``, and the learning rate
         among the logged values (``LearningRateMonitor``); ``logger: false`` logs nothing
         and keeps only the checkpoints in the next ``version_N``. Callbacks: the configured
@@ -403,7 +413,9 @@ class SynLMCLI(LightningCLI):
             kwargs["default_root_dir"] = str(run_folders.version_dir(root, version))
         else:
             version, step = self._continued or (None, None)
-            csv = runs.RunCSVLogger(root, version, resume_step=step)
+            evaluated = self._evaluation_folder(config.get("ckpt_path"))
+            csv = runs.RunCSVLogger(*evaluated) if evaluated else \
+                runs.RunCSVLogger(root, version, resume_step=step)
             extra = [] if configured in (None, True) else (
                 list(configured) if isinstance(configured, Iterable) else [configured])
             if config.get("tensorboard"):

@@ -63,20 +63,30 @@ def test_fit_ends_with_the_run_its_checkpoints_and_the_next_commands(
 
 def test_test_reads_the_best_and_says_where_its_metrics_went(
         trained: tuple[str, str], capfd: pytest.CaptureFixture[str]) -> None:
+    """A test of a run's checkpoint logs in that run's folder, under test/<checkpoint>/
+    (each test of it replacing the previous), and makes no new version_N."""
     best = next((RUN / "checkpoints").glob("epoch*.ckpt"))
     for ckpt in ("runs/quickstart", "runs/quickstart/best", str(RUN / "best")):
         assert run_cli(["test", "--ckpt_path", ckpt, "--trainer.enable_progress_bar=false"]) == 0
         lines = capfd.readouterr().out.splitlines()
         assert lines[-3].startswith(f"tested    {best} (step ")
         assert lines[-2] == "threads   1 (SYNLM_THREADS=1)"
-        metrics = Path(lines[-1].split()[-1])
-        assert lines[-1].startswith("metrics   runs/quickstart/version_") and metrics.is_file()
-        assert "test/ppl" in metrics.read_text().splitlines()[0]
+        metrics = RUN / "test" / best.stem / "metrics.csv"
+        assert lines[-1] == f"metrics   {metrics}"
+        header, *rows = metrics.read_text().splitlines()
+        assert "test/ppl" in header.split(",") and len(rows) == 1
     assert run_cli(["test", "--ckpt_path", "runs/quickstart/last",
                     "--trainer.enable_progress_bar=false"]) == 0
-    assert f"tested    {RUN}/checkpoints/last.ckpt" in capfd.readouterr().out
+    out = capfd.readouterr().out
+    assert f"tested    {RUN}/checkpoints/last.ckpt" in out
+    assert out.splitlines()[-1] == f"metrics   {RUN}/test/last/metrics.csv"
     assert run_cli(["test", *TINY, "--ckpt_path", "best"]) == 0  # with --config: its runs/
     assert f"tested    {best}" in capfd.readouterr().out
+    assert run_cli(["validate", "--ckpt_path", "runs/quickstart",
+                    "--trainer.enable_progress_bar=false"]) == 0
+    assert "val/ppl" in (RUN / "validate" / best.stem / "metrics.csv").read_text()
+    assert [p.name for p in Path("runs/quickstart").iterdir()] == ["version_0"]
+    assert sorted(p.name for p in (RUN / "test").iterdir()) == sorted([best.stem, "last"])
 
 
 def test_best_without_a_run_is_one_line_with_the_way_to_name_one(

@@ -110,6 +110,16 @@ def resolve_checkpoint(path: str | Path, best: BestOf, flag: str = "--ckpt_path"
     raise CheckpointError(f"{flag}: no checkpoint at {path}{hint}")
 
 
+def evaluation_folder(checkpoint: Path, subcommand: str) -> tuple[Path, str] | None:
+    """Where ``synlm validate|test|predict`` of ``checkpoint`` logs, when it is one of a run
+    folder's checkpoints: ``(RUN/<subcommand>, <checkpoint's stem>)``, a folder of the run it
+    evaluates (``runs/X/version_0/test/epoch003-step001234/metrics.csv``) that the next
+    evaluation of the same checkpoint replaces; ``None`` for a checkpoint elsewhere."""
+    if checkpoint.parent.name != CHECKPOINTS:
+        return None
+    return checkpoint.parent.parent / subcommand, checkpoint.stem
+
+
 def run_name(configs: Sequence[str]) -> str:
     """``runs/<name>``: the stems of the configs given on the command line joined by ``+``
     (the bases they name with ``config:`` do not count), the data and trainer partials left

@@ -9,6 +9,8 @@ A run of ``synlm fit --config X.yaml`` lives in ``runs/X/version_N/``::
         hparams.yaml
         checkpoints/           last.ckpt, the best by val/ppl
         tensorboard/           with --tensorboard true
+        test/<checkpoint>/     metrics.csv of synlm test of one of its checkpoints (validate/,
+                               predict/ likewise)
 
 Each new run takes the next free ``N``; ``--ckpt_path last`` continues the newest run in
 its own folder. Wherever a checkpoint is read (``--ckpt_path``, ``model.init_from``,
@@ -96,12 +98,13 @@ def saved_config(path: str | Path, flag: str = "--ckpt_path", folder: Which = "b
 
 class RunCSVLogger(CSVLogger):
     """Lightning's ``CSVLogger`` writing ``<root>/version_N/metrics.csv`` (the next free ``N``
-    unless ``version`` is given). Continuing a run (``resume_step``: the global step of the
-    checkpoint it resumes), it keeps the rows logged before that step instead of deleting
-    the file (Lightning's behaviour), so the run's curve reads as one; rows a killed run
-    logged after its checkpoint are dropped, as the resumed run logs those steps again."""
+    unless ``version`` is given; ``<root>/<version>/metrics.csv`` for a name). Continuing a
+    run (``resume_step``: the global step of the checkpoint it resumes), it keeps the rows
+    logged before that step instead of deleting the file (Lightning's behaviour), so the
+    run's curve reads as one; rows a killed run logged after its checkpoint are dropped, as
+    the resumed run logs those steps again."""
 
-    def __init__(self, root: str | Path, version: int | None = None,
+    def __init__(self, root: str | Path, version: int | str | None = None,
                  resume_step: int | None = None) -> None:
         super().__init__(save_dir=root, name="", version=version)
         self.resume_step = resume_step
