@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from staged import staged
 from synlm.data.files import CorpusError
 from synlm.data.treebanks import (
@@ -14,6 +15,7 @@ from synlm.data.treebanks import (
     ParsedWikiText2,
     PTBConcatSyn,
     PTBSepsent,
+    Treebank,
     UDTreebank,
     mikolov_tokens,
     unkify,
@@ -67,8 +69,34 @@ def test_ptb_concat_syn_missing_files(tmp_path):
     (tmp_path / "ptb").mkdir()
     for split in ("train", "valid", "test"):
         (tmp_path / "ptb" / f"ptb.{split}.txt").write_text(" a b \n")
-    with pytest.raises(CorpusError, match=r"missing treebank .*treebank\.zip.*SYNLM_DATA_DIR"):
+    with pytest.raises(CorpusError) as err:
         PTBConcatSyn(data_dir=str(tmp_path)).sentences("train")
+    assert str(err.value) == nltk_sample_missing("ptb_syn", tmp_path)
+
+
+def nltk_sample_missing(what: str, data_dir: Path) -> str:
+    """The line a missing NLTK WSJ sample under ``data_dir`` is: how to fetch it, and where."""
+    path = data_dir / "nltk_treebank" / "treebank.zip"
+    return (f"{what}: missing {path}; fetch NLTK's WSJ sample with `python -m nltk.downloader "
+            f"-d DIR treebank` and copy DIR/corpora/treebank.zip to {path} "
+            "(nltk_treebank/treebank.zip under SYNLM_DATA_DIR, or under data_dir)")
+
+
+def test_a_missing_nltk_sample_says_how_to_fetch_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """configs/data/nltk_sample_trees.yaml's Treebank without the file: the library's
+    error, and the command's one line; another missing path says only that it is missing."""
+    with pytest.raises(CorpusError) as err:
+        Treebank(data_dir=str(tmp_path)).sentences("train")
+    assert str(err.value) == nltk_sample_missing("Treebank", tmp_path)
+    with pytest.raises(CorpusError, match="Treebank: missing .*mine.mrg; point data_dir"):
+        Treebank(data_dir=str(tmp_path), path="mine.mrg").sentences("train")
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(tmp_path))
+    assert run_cli(["fit", "--config", "rnng.yaml", "--config", "data/nltk_sample_trees.yaml",
+                    "--trainer.default_root_dir", str(tmp_path / "runs")]) == 2
+    assert capfd.readouterr().err.strip() == \
+        "synlm: error: " + nltk_sample_missing("Treebank", tmp_path)
 
 
 def test_ptb_sepsent():

@@ -25,6 +25,17 @@ from synlm.syntax.trees import clean_tree, map_leaves, words_and_tags
 
 UNK = "<unk>"
 _LDC_WSJ = "https://catalog.ldc.upenn.edu/LDC99T42"
+#: Where the NLTK WSJ sample (nltk_data's ``corpora/treebank.zip``) is read from, under
+#: ``data_dir``.
+NLTK_SAMPLE = "nltk_treebank/treebank.zip"
+
+
+def missing_nltk_sample(what: str, path: Path) -> CorpusError:
+    """The one-line error for the NLTK WSJ sample missing at ``path`` (``data_dir`` /
+    ``NLTK_SAMPLE``): the command that fetches it and where the file goes."""
+    return CorpusError(f"{what}: missing {path}; fetch NLTK's WSJ sample with `python -m "
+                       "nltk.downloader -d DIR treebank` and copy DIR/corpora/treebank.zip to "
+                       f"{path} ({NLTK_SAMPLE} under {DATA_ENV}, or under data_dir)")
 _LDC_CTB = "https://catalog.ldc.upenn.edu/LDC2005T01"
 
 # --- Du et al. 2020, Appendix A.3 -------------------------------------------------------------
@@ -103,7 +114,7 @@ class PTBConcatSyn(Corpus):
                  strict: bool = False) -> None:
         super().__init__(data_dir)
         self.treebank = Path(treebank).expanduser() if treebank else (
-            self.data_dir / "nltk_treebank" / "treebank.zip")
+            self.data_dir / NLTK_SAMPLE)
         self.strict = strict
         self._reports: dict[str, AlignmentReport] = {}
 
@@ -117,11 +128,11 @@ class PTBConcatSyn(Corpus):
 
     def _trees(self, split: str) -> list[tuple[Tree, str]]:
         if not self.treebank.exists():
-            raise CorpusError(f"{self.name}: missing treebank {self.treebank}; get the NLTK "
-                              "sample from https://raw.githubusercontent.com/nltk/nltk_data/"
-                              "gh-pages/packages/corpora/treebank.zip or the WSJ from "
-                              f"{_LDC_WSJ}, or point {DATA_ENV} at a folder holding "
-                              "nltk_treebank/treebank.zip")
+            if self.treebank == self.data_dir / NLTK_SAMPLE:
+                raise missing_nltk_sample(self.name, self.treebank)
+            raise CorpusError(f"{self.name}: missing treebank {self.treebank}; give the WSJ "
+                              f"from {_LDC_WSJ} (its section folders 00-24) or the NLTK "
+                              f"sample ({NLTK_SAMPLE} under {DATA_ENV})")
         if self.treebank.is_dir() and (self.treebank / "00").is_dir():
             return _read(self.treebank, self.sections[split])
         return _read(self.treebank) if split == "train" else []
@@ -470,7 +481,7 @@ class Treebank(Corpus):
             raise CorpusError("Treebank: give path (split by files) or all of train, valid "
                               "and test")
         self.paths = {s: self._resolve(p) for s, p in given.items()} if train else None
-        self.path = self._resolve(path or "nltk_treebank/treebank.zip")
+        self.path = self._resolve(path or NLTK_SAMPLE)
         self.valid_files, self.test_files = valid_files, test_files
         self.suffixes = tuple(suffixes)
         self._sentences: dict[str, list[Sentence]] = {}
@@ -494,6 +505,8 @@ class Treebank(Corpus):
         return [(t, s) for t, s in trees if s.rsplit(":", 1)[0] in wanted]
 
     def _read(self, path: Path) -> list[tuple[Tree, str]]:
+        if not path.exists() and path == self.data_dir / NLTK_SAMPLE:
+            raise missing_nltk_sample("Treebank", path)
         if not path.exists():
             raise CorpusError(f"Treebank: missing {path}; point data_dir ({DATA_ENV}) or the "
                               "path at bracketed tree files")
