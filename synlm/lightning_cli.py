@@ -251,13 +251,17 @@ class SynLMCLI(LightningCLI):
         over the config, as the arguments of the recipe they record (``_class_path``) or,
         where a checkpoint records none (a ``TransitionLM`` saved before it did), of the
         recipe the config names; components saved in an earlier form are read in today's
-        (``RecordsInit.upgraded``)."""
+        (``RecordsInit.upgraded``). Unlike Lightning, a recipe argument given as a flag
+        (``--model.beam_size=2``, ``--model.max_memory_mb=8192``) is the command line's, not
+        the checkpoint's: what a test searches with changes without a new checkpoint."""
         subcommand = self.config.get("subcommand")
         if not subcommand:
             return
         config = self.config[subcommand]
         hparams = dict(self._checkpoint_hparams)  # as parse_arguments read them
         hparams.pop("_instantiator", None)
+        hparams = {key: value for key, value in hparams.items()
+                   if not usage.flag_given(f"model.init_args.{key}", self._args)}
         if not hparams:
             return
         recipe = {"class_path": hparams.pop("_class_path", config.model.class_path),

@@ -192,3 +192,43 @@ def test_max_memory_mb_flag_is_refused_where_nothing_searches(
     assert len(err.splitlines()) == 1 and "--max-memory-mb" in err and "no beam search" in err
     assert run_cli(["parse", "--max-memory-mb", "0", "--input", str(tmp_path / "x.txt")]) == 2
     assert "must be more than 0 MB" in capsys.readouterr().err
+
+
+def test_synlm_test_checks_the_longest_test_sentence_before_any_batch(
+        tmp_path, capsys: pytest.CaptureFixture) -> None:
+    """A test search whose longest sentence does not fit ``max_memory_mb`` is one line
+    before any test batch, naming the sentence and the budget that holds it; that budget
+    runs the test."""
+    from pathlib import Path
+
+    from conftest import run_cli
+
+    checkpoint = Path(__file__).parent / "fixtures" / "checkpoints" / "tg_v1.ckpt"
+    common = ["test", "--ckpt_path", str(checkpoint), "--model.beam_size=2",
+              "--model.word_beam_size=1", f"--trainer.default_root_dir={tmp_path}"]
+    assert run_cli([*common, "--model.max_memory_mb=0.01"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    found = re.search(r"test: (.+): word-synchronous beam search, beam 2, word beam 1, "
+                      r"shift \d+ needs about [\d,]+ MB for a sentence of (\d+) words, over "
+                      r"max_memory_mb=0\.01; not even beam_size=1 fits; raise max_memory_mb; "
+                      r"or set --model\.init_args\.max_memory_mb=(\d+)$", err)
+    assert found, err
+    assert not list(tmp_path.rglob("metrics.csv"))  # no test batch ran
+    assert run_cli([*common, "--trainer.limit_test_batches=1",
+                    f"--model.max_memory_mb={found.group(3)}"]) == 0
+
+
+def test_fit_warns_before_training_when_the_test_search_will_not_fit(
+        tmp_path, capsys: pytest.CaptureFixture) -> None:
+    """The same check at ``fit``'s start is a warning naming the budget, before training."""
+    from test_conventions import SIZES, TINY_FIT
+
+    from conftest import run_cli
+    from synlm.catalog import REPO_CONFIGS
+
+    with pytest.warns(UserWarning, match=r"^test: synthetic:test:\d+: .* over "
+                      r"max_memory_mb=0\.01; .*; or set --model\.init_args\.max_memory_mb=\d+ "
+                      r"\(before synlm test\)$"):
+        assert run_cli(["fit", "--config", str(REPO_CONFIGS / "rnng.yaml"), *TINY_FIT,
+                        *SIZES["rnng.yaml"], f"--trainer.default_root_dir={tmp_path}",
+                        "--model.max_memory_mb=0.01"]) == 0

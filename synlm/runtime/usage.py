@@ -392,7 +392,7 @@ def _as_written(key: str) -> str:
         "model.init_args.") else key
 
 
-def _flag_given(key: str, args: Sequence[str]) -> bool:
+def flag_given(key: str, args: Sequence[str]) -> bool:
     """Whether a flag of ``args`` sets the dotted ``key`` (with or without ``init_args``)."""
     return any(_short(a.split("=")[0]) == f"--{_short(key)}" for a in args if a.startswith("--"))
 
@@ -401,7 +401,7 @@ def set_by(key: str, value: Any, args: Sequence[str]) -> str | None:
     """What set ``key`` to ``value``: ``--key=value`` for a flag in ``args``, ``FILE:LINE:
     key: value`` for the last config file that sets it; None for neither (a default, a
     link)."""
-    if _flag_given(key, args):
+    if flag_given(key, args):
         return f"--{_short(key)}={value}"
     for path in reversed(config_files(args)):
         line = yaml_line(path, key, value)
@@ -418,7 +418,7 @@ def where_set(key: str, value: Any, args: Sequence[str]) -> str:
 def where_key(key: str, args: Sequence[str]) -> str:
     """Where ``args`` give the dotted ``key``: ``FILE:LINE: key`` for the last config file
     that sets it, unless a flag does; else the flag, ``--key``."""
-    if not _flag_given(key, args):
+    if not flag_given(key, args):
         for path in reversed(config_files(args)):
             line = yaml_line(path, key)
             if line is not None:

@@ -411,23 +411,26 @@ def sentence_bytes(model: TransitionModel, n_words: int, settings: SearchSetting
     return settings.rows_per_sentence * item
 
 
+def search_bytes(model: TransitionModel, n_words: int, settings: SearchSettings) -> int:
+    """The memory a search of a sentence of ``n_words`` holds with ``settings``, and again
+    without a stack bound (as a sentence whose search found no tree is searched)."""
+    return max(sentence_bytes(model, n_words, settings),
+               sentence_bytes(model, n_words, replace(settings, max_stack=None)))
+
+
 def check_fits(model: TransitionModel, n_words: int, settings: SearchSettings) -> None:
     """A sentence of ``n_words`` searched with ``settings`` (and again without a stack
     bound, as a sentence whose search found no tree is) fits ``settings.max_memory_mb``
     (``sentence_bytes``); otherwise a one-line ``InputError`` naming the search, the memory
     it needs, the setting and the largest ``settings.size`` that fits."""
-    def need(s: SearchSettings) -> int:
-        return max(sentence_bytes(model, n_words, s),
-                   sentence_bytes(model, n_words, replace(s, max_stack=None)))
-
     budget = settings.max_memory_mb * 2**20
-    needed = need(settings)
+    needed = search_bytes(model, n_words, settings)
     if needed <= budget:
         return
     low, high = 0, int(getattr(settings, settings.size))  # the largest that fits, by halves
     while low < high:
         middle = (low + high + 1) // 2
-        if need(replace(settings, **{settings.size: middle})) <= budget:
+        if search_bytes(model, n_words, replace(settings, **{settings.size: middle})) <= budget:
             low = middle
         else:
             high = middle - 1

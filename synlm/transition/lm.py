@@ -45,6 +45,7 @@ from torchmetrics import SumMetric
 
 from synlm import errors
 from synlm.data.datamodule import SynLMDataModule
+from synlm.data.layout_actions import where
 from synlm.data.normalization import normalizer
 from synlm.data.subwords import SubwordVocab, load_vocab
 from synlm.data.vocab import Vocab
@@ -56,7 +57,13 @@ from synlm.modules.recorded import RecordsInit, build
 from synlm.outputs import ActionBatch
 from synlm.runtime.runs import restore_rng_if_resuming, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
-from synlm.transition.beam import BeamSettings, search_sentences, word_level
+from synlm.transition.beam import (
+    BeamSettings,
+    check_fits,
+    search_bytes,
+    search_sentences,
+    word_level,
+)
 from synlm.transition.model import TransitionModel
 from synlm.transition.types import NO_PARSE, SearchResult
 
@@ -148,6 +155,43 @@ class TransitionLM(pl.LightningModule):
             self.normalization = datamodule.normalization
             self.action_vocab = datamodule.action_vocab
             self.action_unit = datamodule.action_unit
+
+    def test_fits(self) -> str | None:
+        """Whether test's search of the longest test sentence fits ``max_memory_mb``
+        (``check_fits``): None, else the one-line reason, naming the sentence and the budget
+        that would hold it. Documents are not searched (None)."""
+        trainer = attached_trainer(self)
+        datamodule = trainer.datamodule if trainer is not None else None
+        if not isinstance(datamodule, SynLMDataModule) or self.action_unit == "document":
+            return None
+        try:
+            items = datamodule.action_items("test")
+        except InputError:  # no test trees: test says so when it runs
+            return None
+        if not items:
+            return None
+        longest = max(items, key=lambda item: len(item.words))
+        n = len(longest.words)
+        try:
+            check_fits(self.model, n, self.beam)
+        except InputError as err:
+            needed = -(-search_bytes(self.model, n, self.beam) // 2**20)
+            return f"test: {where(longest.sentence, 'the longest test sentence')}: {err}; " \
+                   f"or set --model.init_args.max_memory_mb={needed}"
+        return None
+
+    def on_fit_start(self) -> None:
+        """A test search that will not fit its memory is said before training, not after."""
+        problem = self.test_fits()
+        if problem:
+            rank_zero_warn(f"{problem} (before synlm test)")
+
+    def on_test_start(self) -> None:
+        """The longest test sentence is checked to fit the search's memory before any test
+        batch runs (``test_fits``): a one-line ``InputError`` otherwise."""
+        problem = self.test_fits()
+        if problem:
+            raise InputError(problem)
 
     # ------------------------------------------------------------------ loops
     def _joint(self, batch: ActionBatch, stage: str) -> Tensor:
