@@ -176,7 +176,7 @@ def test_an_empty_sentence_is_a_one_line_error_naming_it(
     text = tmp_path / "sentences.txt"
     text.write_text("the dog sleeps\n. ,\n")
     assert run_cli(["evaluate-syntax", "--ckpt_path", "rnng.ckpt", "--sentences", str(text),
-                    "--surprisals", str(tmp_path / "out.tsv")]) == 2
+                    "--surprisals", str(tmp_path / "out.tsv"), "--tokenise", "treebank"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"{text}:2: no words" in err
 

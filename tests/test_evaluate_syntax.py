@@ -6,6 +6,7 @@ and the DM mixture: test_tse_scoring.py.)"""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import zipfile
@@ -36,14 +37,15 @@ UNIGRAM = {"<eos>": 0.1, "<unk>": 0.1, "the": 0.2, "cat": 0.1, "cats": 0.05, "sl
            "sleep": 0.15, "dog": 0.1, "barks": 0.05, "bark": 0.05}
 
 
-def unigram_model() -> SyntaxLM:
-    """A real SyntaxLM whose every next-word distribution is ``UNIGRAM``: an untied decoder
-    with zero weights and the log-probabilities as its bias."""
-    model = SyntaxLM(CASES["AWDLSTM"](), vocab_size=len(UNIGRAM), tie_weights=False).eval()
+def unigram_model(unigram: dict[str, float] = UNIGRAM, normalization: str = "ptb") -> SyntaxLM:
+    """A real SyntaxLM whose every next-word distribution is ``unigram``: an untied decoder
+    with zero weights and the log-probabilities as its bias; its corpus normalised as
+    ``normalization`` says."""
+    model = SyntaxLM(CASES["AWDLSTM"](), vocab_size=len(unigram), tie_weights=False).eval()
     with torch.no_grad():
         model.decoder.weight.zero_()
-        model.decoder.bias.copy_(torch.tensor(list(UNIGRAM.values())).log())
-    model.vocab, model.normalization = Vocab(list(UNIGRAM)), "ptb"
+        model.decoder.bias.copy_(torch.tensor(list(unigram.values())).log())
+    model.vocab, model.normalization = Vocab(list(unigram)), normalization
     return model
 
 
@@ -351,12 +353,14 @@ def test_several_models_side_by_side_with_their_untrained_rows(capsys, monkeypat
 
 def test_token_surprisals_of_ones_own_sentences(capsys, monkeypatch, tmp_path):
     """``--sentences`` with ``--surprisals``: lm-zoo's table, in bits, with the end of the
-    sentence as the last row of each sentence."""
+    sentence as the last row of each sentence; ``--tokenise treebank`` reads raw text as
+    the benchmarks' sentences are (Mikolov's PTB: lowercase, the period dropped)."""
     fake_models(monkeypatch, lambda path: unigram_model())
     (tmp_path / "s.txt").write_text("The cat sleeps.\n\nThe dogs bark\n")
     out, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--sentences", str(tmp_path / "s.txt"),
-                      "--surprisals", str(tmp_path / "s.tsv"))
+                      "--surprisals", str(tmp_path / "s.tsv"), "--tokenise", "treebank")
     assert out["sentences"] == 2
+    assert out["provenance"]["sentences"]["tokenise"] == "treebank"
     lines = (tmp_path / "s.tsv").read_text().splitlines()
     assert lines[0] == "sentence_id\ttoken_id\ttoken\tsurprisal"
     assert lines[1].split("\t")[:3] == ["1", "1", "the"]
@@ -364,6 +368,70 @@ def test_token_surprisals_of_ones_own_sentences(capsys, monkeypatch, tmp_path):
     assert lines[4].split("\t")[2] == "<eos>"
     assert lines[5].split("\t")[:3] == ["2", "1", "the"]
     assert lines[6].split("\t")[2] == "<unk>"  # "dogs" is not in the vocabulary
+
+
+#: A pre-tokenised PTB line: quotes opening and closing, brackets as the treebank writes them
+#: and as they are, a clitic split off; its tokens' p(token) under ``PTB_UNIGRAM``.
+PTB_LINE = "`` He said , `` do n't '' -LRB- yes -RRB- ( really ) ` so ' ''"
+PTB_UNIGRAM = {"<eos>": 0.05, "<unk>": 0.05, "``": 0.1, "''": 0.02, "He": 0.05, "said": 0.1,
+               ",": 0.05, "do": 0.05, "n't": 0.05, "-LRB-": 0.04, "yes": 0.06, "-RRB-": 0.04,
+               "(": 0.08, "really": 0.05, ")": 0.08, "`": 0.03, "so": 0.07, "'": 0.03}
+
+
+def surprisal_rows(path: Path) -> list[tuple[str, float]]:
+    """The (token, surprisal) rows of an lm-zoo table."""
+    return [(row.split("\t")[2], float(row.split("\t")[3]))
+            for row in path.read_text().splitlines()[1:]]
+
+
+@pytest.mark.parametrize("flag", [[], ["--tokenise", "whitespace"]])
+def test_pre_tokenised_sentences_keep_their_tokens(flag, capsys, monkeypatch, tmp_path):
+    """By default a ``--sentences`` line is pre-tokenised text: its whitespace-separated
+    tokens are the model's words exactly (a closing ``''`` stays closing, ``-LRB-`` and
+    ``(`` stay as written), each with its own surprisal, and the provenance records the
+    file and the choice."""
+    fake_models(monkeypatch, lambda path: unigram_model(PTB_UNIGRAM, "none"))
+    text = tmp_path / "s.txt"
+    text.write_text(PTB_LINE + "\n")
+    out, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--sentences", str(text),
+                      "--surprisals", str(tmp_path / "s.tsv"), *flag)
+    rows = surprisal_rows(tmp_path / "s.tsv")
+    assert [token for token, _ in rows] == [*PTB_LINE.split(), "<eos>"]
+    assert [bits for _, bits in rows] == pytest.approx(
+        [-math.log2(PTB_UNIGRAM[t]) for t in [*PTB_LINE.split(), "<eos>"]], abs=1e-5)
+    assert out["provenance"]["sentences"] == {
+        "file": {"path": str(text.resolve()), "sha256": hashlib.sha256(text.read_bytes())
+                 .hexdigest(), "bytes": text.stat().st_size}, "tokenise": "whitespace"}
+
+
+def test_treebank_tokenises_raw_text(capsys, monkeypatch, tmp_path):
+    """``--tokenise treebank`` reads a line as raw text through NLTK's Treebank tokenizer:
+    a raw sentence's clitic and quotes are split off as the treebank writes them, and the
+    pre-tokenised line's closing quotes after a space become opening ones."""
+    fake_models(monkeypatch, lambda path: unigram_model(PTB_UNIGRAM, "none"))
+    text = tmp_path / "s.txt"
+    text.write_text(PTB_LINE + "\n" + 'He said, "don\'t (really)"\n')
+    out, _ = evaluate(capsys, "--ckpt_path", "x.ckpt", "--sentences", str(text),
+                      "--surprisals", str(tmp_path / "s.tsv"), "--tokenise", "treebank")
+    rows = (tmp_path / "s.tsv").read_text().splitlines()[1:]
+    tokens = [[row.split("\t")[2] for row in rows if row.startswith(f"{s}\t")]
+              for s in (1, 2)]
+    assert tokens[0] == ["``", "He", "said", ",", "``", "do", "n't", "``", "-LRB-", "yes",
+                         "-RRB-", "(", "really", ")", "`", "so", "'", "``", "<eos>"]
+    assert tokens[1] == ["He", "said", ",", "``", "do", "n't", "(", "really", ")", "''",
+                         "<eos>"]
+    assert out["provenance"]["sentences"]["tokenise"] == "treebank"
+
+
+def test_tokenise_needs_sentences(capsys):
+    assert run_cli(["evaluate-syntax", "--ckpt_path", "x.ckpt", "--tokenise", "treebank"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--tokenise" in err and "--sentences" in err
+    assert run_cli(["evaluate-syntax", "--results", "a.json", "--tokenise", "whitespace"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.endswith(
+        "--tokenise: how models are scored; --results scores nothing (its files were scored "
+        "with their own settings)")
 
 
 def test_help_and_argument_errors_answer_before_torch_loads(tmp_path):

@@ -27,7 +27,8 @@ from synlm.tse import provenance
 
 #: The keys of a record and of each model's.
 KEYS = {"command", "cwd", "created", "synlm", "synlm_source", "torch", "transformers",
-        "python", "platform", "threads", "threads_why", "device", "models", "benchmark_files"}
+        "python", "platform", "threads", "threads_why", "device", "models", "benchmark_files",
+        "sentences"}
 MODEL_KEYS = {"name", "model_class", "parameters", "dtype", "files", "architecture", "config",
               "revision", "surprisal", "pll", "search", "eos", "untrained"}
 

@@ -184,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "instead of the benchmarks; with --surprisals")
     p.add_argument("--surprisals", metavar="FILE", help="--sentences: write the per-token "
                    "surprisal table there (lm-zoo's get-surprisals format, bits)")
+    p.add_argument("--tokenise", choices=("whitespace", "treebank"), default=None,
+                   help="--sentences: how a line becomes words: whitespace (the default: "
+                   "pre-tokenised text, its tokens kept as they are, as rnng-pytorch and "
+                   "lm-zoo read it) or treebank (raw text, read as the benchmarks' sentences "
+                   "are: NLTK's Treebank tokenizer and the corpus's normalisation; a Hugging "
+                   "Face model's own tokenizer)")
     p.add_argument("--warn-unknown", type=_fraction, default=0.1, metavar="SHARE",
                    help="warn when more than this share of a benchmark's pairs or items has "
                    "an unknown word where it matters")
@@ -269,6 +275,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
                "flags are for synlm's transition LMs (RNNG, PLM, PLM-mask, TG)"
     if bool(args.sentences) != bool(args.surprisals):
         return "--sentences and --surprisals go together: the sentences to score, the table"
+    if args.tokenise and not args.sentences:
+        return "--tokenise: how --sentences lines become words; add --sentences FILE"
     missing = [p for p in [*args.pairs, *filter(is_suite_file, args.suites or ())]
                if not Path(p).is_file()]
     if missing:
@@ -298,6 +306,7 @@ BEAM_FLAGS = (*BEAM_SIZES, "search_convention", "search", "particles", "max_memo
 #: The flags that score models, with their defaults: a table from ``--results`` takes none.
 SCORING_FLAGS: dict[str, Any] = {
     "config": None, "seeds": 1, "subset": None, "eos": None, "sentences": None,
+    "tokenise": None,
     "untrained": 0, "pll": None, "suites": None, "pairs": [],
     **dict.fromkeys(BEAM_FLAGS)}
 
@@ -417,13 +426,15 @@ def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None
     threads = configure_threads()
     models = _scorers(args, build_model)
     name, source, scorer, _ = models[0]
+    tokenise = args.tokenise or "whitespace"
     count, unparsed = sentence_surprisals(ProgressScorer(scorer, "sentences", PROG),
-                                          args.sentences, args.surprisals)
+                                          args.sentences, args.surprisals, tokenise)
     if unparsed:
         warn([f"warning: {args.sentences}: lines {', '.join(map(str, unparsed))}: no parse "
               "within the beam; left out of the table"])
     record = evaluation.provenance_of(provenance.command_line(PROG, argv), models, threads, {},
-                                      config=args.config)
+                                      config=args.config,
+                                      sentences=(args.sentences, tokenise))
     provenance.write_beside(args.surprisals, record)
     return {"model": source, "label": name, "sentences": count,
             "surprisals": args.surprisals, "provenance": record}

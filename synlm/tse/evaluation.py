@@ -184,13 +184,15 @@ def summarize_runs(runs: Sequence[Evaluated], benchmarks: Sequence[str], subset:
 
 def provenance_of(command: str, models: Sequence[ModelScorers], threads: Threads,
                   files: Mapping[str, Sequence[Path]], runs: Sequence[Evaluated] = (),
-                  config: str | None = None) -> dict[str, Any]:
+                  config: str | None = None,
+                  sentences: tuple[str | Path, str] | None = None) -> dict[str, Any]:
     """What ``runs`` were computed from (``synlm.tse.provenance.collect``), as JSON: the
     ``command``, the ``models`` scored, the ``threads``, the benchmark ``files`` read, each
-    run's conventions; ``config``: the file of a config's untrained seeds."""
+    run's conventions; ``config``: the file of a config's untrained seeds; ``sentences``:
+    the ``--sentences`` file and how its lines became words (``--tokenise``)."""
     from synlm.tse import provenance
 
     return provenance.collect(
         command, [(label, scorer, chance) for label, _, scorer, chance in models], threads,
         files, [conventions(run.results or run.untrained[0]) for run in runs],
-        config).to_json()
+        config, sentences).to_json()

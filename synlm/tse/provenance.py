@@ -9,6 +9,8 @@
   them), and whether each benchmark counted the end of the sentence; the untrained models
   scored beside it;
 - each benchmark file read (the staged files, one's own suites and pairs), with its sha256;
+  or the ``--sentences`` file, with its sha256 and how its lines became words (``tokenise``:
+  ``whitespace``, the tokens as given, or ``treebank``, raw text tokenised);
 - synlm's version (and the source tree's ``git describe`` where synlm runs from a checkout),
   torch's, transformers' and Python's; the command line, the folder it ran in, when it ran,
   the thread count (and why that many), the device.
@@ -110,6 +112,15 @@ class ModelProvenance:
 
 
 @dataclass(frozen=True)
+class SentencesRead:
+    """The ``--sentences`` file scored and how its lines became words
+    (``synlm.tse.reports.line_words``: ``whitespace`` or ``treebank``)."""
+
+    file: FileDigest
+    tokenise: str
+
+
+@dataclass(frozen=True)
 class Provenance:
     """What a command's results were computed from (the module's docs)."""
 
@@ -127,6 +138,7 @@ class Provenance:
     device: str
     models: tuple[ModelProvenance, ...]
     benchmark_files: dict[str, tuple[FileDigest, ...]]
+    sentences: SentencesRead | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -281,11 +293,13 @@ def _device_name(device: str) -> str:
 def collect(command: str, models: Sequence[tuple[str, Any, Sequence[Any]]], threads: Threads,
             files: Mapping[str, Sequence[Path]] | None = None,
             conventions: Sequence[Mapping[str, Mapping[str, Any]]] = (),
-            config: str | None = None) -> Provenance:
+            config: str | None = None,
+            sentences: tuple[str | Path, str] | None = None) -> Provenance:
     """The record of one command: ``models`` as (name, scorer, untrained scorers), the
     scorer None where only untrained models were scored (``--config``: ``config`` is
     their file); ``threads``: ``synlm.runtime.threads.Threads``; ``files``:
-    ``benchmark_files``; ``conventions``: each model's benchmark conventions, in order."""
+    ``benchmark_files``; ``conventions``: each model's benchmark conventions, in order;
+    ``sentences``: the ``--sentences`` file read instead, and its ``--tokenise``."""
     import torch
 
     records = []
@@ -307,7 +321,9 @@ def collect(command: str, models: Sequence[tuple[str, Any, Sequence[Any]]], thre
                                        if isinstance(s, RunsOnDevice))) or "unknown",
         models=tuple(records),
         benchmark_files={name: tuple(map(file_digest, paths))
-                         for name, paths in (files or {}).items()})
+                         for name, paths in (files or {}).items()},
+        sentences=None if sentences is None else SentencesRead(file_digest(sentences[0]),
+                                                               sentences[1]))
 
 
 def of_saved(command: str, files: Sequence[Sequence[Any]], labels: Sequence[str]

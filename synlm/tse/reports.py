@@ -156,17 +156,36 @@ def write_outputs(runs: list[Evaluated], summary: dict[str, Any], *, config: boo
         provenance.write_beside(path, summary["provenance"])
 
 
-def sentence_surprisals(scorer: Any, path: str, out: str) -> tuple[int, list[int]]:
-    """lm-zoo's ``get-surprisals`` table of the sentences in ``path`` (one a line), in bits,
-    written to ``out`` (a sentence without a parse left out); how many sentences, and the
-    line numbers of those without a parse."""
+#: How ``--sentences`` lines become the words a model reads (``--tokenise``), the first the
+#: default.
+TOKENISATIONS = ("whitespace", "treebank")
+
+
+def line_words(scorer: Any, line: str, tokenise: str = "whitespace") -> list[str]:
+    """A ``--sentences`` line as the words ``scorer`` reads: ``whitespace``, its
+    whitespace-separated tokens exactly as they are (pre-tokenised text, as rnng-pytorch's
+    ``beam_search.py`` and lm-zoo read it; a word outside the vocabulary is its unknown
+    token); ``treebank``, raw text read as a benchmark's sentences are (``Scorer.words``: a
+    synlm model's NLTK Treebank tokens in its corpus's normalisation, a Hugging Face model's
+    whitespace-separated words for its own tokenizer)."""
+    if tokenise not in TOKENISATIONS:
+        raise InputError(f"--tokenise {tokenise}: expected one of {', '.join(TOKENISATIONS)}")
+    return line.split() if tokenise == "whitespace" else scorer.words(line)
+
+
+def sentence_surprisals(scorer: Any, path: str, out: str,
+                        tokenise: str = "whitespace") -> tuple[int, list[int]]:
+    """lm-zoo's ``get-surprisals`` table of the sentences in ``path`` (one a line, read as
+    ``tokenise`` says: ``line_words``), in bits, written to ``out`` (a sentence without a
+    parse left out); how many sentences, and the line numbers of those without a parse."""
     from synlm.tse.surprisal_tables import token_table
 
     try:
         lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"--sentences: cannot read {path} ({err})") from None
-    numbered = [(number, scorer.words(line)) for number, line in enumerate(lines, 1) if line]
+    numbered = [(number, line_words(scorer, line, tokenise))
+                for number, line in enumerate(lines, 1) if line]
     if not numbered:
         raise InputError(f"--sentences: {path} holds no sentence")
     if isinstance(scorer, SearchesTrees) and scorer.convention is not None:
