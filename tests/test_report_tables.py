@@ -7,6 +7,7 @@ mixing a synlm checkpoint and a Hugging Face model, and the one-line errors."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -55,19 +56,28 @@ Targeted syntactic evaluation: headline measures
 
 """  # noqa: E501
 
-LATEX = r"""% Targeted syntactic evaluation: headline measures
+LATEX = r"""% synlm evaluate-syntax: \usepackage{booktabs}, \usepackage{graphicx}
+\begin{table}[htbp]
+\centering
+\small
+\caption[{Targeted syntactic evaluation: headline measures}]{Targeted syntactic evaluation: headline measures. Scored: BLiMP, 2 paradigms of 2 phenomena (22 pairs); SyntaxGym, 1 suite (8 items). Each value: the measure [its 95\% percentile interval from 1000 item-bootstrap resamples, items resampled within each paradigm, suite or Table 1 row (Efron \& Tibshirani 1993), seed 0] (n: the pairs or items it rests on; in\_vocabulary: those without an unknown word where it matters; an in\_vocabulary row only where it differs from its plain row). Aggregates as each paper's: BLiMP, the unweighted mean over paradigms; SyntaxGym, the mean over the suites scored but those the paper leaves out (in vocabulary, those with an in-vocabulary item). unknown\_share: no interval (a property of the vocabulary and the data). \textless{}model\textgreater{} - LSTM (PTB): the difference of the model and LSTM (PTB) on the same items (in vocabulary: those in vocabulary for both), its 95\% paired-bootstrap percentile interval (the items drawn alike for both models) and a two-sided p. Where at least 20 items differ between the two, p inverts that interval: p = 2 min(\#\{d* \textless{}= 0\}, \#\{d* \textgreater{}= 0\}) / R over the R resampled differences d*, so p \textless{} 0.05 exactly when the interval excludes 0 (one bootstrap gives both); a p of 0 (every resample on one side) says only p \textless{} 0.002 and is shown so. Where fewer differ, the resamples fall on one side however little the evidence, so p is the exact two-sided sign test over the items' paired differences (ties dropped), marked (sign test); its interval is the bootstrap's still, and the two may disagree. Holm p: adjusted by Holm's step-down method over the 4 comparisons of this table (family-wise error rate 0.05); a bound p sets a bound (shown \textless{}), a comparison without a p (n/a) is left out, and the least a bootstrap p of this table can be adjusted to is 0.008.}
+\label{tab:synlm}
+\sbox0{%
 \begin{tabular}{lrrr}
 \toprule
 measure & LSTM (PTB) & GPT-2 & GPT-2 - LSTM (PTB) \\
 \midrule
-blimp/accuracy & 0.542 [0.333, 0.767] (n=22) & 0.858 [0.675, 1.000] (n=22) & +0.317 [+0.125, +0.517] (n=22) p=0.0156 (sign test), Holm p=0.0625 \\
-blimp/in\_vocabulary\_accuracy & 0.500 [0.300, 0.750] (n=20) & 0.858 [0.675, 1.000] (n=22) & +0.350 [+0.150, +0.550] (n=20) p=0.0156 (sign test), Holm p=0.0625 \\
-blimp/unknown\_share & 0.083 (n=22) & 0.000 (n=22) & -- \\
-syntaxgym/sg\_score & 0.500 [0.250, 0.875] (n=8) & 0.750 [0.375, 1.000] (n=8) & +0.250 [+0.000, +0.625] (n=8) p=0.5 (sign test), Holm p=1 \\
-syntaxgym/in\_vocabulary\_sg\_score & 0.667 [0.333, 1.000] (n=6) & 0.750 [0.375, 1.000] (n=8) & +0.167 [+0.000, +0.500] (n=6) p=1 (sign test), Holm p=1 \\
-syntaxgym/unknown\_share & 0.250 (n=8) & 0.000 (n=8) & -- \\
+blimp/accuracy & \begin{tabular}[t]{@{}r@{}}0.542 [0.333, 0.767]\\(n=22)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.858 [0.675, 1.000]\\(n=22)\end{tabular} & \begin{tabular}[t]{@{}r@{}}+0.317 [+0.125, +0.517]\\(n=22) p=0.0156 (sign test)\\Holm p=0.0625\end{tabular} \\
+blimp/in\_vocabulary\_accuracy & \begin{tabular}[t]{@{}r@{}}0.500 [0.300, 0.750]\\(n=20)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.858 [0.675, 1.000]\\(n=22)\end{tabular} & \begin{tabular}[t]{@{}r@{}}+0.350 [+0.150, +0.550]\\(n=20) p=0.0156 (sign test)\\Holm p=0.0625\end{tabular} \\
+blimp/unknown\_share & \begin{tabular}[t]{@{}r@{}}0.083\\(n=22)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.000\\(n=22)\end{tabular} & -- \\
+syntaxgym/sg\_score & \begin{tabular}[t]{@{}r@{}}0.500 [0.250, 0.875]\\(n=8)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.750 [0.375, 1.000]\\(n=8)\end{tabular} & \begin{tabular}[t]{@{}r@{}}+0.250 [+0.000, +0.625]\\(n=8) p=0.5 (sign test)\\Holm p=1\end{tabular} \\
+syntaxgym/in\_vocabulary\_sg\_score & \begin{tabular}[t]{@{}r@{}}0.667 [0.333, 1.000]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.750 [0.375, 1.000]\\(n=8)\end{tabular} & \begin{tabular}[t]{@{}r@{}}+0.167 [+0.000, +0.500]\\(n=6) p=1 (sign test)\\Holm p=1\end{tabular} \\
+syntaxgym/unknown\_share & \begin{tabular}[t]{@{}r@{}}0.250\\(n=8)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.000\\(n=8)\end{tabular} & -- \\
 \bottomrule
 \end{tabular}
+}%
+\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi
+\end{table}
 """  # noqa: E501
 
 
@@ -84,7 +94,7 @@ def test_a_labelled_table_with_the_paired_test_in_markdown_and_latex(labelled) -
     favour GPT-2, 2 / 2^7 = 0.0156 (the bootstrap's resamples all fell on one side: it said
     p < 0.002), SyntaxGym's 3 against 1, 2 (1 + 4) / 16 = 0.625 ... as the golden has it."""
     assert tables.to_markdown(labelled).startswith(MARKDOWN)
-    assert tables.to_latex(labelled) == LATEX + "".join(f"% {n}\n" for n in labelled.notes)
+    assert tables.to_latex(labelled) == LATEX
     note = labelled.notes[-1]
     assert "p < 0.05 exactly when the interval excludes 0" in note
     assert "Where at least 20 items differ between the two" in note
@@ -115,7 +125,8 @@ def test_many_differing_items_take_the_bootstrap_and_its_bound() -> None:
     assert (cell.p, cell.p_bound, cell.test) == (0.002, True, "bootstrap")
     assert (cell.holm, cell.holm_bound) == (0.002, True)
     assert "(n=40) p<0.002, Holm p<0.002 |" in tables.to_markdown(table)
-    assert r"(n=40) p$<$0.002, Holm p$<$0.002 \\" in tables.to_latex(table)
+    assert r"(n=40) p\textless{}0.002\\Holm p\textless{}0.002\end{tabular}" in \
+        tables.to_latex(table)
     row = next(line for line in tables.to_csv(table).splitlines()
                if line.startswith("blimp/accuracy,"))
     assert row.split(",")[-5:] == ["0.002", "1", "0", "0.002", "1"]
@@ -140,7 +151,8 @@ def test_p_values_are_written_to_be_read_against_their_bound() -> None:
     assert "(n=900) p=0.0002, Holm p=0.0004 |" in markdown
     assert "(n=900) p<0.0002, Holm p<0.0004 |" in markdown
     assert "(n=3) p n/a, Holm p n/a |" in markdown
-    assert r"(n=900) p$<$0.0002, Holm p$<$0.0004 \\" in tables.to_latex(table)
+    assert r"(n=900) p\textless{}0.0002\\Holm p\textless{}0.0004\end{tabular}" in \
+        tables.to_latex(table)
     rows = [line.split(",") for line in tables.to_csv(table).splitlines()]
     assert rows[0][-5:] == ["b - a p", "b - a p bound", "b - a sign test", "b - a holm",
                             "b - a holm bound"]
@@ -447,9 +459,20 @@ def test_a_synlm_checkpoint_beside_a_hugging_face_model_in_one_report(capsys, tm
     assert "blimp/subject_verb_agreement/toy_agreement/accuracy" in unit
     assert "blimp/subject_verb_agreement/accuracy |" not in unit  # phenomena not chosen
     assert "syntaxgym/Agreement/number_src/accuracy" in unit
-    for label in ("unigram", "GPT-2", "again"):
-        assert label in err
-    assert "0.6250 (n=5)" in err and str(tmp_path) not in err  # labels, never paths
+    for label in ("unigram", "GPT-2", "again"):  # each progress line names its model
+        assert f"synlm evaluate-syntax: {label}: blimp: 9/9 sentences" in err
+        assert f"synlm evaluate-syntax: {label}: syntaxgym: 4/4 sentences" in err
+    # the stderr table: each value with the headline table's interval, full row names
+    with (report / "headline.csv").open() as rows:
+        csv_row = next(row for row in csv.DictReader(rows)
+                       if row["measure"] == "blimp/in_vocabulary_accuracy")
+    shown = (f"{float(csv_row['unigram']):.4f} [{float(csv_row['unigram low']):.4f}, "
+             f"{float(csv_row['unigram high']):.4f}] (n={csv_row['unigram n']})")
+    assert shown == "0.6667 [0.5000, 1.0000] (n=4)"
+    row = next(line for line in err.splitlines() if "blimp/in_vocabulary_accuracy" in line)
+    assert row.split("│")[2].strip() == shown
+    assert "(300 resamples), as the report's headline table" in err
+    assert str(tmp_path) not in err  # labels, never paths
     seeds, _ = evaluate(capsys, "--ckpt_path", str(ckpt), str(ckpt), "--hf", str(gpt2),
                         "--label", "unigram", "unigram", "GPT-2", "--report",
                         str(tmp_path / "seeds"), *common)

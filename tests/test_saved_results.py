@@ -58,7 +58,9 @@ def test_tables_from_saved_evaluations_equal_the_tables_of_one_command(capsys, s
     again, err = evaluate(capsys, "--results", *map(str, files), *labels,
                           "--report", str(root / "again"), "--units", "paradigm", "suite")
     for table in ("headline.md", "headline.tex", "unit.md", "unit.csv"):
-        assert (root / "again" / table).read_text() == (root / "one" / table).read_text()
+        again_text = (root / "again" / table).read_text()  # labelled by its folder
+        assert again_text.replace(r"\label{tab:again-", r"\label{tab:one-") == \
+            (root / "one" / table).read_text()
     assert "| unigram (2 seeds) | GPT-2 |" in (root / "again" / "headline.md").read_text()
     assert again["models"] == one["models"]
     assert again["report"]["paired"] == one["report"]["paired"]

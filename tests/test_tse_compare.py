@@ -204,8 +204,9 @@ Targeted syntactic evaluation: headline measures
 | syntaxgym/in_vocabulary_sg_score | 0.875 [0.625, 1.000] (n=6) | 0.188 [0.000, 0.500] (n=6) | 1.000 [1.000, 1.000] (n=6) |
 | syntaxgym/unknown_share | 0.167 (n=7) | 0.167 (n=7) | 0.167 (n=7) |
 
+- Scored: BLiMP, 2 paradigms of 2 phenomena (7 pairs); SyntaxGym, 3 suites (9 items; 1 of the suites left out of the SG score, as the paper does).
 - Each value: the measure [its 95% percentile interval from 1000 item-bootstrap resamples, items resampled within each paradigm, suite or Table 1 row (Efron & Tibshirani 1993), seed 0] (n: the pairs or items it rests on; in_vocabulary: those without an unknown word where it matters; an in_vocabulary row only where it differs from its plain row).
-- Aggregates as each paper's: BLiMP, the unweighted mean over paradigms; SyntaxGym, over suites (the paper's 31; in vocabulary, those with an in-vocabulary item); Marvin & Linzen, a row pools its items and a section is the unweighted mean of its rows (synlm's summary: the paper reports the rows).
+- Aggregates as each paper's: BLiMP, the unweighted mean over paradigms; SyntaxGym, the mean over the suites scored but those the paper leaves out (in vocabulary, those with an in-vocabulary item).
 - untrained: the model's configuration before training.
 - Several seeds: their mean, and the interval of that mean from a two-level bootstrap: each resample draws the seeds with replacement, then the items within each unit, the same items for every drawn seed (the seeds were scored on the same items).
 - unknown_share: no interval (a property of the vocabulary and the data).
@@ -221,19 +222,28 @@ syntaxgym/in_vocabulary_sg_score,0.875000,0.625000,1.000000,6,0.187500,0.000000,
 syntaxgym/unknown_share,0.166667,,,7,0.166667,,,7,0.166667,,,7
 """  # noqa: E501
 
-LATEX = r"""% Targeted syntactic evaluation: headline measures
+LATEX = r"""% synlm evaluate-syntax: \usepackage{booktabs}, \usepackage{graphicx}
+\begin{table}[htbp]
+\centering
+\small
+\caption[{Targeted syntactic evaluation: headline measures}]{Targeted syntactic evaluation: headline measures. Scored: BLiMP, 2 paradigms of 2 phenomena (7 pairs); SyntaxGym, 3 suites (9 items; 1 of the suites left out of the SG score, as the paper does). Each value: the measure [its 95\% percentile interval from 1000 item-bootstrap resamples, items resampled within each paradigm, suite or Table 1 row (Efron \& Tibshirani 1993), seed 0] (n: the pairs or items it rests on; in\_vocabulary: those without an unknown word where it matters; an in\_vocabulary row only where it differs from its plain row). Aggregates as each paper's: BLiMP, the unweighted mean over paradigms; SyntaxGym, the mean over the suites scored but those the paper leaves out (in vocabulary, those with an in-vocabulary item). untrained: the model's configuration before training. Several seeds: their mean, and the interval of that mean from a two-level bootstrap: each resample draws the seeds with replacement, then the items within each unit, the same items for every drawn seed (the seeds were scored on the same items). unknown\_share: no interval (a property of the vocabulary and the data).}
+\label{tab:synlm}
+\sbox0{%
 \begin{tabular}{lrrr}
 \toprule
 measure & awd & awd untrained (2 seeds) & onlstm \\
 \midrule
-blimp/accuracy & 0.708 [0.375, 1.000] (n=7) & 0.333 [0.062, 0.667] (n=7) & 0.667 [0.500, 1.000] (n=7) \\
-blimp/in\_vocabulary\_accuracy & 0.833 [0.500, 1.000] (n=6) & 0.417 [0.167, 0.667] (n=6) & 0.667 [0.500, 1.000] (n=6) \\
-blimp/unknown\_share & 0.125 (n=7) & 0.125 (n=7) & 0.125 (n=7) \\
-syntaxgym/sg\_score & 0.708 [0.292, 1.000] (n=7) & 0.146 [0.000, 0.354] (n=7) & 1.000 [1.000, 1.000] (n=7) \\
-syntaxgym/in\_vocabulary\_sg\_score & 0.875 [0.625, 1.000] (n=6) & 0.188 [0.000, 0.500] (n=6) & 1.000 [1.000, 1.000] (n=6) \\
-syntaxgym/unknown\_share & 0.167 (n=7) & 0.167 (n=7) & 0.167 (n=7) \\
+blimp/accuracy & \begin{tabular}[t]{@{}r@{}}0.708 [0.375, 1.000]\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.333 [0.062, 0.667]\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.667 [0.500, 1.000]\\(n=7)\end{tabular} \\
+blimp/in\_vocabulary\_accuracy & \begin{tabular}[t]{@{}r@{}}0.833 [0.500, 1.000]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.417 [0.167, 0.667]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.667 [0.500, 1.000]\\(n=6)\end{tabular} \\
+blimp/unknown\_share & \begin{tabular}[t]{@{}r@{}}0.125\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.125\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.125\\(n=7)\end{tabular} \\
+syntaxgym/sg\_score & \begin{tabular}[t]{@{}r@{}}0.708 [0.292, 1.000]\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.146 [0.000, 0.354]\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}1.000 [1.000, 1.000]\\(n=7)\end{tabular} \\
+syntaxgym/in\_vocabulary\_sg\_score & \begin{tabular}[t]{@{}r@{}}0.875 [0.625, 1.000]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.188 [0.000, 0.500]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}1.000 [1.000, 1.000]\\(n=6)\end{tabular} \\
+syntaxgym/unknown\_share & \begin{tabular}[t]{@{}r@{}}0.167\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.167\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.167\\(n=7)\end{tabular} \\
 \bottomrule
 \end{tabular}
+}%
+\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi
+\end{table}
 """  # noqa: E501
 
 
@@ -246,12 +256,13 @@ def table() -> tables.Table:
 def test_the_headline_table_in_markdown_csv_and_latex(table: tables.Table) -> None:
     """Two models, the first with its untrained baseline over two seeds (their mean, its
     interval from the two-level bootstrap): each value with its interval and its count;
-    SyntaxGym's scores leave out the excluded nn-nv-rpl (the paper's 31 suites); the LaTeX is
-    a booktabs tabular, the title and notes as comments."""
+    SyntaxGym's scores leave out the excluded nn-nv-rpl, and the notes count what was scored
+    (3 suites, one of them left out), never the paper's 31; the LaTeX is a table float, its
+    caption the title and the notes, a booktabs tabular."""
     assert table.columns == ["awd", "awd untrained (2 seeds)", "onlstm"]
     assert tables.to_markdown(table) == MARKDOWN
     assert tables.to_csv(table) == CSV
-    assert tables.to_latex(table) == LATEX + "".join(f"% {note}\n" for note in table.notes)
+    assert tables.to_latex(table) == LATEX
 
 
 def test_the_table_values_are_the_headline_and_the_seed_mean(table: tables.Table) -> None:
@@ -279,9 +290,12 @@ def test_latex_escapes_its_special_characters(table: tables.Table) -> None:
 
 def test_write_tables_writes_the_three_files_whole(table: tables.Table, tmp_path: Path) -> None:
     paths = tables.write_tables(table, tmp_path / "out" / "headline")
-    assert [p.name for p in paths] == ["headline.md", "headline.csv", "headline.tex"]
+    assert [p.name for p in paths] == ["headline.md", "headline.csv", "headline.tex",
+                                       "headline_standalone.tex"]
     assert paths[0].read_text() == MARKDOWN and paths[1].read_text() == CSV
-    assert paths[2].read_text() == tables.to_latex(table)
+    assert paths[2].read_text() == LATEX.replace(r"\label{tab:synlm}",
+                                                 r"\label{tab:out-headline}")
+    assert paths[3].read_text() == tables.to_latex_document(table, label="tab:out-headline")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in paths)
 
 

@@ -30,7 +30,6 @@ One module because it is the command's flags (their help text, a third of it, pr
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -403,10 +402,12 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
     models = _scorers(args, build_model)
     from synlm.transition.types import CONVENTIONS
     from synlm.tse import evaluation, provenance
-    from synlm.tse.progress import ProgressScorer
+    from synlm.tse.progress import model_shown
 
-    runs, show = [], functools.partial(ProgressScorer, prog=PROG)
+    runs = []
     for model in models:
+        label, _, _, untrained = model
+        show = model_shown(label, untrained, PROG)
         runs.append(evaluation.evaluate_model(model, loaded, args.eos, CONVENTIONS, show))
         warn(evaluation.run_warnings(runs[-1], args.warn_unknown))
     files = provenance.benchmark_files(list(loaded), args.data_dir, args.suites, args.pairs)
@@ -427,7 +428,7 @@ def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None
     models = _scorers(args, build_model)
     name, source, scorer, _ = models[0]
     tokenise = args.tokenise or "whitespace"
-    count, unparsed = sentence_surprisals(ProgressScorer(scorer, "sentences", PROG),
+    count, unparsed = sentence_surprisals(ProgressScorer(scorer, "sentences", PROG, name),
                                           args.sentences, args.surprisals, tokenise)
     if unparsed:
         warn([f"warning: {args.sentences}: lines {', '.join(map(str, unparsed))}: no parse "
@@ -463,8 +464,12 @@ def evaluated(args: argparse.Namespace, argv: Sequence[str] | None,
     reports.write_outputs(runs, summary, config=config, output=args.output,
                           regions=args.regions, report=args.report, units=args.units,
                           resamples=args.resamples)
-    Console(stderr=True).print(reports.headline_table(reports.table_models(runs, config)[0],
-                                                      mean_and_std))
+    console, table = Console(stderr=True), reports.headline_table(
+        reports.table_models(runs, config)[0], mean_and_std, args.resamples)
+    if not console.is_terminal:  # a log file: a row a line, however wide
+        console.width = max(console.width, console.measure(
+            table, options=console.options.update_width(10_000)).maximum)
+    console.print(table)
     return summary
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 from synlm.errors import InputError
 from synlm.tse.measures import (
@@ -47,8 +47,21 @@ from synlm.tse.statistics import (
     paired_difference,
     resolution,
 )
+from synlm.tse.syntaxgym import is_excluded
 from synlm.tse.tables import Cell, Table, p_digits
 from synlm.tse.units import UNITS
+
+#: Each benchmark's name in a table's notes.
+BENCHMARK_NAMES = {"blimp": "BLiMP", "pairs": "pairs (--pairs)", "syntaxgym": "SyntaxGym",
+                   "marvin_linzen": "Marvin & Linzen"}
+#: How each benchmark's headline aggregates its units, as a table's notes say it.
+AGGREGATES = {
+    "blimp": "BLiMP, the unweighted mean over paradigms",
+    "pairs": "pairs (--pairs), the unweighted mean over paradigms, as BLiMP's",
+    "syntaxgym": "SyntaxGym, the mean over the suites scored but those the paper leaves out "
+                 "(in vocabulary, those with an in-vocabulary item)",
+    "marvin_linzen": "Marvin & Linzen, a row pools its items and a section is the unweighted "
+                     "mean of its rows (synlm's summary: the paper reports the rows)"}
 
 
 def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] | None = None,
@@ -106,16 +119,98 @@ def comparison_table(models: Mapping[str, Runs], baselines: Mapping[str, Runs] |
     title = ("Targeted syntactic evaluation: headline measures" if level == "headline" else
              "Targeted syntactic evaluation by " + ", ".join(
                  u for u in UNITS if u in units))
-    # a transition LM's search renormalised given the length scores another quantity
-    given_length = {name for name, runs in columns for results in runs for r in results.values()
-                    if r.convention.get("search_convention") == "renormalised_given_length"}
-    if given_length and len(given_length) < len([c for c in columns if c[1]]):
-        title += " (mixed surprisal conventions: not one quantity)"
-        notes.insert(0, f"Mixed surprisal conventions: {', '.join(sorted(given_length))} "
-                     "score log p(x_i | x_<i, n), renormalised over the legal actions given "
-                     "the length; the other columns log p(x_i | x_<i).")
+    conventions, mixed = convention_notes({name: as_runs(runs, name)
+                                           for name, runs in models.items()})
+    if mixed:
+        title += " (" + "; ".join(f"mixed {kind} conventions" for kind in mixed) + ")"
+    notes = [scored_note(columns), *conventions, *notes]
     return Table([name for name, _ in columns], rows, title, notes,
                  resamples if tested else 0)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
+
+
+def _scored_units(benchmark: str, result: Results) -> str:
+    """What one evaluation of ``benchmark`` scored: its units (and their groups) and items."""
+    records = result[benchmark].records
+    units = benchmark_units([result[benchmark]], benchmark)
+    items = _count(len(records), "pair" if benchmark in ("blimp", "pairs") else "item")
+    if benchmark == "syntaxgym":
+        left_out = sum(map(is_excluded, units))
+        return f"SyntaxGym, {_count(len(units), 'suite')} ({items}" + (
+            f"; {left_out} of the suites left out of the SG score, as the paper does"
+            if left_out else "") + ")"
+    if benchmark == "marvin_linzen":
+        sections = {unit.split("/", 1)[0] for unit in units}
+        return (f"Marvin & Linzen, {_count(len(units), 'Table 1 row')} of "
+                f"{_count(len(sections), 'section')} ({items})")
+    phenomena = {p for p in units.values() if p is not None}
+    return (f"{BENCHMARK_NAMES.get(benchmark, benchmark)}, {_count(len(units), 'paradigm')} "
+            f"of {_count(len(phenomena), 'phenomenon', 'phenomena')} ({items})")
+
+
+def scored_note(columns: Sequence[tuple[str, Sequence[Results]]]) -> str:
+    """The note on what was scored: each benchmark's units and items, counted in the
+    results (a column's first run; each column's where the columns differ)."""
+    scored = {name: "; ".join(_scored_units(b, runs[0]) for b in benchmarks_in([runs[:1]]))
+              for name, runs in columns if runs}
+    if len(set(scored.values())) == 1:
+        return f"Scored: {next(iter(scored.values()))}."
+    return "Scored: " + "; ".join(f"{name}: {what}" for name, what in scored.items()) + "."
+
+
+def _surprisal(convention: Mapping[str, Any]) -> str:
+    """What a model's surprisal is, from its results' ``convention``."""
+    if "pll" in convention:
+        return f"a {convention['pll_text']}"
+    search = convention.get("search_convention")
+    end = ", the end term 0 by construction" if "eos_term" in convention else ""
+    if search == "renormalised_given_length":
+        return ("log p(x_i | x_<i, n), renormalised over the legal actions given the length"
+                + end)
+    if search:
+        return f"log p(x_i | x_<i) as their search finds it ({search}{end})"
+    return "log p(x_i | x_<i)"
+
+
+def convention_notes(models: Mapping[str, Sequence[Results]]) -> tuple[list[str], list[str]]:
+    """The notes on how the ``models`` (label -> its runs) were scored, from their results'
+    conventions (``BenchmarkResult.convention``, the first run's), and the kinds of
+    convention that differ between them (``surprisal``, ``end-of-sentence``). Each benchmark's
+    end of the sentence: where every model treated it alike, its convention's text; where
+    not, which model counted the end-of-sentence term (``<eos>``) and which did not. The
+    surprisal: where the models' differ (``_surprisal``: exact, a search's convention, a
+    masked LM's pseudo-log-likelihood), which model scores which."""
+    first = {name: runs[0] for name, runs in models.items()}
+    notes, mixed, alike = [], [], []
+    ends = []
+    for benchmark in benchmarks_in([[r] for r in first.values()]):
+        used = {name: r[benchmark].convention for name, r in first.items() if benchmark in r}
+        by_eos: dict[bool, list[str]] = {}
+        for name, convention in used.items():
+            by_eos.setdefault(bool(convention.get("eos")), []).append(name)
+        if len(by_eos) > 1:
+            ends.append(f"{benchmark}: " + "; ".join(
+                f"{', '.join(names)} {'with' if eos else 'without'} the end-of-sentence term"
+                + (" (<eos>)" if eos else "") for eos, names in by_eos.items()))
+        elif used and "text" in next(iter(used.values())):
+            alike.append(f"{benchmark}: {next(iter(used.values()))['text']}")
+    by_surprisal: dict[str, list[str]] = {}
+    for name, results in first.items():
+        convention = next(iter(results.values())).convention if results else {}
+        by_surprisal.setdefault(_surprisal(convention), []).append(name)
+    if len(by_surprisal) > 1:
+        mixed.append("surprisal")
+        notes.append("Mixed surprisal conventions: " + "; ".join(
+            f"{', '.join(names)} score {what}" for what, names in by_surprisal.items()) + ".")
+    if ends:
+        mixed.append("end-of-sentence")
+        notes.append("Mixed end-of-sentence conventions: " + "; ".join(ends) + ".")
+    if alike:
+        notes.append("End of sentence: " + "; ".join(alike) + ".")
+    return notes, mixed
 
 
 def _repeats_plain(m: Measure, measures: Sequence[Measure], cells: Sequence[Sequence[Cell]],
@@ -183,10 +278,8 @@ def _notes(columns: Sequence[tuple[str, Sequence[Results]]], baselines: Mapping[
     notes = [f"Each value: the measure{interval} (n: the pairs or items it rests on; "
              "in_vocabulary: those without an unknown word where it matters; an "
              "in_vocabulary row only where it differs from its plain row).",
-             "Aggregates as each paper's: BLiMP, the unweighted mean over paradigms; SyntaxGym, "
-             "over suites (the paper's 31; in vocabulary, those with an in-vocabulary item); "
-             "Marvin & Linzen, a row pools its items and a section is the unweighted mean of "
-             "its rows (synlm's summary: the paper reports the rows)."]
+             "Aggregates as each paper's: " + "; ".join(
+                 AGGREGATES[b] for b in benchmarks_in([runs for _, runs in columns])) + "."]
     if baselines:
         notes.append("untrained: the model's configuration before training.")
     if any(len(runs) > 1 for _, runs in columns):

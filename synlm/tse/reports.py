@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 #: label -> its results, one a seed.
 Models = dict[str, list[Results]]
+#: The report's accuracy figures: benchmark, its groups (``synlm.tse.plots.plot_units``), and
+#: the file name.
+FIGURES = (("syntaxgym", "circuits", "circuits"), ("blimp", "phenomena", "phenomena"),
+           ("pairs", "phenomena", "pairs_phenomena"))
 
 
 def write_records(path: str, runs: Sequence[Evaluated]) -> int:
@@ -61,28 +65,40 @@ def table_models(runs: list[Evaluated], config: bool = False) -> tuple[Models, M
     return models, baselines or None
 
 
-def headline_table(models: Models, spread: Spread) -> Table:
+def headline_table(models: Models, spread: Spread, resamples: int | None = None) -> Table:
     """The headline of each model (label -> its results, one a seed) side by side, a
-    ``rich`` table, each value beside the number of pairs or items it rests on (several
-    seeds: their mean ± their standard deviation, from ``spread``); an in-vocabulary row only
-    where it differs from its plain row (``synlm.tse.compare.comparison_table``)."""
+    ``rich`` table, each value with its interval and the number of pairs or items it rests
+    on (several seeds: their mean ± their standard deviation, from ``spread``, then the
+    interval of the mean); the intervals are the report's headline table's
+    (``synlm.tse.compare.comparison_table`` over ``resamples``, None:
+    ``synlm.tse.statistics.RESAMPLES``), and so is an in-vocabulary row only where it differs
+    from its plain row. A row's name is never cut: its column is as wide as the longest."""
     from rich.table import Table
+    from rich.text import Text
 
     from synlm.tse.compare import comparison_table
+    from synlm.tse.statistics import RESAMPLES
 
-    numbers = comparison_table(models, intervals=False)
+    resamples = resamples or RESAMPLES
+    numbers = comparison_table(models, resamples=resamples, comparisons=False)
     spreads = [spread([headline(r) for r in runs], digits=4) for runs in models.values()]
-    table = Table(title="Targeted syntactic evaluation", title_justify="left")
-    table.add_column("benchmark/measure")
-    for column in numbers.columns:
-        table.add_column(column, justify="right")
+    table = Table(title="Targeted syntactic evaluation", title_justify="left",
+                  caption=Text(f"[low, high]: the 95% item-bootstrap percentile interval "
+                               f"({resamples:,} resamples), as the report's headline table"),
+                  caption_justify="left")
+    table.add_column("benchmark/measure", no_wrap=True,
+                     min_width=max((len(key) for key, _ in numbers.rows), default=0))
+    for column in numbers.columns:  # Text: a label is never read as markup
+        table.add_column(Text(column), justify="right", overflow="fold")
     for key, cells in numbers.rows:
         shown = []
         for cell, seeds in zip(cells, spreads):
             std = seeds.get(f"{key}_std")
-            shown.append("-" if cell.value is None else f"{cell.value:.4f}" + (
-                f" ± {std:.4f}" if std is not None else "") + f" (n={cell.n})")
-        table.add_row(key, *shown)
+            interval = (f" [{cell.low:.4f}, {cell.high:.4f}]"
+                        if cell.low is not None and cell.high is not None else "")
+            shown.append(Text("-" if cell.value is None else f"{cell.value:.4f}" + (
+                f" ± {std:.4f}" if std is not None else "") + interval + f" (n={cell.n})"))
+        table.add_row(Text(key), *shown)
     return table
 
 
@@ -92,9 +108,12 @@ def write_report(folder: Path, models: Models, baselines: Models | None = None,
     """The side-by-side tables (headline, and per unit for the ``units`` chosen: bootstrap
     intervals from ``resamples`` resamples (None: ``synlm.tse.statistics.RESAMPLES``),
     two-level over seeds, each model's untrained column, each model against the
-    first with its paired test and Holm's adjustment), the plots (SyntaxGym's region figure
-    of each suite in ``regions/``), and ``paired``: the headline table's comparisons
-    (column -> measure -> the test: its p, ``p_bound``, which ``test`` gave it, Holm's p)."""
+    first with its paired test and Holm's adjustment; ``synlm.tse.tables.write_tables``),
+    the plots (``FIGURES``: the accuracy of each SyntaxGym circuit, BLiMP phenomenon and
+    ``--pairs`` phenomenon of the benchmarks every model has; SyntaxGym's region figure of
+    each suite in ``regions/``), and the report: ``files``, what was written, and
+    ``paired``, the headline table's comparisons (column -> measure -> the test: its p,
+    ``p_bound``, which ``test`` gave it, Holm's p)."""
     from synlm.tse import compare, plots, statistics, tables
 
     resamples = resamples or statistics.RESAMPLES
@@ -104,9 +123,9 @@ def write_report(folder: Path, models: Models, baselines: Models | None = None,
     written += tables.write_tables(headline_cells, folder / "headline")
     written += tables.write_tables(compare.comparison_table(
         models, baselines, level="unit", units=units, resamples=resamples), folder / "unit")
-    for benchmark, kind in (("syntaxgym", "circuits"), ("blimp", "phenomena")):
+    for benchmark, kind, name in FIGURES:
         if all(benchmark in results for runs in models.values() for results in runs):
-            written += plots.plot_units(models, benchmark, folder / kind, kind=kind,
+            written += plots.plot_units(models, benchmark, folder / name, kind=kind,
                                         baselines=baselines, resamples=resamples)
     written += plots.plot_regions(models, folder / "regions")  # SyntaxGym's, a suite each
     report: dict[str, Any] = {"files": [str(path) for path in written]}

@@ -1,7 +1,8 @@
 """Side-by-side tables: a ``Table`` of ``Cell``s (a value, its interval and the number of
 pairs or items it rests on; a comparison's cell adds its p-value and the Holm-adjusted one),
-written as Markdown (``to_markdown``), CSV (``to_csv``) and a booktabs LaTeX ``tabular``
-(``to_latex``), or all three at once (``write_tables``).
+written as Markdown (``to_markdown``), CSV (``to_csv``), a LaTeX ``table`` float for a paper
+(``to_latex``: booktabs rules, the notes as its caption, a ``\\label``) and a document that
+compiles alone (``to_latex_document``), or all four at once (``write_tables``).
 ``synlm.tse.compare.comparison_table`` fills one from evaluated models."""
 
 from __future__ import annotations
@@ -76,20 +77,28 @@ def _fixed(value: float, digits: int, sign: str = "") -> str:
     return f"{value if round(value, digits) else 0.0:{sign}.{digits}f}"
 
 
+def _cell_lines(value: float, cell: Cell, digits: int) -> list[str]:
+    """The text of a cell of ``value`` in its lines, as LaTeX stacks them: the value and its
+    interval; its count, then a comparison's p (with ``(sign test)`` where that test gave
+    it); the Holm p."""
+    sign = "+" if cell.p is not None else ""  # a difference: signed
+    head = _fixed(value, digits, sign)
+    if cell.low is not None and cell.high is not None:
+        head += f" [{_fixed(cell.low, digits, sign)}, {_fixed(cell.high, digits, sign)}]"
+    count = f"(n={cell.n})"
+    if cell.p is not None:
+        count += f" p{p_text(cell.p, cell.p_bound)}" + (" (sign test)" if cell.test == "sign"
+                                                        else "")
+    holm = [] if cell.holm is None else [f"Holm p{p_text(cell.holm, cell.holm_bound)}"]
+    return [head, count, *holm]
+
+
 def _cell_text(cell: Cell, digits: int, missing: str) -> str:
+    """A cell on one line: ``value [low, high] (n=...) p=..., Holm p=...``."""
     if cell.value is None:
         return missing
-    sign = "+" if cell.p is not None else ""  # a difference: signed
-    text = _fixed(cell.value, digits, sign)
-    if cell.low is not None and cell.high is not None:
-        text += f" [{_fixed(cell.low, digits, sign)}, {_fixed(cell.high, digits, sign)}]"
-    text += f" (n={cell.n})"
-    if cell.p is not None:
-        text += f" p{p_text(cell.p, cell.p_bound)}" + (" (sign test)" if cell.test == "sign"
-                                                       else "")
-    if cell.holm is not None:
-        text += f", Holm p{p_text(cell.holm, cell.holm_bound)}"
-    return text
+    head, count, *holm = _cell_lines(cell.value, cell, digits)
+    return f"{head} {count}" + "".join(f", {h}" for h in holm)
 
 
 def tested_columns(table: Table) -> list[bool]:
@@ -158,29 +167,85 @@ def latex_escape(text: str) -> str:
     return _LATEX_SPECIAL.sub(lambda m: _LATEX.get(m.group(), "\\" + m.group()), text)
 
 
-def to_latex(table: Table, digits: int = 3) -> str:
-    """The table as a booktabs ``tabular`` (``\\usepackage{booktabs}``), labels and headers
-    escaped, ``--`` where there is nothing to measure; the title and notes as ``%`` comments
-    (the caption is the paper's to write)."""
-    lines = [f"% {table.title}"] if table.title else []
-    lines += [r"\begin{tabular}{l" + "r" * len(table.columns) + "}", r"\toprule",
-              " & ".join(latex_escape(c) for c in ["measure", *table.columns]) + r" \\",
-              r"\midrule"]
-    lines += [" & ".join([latex_escape(label),
-                          *(latex_escape(_cell_text(c, digits, "--"))
-                            .replace("<", "$<$") for c in cells)]) + r" \\"
-              for label, cells in table.rows]
-    lines += [r"\bottomrule", r"\end{tabular}", *(f"% {note}" for note in table.notes)]
-    return "\n".join(lines) + "\n"
+#: What ``to_latex``'s float needs in the paper's preamble.
+LATEX_PACKAGES = ("booktabs", "graphicx")
+
+
+def latex_text(text: str) -> str:
+    """``text`` for LaTeX's text mode: ``latex_escape``, and ``<``, ``>`` and ``|`` as the
+    characters they are (an OT1 font would print other glyphs for them)."""
+    return latex_escape(text).replace("<", r"\textless{}").replace(
+        ">", r"\textgreater{}").replace("|", r"\textbar{}")
+
+
+def _latex_cell(cell: Cell, digits: int) -> str:
+    """A cell as LaTeX: its lines (``_cell_lines``) stacked right-aligned in a one-column
+    ``tabular``, ``--`` where there is nothing to measure."""
+    if cell.value is None:
+        return "--"
+    lines = [latex_text(line) for line in _cell_lines(cell.value, cell, digits)]
+    return r"\begin{tabular}[t]{@{}r@{}}" + r"\\".join(lines) + r"\end{tabular}"
+
+
+def caption_text(table: Table) -> str:
+    """The caption of the table: its title, then its notes, as one paragraph."""
+    parts = [table.title] if table.title else []
+    return " ".join(part if part.endswith(".") else part + "." for part in
+                    [*parts, *table.notes])
+
+
+def to_latex(table: Table, digits: int = 3, label: str = "tab:synlm") -> str:
+    """The table as a LaTeX ``table`` float for a paper (``\\usepackage`` booktabs and
+    graphicx, ``LATEX_PACKAGES``): the caption (``caption_text``: the title, then the notes
+    that say what was scored, the conventions, the interval, test and correction; the title
+    alone in a list of tables), the ``label``, then a booktabs ``tabular`` (``\\toprule``,
+    ``\\midrule``, ``\\bottomrule``): a left column of row labels, a right-aligned column
+    each, a cell's value and interval over its count and p (``--``: nothing to measure),
+    every text escaped. A tabular wider than the line is scaled down to it, never beyond."""
+    header = " & ".join(latex_text(c) for c in ["measure", *table.columns]) + r" \\"
+    rows = [" & ".join([latex_text(name), *(_latex_cell(c, digits) for c in cells)])
+            + r" \\" for name, cells in table.rows]
+    tabular = [r"\begin{tabular}{l" + "r" * len(table.columns) + "}", r"\toprule", header,
+               r"\midrule", *rows, r"\bottomrule", r"\end{tabular}"]
+    short = f"[{{{latex_text(table.title)}}}]" if table.title else ""
+    return "\n".join([
+        "% synlm evaluate-syntax: " + ", ".join(rf"\usepackage{{{p}}}" for p in LATEX_PACKAGES),
+        r"\begin{table}[htbp]", r"\centering", r"\small",
+        rf"\caption{short}{{{latex_text(caption_text(table))}}}", rf"\label{{{label}}}",
+        r"\sbox0{%", *tabular, "}%",
+        r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi",
+        r"\end{table}"]) + "\n"
+
+
+def to_latex_document(table: Table, digits: int = 3, label: str = "tab:synlm") -> str:
+    """``to_latex``'s float in a document that compiles alone (``pdflatex``): an A4
+    landscape ``article`` with the packages it needs and no page number."""
+    return "\n".join([
+        r"\documentclass{article}",
+        r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}",
+        *(rf"\usepackage{{{p}}}" for p in LATEX_PACKAGES), r"\pagestyle{empty}",
+        r"\begin{document}", to_latex(table, digits, label).rstrip("\n"),
+        r"\end{document}"]) + "\n"
+
+
+def latex_label(out_stem: Path) -> str:
+    """The ``\\label`` of the table written as ``out_stem``: ``tab:<folder>-<name>``, its
+    folder's name and its own, lower case, every character but a letter, digit or ``-`` a
+    ``-`` (``report/headline``: ``tab:report-headline``)."""
+    name = f"{out_stem.parent.name}-{out_stem.name}".strip("-").lower()
+    return "tab:" + re.sub(r"[^a-z0-9-]+", "-", name)
 
 
 def write_tables(table: Table, out_stem: Path) -> list[Path]:
-    """``<out_stem>.md``, ``.csv`` and ``.tex`` side by side, each written whole or not at
-    all (a temporary file, then a rename); their paths."""
+    """``<out_stem>.md``, ``.csv``, ``.tex`` (the float, ``to_latex``, labelled
+    ``latex_label(out_stem)``) and ``_standalone.tex`` (``to_latex_document``) side by side,
+    each written whole or not at all (a temporary file, then a rename); their paths."""
     out_stem = Path(out_stem)
+    label = latex_label(out_stem)
     paths = []
     for suffix, text in ((".md", to_markdown(table)), (".csv", to_csv(table)),
-                         (".tex", to_latex(table))):
+                         (".tex", to_latex(table, label=label)),
+                         ("_standalone.tex", to_latex_document(table, label=label))):
         path = out_stem.with_name(out_stem.name + suffix)
         atomic_write_text(path, text)
         paths.append(path)

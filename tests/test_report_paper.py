@@ -1,0 +1,256 @@
+"""What ``synlm evaluate-syntax --report`` writes goes into a paper as it is: the LaTeX table
+(a float with booktabs rules, its caption the notes, a label; a document beside it that
+compiles, compiled here where a TeX engine is installed, its structure checked everywhere),
+the caption and notes naming the models of mixed conventions and counting what was scored,
+the figure of one's own ``--pairs``, and the progress lines naming each model."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import struct
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_evaluate_syntax import unigram_model
+from test_export_hf import save_checkpoint
+from test_tse_compare import blimp_result, syntaxgym_result
+
+from conftest import run_cli
+from synlm.tse import compare, tables
+from synlm.tse.progress import model_shown
+from synlm.tse.scores import ScoredSentence
+
+#: A row name and a model label with each character LaTeX treats specially.
+SUITE = "my_suite 100% & co #1"
+LABEL = "LSTM_2 (50% data) & more"
+
+
+def _with(results: dict[str, Any], **convention: Any) -> dict[str, Any]:
+    """``results`` with every benchmark scored under ``convention``."""
+    return {name: dataclasses.replace(result, convention=dict(convention))
+            for name, result in results.items()}
+
+
+def _results(blimp: str, suite: str) -> dict[str, Any]:
+    return {"blimp": blimp_result({"wh_island": ("island_effects", blimp, "0" * len(blimp))}),
+            "syntaxgym": syntaxgym_result({SUITE: (suite, "0" * len(suite))})}
+
+
+#: The first model counts the end of the sentence, the second does not; the third is a
+#: transition LM searched under the given-length convention, its end term 0.
+WITH_EOS = _with(_results("1101101101", "11011011"), eos=True, reference=False,
+                 text="synlm's: with the end-of-sentence term")
+WITHOUT_EOS = _with(_results("1111101111", "11111011"), eos=False, reference=True,
+                    text="the reference scorer's: no end-of-sentence term")
+RNNG = _with(_results("1111111111", "11111111"), eos=True, reference=False,
+             text="synlm's: with the end-of-sentence term",
+             search_convention="renormalised_given_length",
+             eos_term="0 by construction: --eos changes nothing")
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[tables.Table, list[Path]]:
+    """The per-suite table of three models of mixed conventions, written as a report's."""
+    table = compare.comparison_table({LABEL: WITH_EOS, "gpt2": WITHOUT_EOS, "rnng": RNNG},
+                                     level="unit", units=("paradigm", "suite"),
+                                     resamples=200)
+    return table, tables.write_tables(table, tmp_path_factory.mktemp("x") / "report" / "unit")
+
+
+def _caption(tex: str) -> str:
+    return re.search(r"^\\caption\[\{[^\n]*\}\]\{(.*)\}$", tex, re.M).group(1)  # type: ignore
+
+
+def _outside_cells(line: str) -> str:
+    """A tabular row with its stacked cells (one-column tabulars) replaced by ``CELL``."""
+    return re.sub(r"\\begin\{tabular\}\[t\]\{@\{\}r@\{\}\}.*?\\end\{tabular\}", "CELL", line)
+
+
+def check_latex_structure(tex: str, columns: int) -> list[str]:
+    """The rows of the outer tabular of ``tex`` (its first cells), after checking what a
+    TeX engine would refuse or misprint: every environment closed in order, braces
+    balanced, one booktabs rule of each kind in order, every row of ``columns`` cells, no
+    unescaped ``_ & % # $`` in a cell and no ``%`` but at the ends of the lines that
+    open and close the saved box (and the comment that heads the file)."""
+    opened = []
+    for kind, name in re.findall(r"\\(begin|end)\{(\w+)\}", tex):
+        if kind == "begin":
+            opened.append(name)
+        else:
+            assert opened.pop() == name
+    assert not opened
+    depth = 0
+    for char in re.sub(r"\\[{}]", "", tex):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        assert depth >= 0
+    assert depth == 0
+    rules = re.findall(r"\\(toprule|midrule|bottomrule)", tex)
+    assert rules == ["toprule", "midrule", "bottomrule"]
+    head = re.search(r"\\begin\{tabular\}\{(l(r+))\}\n\\toprule\n(.*?)\n\\midrule\n(.*?)\n"
+                     r"\\bottomrule", tex, re.S)
+    assert head is not None and len(head.group(1)) == columns
+    rows = [head.group(3), *head.group(4).split("\n")]
+    for row in rows:
+        assert row.endswith(r" \\")
+        plain = _outside_cells(row[:-3])
+        assert len(re.findall(r"(?<!\\)&", plain)) == columns - 1, row
+        assert not re.search(r"(?<!\\)[_%#$]", row), row
+    for number, line in enumerate(tex.splitlines()):
+        stripped = re.sub(r"\\%", "", line)
+        if "%" in stripped:
+            assert (number == 0 and line.startswith("% ")) or stripped in (r"\sbox0{%", "}%")
+    return [_outside_cells(row).split(" & ")[0] for row in rows[1:]]
+
+
+def test_the_latex_is_a_captioned_labelled_booktabs_float(written) -> None:
+    """The ``.tex`` is a ``table`` float: its caption is the title and every note (what was
+    scored, the conventions, the interval, the test, Holm's correction), escaped; its label
+    is the report folder's and the table's names; each row name escaped in full."""
+    table, paths = written
+    tex = paths[2].read_text()
+    assert tex.splitlines()[1:4] == [r"\begin{table}[htbp]", r"\centering", r"\small"]
+    assert r"\label{tab:report-unit}" in tex
+    names = check_latex_structure(tex, 1 + len(table.columns))
+    assert names == [tables.latex_escape(name) for name, _ in table.rows]
+    assert r"syntaxgym/no circuit/my\_suite 100\% \& co \#1/accuracy" in names
+    caption = _caption(tex)
+    assert caption == tables.latex_text(tables.caption_text(table))
+    for words in ("Scored: BLiMP, 1 paradigm of 1 phenomenon (10 pairs); SyntaxGym, 1 suite "
+                  "(8 items).", "95\\% percentile interval from 200 item-bootstrap resamples",
+                  "the exact two-sided sign test", "Holm's step-down method over the"):
+        assert words in caption
+    assert "31" not in caption  # one suite was scored, never the paper's 31
+    header = re.search(r"\\toprule\n(.*) \\\\\n", tex).group(1)  # type: ignore[union-attr]
+    assert header.split(" & ")[1] == r"LSTM\_2 (50\% data) \& more"
+
+
+def test_a_table_of_mixed_conventions_says_which_model_used_which(written) -> None:
+    """Three models, one with ``<eos>``, one without, one a transition LM whose surprisal is
+    renormalised given the length: the title flags both mixes, and the Markdown notes and
+    the LaTeX caption name each model under its convention."""
+    table, paths = written
+    assert table.title.endswith("(mixed surprisal conventions; mixed end-of-sentence "
+                                "conventions)")
+    eos = (f"Mixed end-of-sentence conventions: blimp: {LABEL}, rnng with the end-of-sentence "
+           f"term (<eos>); gpt2 without the end-of-sentence term; syntaxgym: {LABEL}, rnng "
+           "with the end-of-sentence term (<eos>); gpt2 without the end-of-sentence term.")
+    surprisal = (f"Mixed surprisal conventions: {LABEL}, gpt2 score log p(x_i | x_<i); rnng "
+                 "score log p(x_i | x_<i, n), renormalised over the legal actions given the "
+                 "length, the end term 0 by construction.")
+    markdown = paths[0].read_text()
+    assert f"- {eos}\n" in markdown and f"- {surprisal}\n" in markdown
+    assert markdown.splitlines()[0] == table.title
+    caption = _caption(paths[2].read_text())
+    assert tables.latex_text(eos) in caption and tables.latex_text(surprisal) in caption
+    assert r"rnng with the end-of-sentence term (\textless{}eos\textgreater{})" in caption
+
+
+def test_models_of_one_convention_get_its_text_and_no_flag() -> None:
+    table = compare.comparison_table({"a": WITHOUT_EOS, "b": WITHOUT_EOS}, resamples=200)
+    assert "mixed" not in table.title
+    assert not any(note.startswith("Mixed") for note in table.notes)
+    assert "End of sentence: blimp: the reference scorer's: no end-of-sentence term; " \
+        "syntaxgym: the reference scorer's: no end-of-sentence term." in table.notes
+
+
+def test_the_standalone_document_compiles(written, tmp_path: Path) -> None:
+    """``_standalone.tex`` is an article holding the float, with the packages it needs; a TeX
+    engine on PATH (pdflatex, lualatex or tectonic) compiles it to a PDF without an
+    overfull line (a wide table is scaled to the line); the structure is checked either
+    way."""
+    table, paths = written
+    document = paths[3].read_text()
+    assert paths[3].name == "unit_standalone.tex"
+    assert document.startswith("\\documentclass{article}\n")
+    assert r"\usepackage{booktabs}" in document and r"\usepackage{graphicx}" in document
+    body = document.split("\\begin{document}\n", 1)[1].removesuffix("\\end{document}\n")
+    assert body == paths[2].read_text()
+    check_latex_structure(body, 1 + len(table.columns))
+    engine = next((e for e in ("pdflatex", "lualatex", "tectonic") if shutil.which(e)), None)
+    if engine is None:
+        return
+    source = tmp_path / paths[3].name
+    shutil.copy(paths[3], source)
+    args = [engine, source.name] if engine == "tectonic" else [
+        engine, "-interaction=nonstopmode", "-halt-on-error", source.name]
+    done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert source.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+    log = source.with_suffix(".log")
+    assert not log.exists() or "Overfull" not in log.read_text(errors="replace")
+
+
+# --------------------------------------------------------- the command: --pairs, progress
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_pairs_of_ones_own_get_a_figure_and_counted_notes(capsys, tmp_path: Path) -> None:
+    """``--pairs`` alone with ``--report``: the figure of its phenomena beside the tables
+    (PNG and SVG, listed in the report's files), drawn with the model's label and each
+    phenomenon; the notes count the pairs scored and say nothing of the papers' sets."""
+    pairs = tmp_path / "mine.jsonl"
+    pairs.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"sentence_good": "The cats sleep.", "sentence_bad": "The cats sleeps.",
+         "UID": "agree", "linguistics_term": "agreement"},
+        {"sentence_good": "The cat sleeps.", "sentence_bad": "The cat sleep.",
+         "UID": "agree", "linguistics_term": "agreement"},
+        {"sentence_good": "The cat sleep.", "sentence_bad": "The cat cat sleep.",
+         "UID": "length", "linguistics_term": "length"}]))
+    ckpt = save_checkpoint(unigram_model(), tmp_path / "unigram.ckpt")
+    report = tmp_path / "report"
+    assert run_cli(["evaluate-syntax", "--ckpt_path", str(ckpt), "--label", "my LSTM",
+                    "--pairs", str(pairs), "--report", str(report), "--resamples", "200"]) == 0
+    captured = capsys.readouterr()
+    files = json.loads(captured.out.strip().splitlines()[-1])["report"]["files"]
+    png, svg = report / "pairs_phenomena.png", report / "pairs_phenomena.svg"
+    assert {str(png), str(svg)} <= set(files)
+    width, height = _png_size(png)
+    assert width > 500 and height > 200 and png.stat().st_size > 10_000
+    assert ET.parse(svg).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+    drawn = re.findall(r"<!-- (.*?) -->", svg.read_text())  # each text matplotlib drew
+    assert {"pairs phenomena", "my LSTM", "agreement", "length", "50%"} <= set(drawn)
+    notes = (report / "headline.md").read_text()
+    assert "- Scored: pairs (--pairs), 2 paradigms of 2 phenomena (3 pairs).\n" in notes
+    assert "- Aggregates as each paper's: pairs (--pairs), the unweighted mean over " \
+        "paradigms, as BLiMP's.\n" in notes
+    assert "SyntaxGym" not in notes and "31" not in notes
+    # five sentences: "The cat sleep." is scored once for its two pairs
+    assert "synlm evaluate-syntax: my LSTM: pairs: 5/5 sentences" in captured.err
+
+
+class Counting:
+    """A scorer that reports its progress a sentence at a time, as ModelScorer does."""
+
+    progress = None
+
+    def score(self, sentences: list[list[str]]) -> list[ScoredSentence]:
+        for _ in sentences:
+            self.progress(1)  # type: ignore[misc]
+        return [ScoredSentence(tuple(s), (0.0,) * len(s), (False,) * len(s), None, tuple(s),
+                               (0.0,) * len(s)) for s in sentences]
+
+
+def test_each_progress_line_names_its_model(capsys) -> None:
+    """In a log file each line names the model by its label, and an untrained copy by the
+    label, its number and how many there are."""
+    trained, untrained = Counting(), [Counting(), Counting()]
+    show = model_shown("AWD-LSTM", untrained, "synlm evaluate-syntax")
+    show(trained, "blimp").score([["a"]] * 20)
+    show(untrained[1], "syntaxgym").score([["a"]] * 2)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "synlm evaluate-syntax: AWD-LSTM: blimp: 2/20 sentences, 0 s"
+    assert len(lines) == 12  # a line a tenth of the 20, then both of the 2
+    assert all(line.startswith("synlm evaluate-syntax: AWD-LSTM: blimp: ") for line in lines[:10])
+    assert lines[-1] == "synlm evaluate-syntax: AWD-LSTM untrained 2 of 2: syntaxgym: " \
+        "2/2 sentences, 0 s"
