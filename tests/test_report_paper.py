@@ -7,6 +7,7 @@ the figure of one's own ``--pairs``, and the progress lines naming each model.""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import re
 import shutil
@@ -17,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from test_evaluate_syntax import unigram_model
 from test_export_hf import save_checkpoint
 from test_tse_compare import blimp_result, syntaxgym_result
 
 from conftest import run_cli
-from synlm.tse import compare, tables
+from synlm.loading import mean_and_std
+from synlm.tse import compare, reports, tables
 from synlm.tse.progress import model_shown
 from synlm.tse.scores import ScoredSentence
 
@@ -137,8 +140,8 @@ def test_a_table_of_mixed_conventions_says_which_model_used_which(written) -> No
     table, paths = written
     assert table.title.endswith("(mixed surprisal conventions; mixed end-of-sentence "
                                 "conventions)")
-    eos = (f"Mixed end-of-sentence conventions: blimp: {LABEL}, rnng with the end-of-sentence "
-           f"term (<eos>); gpt2 without the end-of-sentence term; syntaxgym: {LABEL}, rnng "
+    eos = (f"Mixed end-of-sentence conventions: BLiMP: {LABEL}, rnng with the end-of-sentence "
+           f"term (<eos>); gpt2 without the end-of-sentence term; SyntaxGym: {LABEL}, rnng "
            "with the end-of-sentence term (<eos>); gpt2 without the end-of-sentence term.")
     surprisal = (f"Mixed surprisal conventions: {LABEL}, gpt2 score log p(x_i | x_<i); rnng "
                  "score log p(x_i | x_<i, n), renormalised over the legal actions given the "
@@ -151,12 +154,37 @@ def test_a_table_of_mixed_conventions_says_which_model_used_which(written) -> No
     assert r"rnng with the end-of-sentence term (\textless{}eos\textgreater{})" in caption
 
 
-def test_models_of_one_convention_get_its_text_and_no_flag() -> None:
+def test_the_stderr_table_says_which_model_used_which() -> None:
+    """Under the stderr table, beside what its intervals are, the note on mixed conventions
+    (wrapped to the table's width)."""
+    shown = io.StringIO()
+    Console(file=shown, width=300).print(reports.headline_table(
+        {LABEL: [WITH_EOS], "gpt2": [WITHOUT_EOS]}, mean_and_std, resamples=200))
+    words = " ".join(shown.getvalue().split())
+    assert "[low, high]: the 95% item-bootstrap percentile interval (200 resamples)" in words
+    assert f"Mixed end-of-sentence conventions: BLiMP: {LABEL} with the end-of-sentence term " \
+        "(<eos>); gpt2 without the end-of-sentence term;" in words
+
+
+def test_models_of_one_quantity_get_their_convention_and_no_flag() -> None:
+    """Models scored alike: each benchmark's end-of-sentence text, no flag. A transition LM
+    searched over every action beside a plain LM: the same quantity (its beam approximates
+    log p(x_i | x_<i)), no flag; a masked LM's pseudo-log-likelihood beside them is flagged."""
     table = compare.comparison_table({"a": WITHOUT_EOS, "b": WITHOUT_EOS}, resamples=200)
     assert "mixed" not in table.title
     assert not any(note.startswith("Mixed") for note in table.notes)
-    assert "End of sentence: blimp: the reference scorer's: no end-of-sentence term; " \
-        "syntaxgym: the reference scorer's: no end-of-sentence term." in table.notes
+    assert "End of sentence: BLiMP: the reference scorer's: no end-of-sentence term; " \
+        "SyntaxGym: the reference scorer's: no end-of-sentence term." in table.notes
+    searched = _with(WITHOUT_EOS, eos=False, search_convention="all_actions")
+    assert "mixed" not in compare.comparison_table({"a": WITHOUT_EOS, "plm": searched},
+                                                   resamples=200).title
+    masked = _with(WITHOUT_EOS, eos=False, pll="original", pll_text="pseudo-log-likelihood, "
+                   "each token masked alone")
+    table = compare.comparison_table({"a": WITHOUT_EOS, "plm": searched, "bert": masked},
+                                     resamples=200)
+    assert table.title.endswith("(mixed surprisal conventions)")
+    assert "Mixed surprisal conventions: a, plm score log p(x_i | x_<i); bert score a " \
+        "pseudo-log-likelihood, each token masked alone." in table.notes
 
 
 def test_the_standalone_document_compiles(written, tmp_path: Path) -> None:

@@ -134,21 +134,22 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 def _scored_units(benchmark: str, result: Results) -> str:
     """What one evaluation of ``benchmark`` scored: its units (and their groups) and items."""
-    records = result[benchmark].records
+    name = BENCHMARK_NAMES.get(benchmark, benchmark)
     units = benchmark_units([result[benchmark]], benchmark)
-    items = _count(len(records), "pair" if benchmark in ("blimp", "pairs") else "item")
+    items = _count(len(result[benchmark].records),
+                   "pair" if benchmark in ("blimp", "pairs") else "item")
     if benchmark == "syntaxgym":
         left_out = sum(map(is_excluded, units))
-        return f"SyntaxGym, {_count(len(units), 'suite')} ({items}" + (
+        return f"{name}, {_count(len(units), 'suite')} ({items}" + (
             f"; {left_out} of the suites left out of the SG score, as the paper does"
             if left_out else "") + ")"
     if benchmark == "marvin_linzen":
         sections = {unit.split("/", 1)[0] for unit in units}
-        return (f"Marvin & Linzen, {_count(len(units), 'Table 1 row')} of "
+        return (f"{name}, {_count(len(units), 'Table 1 row')} of "
                 f"{_count(len(sections), 'section')} ({items})")
     phenomena = {p for p in units.values() if p is not None}
-    return (f"{BENCHMARK_NAMES.get(benchmark, benchmark)}, {_count(len(units), 'paradigm')} "
-            f"of {_count(len(phenomena), 'phenomenon', 'phenomena')} ({items})")
+    return (f"{name}, {_count(len(units), 'paradigm')} of "
+            f"{_count(len(phenomena), 'phenomenon', 'phenomena')} ({items})")
 
 
 def scored_note(columns: Sequence[tuple[str, Sequence[Results]]]) -> str:
@@ -162,52 +163,54 @@ def scored_note(columns: Sequence[tuple[str, Sequence[Results]]]) -> str:
 
 
 def _surprisal(convention: Mapping[str, Any]) -> str:
-    """What a model's surprisal is, from its results' ``convention``."""
+    """What a model's surprisal is, from its results' ``convention``: log p(x_i | x_<i) (an
+    ``all_actions`` search's beam approximates it: the same quantity), a search's
+    log p(x_i | x_<i, n) renormalised given the length, or a masked LM's
+    pseudo-log-likelihood; with ``eos_term``, the end term is 0 by construction."""
     if "pll" in convention:
         return f"a {convention['pll_text']}"
-    search = convention.get("search_convention")
     end = ", the end term 0 by construction" if "eos_term" in convention else ""
-    if search == "renormalised_given_length":
+    if convention.get("search_convention") == "renormalised_given_length":
         return ("log p(x_i | x_<i, n), renormalised over the legal actions given the length"
                 + end)
-    if search:
-        return f"log p(x_i | x_<i) as their search finds it ({search}{end})"
-    return "log p(x_i | x_<i)"
+    return "log p(x_i | x_<i)" + end
 
 
 def convention_notes(models: Mapping[str, Sequence[Results]]) -> tuple[list[str], list[str]]:
     """The notes on how the ``models`` (label -> its runs) were scored, from their results'
     conventions (``BenchmarkResult.convention``, the first run's), and the kinds of
-    convention that differ between them (``surprisal``, ``end-of-sentence``). Each benchmark's
-    end of the sentence: where every model treated it alike, its convention's text; where
-    not, which model counted the end-of-sentence term (``<eos>``) and which did not. The
-    surprisal: where the models' differ (``_surprisal``: exact, a search's convention, a
-    masked LM's pseudo-log-likelihood), which model scores which."""
+    convention that differ between them (``surprisal``, ``end-of-sentence``). The surprisal:
+    where the models' differ (``_surprisal``), which model scores which. Each benchmark's end
+    of the sentence: where the models did not all treat it alike, which counted the
+    end-of-sentence term (``<eos>``) and which did not; where they did, its convention's
+    text."""
     first = {name: runs[0] for name, runs in models.items()}
-    notes, mixed, alike = [], [], []
-    ends = []
-    for benchmark in benchmarks_in([[r] for r in first.values()]):
-        used = {name: r[benchmark].convention for name, r in first.items() if benchmark in r}
-        by_eos: dict[bool, list[str]] = {}
-        for name, convention in used.items():
-            by_eos.setdefault(bool(convention.get("eos")), []).append(name)
-        if len(by_eos) > 1:
-            ends.append(f"{benchmark}: " + "; ".join(
-                f"{', '.join(names)} {'with' if eos else 'without'} the end-of-sentence term"
-                + (" (<eos>)" if eos else "") for eos, names in by_eos.items()))
-        elif used and "text" in next(iter(used.values())):
-            alike.append(f"{benchmark}: {next(iter(used.values()))['text']}")
     by_surprisal: dict[str, list[str]] = {}
     for name, results in first.items():
         convention = next(iter(results.values())).convention if results else {}
         by_surprisal.setdefault(_surprisal(convention), []).append(name)
+    notes, mixed = [], []
     if len(by_surprisal) > 1:
         mixed.append("surprisal")
         notes.append("Mixed surprisal conventions: " + "; ".join(
             f"{', '.join(names)} score {what}" for what, names in by_surprisal.items()) + ".")
-    if ends:
+    differ, alike = [], []
+    for benchmark in benchmarks_in([[r] for r in first.values()]):
+        name = BENCHMARK_NAMES.get(benchmark, benchmark)
+        used = [(label, r[benchmark].convention) for label, r in first.items()
+                if benchmark in r]
+        by_eos: dict[bool, list[str]] = {}
+        for label, convention in used:
+            by_eos.setdefault(bool(convention.get("eos")), []).append(label)
+        if len(by_eos) > 1:
+            differ.append(f"{name}: " + "; ".join(
+                f"{', '.join(labels)} {'with' if eos else 'without'} the end-of-sentence term"
+                + (" (<eos>)" if eos else "") for eos, labels in by_eos.items()))
+        elif "text" in used[0][1]:
+            alike.append(f"{name}: {used[0][1]['text']}")
+    if differ:
         mixed.append("end-of-sentence")
-        notes.append("Mixed end-of-sentence conventions: " + "; ".join(ends) + ".")
+        notes.append("Mixed end-of-sentence conventions: " + "; ".join(differ) + ".")
     if alike:
         notes.append("End of sentence: " + "; ".join(alike) + ".")
     return notes, mixed

@@ -72,7 +72,8 @@ def headline_table(models: Models, spread: Spread, resamples: int | None = None)
     interval of the mean); the intervals are the report's headline table's
     (``synlm.tse.compare.comparison_table`` over ``resamples``, None:
     ``synlm.tse.statistics.RESAMPLES``), and so is an in-vocabulary row only where it differs
-    from its plain row. A row's name is never cut: its column is as wide as the longest."""
+    from its plain row, and the notes on conventions that differ between the models. A row's
+    name is never cut: its column is as wide as the longest."""
     from rich.table import Table
     from rich.text import Text
 
@@ -82,9 +83,11 @@ def headline_table(models: Models, spread: Spread, resamples: int | None = None)
     resamples = resamples or RESAMPLES
     numbers = comparison_table(models, resamples=resamples, comparisons=False)
     spreads = [spread([headline(r) for r in runs], digits=4) for runs in models.values()]
+    mixed = [note for note in numbers.notes if note.startswith("Mixed")]
     table = Table(title="Targeted syntactic evaluation", title_justify="left",
-                  caption=Text(f"[low, high]: the 95% item-bootstrap percentile interval "
-                               f"({resamples:,} resamples), as the report's headline table"),
+                  caption=Text("\n".join([
+                      f"[low, high]: the 95% item-bootstrap percentile interval ({resamples:,} "
+                      "resamples), as the report's headline table", *mixed])),
                   caption_justify="left")
     table.add_column("benchmark/measure", no_wrap=True,
                      min_width=max((len(key) for key, _ in numbers.rows), default=0))
