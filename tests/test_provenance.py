@@ -29,8 +29,9 @@ from synlm.tse import provenance
 KEYS = {"command", "cwd", "created", "synlm", "synlm_source", "torch", "transformers",
         "python", "platform", "threads", "threads_why", "device", "models", "benchmark_files",
         "sentences"}
-MODEL_KEYS = {"name", "model_class", "parameters", "dtype", "files", "architecture", "config",
-              "revision", "surprisal", "pll", "search", "eos", "untrained"}
+MODEL_KEYS = {"name", "model_class", "parameters", "dtype", "files", "architecture",
+              "vocabulary", "config", "revision", "surprisal", "pll", "search", "eos",
+              "untrained"}
 
 
 def sha256(path: Path) -> str:
@@ -81,6 +82,9 @@ def test_a_run_folder_of_a_structure_model(capsys, monkeypatch, tmp_path):
     loaded = load_model(str(file))
     assert model["model_class"] == f"{type(loaded).__module__}.{type(loaded).__name__}"
     assert model["architecture"] == "synlm.transition.rnng.RNNG"
+    saved = json.dumps(loaded.vocab.to_saved(), sort_keys=True, ensure_ascii=False)
+    assert model["vocabulary"] == {"size": len(loaded.vocab),
+                                   "sha256": hashlib.sha256(saved.encode()).hexdigest()}
     assert model["parameters"] == sum(p.numel() for p in loaded.parameters())
     assert model["dtype"] == "float32" and model["untrained"] == 0
     assert model["surprisal"] == "renormalised_given_length" and model["pll"] is None
@@ -131,9 +135,15 @@ def test_the_staged_benchmark_files_and_the_untrained_models_of_a_config(capsys,
     assert provenance._sha256.cache_info().hits == hashed.hits + 1  # not read again
 
 
+def digest(path: Path) -> dict:
+    return {"path": str(path.resolve()), "sha256": sha256(path), "bytes": path.stat().st_size}
+
+
 def test_a_local_causal_hf_model(capsys, monkeypatch, tmp_path):
-    """A causal LM's folder: its weight file's sha256, its class and size, the exact
-    surprisal and no search; ``--sentences``: the record beside the surprisal table."""
+    """A causal LM's folder: the sha256 of every file that changes a score (its config and
+    generation config, its tokenizer's files, its weights), its class, architecture and
+    size, the exact surprisal and no search; ``--sentences``: the record beside the
+    surprisal table."""
     monkeypatch.setenv("SYNLM_THREADS", "1")
     torch.manual_seed(0)
     _gpt2(tmp_path / "gpt2", _corpus())
@@ -144,15 +154,56 @@ def test_a_local_causal_hf_model(capsys, monkeypatch, tmp_path):
     record = summary["provenance"]
     common(record, args)
     [model] = record["models"]
-    weights = tmp_path / "gpt2" / "model.safetensors"
-    assert model["files"] == [{"path": str(weights.resolve()), "sha256": sha256(weights),
-                               "bytes": weights.stat().st_size}]
+    gpt2 = tmp_path / "gpt2"
+    assert model["files"] == [digest(gpt2 / name) for name in (
+        "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+        "model.safetensors")]
+    assert {path.name for path in gpt2.iterdir()} == {
+        "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+        "model.safetensors"}  # every file of the folder
     built = AutoModelForCausalLM.from_pretrained(tmp_path / "gpt2")
     assert model["model_class"] == "transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel"
+    assert model["architecture"] == "GPT2LMHeadModel (gpt2)"
+    assert model["vocabulary"] is None  # its tokenizer's files are hashed instead
     assert model["parameters"] == sum(p.numel() for p in built.parameters())
     assert (model["surprisal"], model["pll"], model["search"]) == ("exact", None, None)
     assert model["eos"] == {}  # no benchmark: the table's own end rows
     assert json.loads((tmp_path / "s.tsv.provenance.json").read_text()) == record
+
+
+def test_a_changed_tokenizer_changes_the_record(tmp_path):
+    """Two gpt2s of the same weights, one with a tokenizer that lowercases: the records
+    tell them apart by tokenizer.json's sha256 alone."""
+    from synlm.tse.hf_scoring import HFScorer
+
+    torch.manual_seed(0)
+    gpt2 = tmp_path / "gpt2"
+    _gpt2(gpt2, _corpus())
+    before = provenance.model_provenance("gpt2", HFScorer(str(gpt2)))
+    tokenizer = json.loads((gpt2 / "tokenizer.json").read_text())
+    assert tokenizer["normalizer"] is None
+    tokenizer["normalizer"] = {"type": "Lowercase"}
+    (gpt2 / "tokenizer.json").write_text(json.dumps(tokenizer))
+    after = provenance.model_provenance("gpt2", HFScorer(str(gpt2)))
+    changed = {b.path for b, a in zip(before.files, after.files, strict=True) if b != a}
+    assert changed == {str((gpt2 / "tokenizer.json").resolve())}
+    assert [f.sha256 for f in after.files if f.path in changed] == \
+        [sha256(gpt2 / "tokenizer.json")]
+    assert before.architecture == after.architecture == "GPT2LMHeadModel (gpt2)"
+
+
+def test_the_files_of_a_folder_that_change_a_score(tmp_path):
+    """Only the files that change a score, in a fixed order: config, tokenizer files, the
+    model's own code, then the weights (a sharded model's shards from its index)."""
+    for name in ("README.md", "training_args.bin", "merges.txt", "vocab.json", "config.json",
+                 "modeling_synlm.py", "model-00002-of-00002.safetensors",
+                 "model-00001-of-00002.safetensors"):
+        (tmp_path / name).write_text(name)
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "a": "model-00002-of-00002.safetensors", "b": "model-00001-of-00002.safetensors"}}))
+    assert [p.name for p in provenance.model_files(tmp_path)] == [
+        "config.json", "vocab.json", "merges.txt", "modeling_synlm.py",
+        "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
 
 
 def test_a_local_masked_hf_model(capsys, monkeypatch, tmp_path, folder):  # noqa: F811
@@ -163,9 +214,12 @@ def test_a_local_masked_hf_model(capsys, monkeypatch, tmp_path, folder):  # noqa
     record = summary["provenance"]
     common(record, args)
     [model] = record["models"]
-    assert model["files"][0]["sha256"] == sha256(folder / "model.safetensors")
+    assert model["files"][-1]["sha256"] == sha256(folder / "model.safetensors")
+    assert [Path(f["path"]).name for f in model["files"]] == [
+        "config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"]
     built = AutoModelForMaskedLM.from_pretrained(folder)
     assert model["model_class"].endswith(".BertForMaskedLM")
+    assert model["architecture"] == "BertForMaskedLM (bert)"
     assert model["parameters"] == sum(p.numel() for p in built.parameters())
     assert (model["surprisal"], model["pll"]) == ("pseudo_log_likelihood", "original")
     assert model["eos"] == {"pairs": False}

@@ -1,8 +1,12 @@
 """What a result of ``synlm evaluate-syntax`` was computed from (``Provenance``).
 
 - each model (``ModelProvenance``): the checkpoint file its path resolved to (a run folder
-  stands for its best checkpoint) or a Hugging Face model's weight files, each with its
-  sha256; its class (and the network a synlm recipe wraps), parameter count and type; how
+  stands for its best checkpoint), or every file of a Hugging Face model's folder that
+  changes a score (its config, generation config, tokenizer files, the code it runs with
+  ``--trust-remote-code`` and its weights: ``model_files``), each with its sha256; its class
+  and architecture (the network a synlm recipe wraps; a Hugging Face config's
+  ``architectures`` and ``model_type``), a synlm model's vocabulary (its size and the sha256
+  of the form a checkpoint stores it in), parameter count and type; how
   it was scored: the surprisal (``exact`` for a model read left to right, a transition LM's
   search convention, ``pseudo_log_likelihood`` for a masked LM), the PLL variant, a
   transition LM's search (beam sizes or particles, as ``synlm.transition.beam`` holds
@@ -25,6 +29,7 @@ it) and into a report folder (``provenance.json``).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -50,6 +55,13 @@ SUFFIX = ".provenance.json"
 #: A Hugging Face folder's weights, as transformers looks for them (safetensors first); a
 #: sharded model names its shards in the index.
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+#: The other files of a Hugging Face folder that change a score, where it has them: the
+#: model's config and generation config, and its tokenizer's files (byte-level BPE's, BERT's
+#: WordPiece, SentencePiece models, added and special tokens).
+SCORING_FILES = ("config.json", "generation_config.json", "tokenizer.json",
+                 "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                 "vocab.json", "merges.txt", "vocab.txt", "spiece.model",
+                 "sentencepiece.bpe.model", "tokenizer.model")
 
 
 @dataclass(frozen=True)
@@ -85,10 +97,16 @@ class ModelProvenance:
             ``model`` (a ``synlm.tse.scores.Scorer`` of one's own).
         parameters: its parameter count (a tied matrix once); ``dtype`` their type (None
             without a model).
-        architecture: the network a synlm recipe wraps: a ``SyntaxLM``'s backbone, a
-            ``TransitionLM``'s model (``synlm.transition.rnng.RNNG``).
-        files: the checkpoint file it was loaded from, or a Hugging Face model's weight
-            files; none for models built untrained.
+        architecture: the network a synlm recipe wraps, by class path: a ``SyntaxLM``'s
+            backbone, a ``TransitionLM``'s model (``synlm.transition.rnng.RNNG``); a
+            Hugging Face model's config's ``architectures`` and ``model_type``
+            (``GPT2LMHeadModel (gpt2)``).
+        files: the checkpoint file it was loaded from, or the files of a Hugging Face
+            model's folder that change a score (``model_files``); none for models built
+            untrained.
+        vocabulary: a synlm model's vocabulary: ``size`` and the ``sha256`` of the JSON of
+            its saved form (``Vocab.to_saved``, what a checkpoint stores), which tells
+            apart the vocabularies of untrained models built from different corpora.
         surprisal: ``exact``, ``renormalised_given_length``, ``all_actions``,
             ``pseudo_log_likelihood``, or ``scorer`` (a scorer of one's own: its own).
         eos: for each benchmark, whether its end-of-sentence term counted.
@@ -102,6 +120,7 @@ class ModelProvenance:
     dtype: str | None
     files: tuple[FileDigest, ...] = ()
     architecture: str | None = None
+    vocabulary: dict[str, Any] | None = None
     config: FileDigest | None = None
     revision: str | None = None
     surprisal: str = "exact"
@@ -180,15 +199,41 @@ def weight_files(folder: Path) -> list[Path]:
     return []
 
 
+def model_files(folder: Path) -> list[Path]:
+    """The files of a Hugging Face model's ``folder`` that change its scores: those of
+    ``SCORING_FILES`` it has, the Python files of its own code (what ``--trust-remote-code``
+    runs), then its weights (``weight_files``)."""
+    return [folder / name for name in SCORING_FILES if (folder / name).is_file()] + \
+        sorted(folder.glob("*.py")) + weight_files(folder)
+
+
 def hf_files(name: str, revision: str | None) -> list[Path]:
-    """The weight files of the Hugging Face model ``name``: a folder's, or a hub model's in
-    the local cache (the snapshot of ``revision``)."""
+    """The files of the Hugging Face model ``name`` that change its scores
+    (``model_files``): a folder's, or a hub model's in the local cache (the snapshot of
+    ``revision``)."""
     if Path(name).is_dir():
-        return weight_files(Path(name))
+        return model_files(Path(name))
     from huggingface_hub import try_to_load_from_cache
 
     cached = try_to_load_from_cache(name, "config.json", revision=revision)
-    return weight_files(Path(cached).parent) if isinstance(cached, str) else []
+    return model_files(Path(cached).parent) if isinstance(cached, str) else []
+
+
+def hf_architecture(config: Any) -> str:
+    """A Hugging Face config's architecture: its ``architectures`` and ``model_type``
+    (``GPT2LMHeadModel (gpt2)``; the type alone where the config names no class)."""
+    classes = ", ".join(getattr(config, "architectures", None) or ())
+    return f"{classes} ({config.model_type})" if classes else config.model_type
+
+
+def vocabulary_of(model: Any) -> dict[str, Any] | None:
+    """A synlm model's vocabulary: its size and the sha256 of the JSON of its saved form
+    (what a checkpoint stores); None without one."""
+    vocab = getattr(model, "vocab", None)
+    if vocab is None:
+        return None
+    saved = json.dumps(vocab.to_saved(), sort_keys=True, ensure_ascii=False)
+    return {"size": len(vocab), "sha256": hashlib.sha256(saved.encode("utf-8")).hexdigest()}
 
 
 def _search(model: Any, convention: str) -> dict[str, Any] | None:
@@ -221,15 +266,17 @@ def model_provenance(name: str, scorer: Any, untrained: int = 0,
 
     files: list[Path] = []
     model: Any = None  # None: a Scorer of one's own, its numbers its own
-    network: Any = None
-    revision = convention = None
+    revision = convention = architecture = vocabulary = None
     if isinstance(scorer, ScoresHubModel):  # a Hugging Face model
         model = scorer.model
         revision = getattr(model.config, "_commit_hash", None)
         files = hf_files(scorer.name, revision)
+        architecture = hf_architecture(model.config)
     elif isinstance(scorer, ModelScorer):  # a synlm recipe; its file where load_model read one
         model, convention = scorer.model, scorer.convention
         network = _network(model)
+        architecture = None if network is None else _class_name(network)
+        vocabulary = vocabulary_of(model)
         files = [Path(model.checkpoint_file)] if isinstance(model, FromCheckpoint) else []
     parameters = [] if model is None else list(model.parameters())
     pll = scorer.pll if isinstance(scorer, ScoresPLL) else None
@@ -238,7 +285,7 @@ def model_provenance(name: str, scorer: Any, untrained: int = 0,
         parameters=None if model is None else sum(p.numel() for p in parameters),
         dtype=str(parameters[0].dtype).removeprefix("torch.") if parameters else None,
         files=tuple(map(file_digest, files)),
-        architecture=None if network is None else _class_name(network),
+        architecture=architecture, vocabulary=vocabulary,
         config=None if config is None else file_digest(config_file(config)),
         revision=revision,
         surprisal="scorer" if model is None else
