@@ -51,7 +51,7 @@ from synlm.tse.minimal_pairs import (
     summarize,
     summarize_by,
 )
-from synlm.tse.shapes import is_kind, shown, typed
+from synlm.tse.shapes import is_kind, not_utf8, shown, typed
 
 FOLDER = "marvin_linzen"
 JSONL = "marvin_linzen.jsonl.gz"
@@ -222,21 +222,27 @@ def _pickle_records(folder: Path) -> list[dict[str, Any]]:
 
 
 def _jsonl_records(path: Path) -> list[dict[str, Any]]:
+    """The typed records of a JSON-lines file (gzipped when it ends in ``.gz``); a bad
+    line, a byte that is not UTF-8 or a cut archive is one ``CorpusError`` naming where."""
     opener = gzip.open if path.suffix == ".gz" else open
-    records = []
     try:
-        with opener(path, "rt", encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if line.strip():
-                    try:
-                        record = json.loads(line)
-                    except json.JSONDecodeError as err:
-                        raise CorpusError(f"{path}:{number}: not JSON ({err.msg})") from None
-                    records.append(_typed_record(f"{path}:{number}", record))
+        with opener(path, "rb") as file:
+            data = file.read()
+        text = data.decode("utf-8")
     except (EOFError, gzip.BadGzipFile, zlib.error):
         raise truncated(path) from None
-    except (OSError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
+        raise not_utf8(str(path), data, err, CorpusError) from None
+    except OSError as err:
         raise CorpusError(f"{path}: {err}") from None
+    records = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise CorpusError(f"{path}:{number}: not JSON ({err.msg})") from None
+            records.append(_typed_record(f"{path}:{number}", record))
     return records
 
 
