@@ -166,6 +166,26 @@ def test_the_stderr_table_says_which_model_used_which() -> None:
         "(<eos>); gpt2 without the end-of-sentence term;" in words
 
 
+def test_the_stderr_table_is_the_model_columns_of_the_reports_headline_table() -> None:
+    """Given the report's headline table (untrained and comparison columns beside the
+    models'), the stderr table shows its model columns, which are what it computes alone."""
+    models = {"a": [WITH_EOS], "b": [WITHOUT_EOS]}
+    report = compare.comparison_table(models, {"a": [RNNG]}, resamples=200)
+    assert report.columns == ["a", "a untrained", "b", "b - a"]
+
+    def shown(**given: Any) -> str:
+        out = io.StringIO()
+        Console(file=out, width=300).print(reports.headline_table(models, mean_and_std, 200,
+                                                                  **given))
+        return out.getvalue()
+
+    alone = shown()
+    assert shown(report=report) == alone
+    header = next(line for line in alone.splitlines() if "benchmark/measure" in line)
+    assert [name.strip() for name in header.split("┃")[1:-1]] == ["benchmark/measure", "a",
+                                                                  "b"]
+
+
 def test_models_of_one_quantity_get_their_convention_and_no_flag() -> None:
     """Models scored alike: each benchmark's end-of-sentence text, no flag. A transition LM
     searched over every action beside a plain LM: the same quantity (its beam approximates

@@ -461,11 +461,11 @@ def evaluated(args: argparse.Namespace, argv: Sequence[str] | None,
     if args.results:
         summary["results"] = list(args.results)
     summary["provenance"] = record
-    reports.write_outputs(runs, summary, config=config, output=args.output,
-                          regions=args.regions, report=args.report, units=args.units,
-                          resamples=args.resamples)
+    written = reports.write_outputs(runs, summary, config=config, output=args.output,
+                                    regions=args.regions, report=args.report,
+                                    units=args.units, resamples=args.resamples)
     console, table = Console(stderr=True), reports.headline_table(
-        reports.table_models(runs, config)[0], mean_and_std, args.resamples)
+        reports.table_models(runs, config)[0], mean_and_std, args.resamples, written)
     if not console.is_terminal:  # a log file: a row a line, however wide
         console.width = max(console.width, console.measure(
             table, options=console.options.update_width(10_000)).maximum)

@@ -23,6 +23,8 @@ from synlm.tse.units import GROUP_UNITS
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from synlm.tse import tables
+
 #: label -> its results, one a seed.
 Models = dict[str, list[Results]]
 #: The report's accuracy figures: benchmark, its groups (``synlm.tse.plots.plot_units``), and
@@ -65,23 +67,26 @@ def table_models(runs: list[Evaluated], config: bool = False) -> tuple[Models, M
     return models, baselines or None
 
 
-def headline_table(models: Models, spread: Spread, resamples: int | None = None) -> Table:
+def headline_table(models: Models, spread: Spread, resamples: int | None = None,
+                   report: tables.Table | None = None) -> Table:
     """The headline of each model (label -> its results, one a seed) side by side, a
     ``rich`` table, each value with its interval and the number of pairs or items it rests
     on (several seeds: their mean ± their standard deviation, from ``spread``, then the
-    interval of the mean); the intervals are the report's headline table's
-    (``synlm.tse.compare.comparison_table`` over ``resamples``, None:
-    ``synlm.tse.statistics.RESAMPLES``), and so is an in-vocabulary row only where it differs
-    from its plain row, and the notes on conventions that differ between the models. A row's
-    name is never cut: its column is as wide as the longest."""
+    interval of the mean). The numbers are the model columns of ``report``, the report's
+    headline table, else of ``synlm.tse.compare.comparison_table`` over ``resamples`` (None:
+    ``synlm.tse.statistics.RESAMPLES``), which are the same; so is an in-vocabulary row only
+    where it differs from its plain row, and so are the notes on conventions that differ
+    between the models. A row's name is never cut: its column is as wide as the longest."""
     from rich.table import Table
     from rich.text import Text
 
     from synlm.tse.compare import comparison_table
+    from synlm.tse.measures import named_columns
     from synlm.tse.statistics import RESAMPLES
 
     resamples = resamples or RESAMPLES
-    numbers = comparison_table(models, resamples=resamples, comparisons=False)
+    numbers = report or comparison_table(models, resamples=resamples, comparisons=False)
+    shown_columns = [numbers.columns.index(name) for name, _ in named_columns(models, None)]
     spreads = [spread([headline(r) for r in runs], digits=4) for runs in models.values()]
     mixed = [note for note in numbers.notes if note.startswith("Mixed")]
     table = Table(title="Targeted syntactic evaluation", title_justify="left",
@@ -91,11 +96,11 @@ def headline_table(models: Models, spread: Spread, resamples: int | None = None)
                   caption_justify="left")
     table.add_column("benchmark/measure", no_wrap=True,
                      min_width=max((len(key) for key, _ in numbers.rows), default=0))
-    for column in numbers.columns:  # Text: a label is never read as markup
-        table.add_column(Text(column), justify="right", overflow="fold")
+    for k in shown_columns:  # Text: a label is never read as markup
+        table.add_column(Text(numbers.columns[k]), justify="right", overflow="fold")
     for key, cells in numbers.rows:
         shown = []
-        for cell, seeds in zip(cells, spreads):
+        for cell, seeds in zip([cells[k] for k in shown_columns], spreads):
             std = seeds.get(f"{key}_std")
             interval = (f" [{cell.low:.4f}, {cell.high:.4f}]"
                         if cell.low is not None and cell.high is not None else "")
@@ -107,7 +112,7 @@ def headline_table(models: Models, spread: Spread, resamples: int | None = None)
 
 def write_report(folder: Path, models: Models, baselines: Models | None = None,
                  units: Sequence[str] = GROUP_UNITS, resamples: int | None = None
-                 ) -> dict[str, Any]:
+                 ) -> tuple[dict[str, Any], tables.Table]:
     """The side-by-side tables (headline, and per unit for the ``units`` chosen: bootstrap
     intervals from ``resamples`` resamples (None: ``synlm.tse.statistics.RESAMPLES``),
     two-level over seeds, each model's untrained column, each model against the
@@ -116,7 +121,7 @@ def write_report(folder: Path, models: Models, baselines: Models | None = None,
     ``--pairs`` phenomenon of the benchmarks every model has; SyntaxGym's region figure of
     each suite in ``regions/``), and the report: ``files``, what was written, and
     ``paired``, the headline table's comparisons (column -> measure -> the test: its p,
-    ``p_bound``, which ``test`` gave it, Holm's p)."""
+    ``p_bound``, which ``test`` gave it, Holm's p); and the headline table."""
     from synlm.tse import compare, plots, statistics, tables
 
     resamples = resamples or statistics.RESAMPLES
@@ -141,18 +146,19 @@ def write_report(folder: Path, models: Models, baselines: Models | None = None,
                     "items": cells[k].n, "resamples": headline_cells.resamples}
             for label, cells in headline_cells.rows if cells[k].p is not None}
             for k in tested}
-    return report
+    return report, headline_cells
 
 
 def write_outputs(runs: list[Evaluated], summary: dict[str, Any], *, config: bool = False,
                   output: str | None = None, regions: str | None = None,
                   report: str | None = None, units: Sequence[str] | None = None,
-                  resamples: int | None = None) -> None:
+                  resamples: int | None = None) -> tables.Table | None:
     """The files asked for, each written whole, with ``summary["provenance"]`` beside each
     (``synlm.tse.provenance``), and what was written added to ``summary``: every record to
     ``output`` (JSON lines), SyntaxGym's region surprisals to ``regions``, the ``report``
     folder (``write_report`` over ``units``, default ``GROUP_UNITS``); a config's untrained
-    seeds (``config``) are written as models ``seed 0``, ``seed 1``, ..."""
+    seeds (``config``) are written as models ``seed 0``, ``seed 1``, ... The report's
+    headline table (None without ``report``)."""
     from synlm.tse import provenance
 
     scored = runs if not config else [
@@ -169,13 +175,16 @@ def write_outputs(runs: list[Evaluated], summary: dict[str, Any], *, config: boo
                    if "surprisals" in r]  # an item without a parse has none
         atomic_write_text(Path(regions), region_table(records))
         summary["regions"] = regions
+    headline_cells = None
     if report:
-        summary["report"] = write_report(Path(report), *table_models(runs, config),
-                                         units=units or GROUP_UNITS, resamples=resamples)
+        summary["report"], headline_cells = write_report(
+            Path(report), *table_models(runs, config), units=units or GROUP_UNITS,
+            resamples=resamples)
         summary["report"]["files"].append(str(provenance.write(
             Path(report) / provenance.REPORT_FILE, summary["provenance"])))
     for path in filter(None, (output, regions)):
         provenance.write_beside(path, summary["provenance"])
+    return headline_cells
 
 
 #: How ``--sentences`` lines become the words a model reads (``--tokenise``), the first the
