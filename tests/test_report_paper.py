@@ -21,11 +21,12 @@ import pytest
 from rich.console import Console
 from test_evaluate_syntax import unigram_model
 from test_export_hf import save_checkpoint
-from test_tse_compare import blimp_result, syntaxgym_result
+from test_tse_compare import blimp_result, ml_record, syntaxgym_result
 
 from conftest import run_cli
 from synlm.loading import mean_and_std
 from synlm.tse import compare, reports, tables
+from synlm.tse.benchmarks import BenchmarkResult
 from synlm.tse.progress import model_shown
 from synlm.tse.scores import ScoredSentence
 
@@ -205,6 +206,21 @@ def test_models_of_one_quantity_get_their_convention_and_no_flag() -> None:
     assert table.title.endswith("(mixed surprisal conventions)")
     assert "Mixed surprisal conventions: a, plm score log p(x_i | x_<i); bert score a " \
         "pseudo-log-likelihood, each token masked alone." in table.notes
+
+
+def test_the_scored_note_counts_each_benchmark_and_each_column_where_they_differ() -> None:
+    """Marvin & Linzen's Table 1 rows and sections; columns scored on different items (a
+    --subset, say) each get their own count."""
+    ml = BenchmarkResult("marvin_linzen", {}, [
+        ml_record("simple_agrmt", True), ml_record("sent_comp", False),
+        ml_record("simple_reflexives", True)], {"marvin_linzen/agreement/accuracy": 0.5})
+    fewer = {"blimp": blimp_result({"wh_island": ("island_effects", "110", "000")})}
+    table = compare.comparison_table({"a": {**WITH_EOS, "marvin_linzen": ml}, "b": fewer},
+                                     comparisons=False, resamples=200)
+    assert table.notes[0] == (
+        "Scored: a: BLiMP, 1 paradigm of 1 phenomenon (10 pairs); SyntaxGym, 1 suite (8 "
+        "items); Marvin & Linzen, 3 Table 1 rows of 2 sections (3 items); b: BLiMP, 1 paradigm "
+        "of 1 phenomenon (3 pairs).")
 
 
 def test_the_standalone_document_compiles(written, tmp_path: Path) -> None:
