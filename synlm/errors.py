@@ -71,6 +71,14 @@ class RunError(SynLMError, RuntimeError):
     its self-check, a loss that is no longer finite)."""
 
 
+def not_utf8(where: str, data: bytes, err: UnicodeDecodeError,
+             error: type[InputError] = InputError, expected: str = "UTF-8 text") -> InputError:
+    """The one-line ``error`` for a file (``where``, its bytes ``data``) that is not UTF-8:
+    the line and the byte where decoding ``err`` failed, and what was ``expected``."""
+    line = data[:err.start].count(b"\n") + 1
+    return error(f"{where}:{line}: not UTF-8 (byte {data[err.start]:#x}); expected {expected}")
+
+
 @contextmanager
 def reading(path: str | Path) -> Iterator[None]:
     """Around reading the file ``path`` a user named: a missing one is a one-line

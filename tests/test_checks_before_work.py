@@ -31,13 +31,16 @@ def _takes_a_file(folder: Path) -> bool:
 @pytest.fixture(scope="module")
 def here(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with a stand-in checkpoint, text files of one and two lines, an empty and a
-    non-UTF-8 one, and a thesis in a folder synlm did not write."""
+    non-UTF-8 one, tree files with an unclosed bracket and a byte that is not UTF-8, and a
+    thesis in a folder synlm did not write."""
     root = tmp_path_factory.mktemp("checks")
     (root / "model.ckpt").write_bytes(b"")
     (root / "s.txt").write_text("The cat sleeps .\n")
     (root / "blank.txt").write_text("\n  \n")
     (root / "two.txt").write_text("The cat sleeps .\nThe dog barks .")
     (root / "latin1.txt").write_bytes("The cat sleeps .\nLa b\xeate dort .\n".encode("latin-1"))
+    (root / "cut.mrg").write_bytes(b"(S (NN cat))\n(S (NP (DT the) (NN cat))\n")
+    (root / "bytes.mrg").write_bytes(b"(S (NN cat))\n(S (NN caf\xff))\n")
     (root / "thesis").mkdir()
     (root / "thesis" / "thesis.tex").write_text("\\chapter{Results}\n")
     return root
@@ -115,6 +118,12 @@ INPUTS = [
      "--conllu: blank.txt: empty"),
     (["evaluate-syntax", "--ckpt_path", "model.ckpt", "--output", "s.txt/r.jsonl"],
      "--output: s.txt is a file, not a folder"),
+    (["parse", "--ckpt_path", "model.ckpt", "--treebank", "cut.mrg"],
+     "--treebank: cut.mrg:2: expected ')' to close this bracket"),
+    (["parse", "--ckpt_path", "model.ckpt", "--treebank", "bytes.mrg"],
+     "--treebank: bytes.mrg:2: not UTF-8 (byte 0xff)"),
+    (["parse", "--baseline", "balanced", "--treebank", "blank.txt"],
+     "--treebank: blank.txt: nothing in it"),
 ]
 
 

@@ -1,8 +1,9 @@
 """Every malformed file a command reads is one line from it (``synlm <command>: ...``, exit
 code 2), naming the file, the line or record where there is one, and what was expected, never
 a traceback: the ``--results`` files of ``synlm evaluate-syntax`` (the JSON and its records),
-its ``--pairs`` files, BLiMP's and Marvin & Linzen's data files, SyntaxGym suites, and the
-rnng-pytorch checkpoints ``synlm convert`` reads. One case a test id: (what is changed, the
+its ``--pairs`` files, BLiMP's and Marvin & Linzen's data files, SyntaxGym suites, the
+treebank ``synlm parse --treebank`` scores, and the rnng-pytorch checkpoints ``synlm
+convert`` reads. One case a test id: (what is changed, the
 start of the line expected)."""
 
 from __future__ import annotations
@@ -314,6 +315,39 @@ def test_a_marvin_linzen_pickle_of_another_shape_is_one_line(evaluation, tmp_pat
     one_line(["evaluate-syntax", "--ckpt_path", str(evaluation["ckpt"]), "--data-dir",
               str(tmp_path), "--benchmark", "marvin-linzen"], capsys,
              f"{SCORE}{folder / 'vp_coord.pickle'}: {start}")
+
+
+# ------------------------------------------------------------------ parse --treebank
+
+_TREE = b"(S (NP (DT the) (NN cat)) (VP (VBZ sleeps)))\n"
+_CONLLU_ROW = b"1\tthe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n"
+
+#: (id, the --treebank file's name and bytes, the line expected after ``synlm parse:
+#: --treebank: {file}``), each said before the checkpoint is read.
+TREEBANK_CASES = [
+    ("empty", "t.mrg", b"\n  \n", ": nothing in it; expected bracketed trees"),
+    ("not_utf8", "t.mrg", _TREE + b"(S (NN caf\xff))\n",
+     ":2: not UTF-8 (byte 0xff); expected UTF-8 (or GB18030) text"),
+    ("unclosed", "t.mrg", _TREE + b"(S (NP the cat)\n",
+     ":2: expected ')' to close this bracket, found end of file"),
+    ("words_not_brackets", "t.mrg", b"the cat sleeps\n", ":1: expected '(' before 'the'"),
+    ("not_a_zip", "t.zip", b"PK", ": not a zip archive"),
+    ("conllu_empty", "t.conllu", b"", ": nothing in it; expected CoNLL-U sentences"),
+    ("conllu_not_utf8", "t.conllu", b"# text\n" + _CONLLU_ROW.replace(b"the", b"th\xe9", 1),
+     ":2: not UTF-8 (byte 0xe9); expected UTF-8 text"),
+    ("conllu_two_columns", "t.conllu", b"1\tthe\n", ":1: expected 10 tab-separated CoNLL-U"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "start"), [c[1:] for c in TREEBANK_CASES],
+                         ids=[c[0] for c in TREEBANK_CASES])
+def test_a_treebank_to_score_is_read_before_the_model(tmp_path, capsys, name, content, start):
+    """The checkpoint is an empty file: any attempt to load it would fail otherwise."""
+    (tmp_path / "model.ckpt").write_bytes(b"")
+    path = tmp_path / name
+    path.write_bytes(content)
+    one_line(["parse", "--ckpt_path", str(tmp_path / "model.ckpt"), "--treebank", str(path)],
+             capsys, f"synlm parse: --treebank: {path}{start}")
 
 
 # ------------------------------------------------------------------------------ suites

@@ -47,10 +47,10 @@ def test_baseline_on_a_file(capsys):
 def test_bad_treebank_is_one_line_error(capsys, tmp_path):
     bad = tmp_path / "bad.mrg"
     bad.write_text("(S (NP a)")
-    assert parse.main(["--baseline", "balanced", "--treebank", str(bad)]) == 1
+    assert parse.main(["--baseline", "balanced", "--treebank", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == f"synlm parse: {bad}:1: expected ')' to close this bracket, found " \
-                          "end of file"
+    assert err.strip() == f"synlm parse: --treebank: {bad}:1: expected ')' to close this " \
+                          "bracket, found end of file"
 
 
 class FakeVocab:

@@ -41,6 +41,8 @@ from synlm.syntax.shapes import BASELINES
 if TYPE_CHECKING:
     from nltk import Tree
 
+    from synlm.syntax.readers import GoldTreebank
+
 #: How ``--format`` writes trees: one bracketed tree per line, nltk's text drawing (a blank
 #: line after each), one SVG picture per sentence (a folder), one JSON object per line.
 FORMATS = ("bracket", "pretty", "svg", "json")
@@ -117,6 +119,9 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     if error:
         print(f"synlm parse: {error}", file=sys.stderr)
         return 2
+    # the treebank to score, read and checked before torch and the model load
+    treebank = _read_treebank(args.treebank, args.sections) \
+        if args.treebank and not (args.input or args.list_structures) else None
     configure_threads()  # torch: once the flags are good
     import numpy as np
 
@@ -136,7 +141,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
             print("synlm parse: --config needs the CLI's model builder; run `synlm parse`",
                   file=sys.stderr)
             return 2
-        return _score_untrained(args, build_model)
+        return _score_untrained(args, build_model, treebank)
     rng = np.random.default_rng(args.seed)
     model = load_model(args.ckpt_path) if args.ckpt_path else None
     if model is not None and args.list_structures:
@@ -148,7 +153,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     if model is not None:
         structure = args.structure or default_structure(model)
         if check_structure(model, structure) == "arcs":
-            return _score_arcs(model, structure, args)
+            return _score_arcs(model, structure, args, treebank)
 
     def induce(sentences: list[list[str]]) -> list[Tree]:
         if model is not None:
@@ -166,10 +171,10 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
             print(json.dumps({"n_sentences": len(trees), "output": args.output,
                               **({} if share is None else {"unknown_share": share})}))
         return 0
-    if not args.treebank:
+    if treebank is None:
         print("synlm parse: give --treebank PATH (to score) or --input TEXT", file=sys.stderr)
         return 2
-    golds = _gold_trees(args)
+    golds = _gold_trees(args, treebank)
     if golds is None:
         return 1
     preds = induce([g.leaves() for g in golds])
@@ -307,18 +312,29 @@ def _write_predictions(args: argparse.Namespace, preds: Sequence[Tree],
         write_trees(preds[:args.show], args.format, golds=golds[:args.show])
 
 
-def _gold_trees(args: argparse.Namespace) -> list[Tree] | None:
-    """The evaluation trees of ``--treebank`` under ``--protocol`` and ``--max-length``;
-    None (after a one-line message) when unreadable or empty."""
-    from synlm.metrics.parsing import evaluation_tree
-    from synlm.syntax import ReaderError, read_trees
+def _read_treebank(path: str, sections: Sequence[int] | None = None) -> GoldTreebank:
+    """``--treebank``, read before torch is imported (``synlm.syntax.readers.read_gold``);
+    a malformed or empty one is one line naming the flag, the file and the line."""
+    from synlm.syntax.readers import read_gold
 
     try:
-        raw = read_trees(args.treebank, sections=args.sections)
-    except (ReaderError, FileNotFoundError) as e:
-        print(f"synlm parse: {e}", file=sys.stderr)
+        return read_gold(path, sections)
+    except InputError as err:
+        raise InputError(f"--treebank: {err}") from None
+
+
+def _gold_trees(args: argparse.Namespace, treebank: GoldTreebank) -> list[Tree] | None:
+    """The evaluation trees of ``treebank`` under ``--protocol`` and ``--max-length``;
+    None (after a one-line message) when it holds none (CoNLL-U) or none passes."""
+    from synlm.metrics.parsing import evaluation_tree
+
+    if not treebank.trees:
+        print(f"synlm parse: --treebank {treebank.path} holds dependency heads, and these "
+              "trees are scored against constituency trees: give bracketed trees",
+              file=sys.stderr)
         return None
-    golds = [g for g in (evaluation_tree(t, args.protocol) for t, _ in raw) if g is not None]
+    golds = [g for g in (evaluation_tree(t, args.protocol) for t, _ in treebank.trees)
+             if g is not None]
     if args.max_length:
         golds = [g for g in golds if len(g.leaves()) <= args.max_length]
     if not golds:
@@ -356,16 +372,17 @@ def _use_particles(model: Any, args: argparse.Namespace) -> None:
     use_particles(model, args.particles)
 
 
-def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) -> int:
+def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
+                     treebank: GoldTreebank | None) -> int:
     """``--config``: F1 and split percentages of ``--seeds`` untrained models' trees."""
     from synlm.loading import mean_and_std, untrained_model
     from synlm.parsing import BEAM, default_structure, evaluate, model_trees
 
-    if not args.treebank:
+    if treebank is None:
         print("synlm parse: --config scores untrained models: give --treebank PATH",
               file=sys.stderr)
         return 2
-    golds = _gold_trees(args)
+    golds = _gold_trees(args, treebank)
     if golds is None:
         return 1
     words = [g.leaves() for g in golds]
@@ -386,11 +403,11 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any]) 
     return 0
 
 
-def _score_arcs(model: Any, structure: str, args: argparse.Namespace) -> int:
+def _score_arcs(model: Any, structure: str, args: argparse.Namespace,
+                treebank: GoldTreebank | None) -> int:
     """UAS of an arc structure against a CoNLL-U treebank (or heads for ``--input``)."""
     from synlm.metrics.structures import AttachmentScore
     from synlm.parsing import model_heads, rounded, unknown_words
-    from synlm.syntax import ReaderError, read_conllu
 
     if args.input:
         sentences = input_sentences(args.input)
@@ -400,15 +417,11 @@ def _score_arcs(model: Any, structure: str, args: argparse.Namespace) -> int:
                                          encoding="utf-8")
         print(json.dumps({"n_sentences": len(heads), "output": args.output}))
         return 0
-    if not args.treebank or not str(args.treebank).endswith(".conllu"):
+    if treebank is None or not treebank.sentences:
         print(f"synlm parse: {structure!r} gives dependency heads: give a CoNLL-U "
               "--treebank FILE.conllu (or --input TEXT)", file=sys.stderr)
         return 2
-    try:
-        golds = [s for s in read_conllu(args.treebank) if s.heads is not None]
-    except (ReaderError, FileNotFoundError) as e:
-        print(f"synlm parse: {e}", file=sys.stderr)
-        return 1
+    golds = [s for s in treebank.sentences if s.heads is not None]
     if args.max_length:
         golds = [s for s in golds if len(s.words) <= args.max_length]
     metric = AttachmentScore()

@@ -8,12 +8,13 @@ import os
 import re
 import zipfile
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import conllu
 from nltk import Tree
 
-from synlm.errors import InputError, MissingFileError, reading
+from synlm.errors import InputError, MissingFileError, not_utf8, reading
 from synlm.syntax.sentence import Sentence
 from synlm.syntax.trees import TreeFormatError, read_brackets, words_and_tags
 
@@ -23,18 +24,24 @@ class ReaderError(InputError):
 
 
 def _decode(data: bytes, source: str) -> str:
-    for enc in ("utf-8", "gb18030"):  # CTB releases before 6.0 are GB-encoded
+    """A tree file's text: UTF-8, or GB18030 (CTB releases before 6.0 are GB-encoded);
+    neither is a ``ReaderError`` naming the line and byte where UTF-8 fails."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
         try:
-            return data.decode(enc)
+            return data.decode("gb18030")
         except UnicodeDecodeError:
-            continue
-    raise ReaderError(f"{source}:1: expected UTF-8 or GB18030 text")
+            raise not_utf8(source, data, err, ReaderError,
+                           "UTF-8 (or GB18030) text") from None
 
 
 def _bracket_files(path: Path, sections: Iterable[int] | None,
                    suffixes: tuple[str, ...]) -> list[tuple[str, bytes]]:
     """``(name, bytes)`` of the tree files under ``path`` in sorted order."""
     if path.suffix == ".zip":
+        if not zipfile.is_zipfile(path):
+            raise ReaderError(f"{path}: not a zip archive (cut short, or of another kind)")
         with zipfile.ZipFile(path) as z:
             names = sorted(n for n in z.namelist() if n.endswith(suffixes))
             return [(f"{path}/{n}", z.read(n)) for n in names]
@@ -65,6 +72,31 @@ def read_trees(path: str | os.PathLike, sections: Iterable[int] | None = None,
     return out
 
 
+@dataclass(frozen=True)
+class GoldTreebank:
+    """A treebank to score against, as read: a CoNLL-U file's ``sentences`` (with their
+    heads), or bracketed ``trees`` with their ``file:line`` sources."""
+
+    path: str
+    sentences: list[Sentence]
+    trees: list[tuple[Tree, str]]
+
+
+def read_gold(path: str, sections: Iterable[int] | None = None) -> GoldTreebank:
+    """A CoNLL-U file's sentences (``.conllu``), or bracketed trees (``read_trees``: a file,
+    a directory, an LDC WSJ dir restricted to ``sections``, a zip); one that holds none is
+    a ``ReaderError`` too."""
+    if path.endswith(".conllu"):
+        gold = GoldTreebank(path, sentences=read_conllu(path), trees=[])
+    else:
+        gold = GoldTreebank(path, sentences=[], trees=read_trees(path, sections))
+    if not (gold.sentences or gold.trees):
+        expected = "CoNLL-U sentences" if path.endswith(".conllu") else \
+            "bracketed trees, (S (NP ...) ...) a sentence"
+        raise ReaderError(f"{path}: nothing in it; expected {expected}")
+    return gold
+
+
 def tree_sentences(trees: Sequence[tuple[Tree, str]]) -> list[Sentence]:
     """Sentences (words, tags, tree as read) of bracketed trees."""
     out = []
@@ -80,7 +112,11 @@ def read_conllu(path: str | os.PathLike, text: str | None = None) -> list[Senten
     name = str(path)
     if text is None:
         with reading(path):
-            text = Path(path).read_text(encoding="utf-8")
+            data = Path(path).read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise not_utf8(name, data, err, ReaderError) from None
     out, line = [], 1
     for block in re.split(r"\n[ \t]*\n", text.rstrip("\n") + "\n"):
         start, line = line, line + block.count("\n") + 2

@@ -28,7 +28,7 @@ from statistics import fmean
 from typing import Any
 
 from synlm.data.files import CorpusError, RemoteFile, default_data_dir, truncated
-from synlm.errors import InputError
+from synlm.errors import InputError, not_utf8
 from synlm.tse.minimal_pairs import (
     DIGITS,
     MinimalPair,
@@ -36,7 +36,7 @@ from synlm.tse.minimal_pairs import (
     missing_file,
     summarize,
 )
-from synlm.tse.shapes import is_kind, not_utf8, shown, typed
+from synlm.tse.shapes import is_kind, shown, typed
 
 FOLDER = "blimp"
 _URL = ("https://raw.githubusercontent.com/alexwarstadt/blimp/"

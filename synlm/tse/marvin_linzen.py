@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from synlm.data.files import CorpusError, RemoteFile, default_data_dir, truncated
-from synlm.errors import InputError
+from synlm.errors import InputError, not_utf8
 from synlm.tse.minimal_pairs import (
     MinimalPair,
     fraction,
@@ -51,7 +51,7 @@ from synlm.tse.minimal_pairs import (
     summarize,
     summarize_by,
 )
-from synlm.tse.shapes import is_kind, not_utf8, shown, typed
+from synlm.tse.shapes import is_kind, shown, typed
 
 FOLDER = "marvin_linzen"
 JSONL = "marvin_linzen.jsonl.gz"

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synlm.errors import InputError
+from synlm.errors import InputError, not_utf8
 from synlm.tse.benchmarks import BENCHMARKS, BenchmarkResult
 from synlm.tse.blimp import json_lines
 from synlm.tse.marvin_linzen import NPI_COMPARISONS, NPI_TEMPLATES, TEMPLATES
 from synlm.tse.recomputed import recomputed
-from synlm.tse.shapes import field, is_kind, not_utf8, shown, typed
+from synlm.tse.shapes import field, is_kind, shown, typed
 
 #: What must agree between the files of one table, beside their benchmarks: the items
 #: scored of each and the end-of-sentence choice.

@@ -46,11 +46,3 @@ def field(obj: Mapping[str, Any], key: str, kind: str, where: str,
     if key not in obj:
         raise error(f"{where}: no {key!r} ({kind})")
     return typed(obj[key], kind, f"{where}: {key!r}", error)
-
-
-def not_utf8(where: str, data: bytes, err: UnicodeDecodeError,
-             error: type[InputError] = InputError) -> InputError:
-    """The one-line ``error`` for a file (``where``, its bytes ``data``) that is not UTF-8:
-    the line and the byte where decoding ``err`` failed."""
-    line = data[:err.start].count(b"\n") + 1
-    return error(f"{where}:{line}: not UTF-8 (byte {data[err.start]:#x}); expected UTF-8 text")
