@@ -68,20 +68,25 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[tables.Table, lis
 
 
 def _caption(tex: str) -> str:
-    return re.search(r"^\\caption\[\{[^\n]*\}\]\{(.*)\}$", tex, re.M).group(1)  # type: ignore
+    return re.search(r"^\\caption\[\{[^\n]*?\}\]\{(.*?)\}(?:\\label.*)?$", tex,
+                     re.M).group(1)  # type: ignore[union-attr]
 
 
 def _outside_cells(line: str) -> str:
-    """A tabular row with its stacked cells (one-column tabulars) replaced by ``CELL``."""
-    return re.sub(r"\\begin\{tabular\}\[t\]\{@\{\}r@\{\}\}.*?\\end\{tabular\}", "CELL", line)
+    """A tabular row with its stacked cells (one-column tabulars) and wrapped labels
+    (parboxes) replaced by ``CELL``."""
+    line = re.sub(r"\\begin\{tabular\}\[[tb]\]\{@\{\}r@\{\}\}.*?\\end\{tabular\}", "CELL",
+                  line)
+    return re.sub(r"\\parbox\[t\]\{[\d.]+cm\}\{\\raggedright .*?\}(?= & )", "CELL", line)
 
 
 def check_latex_structure(tex: str, columns: int) -> list[str]:
-    """The rows of the outer tabular of ``tex`` (its first cells), after checking what a
-    TeX engine would refuse or misprint: every environment closed in order, braces
-    balanced, one booktabs rule of each kind in order, every row of ``columns`` cells, no
-    unescaped ``_ & % # $`` in a cell and no ``%`` but at the ends of the lines that
-    open and close the saved box (and the comment that heads the file)."""
+    """The rows of the outer tabular or longtable of ``tex`` (their first cells), after
+    checking what a TeX engine would refuse or misprint: every environment closed in order,
+    braces balanced, booktabs' rules in order (a longtable's header twice: its first page's
+    and the others'), every row of ``columns`` cells, no unescaped ``_ & % # $`` in a cell
+    and no ``%`` but at the ends of the lines that open and close a float's saved box (and
+    the comment that heads the file)."""
     opened = []
     for kind, name in re.findall(r"\\(begin|end)\{(\w+)\}", tex):
         if kind == "begin":
@@ -94,18 +99,22 @@ def check_latex_structure(tex: str, columns: int) -> list[str]:
         depth += {"{": 1, "}": -1}.get(char, 0)
         assert depth >= 0
     assert depth == 0
+    outer = re.search(r"\\begin\{(tabular|longtable)\}\{(lr+)\}\n", tex)
+    assert outer is not None and len(outer.group(2)) == columns
+    long = outer.group(1) == "longtable"
     rules = re.findall(r"\\(toprule|midrule|bottomrule)", tex)
-    assert rules == ["toprule", "midrule", "bottomrule"]
-    head = re.search(r"\\begin\{tabular\}\{(l(r+))\}\n\\toprule\n(.*?)\n\\midrule\n(.*?)\n"
-                     r"\\bottomrule", tex, re.S)
-    assert head is not None and len(head.group(1)) == columns
-    rows = [head.group(3), *head.group(4).split("\n")]
+    assert rules == ["toprule", "midrule"] * (2 if long else 1) + ["bottomrule"]
+    lines = tex.splitlines()
+    header = lines[lines.index(r"\toprule") + 1]
+    first, last = ((lines.index(r"\endfoot"), lines.index(r"\end{longtable}")) if long else
+                   (lines.index(r"\midrule"), lines.index(r"\bottomrule")))
+    rows = [header, *lines[first + 1:last]]
     for row in rows:
         assert row.endswith(r" \\")
         plain = _outside_cells(row[:-3])
         assert len(re.findall(r"(?<!\\)&", plain)) == columns - 1, row
         assert not re.search(r"(?<!\\)[_%#$]", row), row
-    for number, line in enumerate(tex.splitlines()):
+    for number, line in enumerate(lines):
         stripped = re.sub(r"\\%", "", line)
         if "%" in stripped:
             assert (number == 0 and line.startswith("% ")) or stripped in (r"\sbox0{%", "}%")
@@ -223,6 +232,26 @@ def test_the_scored_note_counts_each_benchmark_and_each_column_where_they_differ
         "of 1 phenomenon (3 pairs).")
 
 
+def compiled_cleanly(document: Path, folder: Path) -> bool:
+    """Whether ``document`` compiles to a PDF without an overfull line or a float too large
+    for its page, with the first TeX engine on PATH (pdflatex, lualatex, tectonic); False
+    where there is none."""
+    engine = next((e for e in ("pdflatex", "lualatex", "tectonic") if shutil.which(e)), None)
+    if engine is None:
+        return False
+    source = folder / document.name
+    shutil.copy(document, source)
+    args = [engine, source.name] if engine == "tectonic" else [
+        engine, "-interaction=nonstopmode", "-halt-on-error", source.name]
+    done = subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert source.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+    log = source.with_suffix(".log")
+    text = log.read_text(errors="replace") if log.exists() else done.stdout + done.stderr
+    assert "Overfull" not in text and "Float too large" not in text
+    return True
+
+
 def test_the_standalone_document_compiles(written, tmp_path: Path) -> None:
     """``_standalone.tex`` is an article holding the float, with the packages it needs; a TeX
     engine on PATH (pdflatex, lualatex or tectonic) compiles it to a PDF without an
@@ -232,22 +261,35 @@ def test_the_standalone_document_compiles(written, tmp_path: Path) -> None:
     document = paths[3].read_text()
     assert paths[3].name == "unit_standalone.tex"
     assert document.startswith("\\documentclass{article}\n")
-    assert r"\usepackage{booktabs}" in document and r"\usepackage{graphicx}" in document
+    for package in ("booktabs", "graphicx", "longtable"):
+        assert rf"\usepackage{{{package}}}" in document
     body = document.split("\\begin{document}\n", 1)[1].removesuffix("\\end{document}\n")
     assert body == paths[2].read_text()
     check_latex_structure(body, 1 + len(table.columns))
-    engine = next((e for e in ("pdflatex", "lualatex", "tectonic") if shutil.which(e)), None)
-    if engine is None:
-        return
-    source = tmp_path / paths[3].name
-    shutil.copy(paths[3], source)
-    args = [engine, source.name] if engine == "tectonic" else [
-        engine, "-interaction=nonstopmode", "-halt-on-error", source.name]
-    done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout[-2000:]
-    assert source.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
-    log = source.with_suffix(".log")
-    assert not log.exists() or "Overfull" not in log.read_text(errors="replace")
+    compiled_cleanly(paths[3], tmp_path)
+
+
+def test_a_table_longer_than_a_page_is_a_longtable(tmp_path: Path) -> None:
+    """45 paradigms, each model against the first: 90 lines, more than a float's 40, so a
+    longtable breaking across pages, its header on each, the same caption and label; its
+    long labels wrap, and the standalone document compiles without an overfull line."""
+    paradigms = {f"{SUITE} {k}": ("island_effects", "1101101101", "0" * 10) for k in range(45)}
+    other = {f"{SUITE} {k}": ("island_effects", "1111101111", "0" * 10) for k in range(45)}
+    table = compare.comparison_table(
+        {LABEL: {"blimp": blimp_result(paradigms)}, "gpt2": {"blimp": blimp_result(other)}},
+        level="unit", units=("paradigm",), resamples=200)
+    assert tables.latex_lines(table) == 2 * len(table.rows) > tables.FLOAT_LINES
+    paths = tables.write_tables(table, tmp_path / "report" / "unit")
+    tex = paths[2].read_text()
+    assert tex.splitlines()[0] == r"% synlm evaluate-syntax: \usepackage{booktabs}, " \
+        r"\usepackage{longtable}"
+    assert r"\begin{longtable}{lrrr}" in tex and r"\begin{table}" not in tex
+    assert f"{_caption(tex)}}}\\label{{tab:report-unit}} \\\\" in tex
+    assert _caption(tex) == tables.latex_text(tables.caption_text(table))
+    names = check_latex_structure(tex, 4)
+    assert len(names) == 45 and set(names) == {"CELL"}  # each label wrapped
+    assert r"{\raggedright blimp/\allowbreak{}island\_\allowbreak{}effects/" in tex
+    compiled_cleanly(paths[3], tmp_path)
 
 
 # --------------------------------------------------------- the command: --pairs, progress

@@ -67,12 +67,12 @@ LATEX = r"""% synlm evaluate-syntax: \usepackage{booktabs}, \usepackage{graphicx
 \toprule
 measure & LSTM (PTB) & GPT-2 & GPT-2 - LSTM (PTB) \\
 \midrule
-blimp/accuracy & \begin{tabular}[t]{@{}r@{}}0.542 [0.333, 0.767]\\(n=22)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.858 [0.675, 1.000]\\(n=22)\end{tabular} & \begin{tabular}[t]{@{}r@{}}+0.317 [+0.125, +0.517]\\(n=22) p=0.0156 (sign test)\\Holm p=0.0625\end{tabular} \\
-blimp/in\_vocabulary\_accuracy & \begin{tabular}[t]{@{}r@{}}0.500 [0.300, 0.750]\\(n=20)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.858 [0.675, 1.000]\\(n=22)\end{tabular} & \begin{tabular}[t]{@{}r@{}}+0.350 [+0.150, +0.550]\\(n=20) p=0.0156 (sign test)\\Holm p=0.0625\end{tabular} \\
-blimp/unknown\_share & \begin{tabular}[t]{@{}r@{}}0.083\\(n=22)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.000\\(n=22)\end{tabular} & -- \\
-syntaxgym/sg\_score & \begin{tabular}[t]{@{}r@{}}0.500 [0.250, 0.875]\\(n=8)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.750 [0.375, 1.000]\\(n=8)\end{tabular} & \begin{tabular}[t]{@{}r@{}}+0.250 [+0.000, +0.625]\\(n=8) p=0.5 (sign test)\\Holm p=1\end{tabular} \\
-syntaxgym/in\_vocabulary\_sg\_score & \begin{tabular}[t]{@{}r@{}}0.667 [0.333, 1.000]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.750 [0.375, 1.000]\\(n=8)\end{tabular} & \begin{tabular}[t]{@{}r@{}}+0.167 [+0.000, +0.500]\\(n=6) p=1 (sign test)\\Holm p=1\end{tabular} \\
-syntaxgym/unknown\_share & \begin{tabular}[t]{@{}r@{}}0.250\\(n=8)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.000\\(n=8)\end{tabular} & -- \\
+blimp/accuracy & 0.542 [0.333, 0.767] (n=22) & 0.858 [0.675, 1.000] (n=22) & \begin{tabular}[t]{@{}r@{}}+0.317 [+0.125, +0.517] (n=22)\\p=0.0156 (sign test), Holm p=0.0625\end{tabular} \\
+blimp/in\_vocabulary\_accuracy & 0.500 [0.300, 0.750] (n=20) & 0.858 [0.675, 1.000] (n=22) & \begin{tabular}[t]{@{}r@{}}+0.350 [+0.150, +0.550] (n=20)\\p=0.0156 (sign test), Holm p=0.0625\end{tabular} \\
+blimp/unknown\_share & 0.083 (n=22) & 0.000 (n=22) & -- \\
+syntaxgym/sg\_score & 0.500 [0.250, 0.875] (n=8) & 0.750 [0.375, 1.000] (n=8) & \begin{tabular}[t]{@{}r@{}}+0.250 [+0.000, +0.625] (n=8)\\p=0.5 (sign test), Holm p=1\end{tabular} \\
+syntaxgym/in\_vocabulary\_sg\_score & 0.667 [0.333, 1.000] (n=6) & 0.750 [0.375, 1.000] (n=8) & \begin{tabular}[t]{@{}r@{}}+0.167 [+0.000, +0.500] (n=6)\\p=1 (sign test), Holm p=1\end{tabular} \\
+syntaxgym/unknown\_share & 0.250 (n=8) & 0.000 (n=8) & -- \\
 \bottomrule
 \end{tabular}
 }%
@@ -125,7 +125,7 @@ def test_many_differing_items_take_the_bootstrap_and_its_bound() -> None:
     assert (cell.p, cell.p_bound, cell.test) == (0.002, True, "bootstrap")
     assert (cell.holm, cell.holm_bound) == (0.002, True)
     assert "(n=40) p<0.002, Holm p<0.002 |" in tables.to_markdown(table)
-    assert r"(n=40) p\textless{}0.002\\Holm p\textless{}0.002\end{tabular}" in \
+    assert r"(n=40)\\p\textless{}0.002, Holm p\textless{}0.002\end{tabular}" in \
         tables.to_latex(table)
     row = next(line for line in tables.to_csv(table).splitlines()
                if line.startswith("blimp/accuracy,"))
@@ -151,7 +151,7 @@ def test_p_values_are_written_to_be_read_against_their_bound() -> None:
     assert "(n=900) p=0.0002, Holm p=0.0004 |" in markdown
     assert "(n=900) p<0.0002, Holm p<0.0004 |" in markdown
     assert "(n=3) p n/a, Holm p n/a |" in markdown
-    assert r"(n=900) p\textless{}0.0002\\Holm p\textless{}0.0004\end{tabular}" in \
+    assert r"(n=900)\\p\textless{}0.0002, Holm p\textless{}0.0004\end{tabular}" in \
         tables.to_latex(table)
     rows = [line.split(",") for line in tables.to_csv(table).splitlines()]
     assert rows[0][-5:] == ["b - a p", "b - a p bound", "b - a sign test", "b - a holm",

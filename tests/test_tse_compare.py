@@ -233,12 +233,12 @@ LATEX = r"""% synlm evaluate-syntax: \usepackage{booktabs}, \usepackage{graphicx
 \toprule
 measure & awd & awd untrained (2 seeds) & onlstm \\
 \midrule
-blimp/accuracy & \begin{tabular}[t]{@{}r@{}}0.708 [0.375, 1.000]\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.333 [0.062, 0.667]\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.667 [0.500, 1.000]\\(n=7)\end{tabular} \\
-blimp/in\_vocabulary\_accuracy & \begin{tabular}[t]{@{}r@{}}0.833 [0.500, 1.000]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.417 [0.167, 0.667]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.667 [0.500, 1.000]\\(n=6)\end{tabular} \\
-blimp/unknown\_share & \begin{tabular}[t]{@{}r@{}}0.125\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.125\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.125\\(n=7)\end{tabular} \\
-syntaxgym/sg\_score & \begin{tabular}[t]{@{}r@{}}0.708 [0.292, 1.000]\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.146 [0.000, 0.354]\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}1.000 [1.000, 1.000]\\(n=7)\end{tabular} \\
-syntaxgym/in\_vocabulary\_sg\_score & \begin{tabular}[t]{@{}r@{}}0.875 [0.625, 1.000]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.188 [0.000, 0.500]\\(n=6)\end{tabular} & \begin{tabular}[t]{@{}r@{}}1.000 [1.000, 1.000]\\(n=6)\end{tabular} \\
-syntaxgym/unknown\_share & \begin{tabular}[t]{@{}r@{}}0.167\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.167\\(n=7)\end{tabular} & \begin{tabular}[t]{@{}r@{}}0.167\\(n=7)\end{tabular} \\
+blimp/accuracy & 0.708 [0.375, 1.000] (n=7) & 0.333 [0.062, 0.667] (n=7) & 0.667 [0.500, 1.000] (n=7) \\
+blimp/in\_vocabulary\_accuracy & 0.833 [0.500, 1.000] (n=6) & 0.417 [0.167, 0.667] (n=6) & 0.667 [0.500, 1.000] (n=6) \\
+blimp/unknown\_share & 0.125 (n=7) & 0.125 (n=7) & 0.125 (n=7) \\
+syntaxgym/sg\_score & 0.708 [0.292, 1.000] (n=7) & 0.146 [0.000, 0.354] (n=7) & 1.000 [1.000, 1.000] (n=7) \\
+syntaxgym/in\_vocabulary\_sg\_score & 0.875 [0.625, 1.000] (n=6) & 0.188 [0.000, 0.500] (n=6) & 1.000 [1.000, 1.000] (n=6) \\
+syntaxgym/unknown\_share & 0.167 (n=7) & 0.167 (n=7) & 0.167 (n=7) \\
 \bottomrule
 \end{tabular}
 }%

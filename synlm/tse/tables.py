@@ -1,8 +1,9 @@
 """Side-by-side tables: a ``Table`` of ``Cell``s (a value, its interval and the number of
 pairs or items it rests on; a comparison's cell adds its p-value and the Holm-adjusted one),
-written as Markdown (``to_markdown``), CSV (``to_csv``), a LaTeX ``table`` float for a paper
-(``to_latex``: booktabs rules, the notes as its caption, a ``\\label``) and a document that
-compiles alone (``to_latex_document``), or all four at once (``write_tables``).
+written as Markdown (``to_markdown``), CSV (``to_csv``), LaTeX for a paper (``to_latex``: a
+``table`` float, or a ``longtable`` for a long one; booktabs rules, the notes as its caption,
+a ``\\label``) and a document that compiles alone (``to_latex_document``), or all four at
+once (``write_tables``).
 ``synlm.tse.compare.comparison_table`` fills one from evaluated models."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import csv
 import io
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,27 +80,25 @@ def _fixed(value: float, digits: int, sign: str = "") -> str:
 
 
 def _cell_lines(value: float, cell: Cell, digits: int) -> list[str]:
-    """The text of a cell of ``value`` in its lines, as LaTeX stacks them: the value and its
-    interval; its count, then a comparison's p (with ``(sign test)`` where that test gave
-    it); the Holm p."""
+    """The text of a cell of ``value`` in its lines, as LaTeX stacks them: the value, its
+    interval and its count; a comparison's p (with ``(sign test)`` where that test gave it)
+    and its Holm p."""
     sign = "+" if cell.p is not None else ""  # a difference: signed
     head = _fixed(value, digits, sign)
     if cell.low is not None and cell.high is not None:
         head += f" [{_fixed(cell.low, digits, sign)}, {_fixed(cell.high, digits, sign)}]"
-    count = f"(n={cell.n})"
-    if cell.p is not None:
-        count += f" p{p_text(cell.p, cell.p_bound)}" + (" (sign test)" if cell.test == "sign"
-                                                        else "")
-    holm = [] if cell.holm is None else [f"Holm p{p_text(cell.holm, cell.holm_bound)}"]
-    return [head, count, *holm]
+    head += f" (n={cell.n})"
+    if cell.p is None:
+        return [head]
+    test = f"p{p_text(cell.p, cell.p_bound)}" + (" (sign test)" if cell.test == "sign" else "")
+    if cell.holm is not None:
+        test += f", Holm p{p_text(cell.holm, cell.holm_bound)}"
+    return [head, test]
 
 
 def _cell_text(cell: Cell, digits: int, missing: str) -> str:
     """A cell on one line: ``value [low, high] (n=...) p=..., Holm p=...``."""
-    if cell.value is None:
-        return missing
-    head, count, *holm = _cell_lines(cell.value, cell, digits)
-    return f"{head} {count}" + "".join(f", {h}" for h in holm)
+    return missing if cell.value is None else " ".join(_cell_lines(cell.value, cell, digits))
 
 
 def tested_columns(table: Table) -> list[bool]:
@@ -167,8 +167,10 @@ def latex_escape(text: str) -> str:
     return _LATEX_SPECIAL.sub(lambda m: _LATEX.get(m.group(), "\\" + m.group()), text)
 
 
-#: What ``to_latex``'s float needs in the paper's preamble.
-LATEX_PACKAGES = ("booktabs", "graphicx")
+#: What ``to_latex``'s tables need in a document's preamble, any of them.
+LATEX_PACKAGES = ("booktabs", "graphicx", "longtable")
+#: The most lines a table may take as a float; a longer one is a ``longtable``.
+FLOAT_LINES = 40
 
 
 def latex_text(text: str) -> str:
@@ -178,13 +180,44 @@ def latex_text(text: str) -> str:
         ">", r"\textgreater{}").replace("|", r"\textbar{}")
 
 
-def _latex_cell(cell: Cell, digits: int) -> str:
-    """A cell as LaTeX: its lines (``_cell_lines``) stacked right-aligned in a one-column
-    ``tabular``, ``--`` where there is nothing to measure."""
+def _stacked(lines: Sequence[str]) -> str:
+    """Lines of LaTeX text stacked right-aligned in a one-column ``tabular`` (one alone as
+    it is)."""
+    return lines[0] if len(lines) == 1 else (
+        r"\begin{tabular}[t]{@{}r@{}}" + r"\\".join(lines) + r"\end{tabular}")
+
+
+def _latex_cell(cell: Cell, digits: int, narrow: bool = False) -> str:
+    """A cell as LaTeX, ``--`` where there is nothing to measure: its value, interval and
+    count on a line, a comparison's p and Holm p under them (``_cell_lines``); ``narrow``,
+    the count on a line of its own after the value and interval."""
     if cell.value is None:
         return "--"
     lines = [latex_text(line) for line in _cell_lines(cell.value, cell, digits)]
-    return r"\begin{tabular}[t]{@{}r@{}}" + r"\\".join(lines) + r"\end{tabular}"
+    if narrow:  # the count under the value, a comparison's Holm p under its p
+        value, count = lines[0].rsplit(" ", 1)
+        lines = [value, " ".join([count, *lines[1:]]).replace(", Holm", r"\\Holm")]
+    return _stacked(lines)
+
+
+#: A longtable's label column and the most its value columns take, in cm: the width of
+#: ``to_latex_document``'s page.
+LABEL_CM, COLUMN_CM = 5.5, 3.6
+
+
+def _wrapped_label(name: str) -> str:
+    """A row label in a column ``LABEL_CM`` wide, broken after a ``/`` or ``_`` where it
+    must (a unit's long path)."""
+    text = latex_text(name).replace("/", r"/\allowbreak{}").replace(r"\_", r"\_\allowbreak{}")
+    return rf"\parbox[t]{{{LABEL_CM}cm}}{{\raggedright {text}}}"
+
+
+def _wrapped_header(name: str) -> str:
+    """A column's name on lines of at most 16 characters where it can be broken at its
+    spaces, stacked to the column's foot."""
+    lines = [latex_text(line) for line in textwrap.wrap(name, 16)] or [""]
+    return lines[0] if len(lines) == 1 else (
+        r"\begin{tabular}[b]{@{}r@{}}" + r"\\".join(lines) + r"\end{tabular}")
 
 
 def caption_text(table: Table) -> str:
@@ -194,35 +227,62 @@ def caption_text(table: Table) -> str:
                     [*parts, *table.notes])
 
 
+def latex_lines(table: Table) -> int:
+    """How many lines the table's rows take: a line a row, two where it has a comparison."""
+    return sum(2 if any(c.p is not None for c in cells) else 1 for _, cells in table.rows)
+
+
 def to_latex(table: Table, digits: int = 3, label: str = "tab:synlm") -> str:
-    """The table as a LaTeX ``table`` float for a paper (``\\usepackage`` booktabs and
-    graphicx, ``LATEX_PACKAGES``): the caption (``caption_text``: the title, then the notes
-    that say what was scored, the conventions, the interval, test and correction; the title
-    alone in a list of tables), the ``label``, then a booktabs ``tabular`` (``\\toprule``,
-    ``\\midrule``, ``\\bottomrule``): a left column of row labels, a right-aligned column
-    each, a cell's value and interval over its count and p (``--``: nothing to measure),
-    every text escaped. A tabular wider than the line is scaled down to it, never beyond."""
-    header = " & ".join(latex_text(c) for c in ["measure", *table.columns]) + r" \\"
-    rows = [" & ".join([latex_text(name), *(_latex_cell(c, digits) for c in cells)])
-            + r" \\" for name, cells in table.rows]
-    tabular = [r"\begin{tabular}{l" + "r" * len(table.columns) + "}", r"\toprule", header,
-               r"\midrule", *rows, r"\bottomrule", r"\end{tabular}"]
+    """The table in LaTeX for a paper (``\\usepackage`` booktabs, and graphicx or
+    longtable, as its first line says): a ``table`` float, or, where its rows take more than
+    ``FLOAT_LINES`` lines (``latex_lines``: a per-unit table of every paradigm), a
+    ``longtable`` that breaks across pages, its header repeated on each. Either has the
+    caption (``caption_text``: the title, then the notes that say what was scored, the
+    conventions, the interval, test and correction; the title alone in a list of tables),
+    the ``label``, and booktabs rules (``\\toprule``, ``\\midrule``, ``\\bottomrule``)
+    around a left column of row labels and a right-aligned column each: a cell's value,
+    interval and count, a comparison's p and Holm p under them (``--``: nothing to
+    measure), every text escaped. A float's tabular wider than the line is scaled down to
+    it, never beyond; a longtable, which cannot be scaled, is set smaller, its counts under
+    its values, its Holm p under its p, its column names on lines of 16 characters and its
+    labels broken after a ``/`` or ``_`` in a column ``LABEL_CM`` wide."""
+    long = latex_lines(table) > FLOAT_LINES
+    header = " & ".join(["measure", *(_wrapped_header(c) if long else latex_text(c)
+                                      for c in table.columns)]) + r" \\"
+    rows = [" & ".join([_wrapped_label(name) if long else latex_text(name),
+                        *(_latex_cell(c, digits, narrow=long) for c in cells)]) + r" \\"
+            for name, cells in table.rows]
+    spec = "{l" + "r" * len(table.columns) + "}"
     short = f"[{{{latex_text(table.title)}}}]" if table.title else ""
+    caption = rf"\caption{short}{{{latex_text(caption_text(table))}}}"
+    needs = "% synlm evaluate-syntax: " + ", ".join(
+        rf"\usepackage{{{p}}}" for p in ("booktabs", "longtable" if long else "graphicx"))
+    if long:
+        head = [r"\toprule", header, r"\midrule"]
+        return "\n".join([
+            needs, r"\begingroup", r"\footnotesize", r"\setlength{\tabcolsep}{4pt}",
+            r"\setlength{\LTcapwidth}{\linewidth}",
+            r"\begin{longtable}" + spec, caption + rf"\label{{{label}}} \\",
+            *head, r"\endfirsthead", *head, r"\endhead", r"\bottomrule", r"\endfoot",
+            *rows, r"\end{longtable}", r"\endgroup"]) + "\n"
     return "\n".join([
-        "% synlm evaluate-syntax: " + ", ".join(rf"\usepackage{{{p}}}" for p in LATEX_PACKAGES),
-        r"\begin{table}[htbp]", r"\centering", r"\small",
-        rf"\caption{short}{{{latex_text(caption_text(table))}}}", rf"\label{{{label}}}",
-        r"\sbox0{%", *tabular, "}%",
+        needs, r"\begin{table}[htbp]", r"\centering", r"\small", caption,
+        rf"\label{{{label}}}", r"\sbox0{%", r"\begin{tabular}" + spec, r"\toprule", header,
+        r"\midrule", *rows, r"\bottomrule", r"\end{tabular}", "}%",
         r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi",
         r"\end{table}"]) + "\n"
 
 
 def to_latex_document(table: Table, digits: int = 3, label: str = "tab:synlm") -> str:
-    """``to_latex``'s float in a document that compiles alone (``pdflatex``): an A4
-    landscape ``article`` with the packages it needs and no page number."""
+    """``to_latex``'s table in a document that compiles alone (``pdflatex``): an
+    ``article`` with the packages it needs and no page number, on A4 landscape pages, made
+    wider for a longtable of more columns than fit (``LABEL_CM``, ``COLUMN_CM``)."""
+    width = 29.7
+    if latex_lines(table) > FLOAT_LINES:
+        width = max(width, 3 + LABEL_CM + COLUMN_CM * len(table.columns))
     return "\n".join([
         r"\documentclass{article}",
-        r"\usepackage[a4paper,landscape,margin=1.5cm]{geometry}",
+        rf"\usepackage[paperwidth={width:g}cm,paperheight=21cm,margin=1.5cm]{{geometry}}",
         *(rf"\usepackage{{{p}}}" for p in LATEX_PACKAGES), r"\pagestyle{empty}",
         r"\begin{document}", to_latex(table, digits, label).rstrip("\n"),
         r"\end{document}"]) + "\n"
