@@ -79,26 +79,29 @@ def _fixed(value: float, digits: int, sign: str = "") -> str:
     return f"{value if round(value, digits) else 0.0:{sign}.{digits}f}"
 
 
-def _cell_lines(value: float, cell: Cell, digits: int) -> list[str]:
-    """The text of a cell of ``value`` in its lines, as LaTeX stacks them: the value, its
-    interval and its count; a comparison's p (with ``(sign test)`` where that test gave it)
-    and its Holm p."""
+def _cell_parts(value: float, cell: Cell, digits: int) -> list[str]:
+    """The parts of a cell of ``value``: the value with its interval, its count, and a
+    comparison's p (with ``(sign test)`` where that test gave it) and Holm p, where there
+    are."""
     sign = "+" if cell.p is not None else ""  # a difference: signed
     head = _fixed(value, digits, sign)
     if cell.low is not None and cell.high is not None:
         head += f" [{_fixed(cell.low, digits, sign)}, {_fixed(cell.high, digits, sign)}]"
-    head += f" (n={cell.n})"
-    if cell.p is None:
-        return [head]
-    test = f"p{p_text(cell.p, cell.p_bound)}" + (" (sign test)" if cell.test == "sign" else "")
+    parts = [head, f"(n={cell.n})"]
+    if cell.p is not None:
+        parts.append(f"p{p_text(cell.p, cell.p_bound)}"
+                     + (" (sign test)" if cell.test == "sign" else ""))
     if cell.holm is not None:
-        test += f", Holm p{p_text(cell.holm, cell.holm_bound)}"
-    return [head, test]
+        parts.append(f"Holm p{p_text(cell.holm, cell.holm_bound)}")
+    return parts
 
 
 def _cell_text(cell: Cell, digits: int, missing: str) -> str:
     """A cell on one line: ``value [low, high] (n=...) p=..., Holm p=...``."""
-    return missing if cell.value is None else " ".join(_cell_lines(cell.value, cell, digits))
+    if cell.value is None:
+        return missing
+    head, count, *tests = _cell_parts(cell.value, cell, digits)
+    return " ".join([head, count, ", ".join(tests)]).rstrip()
 
 
 def tested_columns(table: Table) -> list[bool]:
@@ -180,23 +183,24 @@ def latex_text(text: str) -> str:
         ">", r"\textgreater{}").replace("|", r"\textbar{}")
 
 
-def _stacked(lines: Sequence[str]) -> str:
-    """Lines of LaTeX text stacked right-aligned in a one-column ``tabular`` (one alone as
-    it is)."""
+def _stacked(lines: Sequence[str], align: str = "t") -> str:
+    """Lines of LaTeX text stacked right-aligned in a one-column ``tabular`` whose first
+    (``align`` ``t``) or last (``b``) line sits on the row's baseline; one line as it is."""
     return lines[0] if len(lines) == 1 else (
-        r"\begin{tabular}[t]{@{}r@{}}" + r"\\".join(lines) + r"\end{tabular}")
+        rf"\begin{{tabular}}[{align}]{{@{{}}r@{{}}}}" + r"\\".join(lines) + r"\end{tabular}")
 
 
 def _latex_cell(cell: Cell, digits: int, narrow: bool = False) -> str:
-    """A cell as LaTeX, ``--`` where there is nothing to measure: its value, interval and
-    count on a line, a comparison's p and Holm p under them (``_cell_lines``); ``narrow``,
-    the count on a line of its own after the value and interval."""
+    """A cell as LaTeX (``_cell_parts``), ``--`` where there is nothing to measure: its
+    value, interval and count on a line, a comparison's p and Holm p under them;
+    ``narrow``, the value and interval, then the count and p, then the Holm p."""
     if cell.value is None:
         return "--"
-    lines = [latex_text(line) for line in _cell_lines(cell.value, cell, digits)]
-    if narrow:  # the count under the value, a comparison's Holm p under its p
-        value, count = lines[0].rsplit(" ", 1)
-        lines = [value, " ".join([count, *lines[1:]]).replace(", Holm", r"\\Holm")]
+    head, count, *tests = (latex_text(part) for part in _cell_parts(cell.value, cell, digits))
+    if narrow:
+        lines = [head, " ".join([count, *tests[:1]]), *tests[1:]]
+    else:
+        lines = [f"{head} {count}", *([", ".join(tests)] if tests else [])]
     return _stacked(lines)
 
 
@@ -215,9 +219,7 @@ def _wrapped_label(name: str) -> str:
 def _wrapped_header(name: str) -> str:
     """A column's name on lines of at most 16 characters where it can be broken at its
     spaces, stacked to the column's foot."""
-    lines = [latex_text(line) for line in textwrap.wrap(name, 16)] or [""]
-    return lines[0] if len(lines) == 1 else (
-        r"\begin{tabular}[b]{@{}r@{}}" + r"\\".join(lines) + r"\end{tabular}")
+    return _stacked([latex_text(line) for line in textwrap.wrap(name, 16)] or [""], "b")
 
 
 def caption_text(table: Table) -> str:
@@ -297,7 +299,7 @@ def latex_label(out_stem: Path) -> str:
 
 
 def write_tables(table: Table, out_stem: Path) -> list[Path]:
-    """``<out_stem>.md``, ``.csv``, ``.tex`` (the float, ``to_latex``, labelled
+    """``<out_stem>.md``, ``.csv``, ``.tex`` (``to_latex``, labelled
     ``latex_label(out_stem)``) and ``_standalone.tex`` (``to_latex_document``) side by side,
     each written whole or not at all (a temporary file, then a rename); their paths."""
     out_stem = Path(out_stem)
