@@ -232,3 +232,14 @@ def test_fit_warns_before_training_when_the_test_search_will_not_fit(
         assert run_cli(["fit", "--config", str(REPO_CONFIGS / "rnng.yaml"), *TINY_FIT,
                         *SIZES["rnng.yaml"], f"--trainer.default_root_dir={tmp_path}",
                         "--model.max_memory_mb=0.01"]) == 0
+
+
+def test_measuring_a_search_leaves_the_random_generator_alone() -> None:
+    """``fit`` measures the test search before training: a training model's dropout in
+    ``initial_state`` must not move the RNG (a resumed run equals an uninterrupted one)."""
+    from synlm.transition.beam import search_bytes
+
+    model = RNNG(10, 5, 8, 8, 1, 0.5).train()
+    state = torch.get_rng_state()
+    assert search_bytes(model, 10, BeamSettings(10, 5, 1)) > 0
+    assert torch.equal(state, torch.get_rng_state())

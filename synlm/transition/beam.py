@@ -397,10 +397,13 @@ def sentence_bytes(model: TransitionModel, n_words: int, settings: SearchSetting
     ``GrowingState``, at its largest), two of its action path, and what a step computes for
     it: four copies of its logits over as many values as the model's largest matrix has
     rows (its word vocabulary, or more) and sixteen 8-byte values per action (the sort of
-    its successors)."""
+    its successors). The random number generators are left as they were (a training
+    model's ``initial_state`` may draw dropout masks)."""
     slots = stack_slots(n_words, settings.max_stack, model.limits.max_open)
     budget = int(action_budget(torch.tensor(n_words))) + 1
-    state = model.initial_state(1, slots, budget)
+    gpus = sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
+    with torch.no_grad(), torch.random.fork_rng(devices=gpus):
+        state = model.initial_state(1, slots, budget)
     if isinstance(state, GrowingState):
         state.reserve(state.capacity)
     weights = [p for p in model.parameters() if p.dim() == 2]
