@@ -74,20 +74,15 @@ class Builders:
     untrained: Callable[[int], Any] | None = None
 
 
-def end_is_certain(model: Any) -> bool:
-    """Whether ``model``'s end-of-sentence term is 0 for every sentence: a transition LM
-    whose search, as it is set, leaves no choice after the last word
-    (``synlm.transition.beam.SearchSettings.end_is_certain``: renormalised over the legal
-    actions, a top-down model); an in-order RNNG's, or one over every action, is real."""
-    return isinstance(model, Searches) and model.beam.end_is_certain(model.model)
-
-
 def check_models(settings: Settings, models: Sequence[tuple[str, Any]],
                  several: bool = False) -> None:
     """One-line errors for what the named models (source, model, searching as the flags
     say) cannot honour: a search flag when none of them searches, ``--eos`` for a single
     model (``several``: more were given) whose end term is 0 for every sentence
-    (``end_is_certain``; several models: that model's conventions say so instead)."""
+    (``synlm.tse.scoring.end_is_certain``; several models: that model's conventions say so
+    instead)."""
+    from synlm.tse.scoring import end_is_certain
+
     flag = settings.search_flag
     if flag and not any(isinstance(model, Searches) for _, model in models):
         raise InputError(f"{flag}: {models[0][0]} has no beam search; the beam flags are for "

@@ -120,10 +120,8 @@ class ModelScorer:
     @property
     def end_is_certain(self) -> bool:
         """Whether its end-of-sentence term is 0 for every sentence (a transition LM whose
-        search leaves no choice after the last word: ``synlm.tse.scorers.end_is_certain``),
-        so that ``--eos`` changes nothing."""
-        from synlm.tse.scorers import end_is_certain
-
+        search leaves no choice after the last word: ``end_is_certain``), so that ``--eos``
+        changes nothing."""
         return end_is_certain(self.model)
 
     def words(self, text: str) -> list[str]:
@@ -191,3 +189,11 @@ class ModelScorer:
                               unknown=tuple(unknown), eos_log_prob=float(row[-1]),
                               tokens=tuple(self.vocab.decode(ids)),
                               token_log_probs=tuple(row[:-1].tolist()))
+
+
+def end_is_certain(model: Any) -> bool:
+    """Whether ``model``'s end-of-sentence term is 0 for every sentence: a transition LM
+    whose search, as it is set, leaves no choice after the last word
+    (``synlm.transition.beam.SearchSettings.end_is_certain``: renormalised over the legal
+    actions, a top-down model); an in-order RNNG's, or one over every action, is real."""
+    return isinstance(model, Searches) and model.beam.end_is_certain(model.model)
