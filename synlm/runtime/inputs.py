@@ -266,7 +266,8 @@ def check_run_inputs(command: str, args: Sequence[str]) -> None:
 #: The ``model_args`` of lm-eval's ``synlm`` model (``synlm.lm_eval_model.SynlmLM``'s
 #: arguments but ``model``; a test keeps them equal).
 SYNLM_MODEL_ARGS = ("ckpt_path", "batch_size", "device", "greedy", "beam_size",
-                    "word_beam_size", "shift_size", "search_convention", "search", "particles")
+                    "word_beam_size", "shift_size", "search_convention", "search", "particles",
+                    "max_memory_mb")
 #: lm-eval's subcommands that read no model (``run`` is the default).
 _LM_EVAL_LISTINGS = ("ls", "validate")
 
