@@ -136,9 +136,11 @@ def rounded(x: torch.Tensor, scale: float = 1.0) -> float | None:
     return None if math.isnan(v) else round(v, 2)
 
 
-def evaluate(preds: Sequence[Tree], golds: Sequence[Tree]) -> dict[str, float | None]:
-    """``ParsingF1`` figures, F1s, recalls and split percentages in percent."""
-    metric = ParsingF1()
+def evaluate(preds: Sequence[Tree], golds: Sequence[Tree],
+             protocol: str = "onlstm") -> dict[str, float | None]:
+    """``ParsingF1`` figures under ``protocol``, F1s, recalls and split percentages in
+    percent."""
+    metric = ParsingF1(protocol=protocol)
     metric.update(preds, golds)
     out = {}
     for k, v in metric.compute().items():

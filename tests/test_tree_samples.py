@@ -187,7 +187,7 @@ def test_a_structure_that_gives_no_tree_is_one_line(
 @pytest.mark.parametrize(("arguments", "message"), [
     ({"n": 0}, "n must be >= 1, got 0"),
     ({"every_n_validations": 0}, "every_n_validations must be >= 1, got 0"),
-    ({"protocol": "wsj"}, "protocol must be one of ['onlstm', 'palm', 'urnng'], got 'wsj'")])
+    ({"protocol": "wsj"}, "protocol must be one of ['kim', 'onlstm', 'palm', 'urnng'], got 'wsj'")])
 def test_settings_are_checked(arguments: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(f"TreeSamples: {message}")):
         TreeSamples(**arguments)

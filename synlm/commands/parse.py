@@ -8,6 +8,7 @@ trees a model induces for raw text. See docs/evaluation.md for the protocols.
     synlm parse --baseline balanced --treebank PATH --show 3 [--format pretty|svg|json]
     synlm parse --ckpt_path CKPT --list-structures
     synlm parse --config CONFIG --seeds 25 --treebank PATH   (untrained models: mean and std)
+    synlm parse --predicted TREES --treebank PATH [--protocol kim]   (another system's trees)
 
 A checkpoint's structures are what its backbone and heads declare (``SyntaxLM.structures``);
 each is decoded by its kind: distances and spans into trees scored by UF1, arcs into heads
@@ -15,7 +16,8 @@ scored by UAS. Words are normalised as the training corpus was (saved in the che
 Trees are written as ``--format`` says (docs/visualisation.md). A transition LM's beam can
 find no tree for a sentence ("no parse within the beam"): its line is empty (json: ``"tree":
 null``), a line on stderr counts such sentences, and a scored treebank leaves them out of
-the F1 and counts them (``no_parse``).
+the F1 and counts them (``no_parse``). ``--predicted``'s trees are read and checked
+against the gold sentences before torch loads (``synlm.syntax.predicted``).
 
 This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
 flag answer before torch, nltk or matplotlib is imported; the model, metrics, parsing, tree
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
 FORMATS = ("bracket", "pretty", "svg", "json")
 #: ``--protocol``: the names of ``synlm.metrics.parsing.PROTOCOLS`` (that module imports
 #: torch; a test keeps the two equal).
-PROTOCOLS = ("onlstm", "palm", "urnng")
+PROTOCOLS = ("kim", "onlstm", "palm", "urnng")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--ckpt_path", help="a SyntaxLM checkpoint whose structures give trees")
     src.add_argument("--config", help="a training config: score the trees of the model it "
                      "builds, untrained (randomly initialised; the vocabulary from its data)")
+    src.add_argument("--predicted", metavar="FILE", help="score these trees: one bracketed "
+                     "tree a line (labels ignored), one for each sentence of --treebank that "
+                     "--protocol and --max-length keep, in its order")
     p.add_argument("--seeds", type=int, default=1, help="--config: initialise this many "
                    "models (seeds 0..N-1) and report each figure's mean and '_std'")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
@@ -119,10 +124,15 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     if error:
         print(f"synlm parse: {error}", file=sys.stderr)
         return 2
+    from synlm.syntax.predicted import gold_trees, predicted_trees, read_treebank
+
     # the treebank to score, read and checked before torch and the model load
-    treebank = _read_treebank(args.treebank, args.sections) \
+    treebank = read_treebank(args.treebank, args.sections) \
         if args.treebank and not (args.input or args.list_structures) else None
-    configure_threads()  # torch: once the flags are good
+    predicted = predicted_trees(args, treebank) if args.predicted else None
+    if predicted == []:
+        return 1
+    configure_threads()  # torch: once the flags (and --predicted's trees) are good
     import numpy as np
 
     from synlm.loading import load_model
@@ -156,6 +166,8 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
             return _score_arcs(model, structure, args, treebank)
 
     def induce(sentences: list[list[str]]) -> list[Tree]:
+        if predicted is not None:
+            return predicted
         if model is not None:
             return model_trees(model, sentences, structure, args.layer, args.biased,
                                args.batch_size)
@@ -174,7 +186,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     if treebank is None:
         print("synlm parse: give --treebank PATH (to score) or --input TEXT", file=sys.stderr)
         return 2
-    golds = _gold_trees(args, treebank)
+    golds = gold_trees(args, treebank)
     if golds is None:
         return 1
     preds = induce([g.leaves() for g in golds])
@@ -186,14 +198,14 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
              if model is not None else None)
     result: dict[str, Any] = {
         "treebank": str(args.treebank),
-        "trees": args.baseline or (
+        "trees": args.predicted or args.baseline or (
             f"{args.ckpt_path}:{structure}" if structure == BEAM else
             f"{args.ckpt_path}:{structure}:{args.layer}:"
             f"{'biased' if args.biased else 'unbiased'}"),
         "protocol": args.protocol,
         **({"search": model.beam.describe()} if structure == BEAM else {}),
         "max_length": args.max_length,
-        **evaluate(preds, golds),
+        **evaluate(preds, golds, args.protocol),
         **({} if share is None else {"unknown_share": share}),
         **({"no_parse": unparsed} if unparsed else {}),
     }
@@ -226,6 +238,9 @@ def output_error(args: argparse.Namespace) -> str | None:
     if args.input and args.input != "-" and not Path(args.input).is_file():
         return f"--input: no file {args.input} (a text file, one sentence per line; - reads " \
                "them from standard input)"
+    if args.predicted and (args.input or not args.treebank):
+        return "--predicted FILE scores its trees against a treebank: give --treebank PATH, " \
+               "without --input"
     if args.show and (args.input or args.config or not args.treebank):
         return "--show N shows predicted beside gold trees: give --treebank PATH with " \
                "--baseline or --ckpt_path, without --input"
@@ -312,37 +327,6 @@ def _write_predictions(args: argparse.Namespace, preds: Sequence[Tree],
         write_trees(preds[:args.show], args.format, golds=golds[:args.show])
 
 
-def _read_treebank(path: str, sections: Sequence[int] | None = None) -> GoldTreebank:
-    """``--treebank``, read before torch is imported (``synlm.syntax.readers.read_gold``);
-    a malformed or empty one is one line naming the flag, the file and the line."""
-    from synlm.syntax.readers import read_gold
-
-    try:
-        return read_gold(path, sections)
-    except InputError as err:
-        raise InputError(f"--treebank: {err}") from None
-
-
-def _gold_trees(args: argparse.Namespace, treebank: GoldTreebank) -> list[Tree] | None:
-    """The evaluation trees of ``treebank`` under ``--protocol`` and ``--max-length``;
-    None (after a one-line message) when it holds none (CoNLL-U) or none passes."""
-    from synlm.metrics.parsing import evaluation_tree
-
-    if not treebank.trees:
-        print(f"synlm parse: --treebank {treebank.path} holds dependency heads, and these "
-              "trees are scored against constituency trees: give bracketed trees",
-              file=sys.stderr)
-        return None
-    golds = [g for g in (evaluation_tree(t, args.protocol) for t, _ in treebank.trees)
-             if g is not None]
-    if args.max_length:
-        golds = [g for g in golds if len(g.leaves()) <= args.max_length]
-    if not golds:
-        print(f"synlm parse: no sentence of {args.treebank} passes the filters", file=sys.stderr)
-        return None
-    return golds
-
-
 def _use_search(model: Any, args: argparse.Namespace) -> None:
     """The search flags on the model: particle filtering (``_use_particles``), and
     ``--max-memory-mb`` on a model that searches its trees (a one-line error on any other)."""
@@ -377,12 +361,13 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
     """``--config``: F1 and split percentages of ``--seeds`` untrained models' trees."""
     from synlm.loading import mean_and_std, untrained_model
     from synlm.parsing import BEAM, default_structure, evaluate, model_trees
+    from synlm.syntax.predicted import gold_trees
 
     if treebank is None:
         print("synlm parse: --config scores untrained models: give --treebank PATH",
               file=sys.stderr)
         return 2
-    golds = _gold_trees(args, treebank)
+    golds = gold_trees(args, treebank)
     if golds is None:
         return 1
     words = [g.leaves() for g in golds]
@@ -394,7 +379,8 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
         preds = model_trees(model, words, structure, args.layer, args.biased, args.batch_size)
         unparsed = report_no_parse(preds)
         results.append({**evaluate([p for p in preds if p is not None],
-                                   [g for p, g in zip(preds, golds) if p is not None]),
+                                   [g for p, g in zip(preds, golds) if p is not None],
+                                   args.protocol),
                         **({"no_parse": unparsed} if structure == BEAM else {})})
     print(json.dumps({"treebank": str(args.treebank),
                       "trees": f"{args.config}:{structure}:untrained:seeds 0-{args.seeds - 1}",

@@ -15,7 +15,8 @@ convention), arcs with unlabelled attachment score over every word.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import torch
@@ -129,7 +130,7 @@ class InducedStructureMetrics(torch.nn.Module):
         self.protocol = PROTOCOLS[protocol]
         self.metrics = torch.nn.ModuleDict()
 
-    def _metric(self, key: str, make: type[Metric], like: Tensor) -> Metric:
+    def _metric(self, key: str, make: Callable[[], Metric], like: Tensor) -> Metric:
         if key not in self.metrics:
             self.metrics[key] = make().to(like.device)
         return self.metrics[key]
@@ -150,7 +151,8 @@ class InducedStructureMetrics(torch.nn.Module):
             layers = decode_trees(kind, values, rows, keep, self.biased)
             for layer, preds in enumerate(layers):
                 key = f"uf1_{name}" if len(layers) == 1 else f"uf1_{name}_l{layer}"
-                self._metric(key, ParsingF1, values).update(preds, golds)
+                self._metric(key, partial(ParsingF1, protocol=self.protocol),
+                             values).update(preds, golds)
 
     def compute(self) -> dict[str, Tensor]:
         """``uf1_*`` (sentence-level F1) and ``uas_*`` per structure key, in percent: the
