@@ -109,12 +109,35 @@ def test_another_number_of_trees_names_the_line(capsys, predicted, keep, line, c
 def test_a_line_that_is_not_one_tree_is_named(capsys, predicted) -> None:
     path, lines = predicted
     for bad, expected in ((lines[2][:-1], "2: expected ')' to close this bracket"),
-                          ("", "2: expected one bracketed tree, found 0"),
+                          ("(T", "2: expected ')' to close this bracket"),
                           (lines[1] + " " + lines[1], "2: expected one bracketed tree, found 2")):
         path.write_text("\n".join([lines[0], bad, *lines[2:]]) + "\n")
         err = refused(capsys, "--predicted", str(path), "--treebank", str(KIM / "gold.mrg"),
                       "--protocol", "kim")
         assert f"{path}:{expected}" in err
+
+
+def test_an_empty_line_is_a_sentence_without_a_tree(capsys, tmp_path) -> None:
+    """An empty line (what ``synlm parse --output`` writes for a sentence whose beam found
+    no tree) leaves that sentence out of the scores and counts it as ``no_parse``."""
+    written = tmp_path / "right.txt"
+    common = ("--treebank", str(KIM / "gold.mrg"), "--protocol", "kim")
+    scores(capsys, "--baseline", "right-branching", *common, "--output", str(written))
+    lines = written.read_text().splitlines()
+    (tmp_path / "gap.txt").write_text("\n".join(["", *lines[1:]]) + "\n")
+    assert parse.main(["--predicted", str(tmp_path / "gap.txt"), *common]) == 0
+    out, err = capsys.readouterr()
+    assert "1 of 43 sentences have no tree in --predicted (an empty line) (sentences 1)" in err
+    gap = {k: v for k, v in json.loads(out).items() if k not in NAMES}
+    kept = [t for t, _ in read_trees(KIM / "gold.mrg") if evaluation_tree(t, "kim") is not None]
+    assert len(kept) == 43
+    rest = tmp_path / "rest.mrg"
+    rest.write_text("\n".join(t.pformat(margin=10**9) for t in kept[1:]) + "\n")
+    (tmp_path / "rest.txt").write_text("\n".join(lines[1:]) + "\n")
+    alone = scores(capsys, "--predicted", str(tmp_path / "rest.txt"), "--treebank", str(rest),
+                   "--protocol", "kim")
+    assert gap.pop("no_parse") == 1
+    assert gap == alone
 
 
 def test_a_file_that_is_not_utf8_is_named(capsys, predicted) -> None:

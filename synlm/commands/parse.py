@@ -191,7 +191,8 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         return 1
     preds = induce([g.leaves() for g in golds])
     _write_predictions(args, preds, golds)
-    unparsed = report_no_parse(preds)
+    unparsed = report_no_parse(preds, "no tree in --predicted (an empty line)"
+                               if args.predicted else "no parse within the beam")
     golds = [g for p, g in zip(preds, golds) if p is not None]
     preds = [p for p in preds if p is not None]
     share = (unknown_words(model, [g.leaves() for g in golds], "the treebank's words")
@@ -213,14 +214,15 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     return 0
 
 
-def report_no_parse(trees: Sequence[Tree | None]) -> int:
-    """How many sentences have no tree (a transition LM's beam found none), said in one
-    line on stderr when there are any."""
+def report_no_parse(trees: Sequence[Tree | None], why: str = "no parse within the beam"
+                    ) -> int:
+    """How many sentences have no tree (a transition LM's beam found none; ``why``), said in
+    one line on stderr when there are any."""
     missing = [i for i, tree in enumerate(trees, 1) if tree is None]
     if missing:
         shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
-        print(f"synlm parse: {len(missing)} of {len(trees)} sentences have no parse within "
-              f"the beam (sentences {shown}): an empty tree each, left out of any score",
+        print(f"synlm parse: {len(missing)} of {len(trees)} sentences have {why} "
+              f"(sentences {shown}): an empty tree each, left out of any score",
               file=sys.stderr)
     return len(missing)
 

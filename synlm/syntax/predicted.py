@@ -18,10 +18,12 @@ from synlm.syntax.readers import GoldTreebank, read_gold
 from synlm.syntax.trees import TreeFormatError, read_brackets
 
 
-def read_predicted(path: str, golds: Sequence[Tree], gold_name: str) -> list[Tree]:
+def read_predicted(path: str, golds: Sequence[Tree], gold_name: str) -> list[Tree | None]:
     """The trees of ``--predicted``: one bracketed tree a line, the words of line N those of
-    gold sentence N; anything else (not UTF-8, a line that is not one tree, other words,
-    another number of trees) is a one-line ``InputError`` naming the line."""
+    gold sentence N, or an empty line for a sentence the system found no tree for (None, as
+    ``synlm parse --output`` writes a sentence whose beam found none); anything else (not
+    UTF-8, a line that is not one tree, other words, another number of lines) is a one-line
+    ``InputError`` naming the line."""
     with reading(path):
         data = Path(path).read_bytes()
     try:
@@ -30,9 +32,12 @@ def read_predicted(path: str, golds: Sequence[Tree], gold_name: str) -> list[Tre
         raise not_utf8(f"--predicted: {path}", data, err,
                        expected="UTF-8 text, one bracketed tree a line") from None
     lines = text.splitlines()
-    trees = []
+    trees: list[Tree | None] = []
     for n, line in enumerate(lines, 1):
         where = f"--predicted: {path}:{n}"
+        if not line.strip():
+            trees.append(None)
+            continue
         try:
             found = [tree for tree, _ in read_brackets(line, where)]
         except TreeFormatError as err:
@@ -62,7 +67,7 @@ def read_treebank(path: str, sections: Sequence[int] | None = None) -> GoldTreeb
         raise InputError(f"--treebank: {err}") from None
 
 
-def predicted_trees(args: argparse.Namespace, treebank: GoldTreebank) -> list[Tree]:
+def predicted_trees(args: argparse.Namespace, treebank: GoldTreebank) -> list[Tree | None]:
     """``--predicted``'s trees, one for each evaluation tree (none: no gold tree passes)."""
     golds = gold_trees(args, treebank)
     return [] if golds is None else read_predicted(args.predicted, golds, str(args.treebank))
