@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -123,6 +124,21 @@ def test_a_search_that_fits_is_not_refused_and_none_fits_says_so():
                                          r"of 12 words, over max_memory_mb=0\.001; not even "
                                          r"beam_size=1 fits; raise max_memory_mb$"):
         search_sentences(model, words, lengths, BeamSettings(10, 5, 1, max_memory_mb=1e-3))
+
+
+def test_a_sentence_that_fits_only_the_whole_budget_is_searched_alone() -> None:
+    """A batch is sized to ``BATCH_SHARE`` of the budget, but a sentence that fits only
+    the whole of it (check_fits) is still searched, alone."""
+    from synlm.transition.beam import BATCH_SHARE, search_bytes, sentence_bytes
+
+    model = tiny_rnng()
+    unbounded = BeamSettings(4, 2, 1, max_stack=None)
+    need = search_bytes(model, 12, unbounded)
+    budget = replace(unbounded, max_memory_mb=need * 1.01 / 2**20)
+    assert sentence_bytes(model, 12, budget) > BATCH_SHARE * budget.max_memory_mb * 2**20
+    results = search_sentences(model, torch.zeros(2, 12, dtype=torch.long),
+                               torch.tensor([12, 12]), budget)
+    assert all(result.parsed for result in results)
 
 
 def sentence(n_words: int) -> Sentence:

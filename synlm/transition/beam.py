@@ -498,8 +498,9 @@ def search_sentences(model: TransitionModel, words: Tensor, lengths: Tensor,
     start = 0
     while start < len(order):
         longest = int(lengths[order[start]])
-        fit = int(BATCH_SHARE * settings.max_memory_mb * 2**20
-                  // sentence_bytes(model, longest, settings))
+        # a batch fills BATCH_SHARE of the budget; a sentence alone, the whole (check_fits)
+        fit = max(1, int(BATCH_SHARE * settings.max_memory_mb * 2**20
+                         // sentence_bytes(model, longest, settings)))
         chunk = order[start:start + min(fit, settings.batch_size)]
         index = torch.tensor(chunk, device=words.device)
         n = lengths[index]
