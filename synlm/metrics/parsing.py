@@ -20,21 +20,26 @@ from synlm.syntax.protocols import PROTOCOLS, Protocol, evaluation_tree
 from synlm.syntax.trees import branching_counts, labeled_spans, leaf_depths, spans
 
 __all__ = ["DEFAULT_LABELS", "PROTOCOLS", "ParsingF1", "Protocol", "evaluation_tree",
-           "kim_label", "kim_sentence_f1", "kim_spans", "sentence_f1"]
+           "kim_label", "kim_spans", "sentence_f1"]
 
+#: The term Kim et al.'s ``compare_trees.py`` adds to a sentence's span counts (after PRPN).
+KIM_EPS = 1e-8
+#: The labels whose recall ``ParsingF1`` reports by default.
 DEFAULT_LABELS = ("NP", "VP", "PP", "S", "SBAR", "ADJP", "ADVP", "QP")
 #: Scalar sum states of ``ParsingF1``, in the order ``update`` accumulates them.
 _SUMS = ("f1_sum", "n_sentences", "tp", "n_pred", "n_gold", "depth_sum", "n_words",
          "left_children", "right_children", "left_splits", "right_splits", "n_nodes")
 
 
-def sentence_f1(pred: set[tuple[int, int]], gold: set[tuple[int, int]]) -> float:
-    """ON-LSTM sentence F1 of two non-trivial span sets: P = |∩|/|pred|, R = |∩|/|gold|; an
-    empty gold gives R = 1 and an empty prediction P = 1 when gold is empty too (so
-    1-2 word sentences score 1); F1 = 2PR / (P + R + 1e-8)."""
+def sentence_f1(pred: set[tuple[int, int]], gold: set[tuple[int, int]],
+                eps: float = 0.0) -> float:
+    """ON-LSTM sentence F1 of two non-trivial span sets: P = |∩|/(|pred| + eps),
+    R = |∩|/(|gold| + eps); an empty gold gives R = 1 and an empty prediction P = 1 when gold
+    is empty too (so 1-2 word sentences score 1); F1 = 2PR / (P + R + 1e-8). ``eps``: 0 (the
+    ON-LSTM's), or Kim et al.'s 1e-8 (``KIM_EPS``)."""
     hit = len(pred & gold)
-    r = hit / len(gold) if gold else 1.0
-    p = hit / len(pred) if pred else (1.0 if not gold else 0.0)
+    r = hit / (len(gold) + eps) if gold else 1.0
+    p = hit / (len(pred) + eps) if pred else (1.0 if not gold else 0.0)
     return 2 * p * r / (p + r + 1e-8)
 
 
@@ -42,19 +47,6 @@ def kim_spans(tree: Tree) -> set[tuple[int, int]]:
     """Half-open spans of two or more words of every constituent but the root (the root's
     span only: a unary chain below it over the whole sentence keeps that span)."""
     return {(i, j) for i, j, _ in labeled_spans(tree)[1:] if j - i > 1}
-
-
-def kim_sentence_f1(pred: set[tuple[int, int]], gold: set[tuple[int, int]]) -> float:
-    """Kim et al.'s sentence F1 (after PRPN): P = |∩|/(|pred| + 1e-8), R = |∩|/(|gold| +
-    1e-8); an empty gold gives R = 1, and P = 1 if the prediction is empty too;
-    F1 = 2PR / (P + R + 1e-8)."""
-    hit = len(pred & gold)
-    p = hit / (len(pred) + 1e-8)
-    r = hit / (len(gold) + 1e-8)
-    if not gold:
-        r = 1.0
-        p = 1.0 if not pred else p
-    return 2 * p * r / (p + r + 1e-8)
 
 
 def kim_label(label: str) -> str:
@@ -97,7 +89,7 @@ class ParsingF1(Metric):
             depths = leaf_depths(pred)
             lc, rc, ls, rs = branching_counts(pred)
             nodes = sum(1 for i, j in spans(pred, trivial=True) if j - i >= 3)
-            f1 = (kim_sentence_f1 if self.kim else sentence_f1)(p, g)
+            f1 = sentence_f1(p, g, KIM_EPS if self.kim else 0.0)
             row = (f1, 1, len(p & g), len(p), len(g), sum(depths), n, lc, rc, ls, rs, nodes)
             stats = [a + b for a, b in zip(stats, row, strict=True)]
             for i, j, label in self._gold_labels(gold, g):

@@ -20,9 +20,9 @@ class Protocol:
     are skipped; 1- and 2-word sentences have no non-trivial span, so when kept they score
     F1 = 1 (ON-LSTM convention). ``max_length``: longer sentences are skipped too.
 
-    ``kim``: count as Kim et al. 2019's ``compare_trees.py`` does (``kim_spans`` and
-    ``kim_sentence_f1`` of ``synlm.metrics.parsing``): only the root's own span is left
-    out, so a constituent below the root over the whole sentence (a unary chain) still
+    ``kim``: count as Kim et al. 2019's ``compare_trees.py`` does (``kim_spans``, and
+    ``sentence_f1`` with ``KIM_EPS``, of ``synlm.metrics.parsing``): only the root's own
+    span is left out, so a constituent below the root over the whole sentence (a unary chain) still
     counts; corpus F1 has no 1e-8; each gold label occurrence below the root counts for its
     recall, WH phrases as their base (WHNP as NP)."""
 
