@@ -79,6 +79,15 @@ def not_utf8(where: str, data: bytes, err: UnicodeDecodeError,
     return error(f"{where}:{line}: not UTF-8 (byte {data[err.start]:#x}); expected {expected}")
 
 
+def utf8_text(data: bytes, where: str, error: type[InputError] = InputError,
+              expected: str = "UTF-8 text") -> str:
+    """``data`` decoded as UTF-8, else ``not_utf8``'s one-line ``error`` naming ``where``."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise not_utf8(where, data, err, error, expected) from None
+
+
 @contextmanager
 def reading(path: str | Path) -> Iterator[None]:
     """Around reading the file ``path`` a user named: a missing one is a one-line

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from nltk import Tree
 
-from synlm.errors import InputError, not_utf8, reading
+from synlm.errors import InputError, reading, utf8_text
 from synlm.syntax.protocols import evaluation_tree
 from synlm.syntax.readers import GoldTreebank, read_gold
 from synlm.syntax.trees import TreeFormatError, read_brackets
@@ -26,12 +26,8 @@ def read_predicted(path: str, golds: Sequence[Tree], gold_name: str) -> list[Tre
     ``InputError`` naming the line."""
     with reading(path):
         data = Path(path).read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise not_utf8(f"--predicted: {path}", data, err,
-                       expected="UTF-8 text, one bracketed tree a line") from None
-    lines = text.splitlines()
+    lines = utf8_text(data, f"--predicted: {path}",
+                      expected="UTF-8 text, one bracketed tree a line").splitlines()
     trees: list[Tree | None] = []
     for n, line in enumerate(lines, 1):
         where = f"--predicted: {path}:{n}"

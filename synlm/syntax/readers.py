@@ -14,7 +14,7 @@ from pathlib import Path
 import conllu
 from nltk import Tree
 
-from synlm.errors import InputError, MissingFileError, not_utf8, reading
+from synlm.errors import InputError, MissingFileError, not_utf8, reading, utf8_text
 from synlm.syntax.sentence import Sentence
 from synlm.syntax.trees import TreeFormatError, read_brackets, words_and_tags
 
@@ -112,11 +112,7 @@ def read_conllu(path: str | os.PathLike, text: str | None = None) -> list[Senten
     name = str(path)
     if text is None:
         with reading(path):
-            data = Path(path).read_bytes()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise not_utf8(name, data, err, ReaderError) from None
+            text = utf8_text(Path(path).read_bytes(), name, ReaderError)
     out, line = [], 1
     for block in re.split(r"\n[ \t]*\n", text.rstrip("\n") + "\n"):
         start, line = line, line + block.count("\n") + 2

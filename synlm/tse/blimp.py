@@ -28,7 +28,7 @@ from statistics import fmean
 from typing import Any
 
 from synlm.data.files import CorpusError, RemoteFile, default_data_dir, truncated
-from synlm.errors import InputError, not_utf8
+from synlm.errors import InputError, not_utf8, utf8_text
 from synlm.tse.minimal_pairs import (
     DIGITS,
     MinimalPair,
@@ -135,22 +135,15 @@ def _paradigm_texts(path: Path) -> list[tuple[str, str, str]]:
     found: list[tuple[str, str, str]] = []
     if path.is_dir():
         for file in sorted(path.glob("*.jsonl")):
-            data = file.read_bytes()
-            try:
-                found.append((str(file), file.stem, data.decode("utf-8")))
-            except UnicodeDecodeError as err:
-                raise not_utf8(str(file), data, err, CorpusError) from None
+            found.append((str(file), file.stem,
+                          utf8_text(file.read_bytes(), str(file), CorpusError)))
     else:
         try:
             with zipfile.ZipFile(path) as archive:
                 for name in archive.namelist():
                     match = _PARADIGM.search(name)
                     if match and not name.startswith("__MACOSX/"):
-                        data = archive.read(name)
-                        try:
-                            text = data.decode("utf-8")
-                        except UnicodeDecodeError as err:
-                            raise not_utf8(f"{path}:{name}", data, err, CorpusError) from None
+                        text = utf8_text(archive.read(name), f"{path}:{name}", CorpusError)
                         found.append((f"{path}:{name}", match.group(1), text))
         except (zipfile.BadZipFile, EOFError, zlib.error):
             raise truncated(path) from None

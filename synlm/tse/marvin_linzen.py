@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from synlm.data.files import CorpusError, RemoteFile, default_data_dir, truncated
-from synlm.errors import InputError, not_utf8
+from synlm.errors import InputError, utf8_text
 from synlm.tse.minimal_pairs import (
     MinimalPair,
     fraction,
@@ -228,13 +228,11 @@ def _jsonl_records(path: Path) -> list[dict[str, Any]]:
     try:
         with opener(path, "rb") as file:
             data = file.read()
-        text = data.decode("utf-8")
     except (EOFError, gzip.BadGzipFile, zlib.error):
         raise truncated(path) from None
-    except UnicodeDecodeError as err:
-        raise not_utf8(str(path), data, err, CorpusError) from None
     except OSError as err:
         raise CorpusError(f"{path}: {err}") from None
+    text = utf8_text(data, str(path), CorpusError)
     records = []
     for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
