@@ -25,6 +25,7 @@ from synlm.syntax.trees import clean_tree, map_leaves, words_and_tags
 
 UNK = "<unk>"
 _LDC_WSJ = "https://catalog.ldc.upenn.edu/LDC99T42"
+_LDC_CTB = "https://catalog.ldc.upenn.edu/LDC2005T01"
 #: Where the NLTK WSJ sample (nltk_data's ``corpora/treebank.zip``) is read from, under
 #: ``data_dir``.
 NLTK_SAMPLE = "nltk_treebank/treebank.zip"
@@ -36,7 +37,7 @@ def missing_nltk_sample(what: str, path: Path) -> CorpusError:
     return CorpusError(f"{what}: missing {path}; fetch NLTK's WSJ sample with `python -m "
                        "nltk.downloader -d DIR treebank` and copy DIR/corpora/treebank.zip to "
                        f"{path} ({NLTK_SAMPLE} under {DATA_ENV}, or under data_dir)")
-_LDC_CTB = "https://catalog.ldc.upenn.edu/LDC2005T01"
+
 
 # --- Du et al. 2020, Appendix A.3 -------------------------------------------------------------
 
