@@ -18,7 +18,7 @@ from synlm.errors import InputError
 from synlm.heads.base import HeadContext, SyntaxHead
 from synlm.modules import embedding_dropout
 from synlm.modules.recorded import build
-from synlm.outputs import Batch, HeadOutput, LMOutput, StepState, Structure
+from synlm.outputs import BackboneOutput, Batch, HeadOutput, LMOutput, StepState, Structure
 
 #: Where a checkpoint written before the model was split from its training recipe kept these
 #: modules (at the top of the LightningModule); ``SyntaxLM`` now holds them under ``model.``.
@@ -137,7 +137,7 @@ class SyntaxModel(nn.Module):
         the previous window of the same sequences (generation; ``step``)."""
         emb = embedding_dropout(self.embedding.weight, batch.tokens, self.embedding_dropout,
                                 self.training)  # (B, T, E)
-        out = self.backbone(emb, state)
+        out = self._run_backbone(emb, state, batch.lengths)
         logits = self.decoder(out.hidden)  # (B, T, V)
         target_log_probs = -F.cross_entropy(
             logits.flatten(0, 1).float(), batch.targets.flatten(), reduction="none"
@@ -159,6 +159,18 @@ class SyntaxModel(nn.Module):
             heads[head.name] = head_out
         return LMOutput(logits=logits, target_log_probs=target_log_probs, backbone=out,
                         heads=heads, state=out.state)
+
+    def _run_backbone(self, emb: Tensor, state: Any, lengths: Tensor | None) -> BackboneOutput:
+        """The backbone over ``emb`` (B, T, E); a bidirectional one (``spec.bidirectional``)
+        also reads each row's length (B,), without which it would attend to padding."""
+        if not self.backbone.spec.bidirectional:
+            return self.backbone(emb, state)
+        if lengths is None:
+            raise InputError(
+                f"{type(self.backbone).__name__} attends both ways within a sentence and needs "
+                "each row's length (Batch.lengths): give it sentence rows (data.mode: sentence, "
+                "data.objective: masked), not stream windows")
+        return self.backbone(emb, state, lengths=lengths)
 
     def structure_values(self, result: LMOutput) -> dict[str, tuple[str, Tensor]]:
         """Every declared structure in a forward's output: name -> (kind, values)."""
@@ -206,23 +218,26 @@ class SyntaxModel(nn.Module):
         return self.evaluate(tokens, targets=targets).target_log_probs
 
     @torch.no_grad()
-    def induce(self, tokens: Tensor) -> dict[str, Tensor]:
+    def induce(self, tokens: Tensor, lengths: Tensor | None = None) -> dict[str, Tensor]:
         """Every structure the model induces (``structures``) for rows ``[<eos>, w1..wn]``
-        in eval mode, by name, in its kind's layout (``synlm.outputs.STRUCTURE_KINDS``)."""
+        in eval mode, by name, in its kind's layout (``synlm.outputs.STRUCTURE_KINDS``).
+        ``lengths`` (B,): the tokens of each row, which a bidirectional backbone needs (it
+        would attend to the padding past them)."""
         return {name: value for name, (_, value)
-                in self.structure_values(self.evaluate(tokens)).items()}
+                in self.structure_values(self.evaluate(tokens, lengths=lengths)).items()}
 
     def evaluate(self, tokens: Tensor, state: Any = None, log_probs_needed: bool = False,
                  head_states: Mapping[str, Any] | None = None,
-                 targets: Tensor | None = None) -> LMOutput:
+                 targets: Tensor | None = None, lengths: Tensor | None = None) -> LMOutput:
         """A forward pass in eval mode on raw tokens (no gold; ``targets`` only for
-        ``target_log_probs``), then the previous mode again."""
+        ``target_log_probs``; ``lengths`` (B,) the tokens of each row, for a bidirectional
+        backbone), then the previous mode again."""
         was_training = self.training
         self.eval()
         try:
             return self(Batch(tokens=tokens, targets=tokens if targets is None else targets,
-                              mask=torch.ones_like(tokens, dtype=torch.bool)), state,
-                        log_probs_needed=log_probs_needed, head_states=head_states)
+                              mask=torch.ones_like(tokens, dtype=torch.bool), lengths=lengths),
+                        state, log_probs_needed=log_probs_needed, head_states=head_states)
         finally:
             self.train(was_training)
 

@@ -52,6 +52,12 @@ class BackboneSpec:
         distance_feature_sizes: true width of each layer's ``distance_features``.
         span_slots: K, the number of spans scored per position in ``span_scores`` (0 when
             the backbone provides none).
+        bidirectional: it attends both ways within a sentence (a masked-LM backbone): its
+            ``forward(x, state=None, lengths=None)`` reads ``lengths`` (B,), the tokens of each
+            row (positions at or past a row's length are padding, which no position attends
+            to), and ``SyntaxModel`` passes it ``Batch.lengths``. Such a backbone predicts the
+            token at each position from the whole sentence, so it trains only with the masked
+            objective (``data.objective: masked``); it is neither recurrent nor incremental.
     """
 
     input_size: int
@@ -63,8 +69,12 @@ class BackboneSpec:
     structures: tuple[Structure, ...] = ()
     distance_feature_sizes: tuple[int, ...] = field(default=())
     span_slots: int = 0
+    bidirectional: bool = False
 
     def __post_init__(self) -> None:
+        if self.bidirectional and (self.recurrent or self.incremental):
+            raise ValueError("a bidirectional backbone is neither recurrent nor incremental: "
+                             "it reads whole sentences")
         unknown = self.provides - OPTIONAL_FIELDS
         if unknown:
             raise ValueError(f"provides {sorted(unknown)}: not BackboneOutput fields "
