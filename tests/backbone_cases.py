@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+from torch import Tensor
+
 from synlm.backbones import AWDLSTM, GPT2, ONLSTM, PRPN, SpanAttention, Transformer
 from synlm.backbones.base import Backbone
+from synlm.outputs import BackboneOutput
 
 EMB = 16
 _AWD = dict(input_size=EMB, hidden_size=24, num_layers=3, dropout_input=0.2,
@@ -36,7 +40,20 @@ CASES: dict[str, Callable[[], Backbone]] = {
     "GPT2": lambda: GPT2(n_embd=EMB, n_head=2, n_layer=3, n_positions=64),
     "Transformer-pre-norm": lambda: Transformer(input_size=EMB, num_layers=2, num_heads=4,
                                                 ffn_size=32, pre_norm=True, attention_layer=0),
+    "Transformer-bidirectional": lambda: Transformer(input_size=EMB, num_layers=2, num_heads=2,
+                                                     ffn_size=32, pre_norm=True, causal=False),
 }
+
+
+def run(backbone: Backbone, x: Tensor, lengths: Tensor | None = None, state: object = None
+        ) -> BackboneOutput:
+    """``backbone`` over ``x`` (B, T, E): a bidirectional one also reads ``lengths`` (B,)
+    (default: every row is T long), as ``SyntaxModel`` passes it."""
+    if not backbone.spec.bidirectional:
+        return backbone(x, state)
+    if lengths is None:
+        lengths = torch.full((x.size(0),), x.size(1), dtype=torch.long)
+    return backbone(x, state, lengths=lengths)
 
 
 def all_backbones() -> dict[str, type[Backbone]]:

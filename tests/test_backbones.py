@@ -1,11 +1,12 @@
-"""Contract tests run on every backbone: shapes, causality, state carry, gradients."""
+"""Contract tests run on every backbone: shapes, causality (a bidirectional backbone: padding
+unseen), state carry, gradients."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from backbone_cases import CASES, EMB, all_backbones, build
+from backbone_cases import CASES, EMB, all_backbones, build, run
 from synlm.backbones.base import OPTIONAL_FIELDS, STRUCTURE_FIELDS, BackboneSpec
 
 NAMES = sorted(CASES)
@@ -28,7 +29,7 @@ def test_output_matches_the_declared_spec(name: str) -> None:
     backbone = build(name).double()
     spec = backbone.spec
     assert isinstance(spec, BackboneSpec) and spec.input_size == EMB
-    out = backbone(_inputs())
+    out = run(backbone, _inputs())
     assert out.hidden.shape == (B, T, spec.output_size)
     assert spec.provides <= OPTIONAL_FIELDS and "layers" in spec.provides
     for field in OPTIONAL_FIELDS:
@@ -43,17 +44,20 @@ def test_output_matches_the_declared_spec(name: str) -> None:
         assert out.distance_features.shape[:3] == (len(spec.distance_feature_sizes), B, T)
     assert (out.state is not None) == (spec.recurrent or spec.incremental)
     assert spec.incremental or not spec.recurrent
+    assert not spec.bidirectional or not (spec.recurrent or spec.incremental)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_causal(name: str) -> None:
-    """Changing inputs after position t leaves every output at positions <= t unchanged."""
+    """Changing inputs after position t leaves every output at positions <= t unchanged; for
+    a bidirectional backbone, when they lie past every row's length (padding)."""
     backbone = build(name).double().eval()
     x = _inputs()
     t = 4
     y = x.clone()
     y[:, t + 1 :] = _inputs(seed=1)[:, t + 1 :]
-    a, b = backbone(x), backbone(y)
+    lengths = torch.full((B,), t + 1)
+    a, b = run(backbone, x, lengths), run(backbone, y, lengths)
     torch.testing.assert_close(a.hidden[:, : t + 1], b.hidden[:, : t + 1])
     assert not torch.allclose(a.hidden[:, t + 1 :], b.hidden[:, t + 1 :])
     if a.distances is not None:
@@ -62,7 +66,11 @@ def test_causal(name: str) -> None:
         torch.testing.assert_close(a.span_scores[:, : t + 1], b.span_scores[:, : t + 1])
     if a.attention is not None:  # rows <= t unchanged, and no weight on later positions
         torch.testing.assert_close(a.attention[:, : t + 1], b.attention[:, : t + 1])
-        assert torch.all(a.attention.triu(1) == 0)
+        unseen = a.attention[..., t + 1 :] if backbone.spec.bidirectional else a.attention.triu(1)
+        assert torch.all(unseen == 0)
+    if backbone.spec.bidirectional:  # a position reads later ones within the row
+        c = run(backbone, y, torch.full((B,), T))
+        assert not torch.allclose(a.hidden[:, :t], c.hidden[:, :t])
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -70,7 +78,9 @@ def test_state_carry(name: str) -> None:
     """One window of 2T equals two windows of T with the carried state (eval mode): a
     recurrent state, or a Transformer's key/value cache."""
     backbone = build(name).double().eval()
-    assert backbone.spec.incremental, "every backbone continues a sequence from its state"
+    if backbone.spec.bidirectional:
+        pytest.skip("a bidirectional backbone reads whole sentences and carries no state")
+    assert backbone.spec.incremental, "every causal backbone continues a sequence from its state"
     x = _inputs(t=2 * T)
     whole = backbone(x)
     first = backbone(x[:, :T])
@@ -91,7 +101,7 @@ def test_state_carry(name: str) -> None:
 def test_every_parameter_gets_a_gradient(name: str) -> None:
     torch.manual_seed(0)
     backbone = build(name).double().train()
-    out = backbone(_inputs())
+    out = run(backbone, _inputs())
     loss = out.hidden.pow(2).sum()
     for extra in (out.distances, out.distance_features, out.span_scores, out.aux_loss):
         if extra is not None:

@@ -20,6 +20,13 @@ The ``state`` is a key/value cache: passing it back continues the same sequences
 (incremental decoding for generation). Training never carries it across windows
 (``spec.recurrent`` is False): sentence mode feeds one sentence per row, as fairseq's
 ``--sample-break-mode eos``; stream mode with fixed windows is fairseq's ``none`` (blocks).
+
+With ``causal=False`` the stack is a Transformer encoder (Vaswani et al. 2017 §3.2.3,
+self-attention over every position), the masked language model of BERT (Devlin et al. 2019)
+and the released StructFormer's Transformer baseline (Shen et al. 2021): each position
+attends to every position of its own row, none past the row's length (a key padding mask
+from ``lengths``); ``spec.bidirectional`` is set and no cache is kept (``incremental`` is
+False), so it trains under the masked objective only (``data.objective: masked``).
 """
 
 from __future__ import annotations
@@ -85,17 +92,30 @@ class HeadAttention(Mapping[int, Tensor]):
         return self._n_layers
 
 
-def attention_probabilities(q: Tensor, k: Tensor) -> Tensor:
-    """softmax(q kᵀ / √d + causal mask) (B, heads, T, S) (Vaswani et al. 2017 eq. 1) from
-    queries (B, heads, T, d), the last T of S positions, and keys (B, heads, S, d); in
-    float32 at least."""
+def attention_probabilities(q: Tensor, k: Tensor, allowed: Tensor | None = None) -> Tensor:
+    """softmax(q kᵀ / √d + mask) (B, heads, T, S) (Vaswani et al. 2017 eq. 1) from queries
+    (B, heads, T, d), the last T of S positions, and keys (B, heads, S, d); in float32 at
+    least. ``allowed`` (broadcast to (B, heads, T, S), True where a query may attend to a
+    key): default the causal mask."""
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (B, heads, T, S)
-    scores = scores.masked_fill(~causal_mask(q.size(2), k.size(2), q.device), float("-inf"))
+    if allowed is None:
+        allowed = causal_mask(q.size(2), k.size(2), q.device)  # (T, S)
+    scores = scores.masked_fill(~allowed, float("-inf"))
     return scores.softmax(-1, dtype=torch.promote_types(scores.dtype, torch.float32))
 
 
+def key_padding_mask(lengths: Tensor | None, T: int, device: torch.device) -> Tensor:
+    """(B, 1, 1, T) bool, True at the keys within each row's length: what a bidirectional
+    stack attends to (every key of a row when ``lengths`` is None: (1, 1, 1, T))."""
+    positions = torch.arange(T, device=device)
+    if lengths is None:
+        return torch.ones(1, 1, 1, T, dtype=torch.bool, device=device)
+    return (positions[None, :] < lengths.to(device)[:, None])[:, None, None, :]
+
+
 class SelfAttention(nn.Module):
-    """Masked multi-head self-attention (Vaswani et al. 2017 §3.2.2). ``explicit`` computes
+    """Masked multi-head self-attention (Vaswani et al. 2017 §3.2.2): causal, or within the
+    keys ``allowed`` when given (a bidirectional stack's key padding mask). ``explicit`` computes
     softmax(QKᵀ/√d) itself and returns each head's probabilities; otherwise the fused kernel
     runs and none are kept. The queries are returned either way (``HeadAttention`` computes a
     fused layer's probabilities from them and the keys when a head asks)."""
@@ -111,8 +131,10 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(size, 3 * size)  # q | k | v
         self.proj = nn.Linear(size, size)
 
-    def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None
+    def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None,
+                allowed: Tensor | None = None
                 ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor, Tensor | None]:
+        # allowed: None (causal) or (B, 1, 1, S) bool, the keys every query may attend to
         B, T, C = x.shape
         nh, hd = self.n_heads, C // self.n_heads
         q, k, v = (t.view(B, T, nh, hd).transpose(1, 2)  # (B, nh, T, hd)
@@ -124,8 +146,10 @@ class SelfAttention(nn.Module):
         p_drop = self.dropout_attention if self.training else 0.0
         probs = None
         if self.explicit:
-            probs = attention_probabilities(q, k)  # (B, nh, T, S)
+            probs = attention_probabilities(q, k, allowed)  # (B, nh, T, S)
             y = F.dropout(probs.to(v.dtype), p_drop, self.training) @ v  # (B, nh, T, hd)
+        elif allowed is not None:
+            y = F.scaled_dot_product_attention(q, k, v, allowed, dropout_p=p_drop)
         elif S == T:
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=True)
         else:  # queries are the last T of S positions: the mask is aligned bottom-right
@@ -154,11 +178,12 @@ class TransformerLayer(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.drop_activation = nn.Dropout(dropout_activation)
 
-    def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None
+    def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None,
+                allowed: Tensor | None = None
                 ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor, Tensor | None]:
-        # x: (B, T, C)
+        # x: (B, T, C); allowed: None (causal) or (B, 1, 1, T) bool
         h = self.attn_norm(x) if self.pre_norm else x
-        a, kv, q, probs = self.attn(h, cache)
+        a, kv, q, probs = self.attn(h, cache, allowed)
         x = x + self.drop(a)
         if not self.pre_norm:
             x = self.attn_norm(x)
@@ -190,6 +215,9 @@ class Transformer(Backbone):
             (default −2, the penultimate); None: every layer uses the fused kernel and no
             attention is provided. ``head_attention`` (every layer's per-head probabilities,
             computed when read) is provided either way.
+        causal: each position attends to itself and the positions before it (a language
+            model); False: to every position of its row within its length (``lengths``), a
+            masked language model's encoder (``spec.bidirectional``, no cache).
     """
 
     def __init__(
@@ -205,6 +233,7 @@ class Transformer(Backbone):
         pre_norm: bool = False,
         scale_embedding: bool = True,
         attention_layer: int | None = -2,
+        causal: bool = True,
     ) -> None:
         super().__init__()
         if activation not in ("relu", "gelu"):
@@ -216,6 +245,7 @@ class Transformer(Backbone):
                         ("dropout_activation", dropout_activation)):
             errors.probability(name, p)
         self.input_size = input_size
+        self.causal = causal
         self.embed_scale = math.sqrt(input_size) if scale_embedding else 1.0
         self.attention_layer = attention_layer_index(attention_layer, num_layers)
         self.drop = nn.Dropout(dropout)
@@ -230,7 +260,8 @@ class Transformer(Backbone):
             {"attention"} if self.attention_layer is not None else set())
         self.spec = BackboneSpec(
             input_size=input_size, output_size=input_size, layer_sizes=(input_size,) * num_layers,
-            provides=frozenset(provides), recurrent=False, incremental=True)
+            provides=frozenset(provides), recurrent=False, incremental=causal,
+            bidirectional=not causal)
 
     def reset_parameters(self) -> None:
         """fairseq's initialisation: Xavier-uniform weights, zero biases. The fused q|k|v
@@ -244,8 +275,14 @@ class Transformer(Backbone):
             else:
                 nn.init.zeros_(p)
 
-    def forward(self, x: Tensor, state: KVCache | tuple | None = None) -> BackboneOutput:
-        # x: (B, T, E) token embeddings; state: the cache of earlier positions, or None
+    def forward(self, x: Tensor, state: KVCache | tuple | None = None,
+                lengths: Tensor | None = None) -> BackboneOutput:
+        # x: (B, T, E) token embeddings; state: the cache of earlier positions, or None;
+        # lengths: (B,) tokens per row, read when not causal (None: every position counts)
+        if not self.causal and state is not None:
+            raise InputError("a bidirectional Transformer (causal: false) reads whole "
+                             "sentences and keeps no cache; it cannot continue a state")
+        allowed = None if self.causal else key_padding_mask(lengths, x.size(1), x.device)
         cache = KVCache(*state) if state is not None else None
         offset = cache.length if cache is not None else 0
         positions = torch.arange(offset, offset + x.size(1), device=x.device)
@@ -254,7 +291,7 @@ class Transformer(Backbone):
         layers, keys, values, queries, explicit = [], [], [], [], {}
         for i, layer in enumerate(self.layers):
             h, (k, v), q, probs = layer(h, None if cache is None else
-                                        (cache.keys[i], cache.values[i]))  # (B, T, E)
+                                        (cache.keys[i], cache.values[i]), allowed)  # (B, T, E)
             layers.append(h)
             keys.append(k)
             values.append(v)
@@ -264,6 +301,8 @@ class Transformer(Backbone):
         layers[-1] = self.final_norm(h)
         attention = explicit[max(explicit)].mean(dim=1) if explicit else None  # (B, T, S)
         head_attention = HeadAttention(
-            len(self.layers), lambda i: attention_probabilities(queries[i], keys[i]), explicit)
-        return BackboneOutput(hidden=layers[-1], state=KVCache(tuple(keys), tuple(values)),
+            len(self.layers), lambda i: attention_probabilities(queries[i], keys[i], allowed),
+            explicit)
+        state = KVCache(tuple(keys), tuple(values)) if self.causal else None
+        return BackboneOutput(hidden=layers[-1], state=state,
                               layers=layers, attention=attention, head_attention=head_attention)
