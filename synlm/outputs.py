@@ -129,6 +129,7 @@ class BackboneOutput:
     distances: Tensor | None = None  # (L, B, T) syntactic distances computed by the model
     distance_features: Tensor | None = None  # (L, B, T, n) what a distance head may re-read
     span_scores: Tensor | None = None  # (B, T, K) span-attention scores (PaLM)
+    arcs: Tensor | None = None  # (B, T, T) dependency arc scores, the ``arcs`` layout
     attention: Tensor | None = None  # (B, T, S) head-averaged attention over S = cached + T
     aux_loss: Tensor | None = None  # scalar added to the loss unweighted
     # layer -> (B, heads, T, S) each head's attention probabilities, computed when first read

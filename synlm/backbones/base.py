@@ -27,11 +27,11 @@ from synlm.outputs import BackboneOutput, Structure
 
 #: Optional ``BackboneOutput`` fields a backbone may promise in ``BackboneSpec.provides``.
 OPTIONAL_FIELDS = frozenset(
-    {"layers", "distances", "distance_features", "span_scores", "attention", "head_attention",
-     "aux_loss"}
+    {"layers", "distances", "distance_features", "span_scores", "arcs", "attention",
+     "head_attention", "aux_loss"}
 )
 #: The ``BackboneOutput`` field that carries a backbone's structure of each kind.
-STRUCTURE_FIELDS = {"distances": "distances", "spans": "span_scores"}
+STRUCTURE_FIELDS = {"distances": "distances", "spans": "span_scores", "arcs": "arcs"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,8 @@ class BackboneSpec:
             the same sequences (generation): recurrent backbones by their state, Transformers
             by a key/value cache (which training never carries across windows).
         structures: what it induces; a backbone's structure of kind ``distances`` is
-            ``out.distances``, of kind ``spans`` ``out.span_scores``.
+            ``out.distances``, of kind ``spans`` ``out.span_scores``, of kind ``arcs``
+            ``out.arcs``.
         distance_feature_sizes: true width of each layer's ``distance_features``.
         span_slots: K, the number of spans scored per position in ``span_scores`` (0 when
             the backbone provides none).
