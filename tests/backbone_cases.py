@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from synlm.backbones import AWDLSTM, GPT2, ONLSTM, PRPN, SpanAttention, Transformer
+from synlm.backbones import AWDLSTM, GPT2, ONLSTM, PRPN, SpanAttention, StructFormer, Transformer
 from synlm.backbones.base import Backbone
 from synlm.outputs import BackboneOutput
 
@@ -42,6 +42,8 @@ CASES: dict[str, Callable[[], Backbone]] = {
                                                 ffn_size=32, pre_norm=True, attention_layer=0),
     "Transformer-bidirectional": lambda: Transformer(input_size=EMB, num_layers=2, num_heads=2,
                                                      ffn_size=32, pre_norm=True, causal=False),
+    "StructFormer": lambda: StructFormer(hidden_size=EMB, num_layers=2, num_heads=2,
+                                         parser_layers=2, conv_size=3, relative_bias=True),
 }
 
 

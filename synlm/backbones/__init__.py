@@ -8,6 +8,8 @@ from synlm.backbones.gpt2 import GPT2
 from synlm.backbones.on_lstm import ONLSTM
 from synlm.backbones.prpn import PRPN
 from synlm.backbones.span_attention import SpanAttention
+from synlm.backbones.structformer import StructFormer
 from synlm.backbones.transformer import Transformer
 
-__all__ = ["AWDLSTM", "GPT2", "ONLSTM", "PRPN", "Backbone", "SpanAttention", "Transformer"]
+__all__ = ["AWDLSTM", "GPT2", "ONLSTM", "PRPN", "Backbone", "SpanAttention", "StructFormer",
+           "Transformer"]
