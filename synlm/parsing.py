@@ -16,9 +16,11 @@ from synlm.capabilities import InducesStructures, Parses, model_name, require
 from synlm.data.normalization import normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
+from synlm.metrics.attachment import DependencyAccuracy
 from synlm.metrics.parsing import ParsingF1
 from synlm.metrics.structures import decode_heads, decode_trees
 from synlm.syntax import Sentence
+from synlm.syntax.head_rules import evaluation_dependencies
 from synlm.tse.scoring import ModelScorer, sentence_rows
 
 #: The share of unknown words above which a command warns that the model meets text outside
@@ -130,7 +132,7 @@ def model_heads(model: Any, sentences: Sequence[Sequence[str]], structure: str,
     return out
 
 
-def rounded(x: torch.Tensor, scale: float = 1.0) -> float | None:
+def rounded(x: torch.Tensor | float, scale: float = 1.0) -> float | None:
     """``x`` times ``scale`` to two places; None for NaN (a figure with nothing to count)."""
     v = float(x) * scale
     return None if math.isnan(v) else round(v, 2)
@@ -148,3 +150,29 @@ def evaluate(preds: Sequence[Tree], golds: Sequence[Tree],
         out[k] = rounded(v, 100.0 if percent else 1.0)
     out["n_sentences"] = int(metric.n_sentences)
     return out
+
+
+def dependency_accuracy(preds: Sequence[Sequence[int]], golds: Sequence[Sequence[int]],
+                        words: Sequence[Sequence[str]]) -> dict[str, float | int | None]:
+    """``DependencyAccuracy``'s directed and undirected figures in percent, with the
+    sentences and words they count."""
+    metric = DependencyAccuracy()
+    metric.update(preds, golds, words)
+    return {**{k: rounded(v, 100.0) for k, v in metric.compute().items()},
+            "n_sentences": metric.n_sentences, "n_words": metric.n_words}
+
+
+def tree_dependency_scores(model: Any, structure: str, trees: Sequence[Tree],
+                           protocol: str = "onlstm", rules: str = "yamada",
+                           max_length: int | None = None, batch_size: int = 32
+                           ) -> dict[str, float | int | None] | None:
+    """``dependency_accuracy`` of the heads the arc ``structure`` induces for the words of
+    ``trees`` that ``protocol`` keeps, against their heads by the head table ``rules``
+    (``synlm.syntax.head_rules``), with the share of unknown words; None when no tree passes
+    ``protocol`` and ``max_length``."""
+    words, golds = evaluation_dependencies(trees, protocol, rules, max_length)
+    if not words:
+        return None
+    preds = model_heads(model, words, structure, batch_size)
+    return {**dependency_accuracy(preds, golds, words),
+            "unknown_share": unknown_words(model, words, "the treebank's words")}

@@ -4,6 +4,8 @@ trees a model induces for raw text. See docs/evaluation.md for the protocols.
     synlm parse --baseline right-branching --treebank PATH [--protocol onlstm] [--max-length 10]
     synlm parse --ckpt_path CKPT --treebank PATH [--structure lm] [--layer 1] [--biased]
     synlm parse --ckpt_path CKPT --treebank FILE.conllu --structure NAME   (arcs: UAS)
+    synlm parse --ckpt_path CKPT --treebank PATH --structure NAME [--head-rules yamada]
+        (arcs on constituency trees: directed and undirected accuracy, DDA and UDA)
     synlm parse --ckpt_path CKPT --input TEXT [--output FILE] [--format pretty]
     synlm parse --baseline balanced --treebank PATH --show 3 [--format pretty|svg|json]
     synlm parse --ckpt_path CKPT --list-structures
@@ -12,12 +14,14 @@ trees a model induces for raw text. See docs/evaluation.md for the protocols.
 
 A checkpoint's structures are what its backbone and heads declare (``SyntaxLM.structures``);
 each is decoded by its kind: distances and spans into trees scored by UF1, arcs into heads
-scored by UAS. Words are normalised as the training corpus was (saved in the checkpoint).
-Trees are written as ``--format`` says (docs/visualisation.md). A transition LM's beam can
-find no tree for a sentence ("no parse within the beam"): its line is empty (json: ``"tree":
-null``), a line on stderr counts such sentences, and a scored treebank leaves them out of
-the F1 and counts them (``no_parse``). ``--predicted``'s trees are read and checked
-against the gold sentences before torch loads (``synlm.syntax.predicted``).
+scored by UAS against CoNLL-U heads, or by directed and undirected accuracy against the heads
+of constituency trees (``synlm.syntax.head_rules``). Words are normalised as the training
+corpus was (saved in the checkpoint). Trees are written as ``--format`` says
+(docs/visualisation.md). A transition LM's beam can find no tree for a sentence ("no parse
+within the beam"): its line is empty (json: ``"tree": null``), a line on stderr counts such
+sentences, and a scored treebank leaves them out of the F1 and counts them (``no_parse``).
+``--predicted``'s trees are read and checked against the gold sentences before torch loads
+(``synlm.syntax.predicted``).
 
 This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
 flag answer before torch, nltk or matplotlib is imported; the model, metrics, parsing, tree
@@ -51,6 +55,9 @@ FORMATS = ("bracket", "pretty", "svg", "json")
 #: ``--protocol``: the names of ``synlm.metrics.parsing.PROTOCOLS`` (that module imports
 #: torch; a test keeps the two equal).
 PROTOCOLS = ("kim", "onlstm", "palm", "urnng")
+#: ``--head-rules``: the names of ``synlm.syntax.head_rules.HEAD_RULES`` (a test keeps the two
+#: equal).
+HEAD_RULES = ("collins", "yamada")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--protocol", choices=PROTOCOLS, default="onlstm")
     p.add_argument("--max-length", type=int, help="keep sentences of at most this many words "
                    "after punctuation removal (10: WSJ10, 40: WSJ40)")
+    p.add_argument("--head-rules", choices=HEAD_RULES, default="yamada",
+                   help="an arcs structure on constituency trees: the head table that gives "
+                   "the gold heads (yamada: Yamada & Matsumoto's, as Penn2Malt; collins)")
     p.add_argument("--seed", type=int, default=0, help="for --baseline random")
     p.add_argument("--structure", help="which of the checkpoint's structures (see "
                    "--list-structures); default: the first head's, else the backbone's")
@@ -393,9 +403,10 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
 
 def _score_arcs(model: Any, structure: str, args: argparse.Namespace,
                 treebank: GoldTreebank | None) -> int:
-    """UAS of an arc structure against a CoNLL-U treebank (or heads for ``--input``)."""
+    """UAS of an arc structure against a CoNLL-U treebank, directed and undirected accuracy
+    (DDA, UDA) against the heads of a constituency treebank, or heads for ``--input``."""
     from synlm.metrics.structures import AttachmentScore
-    from synlm.parsing import model_heads, rounded, unknown_words
+    from synlm.parsing import model_heads, rounded, tree_dependency_scores, unknown_words
 
     if args.input:
         sentences = input_sentences(args.input)
@@ -405,10 +416,22 @@ def _score_arcs(model: Any, structure: str, args: argparse.Namespace,
                                          encoding="utf-8")
         print(json.dumps({"n_sentences": len(heads), "output": args.output}))
         return 0
-    if treebank is None or not treebank.sentences:
+    if treebank is None:
         print(f"synlm parse: {structure!r} gives dependency heads: give a CoNLL-U "
-              "--treebank FILE.conllu (or --input TEXT)", file=sys.stderr)
+              "--treebank FILE.conllu, bracketed trees (or --input TEXT)", file=sys.stderr)
         return 2
+    if treebank.trees:  # gold heads by --head-rules over the words --protocol keeps
+        scores = tree_dependency_scores(model, structure, [t for t, _ in treebank.trees],
+                                        args.protocol, args.head_rules, args.max_length,
+                                        args.batch_size)
+        if scores is None:
+            print(f"synlm parse: no sentence of {args.treebank} passes the filters",
+                  file=sys.stderr)
+            return 1
+        print(json.dumps({"treebank": str(args.treebank), "structure": structure,
+                          "protocol": args.protocol, "head_rules": args.head_rules,
+                          "max_length": args.max_length, **scores}))
+        return 0
     golds = [s for s in treebank.sentences if s.heads is not None]
     if args.max_length:
         golds = [s for s in golds if len(s.words) <= args.max_length]

@@ -9,10 +9,15 @@ from nltk import Tree
 
 from synlm.syntax.trees import base_label
 
+#: A head table: label -> (search direction, priority list); an entry of the list is a label
+#: or a frozenset of labels of equal priority (the first child in the direction with any).
+HeadRules = dict[str, tuple[str, tuple["str | frozenset[str]", ...]]]
+
+
 #: Collins (1999, Appendix A) head table: label -> (search direction, priority list). For each
 #: label of the list in turn, children are scanned in the direction; without a match the first
 #: child in the direction is the head. NP has its own rule (``_np_head``).
-COLLINS_RULES: dict[str, tuple[str, tuple[str, ...]]] = {
+COLLINS_RULES: HeadRules = {
     k: (d, tuple(v.split())) for k, (d, v) in {
         "ADJP": ("left", "NNS QP NN $ ADVP JJ VBN VBG ADJP JJR NP JJS DT FW RBR RBS SBAR RB"),
         "ADVP": ("right", "RB RBR RBS FW ADVP TO CD JJR JJ IN NP JJS NN"),
@@ -56,7 +61,7 @@ def _np_head(labels: list[str]) -> int:
 
 
 def head_child(label: str, child_labels: list[str],
-               rules: dict[str, tuple[str, tuple[str, ...]]] = COLLINS_RULES,
+               rules: HeadRules = COLLINS_RULES,
                default: str = "left") -> int:
     """Index of the head child of a node (Collins rules; unknown labels use ``default``)."""
     label = base_label(label)
@@ -67,15 +72,16 @@ def head_child(label: str, child_labels: list[str],
     order = list(range(len(labels)))
     if direction == "right":
         order.reverse()
-    for want in priority:
+    for want in priority:  # a label, or a group of labels of equal priority
+        group = want if isinstance(want, frozenset) else {want}
         for i in order:
-            if labels[i] == want:
+            if labels[i] in group:
                 return i
     return order[0]
 
 
 def tree_to_heads(tree: Tree | str,
-                  rules: dict[str, tuple[str, tuple[str, ...]]] = COLLINS_RULES,
+                  rules: HeadRules = COLLINS_RULES,
                   default: str = "left", n: int | None = None) -> list[int]:
     """CoNLL-style heads (1-based, 0 = root) of the words of ``tree`` by head rules: the head
     word of a node is its head child's head word; every other child's head word depends on

@@ -1,0 +1,234 @@
+"""Directed and undirected dependency accuracy on constituency trees (``synlm.metrics.attachment``,
+``synlm.syntax.head_rules``, ``synlm parse`` on an arcs structure).
+
+``fixtures/attachment``: 12 hand-written PTB trees (``gold.mrg``: punctuation, traces, ``$``,
+a PRN in brackets, a FRAG whose head is a quotation mark, repeated words, a one-word
+sentence), 7 sets of predicted heads (gold, right and left chains, all to the last word, 3
+random with seed 0) and what the released evaluation code computes on them
+(``reference.json``). The trees' heads by ``tree_heads(tree, "yamada")`` were written, every
+token but traces with its tag, as the CoNLL file both codes read; then StructFormer's
+``tree_utils.evald`` (yikangshen/UDGN 17f03ddff2df4570db4e0eae151f06f6c12f9a2c, directed and
+undirected, over ``DependencyGraph``s built as its ``test_phrase_grammar.test`` builds them)
+gave ``dda_words`` and ``uda_words``, and UDGN's ``data_dep.Corpus.tokenize`` and
+``test_phrase_grammar.test(mode="argmax")`` (1bd52ecc7b348ca591957f8001867a273e080929, the
+model replaced by one-hot heads) gave the gold heads and ``dda``, ``uda`` (nltk 3.10.4, torch
+2.13, float64 Python floats).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from test_dependency_head import lstm
+
+from staged import staged
+from synlm.commands import parse
+from synlm.data.normalization import normalizer
+from synlm.data.vocab import Vocab
+from synlm.heads.base import HeadContext, SyntaxHead
+from synlm.lm import SyntaxLM
+from synlm.metrics.attachment import KEYS, DependencyAccuracy, sentence_counts
+from synlm.outputs import BackboneOutput, Batch, HeadOutput, Structure
+from synlm.parsing import dependency_accuracy, model_heads
+from synlm.syntax import read_malt_zip, read_trees
+from synlm.syntax.head_rules import (
+    HEAD_RULES,
+    evaluation_dependencies,
+    evaluation_heads,
+    kept_heads,
+    tree_heads,
+)
+from synlm.syntax.trees import WORD_TAGS
+
+FIXTURE = Path(__file__).parent / "fixtures" / "attachment"
+REFERENCE = json.loads((FIXTURE / "reference.json").read_text(encoding="utf-8"))
+TREES = [t for t, _ in read_trees(FIXTURE / "gold.mrg")]
+
+
+def scores(pred: list[int], gold: list[int], words: list[str]) -> dict[str, float]:
+    metric = DependencyAccuracy()
+    metric.update([pred], [gold], [words])
+    return metric.compute()
+
+
+def test_gold_heads_are_the_released_reading_of_the_converted_trees() -> None:
+    """Punctuation, ``$`` and traces dropped, a word under one re-attached above it: the
+    words and heads UDGN's ``data_dep`` reads from the converted file."""
+    got = [evaluation_heads(t) for t in TREES]
+    assert [w for w, _ in got] == REFERENCE["words"]
+    assert [h for _, h in got] == REFERENCE["gold_heads"]
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE["predictions"]))
+def test_accuracies_equal_the_released_code(name: str) -> None:
+    case = REFERENCE["predictions"][name]
+    metric = DependencyAccuracy()
+    metric.update(case["heads"], REFERENCE["gold_heads"], REFERENCE["words"])
+    got = metric.compute()
+    for key in KEYS:
+        assert got[key] == pytest.approx(case[key], abs=1e-12), key
+    assert (metric.n_sentences, metric.n_words) == (12, 88)
+
+
+def test_the_fixture_tells_positions_from_words() -> None:
+    """Repeated words (two ``the``, two ``old``) let StructFormer's word pairs match another
+    occurrence's arc: its figures exceed UDGN's on the same heads."""
+    flat = REFERENCE["predictions"]["flat_last"]
+    assert (flat["dda"], flat["dda_words"]) == pytest.approx((0.125, 0.2159090909090909))
+
+
+def test_a_chain() -> None:
+    """Gold: a right chain a->b->c->d->ROOT; predicted: the left chain. No arc has its
+    direction, three of four have their words (the root pair does not)."""
+    words, gold, left = list("abcd"), [2, 3, 4, 0], [0, 1, 2, 3]
+    assert scores(gold, gold, words) == dict.fromkeys(KEYS, 1.0)
+    assert scores(left, gold, words) == {"dda": 0.0, "uda": 0.75, "dda_words": 0.0,
+                                         "uda_words": 0.75}
+
+
+def test_a_flat_tree() -> None:
+    """A flat NP's words all depend on its head noun; every word on ROOT gets the root."""
+    (tree,) = read_trees_text("(NP (DT the) (JJ big) (NN dog))")
+    words, gold = evaluation_heads(tree)
+    assert (words, gold) == (["the", "big", "dog"], [3, 3, 0])
+    assert scores([0, 0, 0], gold, words) == dict.fromkeys(KEYS, pytest.approx(1 / 3))
+
+
+def test_punctuation_is_removed_and_its_dependents_climb() -> None:
+    """``;`` and ``.`` go; a word whose head is dropped takes that token's head, up to the
+    root, so a dropped root leaves several roots."""
+    (tree,) = read_trees_text("(S (NP (PRP He)) (VP (VBD ran)) (: ;) "
+                              "(S (NP (PRP she)) (VP (VBD walked))) (. .))")
+    assert tree_heads(tree)[2] == [2, 0, 2, 5, 2, 2]
+    assert evaluation_heads(tree) == (["He", "ran", "she", "walked"], [2, 0, 4, 2])
+    assert kept_heads([2, 0, 2], [True, False, True]) == [0, 0]
+    assert kept_heads([3, 3, 4, 0], [True, False, False, True]) == [2, 0]
+    frag = TREES[3]  # `` Not this year . '': FRAG's head is its first child, the quote
+    assert evaluation_heads(frag) == (["Not", "this", "year"], [0, 3, 0])
+
+
+def test_undirected_is_never_below_directed() -> None:
+    rng = random.Random(1)
+    for words, gold in zip(REFERENCE["words"], REFERENCE["gold_heads"]):
+        n = len(words)
+        for _ in range(20):
+            pred = [rng.choice([h for h in range(n + 1) if h != i]) for i in range(1, n + 1)]
+            dda, uda, dda_words, uda_words = sentence_counts(pred, gold, words)
+            assert uda >= dda and uda_words >= dda_words
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="2 predicted heads, 3 gold heads and 3 words"):
+        sentence_counts([0, 1], [0, 1, 1], list("abc"))
+    with pytest.raises(ValueError, match="head rules must be one of"):
+        tree_heads(TREES[0], "stanford")
+    assert DependencyAccuracy().compute()["dda"] != DependencyAccuracy().compute()["dda"]  # NaN
+
+
+def test_filters_keep_the_protocol_and_max_length() -> None:
+    words, _ = evaluation_dependencies(TREES, max_length=4)
+    assert [len(w) for w in words] == [3, 4, 4, 1]
+    words, _ = evaluation_dependencies(TREES, "urnng", max_length=4)  # 2 words or more
+    assert [len(w) for w in words] == [3, 4, 4]
+
+
+def test_yamada_rules_give_the_nltk_dependency_treebank() -> None:
+    """The head rules against NLTK's ``dependency_treebank`` (the same 3,914 sentences,
+    converted Penn2Malt's way): after the punctuation rule, Yamada & Matsumoto's table gives
+    82,265 of its 82,369 words their head (3,852 sentences whole), Collins' 72,578."""
+    trees = read_trees(staged("nltk_treebank", "treebank.zip"))
+    deps = read_malt_zip(staged("nltk_treebank", "dependency_treebank.zip"))
+    for rules, want in (("yamada", (82265, 3852)), ("collins", (72578, 1554))):
+        same = whole = words = 0
+        for (tree, _), dep in zip(trees, deps, strict=True):
+            tokens, tags, heads = tree_heads(tree, rules)
+            assert tokens == dep.words
+            keep = [tag in WORD_TAGS for tag in tags]
+            ours, theirs = kept_heads(heads, keep), kept_heads(dep.heads, keep)
+            same += sum(a == b for a, b in zip(ours, theirs))
+            whole += ours == theirs
+            words += len(ours)
+        assert (same, whole, words) == (*want, 82369), rules
+
+
+def read_trees_text(text: str) -> list:
+    from synlm.syntax import read_brackets
+
+    return [t for t, _ in read_brackets(text, "test")]
+
+
+class LeftChainLM:
+    """An arcs structure whose every word heads the next: word 1 on ROOT (row 0)."""
+
+    vocab = Vocab(["<eos>", "<unk>"])
+    normalization = "ptb"
+    structures = {"arcs": Structure("arcs", "arcs")}
+
+    def induce(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        B, T = tokens.shape
+        return {"arcs": torch.diag(torch.ones(T - 1), -1).expand(B, T, T)}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert parse.main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_parse_reports_the_accuracies_of_an_arcs_structure(capsys, monkeypatch) -> None:
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: LeftChainLM())
+    got = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", str(FIXTURE / "gold.mrg"))
+    want = REFERENCE["predictions"]["left_chain"]
+    assert got == {"treebank": str(FIXTURE / "gold.mrg"), "structure": "arcs",
+                   "protocol": "onlstm", "head_rules": "yamada", "max_length": None,
+                   **{k: round(100 * want[k], 2) for k in KEYS},
+                   "n_sentences": 12, "n_words": 88, "unknown_share": 1.0}
+    short = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", str(FIXTURE / "gold.mrg"),
+                "--max-length", "4", "--head-rules", "collins")
+    assert (short["n_sentences"], short["n_words"], short["head_rules"]) == (4, 12, "collins")
+    with pytest.raises(SystemExit, match="2"):
+        parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURE / "gold.mrg"),
+                    "--head-rules", "penn"])
+    assert "invalid choice: 'penn'" in capsys.readouterr().err
+
+
+class BilinearArcsHead(SyntaxHead):
+    """Arcs from a bilinear score of the hidden states (docs/design.md's structure head)."""
+
+    def __init__(self) -> None:
+        super().__init__("arcs", structure_kind="arcs")
+
+    def bind(self, context: HeadContext) -> None:
+        size = context.backbone.output_size
+        self.bilinear = torch.nn.Bilinear(size, size, 1)
+
+    def forward(self, out: BackboneOutput, batch: Batch, logits: torch.Tensor) -> HeadOutput:
+        h = out.hidden  # (B, T, H)
+        T = h.size(1)
+        pairs = (h[:, :, None].expand(-1, -1, T, -1), h[:, None].expand(-1, T, -1, -1))
+        return HeadOutput(structure=self.bilinear(*pairs).squeeze(-1))  # (B, T, T)
+
+
+def test_parse_scores_a_model_that_induces_arcs(capsys, monkeypatch) -> None:
+    """A SyntaxLM (a tiny AWD-LSTM under an untrained arcs head) end to end: the command's
+    figures are those of its argmax heads against the fixture's gold heads."""
+    normalize = normalizer("ptb")
+    words = sorted({normalize(w) for s in REFERENCE["words"] for w in s})
+    vocab = Vocab(["<eos>", "<unk>", *words])
+    torch.manual_seed(0)
+    model = SyntaxLM(lstm(), heads=[BilinearArcsHead()], vocab_size=len(vocab.itos)).eval()
+    model.vocab, model.normalization = vocab, "ptb"
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: model)
+    got = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", str(FIXTURE / "gold.mrg"))
+    heads = model_heads(model, REFERENCE["words"], "arcs")
+    assert {k: got[k] for k in (*KEYS, "n_sentences", "n_words")} == dependency_accuracy(
+        heads, REFERENCE["gold_heads"], REFERENCE["words"])
+    assert got["structure"] == "arcs" and got["unknown_share"] == 0.0
+    assert 0 < got["dda"] < 100 and got["uda"] >= got["dda"]
+
+
+def test_the_head_rules_offered_are_the_modules_own() -> None:
+    assert tuple(sorted(HEAD_RULES)) == parse.HEAD_RULES
