@@ -12,7 +12,16 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from synlm.backbones import AWDLSTM, GPT2, ONLSTM, PRPN, SpanAttention, StructFormer, Transformer
+from synlm.backbones import (
+    AWDLSTM,
+    GPT2,
+    ONLSTM,
+    PRPN,
+    UDGN,
+    SpanAttention,
+    StructFormer,
+    Transformer,
+)
 from synlm.backbones.base import Backbone
 from synlm.outputs import BackboneOutput
 
@@ -42,6 +51,8 @@ CASES: dict[str, Callable[[], Backbone]] = {
                                                 ffn_size=32, pre_norm=True, attention_layer=0),
     "Transformer-bidirectional": lambda: Transformer(input_size=EMB, num_layers=2, num_heads=2,
                                                      ffn_size=32, pre_norm=True, causal=False),
+    "UDGN": lambda: UDGN(emb_size=EMB // 2, head_size=4, num_layers=2, num_heads=2,
+                         parser_layers=2),
     "StructFormer": lambda: StructFormer(hidden_size=EMB, num_layers=2, num_heads=2,
                                          parser_layers=2, conv_size=3, relative_bias=True),
 }

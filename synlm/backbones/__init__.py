@@ -10,6 +10,7 @@ from synlm.backbones.prpn import PRPN
 from synlm.backbones.span_attention import SpanAttention
 from synlm.backbones.structformer import StructFormer
 from synlm.backbones.transformer import Transformer
+from synlm.backbones.udgn import UDGN
 
-__all__ = ["AWDLSTM", "GPT2", "ONLSTM", "PRPN", "Backbone", "SpanAttention", "StructFormer",
-           "Transformer"]
+__all__ = ["AWDLSTM", "GPT2", "ONLSTM", "PRPN", "UDGN", "Backbone", "SpanAttention",
+           "StructFormer", "Transformer"]
