@@ -5,6 +5,7 @@ from synlm.heads.dependency import DependencyMixtureHead
 from synlm.heads.distance import DistanceRankingHead
 from synlm.heads.span import SpanHead
 from synlm.heads.tree_planting import TreePlantingHead
+from synlm.heads.tree_reg import TreeRegHead
 
 __all__ = ["DependencyMixtureHead", "DistanceRankingHead", "SpanHead", "SyntaxHead",
-           "TreePlantingHead"]
+           "TreePlantingHead", "TreeRegHead"]
