@@ -41,10 +41,10 @@ FAR = 1e9
 
 
 class SentenceConv(nn.Module):
-    """A 1-D convolution over time that keeps the length (B, T, H) -> (B, T, H): an odd
-    kernel k is centred (padding (k − 1) / 2); an even one reads inputs t .. t + k − 1 − k/2
-    ... t + k/2 (padding k/2, the first output dropped), so kernel 2 reads inputs t and t + 1
-    (the released ``layers.Conv1d``). Zero padding stands outside the row."""
+    """A 1-D convolution over time that keeps the length (B, T, H) -> (B, T, H) (the
+    released ``layers.Conv1d``): output t of an odd kernel k reads inputs t − (k − 1)/2 ..
+    t + (k − 1)/2; of an even one, inputs t + 1 − k/2 .. t + k/2 (padding k/2, the first
+    output dropped), so kernel 2 reads inputs t and t + 1. Zeros stand outside the row."""
 
     def __init__(self, size: int, kernel_size: int) -> None:
         super().__init__()
@@ -93,14 +93,16 @@ class StructFormerParser(nn.Module):
         next_is_word = F.pad(words[:, 1:], (0, 1), value=False)
         gap = words & next_is_word  # (B, T) gaps between two words
         distance = distance.masked_fill(~gap, FAR)
-        return distance - calibration_margin(distance, height, words)[:, None], height
+        return distance - calibration_margin(distance, height, words, gap)[:, None], height
 
 
-def calibration_margin(distance: Tensor, height: Tensor, words: Tensor) -> Tensor:
+def calibration_margin(distance: Tensor, height: Tensor, words: Tensor, gap: Tensor
+                       ) -> Tensor:
     """The released ``parse``'s margin, per sentence (B,): over the spans i..j of words,
     the largest ``min(relu(δ_{i−1} − max τ_{i..j}), relu(δ_j − max τ_{i..j}))``, where the gap
     before the first word and after the last are ``FAR``; a span from the first word counts
-    only if it ends before the last word (else both sides are ``FAR``)."""
+    only if it ends before the last word (else both sides are ``FAR``). ``gap`` (B, T):
+    the gaps between two words, where ``distance`` is not ``FAR``."""
     T = distance.size(1)
     # running maximum of the heights over i..j: (B, i, j), −FAR where j < i
     upper = torch.ones(T, T, dtype=torch.bool, device=distance.device).triu()
@@ -111,9 +113,8 @@ def calibration_margin(distance: Tensor, height: Tensor, words: Tensor) -> Tenso
     right = torch.relu(distance[:, None, :] - height_max)
     margin = torch.minimum(left, right)  # (B, i, j)
     first = words & ~F.pad(words[:, :-1], (1, 0), value=False)  # (B, T) the first word
-    last_gap = distance < FAR / 2  # gaps with a word on both sides (before calibration)
     counted = upper & words[:, :, None] & words[:, None, :] & (
-        ~first[:, :, None] | last_gap[:, None, :])
+        ~first[:, :, None] | gap[:, None, :])
     return margin.masked_fill(~counted, 0.0).flatten(1).amax(1)  # (B,)
 
 
