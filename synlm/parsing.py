@@ -79,9 +79,11 @@ def check_structure(model: Any, name: str) -> str:
 
 
 def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
-             ) -> list[tuple[list[int], torch.Tensor]]:
+             ) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
     """Rows ``[<eos>, w1..wn, <eos>]`` in the model's vocabulary (words normalised as its
-    corpus), by increasing length: the trailing ``<eos>`` gives spans ending at w_n a row."""
+    corpus), by increasing length, with their lengths n + 1 (B,): the trailing ``<eos>``
+    gives a causal model's spans ending at w_n a row, and a bidirectional backbone reads
+    ``[<eos>, w1..wn]`` (``SyntaxModel.induce``'s ``lengths``), the rest as padding."""
     if isinstance(model.vocab, SubwordVocab):  # trees would be over subwords
         raise InputError("trees are induced over words, by a word-level model; this "
                          "model's vocabulary is subwords (data.subwords)")
@@ -91,7 +93,8 @@ def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
         rows = [model.vocab.encode([normalize(w) for w in sentences[i]]) for i in chunk]
-        out.append((chunk, sentence_rows(rows, model.vocab.eos_id)))
+        lengths = torch.tensor([len(sentences[i]) + 1 for i in chunk])
+        out.append((chunk, sentence_rows(rows, model.vocab.eos_id), lengths))
     return out
 
 
@@ -107,8 +110,8 @@ def model_trees(model: Any, sentences: Sequence[Sequence[str]], structure: str,
         raise InputError(f"{structure!r} is of kind {kind}, which gives heads, not trees: "
                          "score it on a CoNLL-U --treebank")
     out: list[Tree | None] = [None] * len(sentences)
-    for chunk, tokens in _batches(model, sentences, batch_size):
-        values = model.induce(tokens)[structure].float()
+    for chunk, tokens, lengths in _batches(model, sentences, batch_size):
+        values = model.induce(tokens, lengths)[structure].float()
         if kind == "distances" and layer == "mean":
             values, layer_index = values.mean(0, keepdim=True), 0
         elif kind == "distances":
@@ -125,8 +128,8 @@ def model_heads(model: Any, sentences: Sequence[Sequence[str]], structure: str,
                 batch_size: int = 32) -> list[list[int]]:
     """Heads (1-based, 0 = ROOT) the model's arc ``structure`` induces for ``sentences``."""
     out: list[list[int]] = [[] for _ in sentences]
-    for chunk, tokens in _batches(model, sentences, batch_size):
-        values = model.induce(tokens)[structure]
+    for chunk, tokens, lengths in _batches(model, sentences, batch_size):
+        values = model.induce(tokens, lengths)[structure]
         for b, i in enumerate(chunk):
             out[i] = decode_heads(values[b], len(sentences[i]))
     return out

@@ -26,6 +26,8 @@ import torch
 from test_dependency_head import lstm
 
 from staged import staged
+from synlm.backbones.structformer import StructFormer
+from synlm.backbones.udgn import UDGN
 from synlm.commands import parse
 from synlm.data.normalization import normalizer
 from synlm.data.vocab import Vocab
@@ -168,7 +170,8 @@ class LeftChainLM:
     normalization = "ptb"
     structures = {"arcs": Structure("arcs", "arcs")}
 
-    def induce(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    def induce(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None
+               ) -> dict[str, torch.Tensor]:
         B, T = tokens.shape
         return {"arcs": torch.diag(torch.ones(T - 1), -1).expand(B, T, T)}
 
@@ -232,3 +235,27 @@ def test_parse_scores_a_model_that_induces_arcs(capsys, monkeypatch) -> None:
 
 def test_the_head_rules_offered_are_the_modules_own() -> None:
     assert tuple(sorted(HEAD_RULES)) == parse.HEAD_RULES
+
+
+@pytest.mark.parametrize("backbone", [
+    lambda: StructFormer(hidden_size=16, num_layers=2, num_heads=2, parser_layers=2,
+                         conv_size=3, relative_bias=True),
+    lambda: UDGN(emb_size=8, head_size=4, num_layers=2, num_heads=2, parser_layers=2),
+], ids=["StructFormer", "UDGN"])
+def test_a_bidirectional_backbone_reads_each_sentence_alone(capsys, monkeypatch,
+                                                            backbone) -> None:
+    """StructFormer's and UDGN's arcs, read with each row's length: the figures of one
+    sentence a batch and of all in one batch (padded to the longest) are the same."""
+    normalize = normalizer("ptb")
+    vocab = Vocab(["<eos>", "<unk>",
+                   *sorted({normalize(w) for s in REFERENCE["words"] for w in s})])
+    torch.manual_seed(0)
+    model = SyntaxLM(backbone(), vocab_size=len(vocab.itos)).eval()
+    model.vocab, model.normalization = vocab, "ptb"
+    name = next(n for n, s in model.structures.items() if s.kind == "arcs")
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: model)
+    bank = str(FIXTURE / "gold.mrg")
+    alone = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", name,
+                "--batch-size", "1")
+    together = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", name)
+    assert alone == together and alone["structure"] == name and alone["n_words"] == 88

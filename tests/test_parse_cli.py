@@ -71,7 +71,8 @@ class FakeLM:
     normalization = "ptb"
     structures = {"syd": Structure("syd", "distances"), "lm": Structure("lm", "distances")}
 
-    def induce(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+    def induce(self, tokens: torch.Tensor, lengths: torch.Tensor | None = None
+               ) -> dict[str, torch.Tensor]:
         B, T = tokens.shape
         down = -torch.arange(T, dtype=torch.float).expand(3, B, T).clone()
         down[0] = 0  # layer 0 is flat: picking it would give other trees
