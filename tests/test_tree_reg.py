@@ -32,6 +32,7 @@ from synlm import SynLMDataModule, SyntaxLM
 from synlm.backbones import GPT2, Transformer
 from synlm.backbones.base import Backbone, BackboneSpec
 from synlm.catalog import REPO_CONFIGS
+from synlm.data.corpora import TextFiles
 from synlm.data.subwords import TrainedBPE
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.errors import InputError, SettingError
@@ -204,6 +205,18 @@ def test_a_bidirectional_backbone_is_refused_in_one_line() -> None:
                                          "the backbone is bidirectional$"):
         TreeRegHead(layer=0).bind(HeadContext(10, torch.nn.Embedding(10, 4),
                                               torch.nn.Linear(4, 10), spec))
+
+
+def test_a_corpus_without_trees_is_refused_at_setup_in_one_line(tmp_path: Path) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("the dog barks\n")
+    data = SynLMDataModule(TextFiles({s: str(text) for s in ("train", "valid", "test")}),
+                           mode="sentence", cache_dir=str(tmp_path))
+    with pytest.raises(InputError) as err:
+        data.request(frozenset(TreeRegHead().needs_gold), who="TreeRegHead")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("TreeRegHead needs gold sentences (trees)")
+    assert "TextFiles has no gold syntax" in message
 
 
 # --- with the backbones ---------------------------------------------------------------------
