@@ -28,6 +28,7 @@ from test_dependency_head import lstm
 from staged import staged
 from synlm.backbones.structformer import StructFormer
 from synlm.backbones.udgn import UDGN
+from synlm.cli import main as cli_main
 from synlm.commands import parse
 from synlm.data.normalization import normalizer
 from synlm.data.vocab import Vocab
@@ -259,3 +260,23 @@ def test_a_bidirectional_backbone_reads_each_sentence_alone(capsys, monkeypatch,
                 "--batch-size", "1")
     together = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", name)
     assert alone == together and alone["structure"] == name and alone["n_words"] == 88
+
+
+def test_untrained_models_give_the_mean_and_std_of_each_accuracy(capsys, tmp_path) -> None:
+    """``--config`` with an arcs structure: each figure's mean and std over the seeds'
+    models, as for trees."""
+    import yaml
+
+    config = tmp_path / "arcs.yaml"
+    config.write_text(yaml.safe_dump({
+        "seed_everything": 1,
+        "model": {"backbone": {"class_path": "AWDLSTM", "init_args": {
+            "input_size": 16, "hidden_size": 24, "num_layers": 2}},
+            "heads": [{"class_path": "test_attachment.BilinearArcsHead"}]},
+        "data": {"corpus": {"class_path": "SyntheticTreebank"}, "mode": "sentence"}}))
+    args = ["parse", "--config", str(config), "--treebank", str(FIXTURE / "gold.mrg")]
+    assert cli_main([*args, "--seeds", "2"]) == 0
+    got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (got["n_models"], got["n_sentences"], got["n_words"]) == (2, 12, 88)
+    assert got["trees"] == f"{config}:arcs:untrained:seeds 0-1"
+    assert got["head_rules"] == "yamada" and got["dda_std"] > 0 and got["uda"] >= got["dda"]

@@ -23,6 +23,10 @@ sentences, and a scored treebank leaves them out of the F1 and counts them (``no
 ``--predicted``'s trees are read and checked against the gold sentences before torch loads
 (``synlm.syntax.predicted``).
 
+One module because every source of structures (a baseline, a checkpoint, untrained models,
+another system's trees) is scored against the same treebank under the same flags, and the
+flags' checks, the writers of trees and the scorers of each kind share them.
+
 This module imports only the light parts of synlm at the top, so that ``--help`` and a wrong
 flag answer before torch, nltk or matplotlib is imported; the model, metrics, parsing, tree
 and drawing modules are imported by the functions that use them.
@@ -370,9 +374,17 @@ def _use_particles(model: Any, args: argparse.Namespace) -> None:
 
 def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
                      treebank: GoldTreebank | None) -> int:
-    """``--config``: F1 and split percentages of ``--seeds`` untrained models' trees."""
+    """``--config``: F1 and split percentages of ``--seeds`` untrained models' trees, or the
+    dependency accuracies of their arcs (``tree_dependency_scores``)."""
     from synlm.loading import mean_and_std, untrained_model
-    from synlm.parsing import BEAM, default_structure, evaluate, model_trees
+    from synlm.parsing import (
+        BEAM,
+        check_structure,
+        default_structure,
+        evaluate,
+        model_trees,
+        tree_dependency_scores,
+    )
     from synlm.syntax.predicted import gold_trees
 
     if treebank is None:
@@ -388,6 +400,12 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
         model = untrained_model(build_model, args.config, seed, args.set)
         _use_search(model, args)
         structure = args.structure or default_structure(model)
+        arcs = check_structure(model, structure) == "arcs"
+        if arcs:  # the same filters as gold_trees: a tree passes both or neither
+            results.append(tree_dependency_scores(
+                model, structure, [t for t, _ in treebank.trees], args.protocol,
+                args.head_rules, args.max_length, args.batch_size))
+            continue
         preds = model_trees(model, words, structure, args.layer, args.biased, args.batch_size)
         unparsed = report_no_parse(preds)
         results.append({**evaluate([p for p in preds if p is not None],
@@ -396,8 +414,9 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
                         **({"no_parse": unparsed} if structure == BEAM else {})})
     print(json.dumps({"treebank": str(args.treebank),
                       "trees": f"{args.config}:{structure}:untrained:seeds 0-{args.seeds - 1}",
-                      "protocol": args.protocol, "max_length": args.max_length,
-                      **mean_and_std(results)}))
+                      "protocol": args.protocol,
+                      **({"head_rules": args.head_rules} if arcs else {}),
+                      "max_length": args.max_length, **mean_and_std(results)}))
     return 0
 
 
