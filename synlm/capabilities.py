@@ -100,7 +100,10 @@ class KeepsHistories(Protocol):
 class ServesGold(Protocol):
     """A DataModule that builds the gold fields a model's heads train on when they ask
     (``SynLMDataModule``), and holds the corpus's ``vocab`` and ``normalization``, which
-    ``SyntaxLM.setup`` takes (not part of the check: reading ``vocab`` builds it)."""
+    ``SyntaxLM.setup`` takes (not part of the check: reading ``vocab`` builds it), and the
+    ``objective`` its batches serve (``causal`` or ``masked``), which the backbone must fit."""
+
+    objective: str
 
     def request(self, fields: frozenset[str], who: str,
                 options: Mapping[str, Any] | None = None) -> None:

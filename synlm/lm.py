@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from synlm.backbones.base import Backbone
 from synlm.capabilities import ServesGold
+from synlm.data.masking import check_objective
 from synlm.data.subwords import load_vocab
 from synlm.data.vocab import Vocab
 from synlm.errors import InputError, RunError, SettingError
@@ -261,9 +262,22 @@ class SyntaxLM(pl.LightningModule):
         """``SyntaxModel.target_log_probs``."""
         return self.model.target_log_probs(tokens, targets)
 
-    def induce(self, tokens: Tensor) -> dict[str, Tensor]:
+    def induce(self, tokens: Tensor, lengths: Tensor | None = None) -> dict[str, Tensor]:
         """``SyntaxModel.induce``."""
-        return self.model.induce(tokens)
+        return self.model.induce(tokens, lengths)
+
+    @property
+    def masked(self) -> bool:
+        """Whether the model is a masked LM: its backbone attends both ways
+        (``spec.bidirectional``), so it trains on the masked objective and its perplexity
+        is over masked words (``mlm_ppl``)."""
+        return self.backbone.spec.bidirectional
+
+    @property
+    def monitor(self) -> str:
+        """The validation metric the best checkpoint is chosen by: ``val/ppl``, or a masked
+        LM's ``val/mlm_ppl``."""
+        return "val/mlm_ppl" if self.masked else "val/ppl"
 
     def forward(self, batch: Batch, state: Any = None, log_probs_needed: bool = False,
                 head_states: Mapping[str, Any] | None = None) -> LMOutput:
@@ -295,6 +309,7 @@ class SyntaxLM(pl.LightningModule):
     def setup(self, stage: str) -> None:
         datamodule = self.datamodule
         if isinstance(datamodule, ServesGold):
+            check_objective(datamodule.objective, self.masked, type(self.backbone).__name__)
             for head in self.heads:
                 datamodule.request(head.needs_gold, who=type(head).__name__,
                                    options=head.gold_options())
@@ -329,7 +344,9 @@ class SyntaxLM(pl.LightningModule):
         nll = -result.target_log_probs  # (B, T)
         mask = batch.mask
         dense = batch.n_targets == mask.numel()  # every position counts (stream mode)
-        lm_loss = masked_mean(nll, mask, dense)
+        # a masked batch may mask no word (short sentences): its loss is 0, not a NaN
+        empty = self.masked and not batch.n_targets
+        lm_loss = nll.sum() * 0.0 if empty else masked_mean(nll, mask, dense)
         loss = self.hparams.lm_weight * lm_loss
         logs = {f"{stage}/lm_loss": lm_loss}
         heads = {h.name: h for h in self.heads}
@@ -420,11 +437,13 @@ class SyntaxLM(pl.LightningModule):
 
     def _eval_step(self, batch: Batch, stage: str) -> None:
         """Perplexity (per token), and per word on subword data (``word_ppl``), plus the
-        induced structures' scores."""
+        induced structures' scores. A masked LM's is over the masked words given the rest
+        of their sentence, ``mlm_ppl``: not comparable with a causal LM's ``ppl``."""
         _, result = self._step(batch, stage)
         nll = -result.target_log_probs
         self.ppl[stage].update(nll, batch.mask)
-        self.log(f"{stage}/ppl", self.ppl[stage], on_step=False, on_epoch=True, prog_bar=True)
+        name = "mlm_ppl" if self.masked else "ppl"
+        self.log(f"{stage}/{name}", self.ppl[stage], on_step=False, on_epoch=True, prog_bar=True)
         if batch.word_ends is not None:
             self.word_ppl[stage].update(nll, batch.mask, batch.word_ends)
             self.log(f"{stage}/word_ppl", self.word_ppl[stage], on_step=False, on_epoch=True)

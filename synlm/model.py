@@ -218,6 +218,26 @@ class SyntaxModel(nn.Module):
         return self.evaluate(tokens, targets=targets).target_log_probs
 
     @torch.no_grad()
+    def masked_log_probs(self, tokens: Tensor, kept: Tensor | None = None) -> Tensor:
+        """A masked LM's log-probabilities (B, T, V) of the token at each position of rows
+        ``tokens`` (B, T) holding ``<mask>`` where a word is to be predicted, each row read
+        as a whole by the bidirectional backbone (``spec.bidirectional``), in eval mode.
+        ``kept`` (B, T) bool: the positions of the rows (default all); padding may stand on
+        either side of them (the kept tokens are read in order, the padding after them), and
+        the values at padded positions mean nothing."""
+        if not self.backbone.spec.bidirectional:
+            raise InputError(f"{type(self.backbone).__name__} is causal: it gives next-token "
+                             "probabilities (log_probs), not a masked LM's")
+        if kept is None:
+            kept = torch.ones_like(tokens, dtype=torch.bool)
+        order = torch.argsort((~kept).to(torch.int8), dim=1, stable=True)  # kept first
+        result = self.evaluate(tokens.gather(1, order), lengths=kept.sum(1))
+        logits = result.logits  # (B, T, V), in float32 at least
+        log_probs = logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)
+        back = order.argsort(dim=1)[..., None].expand_as(log_probs)
+        return log_probs.gather(1, back)
+
+    @torch.no_grad()
     def induce(self, tokens: Tensor, lengths: Tensor | None = None) -> dict[str, Tensor]:
         """Every structure the model induces (``structures``) for rows ``[<eos>, w1..wn]``
         in eval mode, by name, in its kind's layout (``synlm.outputs.STRUCTURE_KINDS``).

@@ -50,6 +50,11 @@ from synlm.backbones.base import (
 from synlm.errors import InputError
 from synlm.outputs import BackboneOutput
 
+#: The feed-forward activations: fairseq's ``relu`` (``transformer_lm``) and ``gelu``
+#: (``transformer_lm_gpt``), and the released StructFormer's ``leaky_relu`` (slope 0.01).
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": F.relu, "gelu": F.gelu, "leaky_relu": F.leaky_relu}
+
 
 def sinusoidal_positions(positions: Tensor, size: int) -> Tensor:
     """fairseq's ``SinusoidalPositionalEmbedding`` (Vaswani et al. 2017 §3.5): for position p,
@@ -166,7 +171,7 @@ class TransformerLayer(nn.Module):
 
     def __init__(self, size: int, n_heads: int, ffn_size: int, dropout: float,
                  dropout_attention: float, dropout_activation: float,
-                 activation: Literal["relu", "gelu"], pre_norm: bool, explicit: bool) -> None:
+                 activation: str, pre_norm: bool, explicit: bool) -> None:
         super().__init__()
         self.pre_norm = pre_norm
         self.attn = SelfAttention(size, n_heads, dropout_attention, explicit)
@@ -174,7 +179,7 @@ class TransformerLayer(nn.Module):
         self.fc1 = nn.Linear(size, ffn_size)
         self.fc2 = nn.Linear(ffn_size, size)
         self.ffn_norm = nn.LayerNorm(size)
-        self.activation = F.relu if activation == "relu" else F.gelu
+        self.activation = ACTIVATIONS[activation]
         self.drop = nn.Dropout(dropout)
         self.drop_activation = nn.Dropout(dropout_activation)
 
@@ -203,13 +208,23 @@ class Transformer(Backbone):
         num_layers: decoder layers (6).
         num_heads: attention heads (8).
         ffn_size: feed-forward inner width (2048).
-        dropout: on the embeddings, after attention and after the feed-forward network (0.1).
+        dropout: after attention and after the feed-forward network (0.1), and on the
+            embeddings unless ``dropout_input`` is given.
         dropout_attention: on the attention probabilities (fairseq default 0).
         dropout_activation: after the feed-forward activation (fairseq default 0).
-        activation: ``relu`` (``transformer_lm``) or ``gelu`` (``transformer_lm_gpt``).
+        activation: ``relu`` (``transformer_lm``), ``gelu`` (``transformer_lm_gpt``) or
+            ``leaky_relu`` (the released StructFormer's).
+        dropout_input: on the embeddings plus positions (None: ``dropout``; the released
+            StructFormer: 0).
+        dropout_output: on the top layer's output, the decoder's input (the released
+            StructFormer: its dropout, after the final LayerNorm; fairseq: 0).
         pre_norm: LayerNorm before each sublayer plus a final one (fairseq
             ``--decoder-normalize-before``); False: after (the default of ``transformer_lm``).
         scale_embedding: multiply the embeddings by √E (fairseq's default).
+        positions: ``sinusoidal`` (fixed, Vaswani et al. 2017 §3.5, fairseq's) or
+            ``learned``: an embedding of each position 0..``max_positions`` − 1, initialised
+            U(−0.1, 0.1) (the released StructFormer's ``--pos_emb``, 500 positions).
+        max_positions: with ``learned`` positions, how many.
         attention_layer: the layer (0-based, negative from the top) whose head-averaged
             attention probabilities are computed explicitly and provided as ``attention``
             (default −2, the penultimate); None: every layer uses the fused kernel and no
@@ -229,26 +244,39 @@ class Transformer(Backbone):
         dropout: float = 0.1,
         dropout_attention: float = 0.0,
         dropout_activation: float = 0.0,
-        activation: Literal["relu", "gelu"] = "relu",
+        activation: Literal["relu", "gelu", "leaky_relu"] = "relu",
         pre_norm: bool = False,
         scale_embedding: bool = True,
         attention_layer: int | None = -2,
         causal: bool = True,
+        dropout_input: float | None = None,
+        dropout_output: float = 0.0,
+        positions: Literal["sinusoidal", "learned"] = "sinusoidal",
+        max_positions: int = 500,
     ) -> None:
         super().__init__()
-        if activation not in ("relu", "gelu"):
-            raise InputError(f"activation must be 'relu' or 'gelu', not {activation!r}")
+        if activation not in ACTIVATIONS:
+            raise errors.SettingError("activation", activation, " | ".join(ACTIVATIONS))
+        if positions not in ("sinusoidal", "learned"):
+            raise errors.SettingError("positions", positions, "sinusoidal | learned")
         for name, size in (("input_size", input_size), ("num_layers", num_layers),
-                           ("num_heads", num_heads), ("ffn_size", ffn_size)):
+                           ("num_heads", num_heads), ("ffn_size", ffn_size),
+                           ("max_positions", max_positions)):
             errors.at_least(name, size)
+        dropout_input = dropout if dropout_input is None else dropout_input
         for name, p in (("dropout", dropout), ("dropout_attention", dropout_attention),
-                        ("dropout_activation", dropout_activation)):
+                        ("dropout_activation", dropout_activation),
+                        ("dropout_input", dropout_input), ("dropout_output", dropout_output)):
             errors.probability(name, p)
         self.input_size = input_size
         self.causal = causal
         self.embed_scale = math.sqrt(input_size) if scale_embedding else 1.0
         self.attention_layer = attention_layer_index(attention_layer, num_layers)
-        self.drop = nn.Dropout(dropout)
+        self.drop = nn.Dropout(dropout_input)
+        # none at all when 0: the random stream of every earlier run stays as it was
+        self.drop_output = nn.Dropout(dropout_output) if dropout_output else nn.Identity()
+        self.positions = nn.Embedding(max_positions, input_size) if positions == "learned" \
+            else None
         self.layers = nn.ModuleList(
             TransformerLayer(input_size, num_heads, ffn_size, dropout, dropout_attention,
                              dropout_activation, activation, pre_norm,
@@ -266,11 +294,13 @@ class Transformer(Backbone):
     def reset_parameters(self) -> None:
         """fairseq's initialisation: Xavier-uniform weights, zero biases. The fused q|k|v
         matrix (3E × E) under plain Xavier has fairseq's bound for its separate q, k, v with
-        gain 1/√2."""
+        gain 1/√2. Learned positions: U(−0.1, 0.1), as the released StructFormer's."""
         for name, p in self.named_parameters():
             if "norm" in name:
                 continue
-            if p.dim() == 2:
+            if name == "positions.weight":
+                nn.init.uniform_(p, -0.1, 0.1)
+            elif p.dim() == 2:
                 nn.init.xavier_uniform_(p)
             else:
                 nn.init.zeros_(p)
@@ -285,9 +315,8 @@ class Transformer(Backbone):
         allowed = None if self.causal else key_padding_mask(lengths, x.size(1), x.device)
         cache = KVCache(*state) if state is not None else None
         offset = cache.length if cache is not None else 0
-        positions = torch.arange(offset, offset + x.size(1), device=x.device)
         h = self.drop(x * self.embed_scale
-                      + sinusoidal_positions(positions, self.input_size).to(x.dtype))  # (B, T, E)
+                      + self._positions(offset, x.size(1), x.device).to(x.dtype))  # (B, T, E)
         layers, keys, values, queries, explicit = [], [], [], [], {}
         for i, layer in enumerate(self.layers):
             h, (k, v), q, probs = layer(h, None if cache is None else
@@ -304,5 +333,16 @@ class Transformer(Backbone):
             len(self.layers), lambda i: attention_probabilities(queries[i], keys[i], allowed),
             explicit)
         state = KVCache(tuple(keys), tuple(values)) if self.causal else None
-        return BackboneOutput(hidden=layers[-1], state=state,
+        return BackboneOutput(hidden=self.drop_output(layers[-1]), state=state,
                               layers=layers, attention=attention, head_attention=head_attention)
+
+    def _positions(self, offset: int, T: int, device: torch.device) -> Tensor:
+        """(T, E): the encodings of positions offset .. offset + T − 1."""
+        positions = torch.arange(offset, offset + T, device=device)
+        if self.positions is None:
+            return sinusoidal_positions(positions, self.input_size)
+        if offset + T > self.positions.num_embeddings:
+            raise InputError(f"a row of {offset + T} positions is longer than the "
+                             f"{self.positions.num_embeddings} learned positions "
+                             "(max_positions)")
+        return self.positions(positions)

@@ -219,27 +219,29 @@ class ShuffledLoader(SentenceLoader):
     (the last batch may be smaller), so that a resumed run draws the same order. With
     ``world_size`` ranks the order is first padded by repeating its first units to a
     multiple of ``world_size``, and rank r takes units r, r + world_size, ... (as torch's
-    ``DistributedSampler``)."""
+    ``DistributedSampler``). ``collate``: as ``SentenceLoader``'s."""
 
     def __init__(self, dataset: torch.utils.data.Dataset, batch_size: int, seed: int,
-                 epoch: int = 0, rank: int = 0, world_size: int = 1) -> None:
+                 epoch: int = 0, rank: int = 0, world_size: int = 1,
+                 collate: Callable[[list[Any]], Batch | ActionBatch] | None = None) -> None:
         order = np.random.default_rng([seed, epoch]).permutation(len(dataset))
         order = np.concatenate([order, order[: -len(order) % world_size]])[rank::world_size]
         super().__init__(dataset, [order[i : i + batch_size]
-                                   for i in range(0, len(order), batch_size)], epoch)
+                                   for i in range(0, len(order), batch_size)], epoch, collate)
 
 
 class TokenBudgetLoader(SentenceLoader):
     """Sentence batches of at most ``max_tokens`` padded tokens (``token_budget_batches``),
     redrawn per epoch from ``(seed, epoch)``. With ``world_size`` ranks, rank r takes batches
     r, r + world_size, ...; the list is first padded by repeating its first batches so every
-    rank runs the same number of steps."""
+    rank runs the same number of steps. ``collate``: as ``SentenceLoader``'s."""
 
     def __init__(self, dataset: torch.utils.data.Dataset, lengths: np.ndarray, max_tokens: int,
-                 seed: int, epoch: int = 0, rank: int = 0, world_size: int = 1) -> None:
+                 seed: int, epoch: int = 0, rank: int = 0, world_size: int = 1,
+                 collate: Callable[[list[Any]], Batch | ActionBatch] | None = None) -> None:
         batches = token_budget_batches(lengths, max_tokens,
                                        np.random.default_rng([seed, epoch]))
-        super().__init__(dataset, _rank_share(batches, rank, world_size), epoch)
+        super().__init__(dataset, _rank_share(batches, rank, world_size), epoch, collate)
 
 
 class BucketLoader(SentenceLoader):

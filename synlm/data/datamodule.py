@@ -20,6 +20,7 @@ from synlm.data.layout import EXAMPLES, HELD_OUT, Layout, Loader
 from synlm.data.layout_actions import ActionLayout, check_action_mode
 from synlm.data.layout_documents import DocumentLayout
 from synlm.data.layout_tokens import FIELD_KINDS, SentenceLayout, StreamLayout, missing_gold
+from synlm.data.masking import DEFAULT_MASK_RATE, Objective, check_settings, masked_vocab
 from synlm.data.subwords import Subwords, SubwordVocab
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.unknown_words import RNNG_PYTORCH_RULES
@@ -125,6 +126,10 @@ class SynLMDataModule(pl.LightningDataModule):
             becomes its class; at least 2 (default 2: the training singletons).
         cache_dir: where vocabularies and encoded splits are cached
             (default ``$SYNLM_CACHE_DIR`` or ``~/.cache/synlm``).
+        objective: ``causal`` (each next token) or ``masked``: words of sentence rows
+            replaced by ``<mask>`` (in the vocabulary), predicted by a bidirectional backbone
+            (``synlm.data.masking``).
+        mask_rate: ``masked``: the probability that a word is masked, in (0, 1).
     """
 
     def __init__(
@@ -152,6 +157,8 @@ class SynLMDataModule(pl.LightningDataModule):
         unknown_words: UnknownWords = "unk",
         min_count: int | None = None,
         cache_dir: str | None = None,
+        objective: Objective = "causal",
+        mask_rate: float = DEFAULT_MASK_RATE,
     ) -> None:
         super().__init__()
         for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size),
@@ -169,6 +176,8 @@ class SynLMDataModule(pl.LightningDataModule):
                              f"{EXAMPLES['dependency']}, or set it to 0")
         self.mode = mode
         self.eval_mode = eval_mode or mode
+        check_settings(objective, mask_rate, self.mode, self.eval_mode)
+        self.objective, self.mask_rate = objective, mask_rate
         if "actions" in (self.mode, self.eval_mode):
             check_action_mode(self.corpus, action_order, tree_source)
         self.action_order = action_order
@@ -249,7 +258,12 @@ class SynLMDataModule(pl.LightningDataModule):
     def vocab(self) -> Vocab:
         """Words: built from all splits in order of first appearance (as AWD-LSTM), cached;
         with ``unknown_words: classes`` from the training split, rare words as their classes.
-        Subwords: the ``subwords``' vocabulary. ``vocab_file``: that one."""
+        Subwords: the ``subwords``' vocabulary. ``vocab_file``: that one. Under
+        ``objective: masked`` ``<mask>`` follows its tokens."""
+        vocab = self._corpus_vocab()
+        return masked_vocab(vocab) if self.objective == "masked" else vocab
+
+    def _corpus_vocab(self) -> Vocab:
         if self.vocab_file is not None:
             if self.subwords is not None:
                 raise InputError("data.vocab_file is a word vocabulary; it cannot be combined "

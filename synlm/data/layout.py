@@ -34,6 +34,8 @@ class LayoutData(Protocol):
     corpus: Any
     vocab: Any
     seed: int
+    objective: str
+    mask_rate: float
     num_workers: int
     bptt: int
     variable_bptt: bool

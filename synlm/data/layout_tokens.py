@@ -2,11 +2,13 @@
 inputs ``[<eos>, w1..wn]``, a split's units one stream plus a closing ``<eos>``, with the
 requested gold syntax aligned to its inputs (``synlm.syntax.targets``). ``StreamLayout`` cuts
 the stream into columns read window by window, ``SentenceLayout`` serves one padded unit a
-row."""
+row, under the masked objective with its words masked (``synlm.data.masking``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,9 +27,10 @@ from synlm.data.batching import (
 )
 from synlm.data.corpora import Corpus
 from synlm.data.layout import EXAMPLES, HELD_OUT, Layout, LayoutData, Loader
+from synlm.data.masking import MaskedCollate
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
-from synlm.outputs import GOLD_FIELDS
+from synlm.outputs import GOLD_FIELDS, Batch
 from synlm.syntax import Sentence, baseline_tree
 from synlm.syntax.targets import cached_targets
 
@@ -143,7 +146,8 @@ class StreamLayout(TokenLayout):
 
 class SentenceLayout(TokenLayout):
     """``mode: sentence``: one unit a row, padded, with its gold ``Sentence`` and the
-    per-row gold (``PATH_FIELDS``)."""
+    per-row gold (``PATH_FIELDS``); under ``objective: masked`` its words masked
+    (``MaskedCollate``)."""
 
     mode = "sentence"
 
@@ -155,8 +159,9 @@ class SentenceLayout(TokenLayout):
         dataset = UnitDataset(arrays, bounds, data.sentences(split),
                               paths=sorted(data.requested & PATH_FIELDS.keys()))
         lengths = np.diff(bounds)  # tokens per unit
+        collate = self._collate(split, train)
         if not train:
-            return self._in_order(dataset, batch_size, collate_units)
+            return self._in_order(dataset, batch_size, collate)
         if data.max_length is not None:
             keep = np.flatnonzero(lengths - 1 <= data.max_length)
             dataset, lengths = torch.utils.data.Subset(dataset, keep.tolist()), lengths[keep]
@@ -164,8 +169,20 @@ class SentenceLayout(TokenLayout):
         epoch = self._epoch()
         if data.max_tokens is not None:
             return TokenBudgetLoader(dataset, lengths, data.max_tokens, data.seed, epoch,
-                                     rank, world)
-        return ShuffledLoader(dataset, batch_size, data.seed, epoch, rank, world)
+                                     rank, world, collate)
+        return ShuffledLoader(dataset, batch_size, data.seed, epoch, rank, world, collate)
+
+    def _collate(self, split: str, train: bool) -> Callable[[list[Any]], Batch]:
+        """How units become a batch: padded (``collate_units``), and under the masked
+        objective masked, by generators seeded from the split's place among the corpus's
+        (the held-out training sentences: the training split's) and, in training, the
+        epoch."""
+        data = self.data
+        if data.objective != "masked":
+            return collate_units
+        origin = data.corpus.splits.index("train" if split == HELD_OUT else split)
+        return MaskedCollate.of(data.vocab, data.mask_rate, data.seed, origin, self._epoch(),
+                                train)
 
 
 def missing_gold(missing: frozenset[str], who: str, corpus: Corpus, mode: str) -> str:

@@ -16,6 +16,9 @@ from synlm.runtime.files import follow_umask
 
 EOS = "<eos>"
 UNK = "<unk>"
+#: The token that stands for a masked word under the masked objective
+#: (``synlm.data.masking``): added after a word vocabulary's tokens when that objective trains.
+MASK = "<mask>"
 
 #: How a word vocabulary encodes a word it lacks: ``unk``: as ``<unk>``; ``classes``: as its
 #: unknown-word class (``synlm.data.unknown_words.word_class``) if the vocabulary has it, else
