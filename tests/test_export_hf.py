@@ -53,8 +53,10 @@ def dm_model() -> tuple[AWDLSTM, list[DependencyMixtureHead]]:
                     weight_drop=0.0), [DependencyMixtureHead("mixture", context=4)])
 
 
-#: Every backbone of ``CASES`` and DM's mixture, which replaces the distribution.
-FAMILIES = {**{name: lambda make=make: (make(), []) for name, make in CASES.items()},
+#: Every causal backbone of ``CASES`` and DM's mixture, which replaces the distribution (a
+#: bidirectional one is exported as a masked LM: tests/test_masked_objective.py).
+FAMILIES = {**{name: lambda make=make: (make(), []) for name, make in CASES.items()
+               if not make().spec.bidirectional},
             "DM-LSTM": dm_model}
 
 

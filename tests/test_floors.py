@@ -44,7 +44,7 @@ ALLOWED = {
                       "callbacks", "errors"},
     "viz": {"syntax"},
     "generation": {"lm", "outputs", "data", "capabilities"},
-    "tse": {"data", "capabilities", "runtime"},
+    "tse": {"data", "capabilities", "runtime", "hf_export.tokenizer"},
     "hf_export": {"backbones", "data", "model"},
     "loading": {"lm", "transition", "registry", "runtime.runs", "runtime.run_folders"},
     "parsing": {"data", "metrics", "syntax", "tse", "capabilities"},

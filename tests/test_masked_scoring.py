@@ -178,17 +178,18 @@ def test_evaluate_syntax_scores_a_masked_lm_on_every_benchmark(
         is not None
 
 
-@pytest.mark.parametrize("flags", [["--eos"], ["--pll", "original", "--ckpt_path", "x.ckpt"]])
+@pytest.mark.parametrize("flags", [["--eos"], ["--pll", "original", "--config", "x.yaml"]])
 def test_eos_is_refused_for_a_masked_lm(flags: list[str], folder: Path,
                                         capsys: pytest.CaptureFixture) -> None:
-    """``--eos`` on a masked LM, and ``--pll`` without ``--hf``, are one-line errors."""
+    """``--eos`` on a masked LM, and ``--pll`` without a model (``--hf`` or ``--ckpt_path``,
+    a synlm masked LM), are one-line errors."""
     from conftest import run_cli
 
-    args = flags if "--ckpt_path" in flags else ["--hf", str(folder), *flags]
+    args = flags if "--config" in flags else ["--hf", str(folder), *flags]
     assert run_cli(["evaluate-syntax", *args]) != 0
     err = capsys.readouterr().err.strip()
     assert flags[0] in err and len(err.splitlines()) == 1
-    assert "masked LM" in err if flags == ["--eos"] else "--hf" in err
+    assert "masked LM" in err if flags == ["--eos"] else "--hf or --ckpt_path" in err
 
 
 def test_pll_is_refused_for_a_causal_lm(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -267,8 +267,9 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return "--particles: the particles of particle filtering; add --search particles"
     if args.search == "particles" and given(args, BEAM_SIZES):
         return f"{given(args, BEAM_SIZES)}: a beam size; particle filtering takes --particles"
-    if args.pll and not args.hf:
-        return "--pll: the pseudo-log-likelihood of a masked LM given with --hf"
+    if args.pll and not (args.hf or args.ckpt_path):
+        return ("--pll: the pseudo-log-likelihood of a masked LM given with --hf or "
+                "--ckpt_path")
     if args.hf and not args.ckpt_path and given(args, BEAM_FLAGS):
         return f"{given(args, BEAM_FLAGS)}: a Hugging Face model has no beam search; the beam " \
                "flags are for synlm's transition LMs (RNNG, PLM, PLM-mask, TG)"

@@ -1,7 +1,10 @@
 """A ``SyntaxLM`` checkpoint as a Hugging Face folder (``synlm export-hf``, docs/interop.md):
 ``AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True)`` and
 ``AutoTokenizer.from_pretrained(DIR)`` load it, and the model's next-token log-probabilities
-are ``SyntaxLM.target_log_probs``'.
+are ``SyntaxLM.target_log_probs``'. A masked LM (a bidirectional backbone, trained with
+``data.objective: masked``) is exported as one: ``AutoModelForMaskedLM`` loads it
+(``SynlmForMaskedLM``, whose log-probabilities are ``SyntaxModel.masked_log_probs``') and
+its tokenizer has ``<mask>`` as its mask token.
 
 The folder holds ``config.json`` (``model_type: synlm``, ``auto_map`` to the remote code, the
 ``SyntaxModel``'s hyperparameters), ``model.safetensors``, the remote code
@@ -26,9 +29,12 @@ from synlm import __version__
 from synlm.errors import InputError
 from synlm.runtime.files import check_replaceable, staged_folder
 
-#: The classes ``config.json`` points the Auto classes to, in the folder's remote code.
+#: The classes ``config.json`` points the Auto classes to, in the folder's remote code: a
+#: causal LM's, or a masked LM's (``masked``).
 AUTO_MAP = {"AutoConfig": "configuration_synlm.SynlmConfig",
             "AutoModelForCausalLM": "modeling_synlm.SynlmForCausalLM"}
+MASKED_AUTO_MAP = {"AutoConfig": "configuration_synlm.SynlmConfig",
+                   "AutoModelForMaskedLM": "modeling_synlm.SynlmForMaskedLM"}
 #: The remote-code files copied into every export, from this package.
 REMOTE_CODE = ("configuration_synlm.py", "modeling_synlm.py")
 #: ``GPT2Config`` settings that ``GPT2(pretrained=None)`` leaves at their defaults: a
@@ -62,11 +68,21 @@ def standalone_backbone(model: Any) -> dict[str, Any]:
 
 
 def max_length(model: Any) -> int | None:
-    """The longest sequence the model reads (GPT-2's ``n_positions``); None: no limit."""
-    from synlm.backbones import GPT2
+    """The longest sequence the model reads (GPT-2's ``n_positions``, a Transformer's learned
+    positions); None: no limit."""
+    from synlm.backbones import GPT2, Transformer
 
-    return model.backbone.model.config.n_positions if isinstance(model.backbone, GPT2) \
-        else None
+    backbone = model.backbone
+    if isinstance(backbone, GPT2):
+        return backbone.model.config.n_positions
+    if isinstance(backbone, Transformer) and backbone.positions is not None:
+        return backbone.positions.num_embeddings
+    return None
+
+
+def is_masked(model: Any) -> bool:
+    """Whether ``model`` (a ``SyntaxLM``) is a masked LM: its backbone attends both ways."""
+    return model.backbone.spec.bidirectional
 
 
 def hf_config(model: Any) -> Any:
@@ -79,12 +95,14 @@ def hf_config(model: Any) -> Any:
     eos = model.vocab.eos_id
     extra = {} if (longest := max_length(model)) is None else \
         {"max_position_embeddings": longest}
+    masked = is_masked(model)
     return SynlmConfig(
         backbone=standalone_backbone(model), heads=list(hp.heads), vocab_size=hp.vocab_size,
         embedding_dropout=hp.embedding_dropout, decoder_bias=hp.decoder_bias,
         init_range=hp.init_range, init_std=hp.init_std, normalization=model.normalization,
         tie_word_embeddings=hp.tie_weights, bos_token_id=eos, eos_token_id=eos,
-        auto_map=dict(AUTO_MAP), architectures=["SynlmForCausalLM"],
+        auto_map=dict(MASKED_AUTO_MAP if masked else AUTO_MAP),
+        architectures=["SynlmForMaskedLM" if masked else "SynlmForCausalLM"],
         synlm_version=__version__, **extra)
 
 
@@ -93,7 +111,7 @@ def export_hf(model: Any, out: str | Path, force: bool = False) -> Path:
     returns it) into the folder ``out`` (module docstring), written whole into a temporary
     folder beside it and then moved there; ``force`` replaces an earlier export in
     ``out`` that holds only what synlm wrote (``check_replaceable``). Returns ``out``."""
-    from synlm.hf_export.modeling_synlm import SynlmForCausalLM
+    from synlm.hf_export.modeling_synlm import SynlmForCausalLM, SynlmForMaskedLM
     from synlm.hf_export.tokenizer import build_tokenizer
 
     out = Path(out)
@@ -106,7 +124,7 @@ def export_hf(model: Any, out: str | Path, force: bool = False) -> Path:
     tokenizer = build_tokenizer(model.vocab, model.normalization, max_length(model))
     config = hf_config(model)
     with torch.device("meta"):  # a shell: the checkpoint's own modules go in it
-        hf_model = SynlmForCausalLM(config)
+        hf_model = (SynlmForMaskedLM if is_masked(model) else SynlmForCausalLM)(config)
     hf_model.model = model.model
     with staged_folder(out, "synlm export-hf") as staging:
         hf_model.save_pretrained(staging)

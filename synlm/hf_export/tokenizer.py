@@ -33,7 +33,7 @@ from tokenizers import pre_tokenizers as pre
 
 from synlm.data.normalization import MIKOLOV_DELETED, NORMALIZATIONS
 from synlm.data.subwords import SentencePieceVocab, SubwordVocab
-from synlm.data.vocab import Vocab
+from synlm.data.vocab import MASK, Vocab
 from synlm.errors import InputError
 
 #: The padding token an export adds after the model's vocabulary (id V): padded positions
@@ -94,7 +94,8 @@ def build_tokenizer(vocab: Vocab, normalization: str, max_length: int | None = N
     unknown word is ``<unk>``) or, for a subword vocabulary, its own byte-level BPE applied
     to each word with a leading space (``SubwordVocab.split``); ``<eos>`` (the vocabulary's)
     is the bos and eos token and starts every encoded text, ``PAD`` is added after the
-    vocabulary. ``max_length``: the model's longest sequence, if it has one."""
+    vocabulary; a masked LM's ``<mask>`` (``synlm.data.masking``) is its mask token.
+    ``max_length``: the model's longest sequence, if it has one."""
     from transformers import PreTrainedTokenizerFast
 
     if PAD in vocab.stoi:
@@ -105,18 +106,21 @@ def build_tokenizer(vocab: Vocab, normalization: str, max_length: int | None = N
     else:
         tokenizer = Tokenizer(models.WordLevel(vocab=dict(vocab.stoi), unk_token=vocab.unk))
         tokenizer.normalizer, tokenizer.pre_tokenizer = normalizer, pre_tokenizer
-    special = [t for t in (vocab.eos, vocab.unk) if t is not None]
+    mask = MASK if MASK in vocab.stoi else None
+    special = [t for t in (vocab.eos, vocab.unk, mask) if t is not None]
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False)
                                   for t in (*special, PAD)])
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{vocab.eos} $A", pair=f"{vocab.eos} $A $B",
         special_tokens=[(vocab.eos, vocab.eos_id)])
-    limit = {} if max_length is None else {"model_max_length": max_length}
+    options = {} if max_length is None else {"model_max_length": max_length}
+    if mask is not None:
+        options["mask_token"] = mask
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, bos_token=vocab.eos, eos_token=vocab.eos,
         unk_token=vocab.unk, pad_token=PAD, padding_side="right",
         model_input_names=["input_ids", "attention_mask"], clean_up_tokenization_spaces=False,
-        **limit)
+        **options)
 
 
 def _subwords(vocab: SubwordVocab, normalizer: normalizers.Normalizer,

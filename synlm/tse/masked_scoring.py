@@ -25,6 +25,12 @@ sentence ends, so ``--eos`` is refused for one.
 
 All masked copies of the sentences of a group go through the model ``batch_size`` copies at a
 time; which positions each copy masks is one boolean (copy, position) matrix built at once.
+
+A synlm masked LM (a ``SyntaxLM`` whose backbone attends both ways, trained with
+``data.objective: masked``) is scored by the same scorer: ``SynLMMaskedLM`` puts it behind a
+masked LM's call (its ``SyntaxModel.masked_log_probs``) with the tokenizer ``synlm export-hf``
+writes for it (``synlm.hf_export.tokenizer``: ``<eos> w1 .. wn``, ``<eos>`` the special token,
+``<mask>`` the mask token), so its pseudo-log-likelihoods are those of its export.
 """
 
 from __future__ import annotations
@@ -35,12 +41,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 from transformers import (
     AutoConfig,
     AutoModelForMaskedLM,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.modeling_outputs import MaskedLMOutput
 
 from synlm.errors import InputError, at_least
 from synlm.tse.hf_scoring import _dtype, load_model_and_tokenizer, quoted, word_index
@@ -81,7 +89,8 @@ def is_masked_config(config: Any) -> bool:
 
     masked, causal = masked_lm_classes()
     architectures = set(getattr(config, "architectures", None) or ())
-    if architectures & masked:
+    # remote code's classes follow transformers' naming (synlm's SynlmForMaskedLM)
+    if architectures & masked or any(a.endswith("ForMaskedLM") for a in architectures):
         return True
     if architectures & causal:
         return False
@@ -99,6 +108,31 @@ def is_masked_lm(name: str, trust_remote_code: bool = False) -> bool:
     return is_masked_config(config)
 
 
+class SynLMMaskedLM(nn.Module):
+    """A synlm masked LM ``lm`` (a ``SyntaxLM`` with a bidirectional backbone) as
+    ``PLLScorer`` reads a ``transformers`` masked LM: ``forward(input_ids, attention_mask)``
+    gives ``logits``, its ``SyntaxModel.masked_log_probs`` (what ``synlm export-hf``'s
+    ``SynlmForMaskedLM`` computes), and ``tokenizer`` is the export's, built from the model's
+    vocabulary and normalisation. ``name``: what was loaded (a checkpoint or run folder)."""
+
+    def __init__(self, lm: Any, name: str) -> None:
+        from synlm.hf_export.tokenizer import build_tokenizer
+
+        super().__init__()
+        if not lm.backbone.spec.bidirectional:
+            raise InputError(f"{name}: {type(lm.backbone).__name__} is causal; scoring by "
+                             "pseudo-log-likelihood is for a masked LM")
+        self.lm = lm
+        self.name = name
+        self.tokenizer = build_tokenizer(lm.vocab, lm.normalization)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> MaskedLMOutput:
+        # input_ids, attention_mask: (B, T); the tokenizer's <pad> (id V) only where masked
+        kept = attention_mask.bool()
+        tokens = input_ids.masked_fill(~kept, self.lm.vocab.eos_id)
+        return MaskedLMOutput(logits=self.lm.model.masked_log_probs(tokens, kept))
+
+
 class PLLScorer:
     """The ``synlm.tse.scores.Scorer`` of a ``transformers`` masked LM: pseudo-log-likelihood.
 
@@ -111,8 +145,9 @@ class PLLScorer:
 
     Args:
         model: a folder written by ``save_pretrained``, a hub name (where the network
-            allows), or a built ``PreTrainedModel`` with a masked-LM head (then ``tokenizer``
-            is required). It is put in eval mode on ``device``.
+            allows), a built ``PreTrainedModel`` with a masked-LM head (then ``tokenizer``
+            is required), or a synlm masked LM as a ``SynLMMaskedLM`` (its tokenizer
+            with it). It is put in eval mode on ``device``.
         tokenizer: the model's fast tokenizer (with a mask token), or its folder or hub name;
             None loads it from ``model``'s folder or name.
         variant: ``"within_word_l2r"`` (default) or ``"original"`` (module docstring).
@@ -124,7 +159,7 @@ class PLLScorer:
     #: for a Hugging Face model; it adds no end-of-sentence token, and a masked LM has none.
     syntaxgym_mapping = "offsets"
 
-    def __init__(self, model: str | os.PathLike[str] | PreTrainedModel,
+    def __init__(self, model: str | os.PathLike[str] | PreTrainedModel | SynLMMaskedLM,
                  tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None = None,
                  variant: str = "within_word_l2r", batch_size: int = 16,
                  device: str | torch.device = "cpu",
@@ -135,8 +170,11 @@ class PLLScorer:
         if variant not in VARIANTS:
             raise InputError(f"variant={variant!r}: expected one of {', '.join(VARIANTS)}")
         dtype = _dtype(dtype)
-        self.name, model, tokenizer = load_model_and_tokenizer(
-            model, tokenizer, AutoModelForMaskedLM, "masked LM", dtype, trust_remote_code)
+        if isinstance(model, SynLMMaskedLM):
+            self.name, tokenizer = model.name, model.tokenizer
+        else:
+            self.name, model, tokenizer = load_model_and_tokenizer(
+                model, tokenizer, AutoModelForMaskedLM, "masked LM", dtype, trust_remote_code)
         if tokenizer.mask_token_id is None:
             raise InputError(f"{self.name}: its tokenizer has no mask token; expected a "
                              f"masked LM's tokenizer ([MASK], <mask>)")
@@ -150,7 +188,7 @@ class PLLScorer:
         self.mask_id: int = tokenizer.mask_token_id
         self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.unk_id: int | None = tokenizer.unk_token_id
-        config = model.config.get_text_config()
+        config = model.config.get_text_config() if isinstance(model, PreTrainedModel) else None
         limits = [getattr(config, "max_position_embeddings", None),
                   tokenizer.model_max_length if tokenizer.model_max_length < _NO_LIMIT else None]
         self.max_positions: int | None = min((x for x in limits if x), default=None)

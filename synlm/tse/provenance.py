@@ -47,7 +47,7 @@ from synlm.capabilities import FromCheckpoint, RunsBackbone, Searches
 from synlm.data.files import sha256_of
 from synlm.data.vocab import atomic_write_text
 from synlm.runtime.threads import Threads
-from synlm.tse.scores import RunsOnDevice, ScoresHubModel, ScoresPLL
+from synlm.tse.scores import AdaptsSynLM, RunsOnDevice, ScoresHubModel, ScoresPLL
 
 #: The name a report folder's record has; beside a file ``<file>`` it is ``<file>`` + ``SUFFIX``.
 REPORT_FILE = "provenance.json"
@@ -259,7 +259,8 @@ def model_provenance(name: str, scorer: Any, untrained: int = 0,
                      conventions: Mapping[str, Mapping[str, Any]] | None = None,
                      config: str | None = None) -> ModelProvenance:
     """``scorer``'s model (a ``ModelScorer``'s synlm model, an ``HFScorer``'s or
-    ``PLLScorer``'s transformers model) under ``name``; ``conventions``: each benchmark's
+    ``PLLScorer``'s transformers model, the synlm masked LM a ``PLLScorer`` adapts) under
+    ``name``; ``conventions``: each benchmark's
     ``BenchmarkResult.convention`` (whether it counted the end of the sentence);
     ``config``: the config file its untrained models were built from."""
     from synlm.tse.scoring import ModelScorer
@@ -267,13 +268,16 @@ def model_provenance(name: str, scorer: Any, untrained: int = 0,
     files: list[Path] = []
     model: Any = None  # None: a Scorer of one's own, its numbers its own
     revision = convention = architecture = vocabulary = None
-    if isinstance(scorer, ScoresHubModel):  # a Hugging Face model
+    adapted = isinstance(scorer, ScoresHubModel) and isinstance(scorer.model, AdaptsSynLM)
+    if isinstance(scorer, ScoresHubModel) and not adapted:  # a Hugging Face model
         model = scorer.model
         revision = getattr(model.config, "_commit_hash", None)
         files = hf_files(scorer.name, revision)
         architecture = hf_architecture(model.config)
-    elif isinstance(scorer, ModelScorer):  # a synlm recipe; its file where load_model read one
-        model, convention = scorer.model, scorer.convention
+    elif isinstance(scorer, ModelScorer) or adapted:  # a synlm recipe; its file where load_model
+        # read one (a masked LM's pseudo-log-likelihood: no convention of its own)
+        model, convention = (scorer.model.lm, None) if adapted else \
+            (scorer.model, scorer.convention)
         network = _network(model)
         architecture = None if network is None else _class_name(network)
         vocabulary = vocabulary_of(model)

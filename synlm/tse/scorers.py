@@ -1,7 +1,8 @@
 """The scorers of the models ``synlm evaluate-syntax`` names, in command-line order
-(``build_scorers``): each synlm checkpoint or run folder's ``ModelScorer`` with its untrained
-copies (its chance row), each Hugging Face model's ``HFScorer`` (a causal LM) or
-``PLLScorer`` (a masked LM, by pseudo-log-likelihood); or a config's untrained seeds. What
+(``build_scorers``): each synlm checkpoint or run folder's ``ModelScorer`` (a masked LM's:
+``PLLScorer`` over ``SynLMMaskedLM``) with its untrained copies (its chance row), each Hugging
+Face model's ``HFScorer`` (a causal LM) or ``PLLScorer`` (a masked LM, by
+pseudo-log-likelihood); or a config's untrained seeds. What
 the models cannot honour (a search flag where none searches, ``--eos`` where the
 end-of-sentence term is 0 for every sentence or absent, ``--pll`` without a masked LM) is a
 one-line ``InputError``.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from synlm.capabilities import Searches
+from synlm.capabilities import RunsBackbone, Searches
 from synlm.errors import InputError
 from synlm.runtime.labels import default_labels
 
@@ -84,6 +85,10 @@ def check_models(settings: Settings, models: Sequence[tuple[str, Any]],
     from synlm.tse.scoring import end_is_certain
 
     flag = settings.search_flag
+    masked = [source for source, model in models if is_masked_synlm(model)]
+    if settings.eos and masked:
+        raise InputError(f"--eos: {masked[0]} is a masked LM, scored by pseudo-log-likelihood, "
+                         "which has no end-of-sentence term; drop --eos")
     if flag and not any(isinstance(model, Searches) for _, model in models):
         raise InputError(f"{flag}: {models[0][0]} has no beam search; the beam flags are for "
                          "transition LMs (RNNG, PLM, PLM-mask, TG)")
@@ -96,8 +101,19 @@ def check_models(settings: Settings, models: Sequence[tuple[str, Any]],
                          "drop --eos, or add --search-convention all_actions")
 
 
-def _scorer(model: Any, settings: Settings) -> Any:
-    """The ``ModelScorer`` of a synlm ``model``."""
+def is_masked_synlm(model: Any) -> bool:
+    """Whether a synlm ``model`` is a masked LM: its backbone attends both ways."""
+    return isinstance(model, RunsBackbone) and model.backbone.spec.bidirectional
+
+
+def _scorer(model: Any, settings: Settings, source: str) -> Any:
+    """The scorer of a synlm ``model`` loaded from ``source``: its ``ModelScorer``, or a
+    masked LM's ``PLLScorer`` (the pseudo-log-likelihood of ``settings.pll``)."""
+    if is_masked_synlm(model):
+        from synlm.tse.masked_scoring import PLLScorer, SynLMMaskedLM
+
+        return PLLScorer(SynLMMaskedLM(model, source), variant=settings.pll or "within_word_l2r",
+                         batch_size=settings.batch_size, device=settings.device)
     from synlm.tse.scoring import ModelScorer
 
     return ModelScorer(model, settings.batch_size, settings.device)
@@ -119,7 +135,7 @@ def build_scorers(models: Sequence[tuple[str, str]], labels: Sequence[str] | Non
         chance = [builders.search(builders.untrained(seed)) for seed in range(seeds)]
         check_models(settings, [(config, chance[0])])
         return [ModelScorers(label, f"{config} untrained, seeds 0-{seeds - 1}", None,
-                             [_scorer(model, settings) for model in chance])]
+                             [_scorer(model, settings, config) for model in chance])]
     labels = labels or default_labels([source for _, source in models])
     scorers = hf_scorers(models, settings)
     loaded = {k: builders.search(builders.load(source))
@@ -132,10 +148,10 @@ def build_scorers(models: Sequence[tuple[str, str]], labels: Sequence[str] | Non
         copies = []
         if k in loaded:
             model = loaded[k]
-            scorers[k] = _scorer(model, settings)
+            scorers[k] = _scorer(model, settings, source)
             if label not in labels[:k]:
                 copies = [_scorer(builders.search(builders.untrained_copy(model, seed)),
-                                  settings) for seed in range(untrained)]
+                                  settings, source) for seed in range(untrained)]
         out.append(ModelScorers(label, source, scorers[k], copies))
     return out
 

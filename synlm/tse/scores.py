@@ -114,6 +114,14 @@ class ScoresHubModel(Protocol):
 
 
 @runtime_checkable
+class AdaptsSynLM(Protocol):
+    """A synlm model behind a Hugging Face model's call (``SynLMMaskedLM``, which a
+    ``PLLScorer`` scores): ``lm``, the synlm model (provenance)."""
+
+    lm: Any
+
+
+@runtime_checkable
 class ScoresPLL(Protocol):
     """Scores by pseudo-log-likelihood (``PLLScorer``): ``pll``, the variant, as the output's
     conventions name it."""
