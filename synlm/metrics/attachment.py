@@ -27,7 +27,7 @@ ROOT_WORD = "<s>"
 
 def _pairs(heads: Sequence[int]) -> set[tuple[int, int]]:
     """Unordered {word, head} pairs of 1-based heads, a root as {word, word}."""
-    return {tuple(sorted((i, h or i))) for i, h in enumerate(heads, 1)}  # type: ignore[misc]
+    return {(min(i, h or i), max(i, h or i)) for i, h in enumerate(heads, 1)}
 
 
 def _word_pairs(heads: Sequence[int], words: Sequence[str],

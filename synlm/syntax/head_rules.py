@@ -121,11 +121,11 @@ def evaluation_dependencies(trees: Sequence[Tree], protocol: str = "onlstm",
     """The words and gold heads (``evaluation_heads`` over ``protocol``'s word tags) of the
     trees whose word count ``protocol`` keeps and that have at most ``max_length`` words."""
     p = PROTOCOLS[protocol]
+    longest = min(n for n in (p.max_length, max_length, float("inf")) if n)
     words, heads = [], []
     for tree in trees:
         w, h = evaluation_heads(tree, rules, p.keep_tags)
-        n = len(w)
-        if n >= max(p.min_length, 1) and n <= min(p.max_length or n, max_length or n):
+        if max(p.min_length, 1) <= len(w) <= longest:
             words.append(w)
             heads.append(h)
     return words, heads
