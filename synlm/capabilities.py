@@ -56,8 +56,9 @@ class InducesStructures(Protocol):
     def structures(self) -> Mapping[str, Any]:
         """Each structure's name and kind."""
 
-    def induce(self, tokens: Any) -> dict[str, Any]:
-        """The structures of a batch of token rows."""
+    def induce(self, tokens: Any, lengths: Any = None) -> dict[str, Any]:
+        """The structures of a batch of token rows (``lengths``: the tokens of each, which a
+        bidirectional backbone reads)."""
 
 
 @runtime_checkable

@@ -20,6 +20,7 @@ SHORT_NAMES = {
     "train/loss_epoch": "epoch loss",
     "train/tokens_per_s": "tok/s",
     "val/ppl": "val ppl",
+    "val/mlm_ppl": "val mlm ppl",
     "val/joint_ppl": "val joint ppl",
     "val/uf1": "val uf1",
     "val/uas": "val uas",

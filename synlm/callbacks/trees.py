@@ -229,8 +229,9 @@ class TreeSamples(pl.Callback):
         for b, row in enumerate(rows):  # [<eos>, w1..wn, <eos>]: a row for spans ending at wn
             tokens[b, :len(row.tokens)] = row.tokens
             tokens[b, len(row.tokens)] = row.tokens[0]
-        with _torch_rng_kept(pl_module.device):
-            values = pl_module.induce(tokens)[self._chosen]
+        lengths = torch.tensor([len(row.tokens) + 1 for row in rows], device=pl_module.device)
+        with _torch_rng_kept(pl_module.device):  # lengths: a bidirectional backbone's rows
+            values = pl_module.induce(tokens, lengths)[self._chosen]
         layers = decode_trees(kind, values, [(b, row.sentence) for b, row in enumerate(rows)],
                               [row.keep for row in rows])
         return [TreeSample(tree, row.gold)

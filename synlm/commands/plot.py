@@ -34,8 +34,9 @@ METRICS_FILE = "metrics.csv"
 SUFFIXES = (".png", ".svg", ".pdf")
 #: The training loss plotted by default besides the validation metrics.
 TRAIN_LOSS = "train/loss_epoch"
-#: What is plotted by default, where logged: perplexity, parsing F1, attachment, the loss.
-HEADLINES = ("val/ppl", "val/uf1", "val/uas", TRAIN_LOSS)
+#: What is plotted by default, where logged: perplexity (a masked LM's: ``mlm_ppl``), parsing
+#: F1, attachment, the loss.
+HEADLINES = ("val/ppl", "val/mlm_ppl", "val/uf1", "val/uas", TRAIN_LOSS)
 
 
 class PlotError(InputError):

@@ -13,7 +13,7 @@ from pathlib import Path
 from synlm.runtime import run_folders, usage
 
 #: The metrics a summary shows, in this order, when a validation logged them.
-SHOWN = ("val/ppl", "val/joint_ppl", "val/uf1", "val/uas", "val/loss")
+SHOWN = ("val/ppl", "val/mlm_ppl", "val/joint_ppl", "val/uf1", "val/uas", "val/loss")
 PAST = {"validate": "validated", "test": "tested", "predict": "predicted"}
 
 

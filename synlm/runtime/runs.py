@@ -54,11 +54,17 @@ VALIDATION_KEY = "synlm_validation"
 
 def best_in_run(run: Path) -> Path | None:
     """One run folder's best checkpoint by ``val/ppl``: among its ``best_candidates``
-    (``RunCheckpoint`` keeps one), the lowest ``val/ppl`` they carry."""
+    (``RunCheckpoint`` keeps one), the lowest ``val/ppl`` they carry (a masked LM's
+    ``val/mlm_ppl``)."""
     found = best_candidates(run)
     if len(found) < 2:
         return found[0] if found else None
-    return min(found, key=lambda p: validation(read_checkpoint(p)).get("val/ppl", math.inf))
+
+    def ppl(path: Path) -> float:
+        metrics = validation(read_checkpoint(path))
+        return metrics.get("val/ppl", metrics.get("val/mlm_ppl", math.inf))
+
+    return min(found, key=ppl)
 
 
 def validation(checkpoint: dict[str, Any]) -> dict[str, float]:
