@@ -27,6 +27,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import run_cli
 from synlm.backbones import UDGN
 from synlm.metrics.structures import decode_heads
 from synlm.model import SyntaxModel
@@ -196,3 +197,52 @@ def test_the_parser_half_of_the_embedding_learns_through_the_parser_alone() -> N
     assert torch.all(parser_rows[[2, 5, 7]] > 0)  # the words the parser read
     assert torch.all(parser_rows[[0, 1, 3, 4, 6, 8]] == 0)
     assert torch.all(grad[:, :8].abs().sum(-1) > 0)  # the decoder's rows: every word
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``synlm fit --config udgn.yaml`` on the synthetic treebank with the model cut down,
+    4 epochs: its run folder."""
+    root = tmp_path_factory.mktemp("udgn")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        args = ["fit", "--config", "udgn.yaml", "--config", "data/synthetic_sentence.yaml",
+                "--data.objective=masked", "--data.max_tokens=null", "--data.batch_size=16",
+                "--data.corpus.init_args.n_train=64", "--data.corpus.init_args.n_valid=16",
+                "--data.corpus.init_args.n_test=8", "--model.backbone.init_args.emb_size=16",
+                "--model.backbone.init_args.head_size=4",
+                "--model.backbone.init_args.num_layers=2",
+                "--model.backbone.init_args.num_heads=2",
+                "--model.backbone.init_args.parser_layers=2", "--optimizer.init_args.lr=0.01",
+                "--trainer.max_epochs=4", "--trainer.enable_progress_bar=false",
+                "--trainer.accelerator=cpu", "--trainer.log_every_n_steps=4"]
+        assert run_cli(args) == 0
+    return root / "runs" / "udgn"
+
+
+def test_a_tiny_udgn_lowers_its_masked_loss(trained: Path) -> None:
+    """The validation masked-LM loss (the same masks at every evaluation) falls every epoch."""
+    header, *rows = (trained / "version_0" / "metrics.csv").read_text().splitlines()
+    at = header.split(",").index("val/loss")
+    losses = [float(r.split(",")[at]) for r in rows if r.split(",")[at]]
+    assert len(losses) == 4 and losses == sorted(losses, reverse=True), losses
+    assert losses[-1] < losses[0] - 0.2, losses
+
+
+def test_synlm_parse_lists_the_dep_structure(trained: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert run_cli(["parse", "--ckpt_path", str(trained), "--list_structures"]) == 0
+    assert capsys.readouterr().out.strip() == '{"dep": "arcs"}'
+
+
+def test_synlm_parse_writes_the_heads_of_dep(trained: Path, tmp_path: Path) -> None:
+    """``synlm parse --input`` writes each sentence's heads: the argmax of ``dep`` per word,
+    never the word itself nor ROOT (the released ``argmax`` rule)."""
+    (tmp_path / "in.txt").write_text("the dog saw a cat\n")
+    out = tmp_path / "heads.txt"
+    assert run_cli(["parse", "--ckpt_path", str(trained), "--input", str(tmp_path / "in.txt"),
+                    "--output", str(out)]) == 0
+    (line,) = out.read_text().splitlines()
+    heads = [int(h) for h in line.split()]
+    assert len(heads) == 5 and all(1 <= h <= 5 and h != d for d, h in enumerate(heads, 1))
