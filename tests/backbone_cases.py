@@ -49,8 +49,9 @@ CASES: dict[str, Callable[[], Backbone]] = {
     "GPT2": lambda: GPT2(n_embd=EMB, n_head=2, n_layer=3, n_positions=64),
     "Transformer-pre-norm": lambda: Transformer(input_size=EMB, num_layers=2, num_heads=4,
                                                 ffn_size=32, pre_norm=True, attention_layer=0),
-    "Transformer-bidirectional": lambda: Transformer(input_size=EMB, num_layers=2, num_heads=2,
-                                                     ffn_size=32, pre_norm=True, causal=False),
+    "Transformer-bidirectional": lambda: Transformer(
+        input_size=EMB, num_layers=2, num_heads=2, ffn_size=32, pre_norm=True, causal=False,
+        activation="leaky_relu", positions="learned", dropout_input=0.0, dropout_output=0.1),
     "UDGN": lambda: UDGN(emb_size=EMB // 2, head_size=4, num_layers=2, num_heads=2,
                          parser_layers=2),
     "StructFormer": lambda: StructFormer(hidden_size=EMB, num_layers=2, num_heads=2,
