@@ -1,7 +1,9 @@
 """Run by test_ddp.py as ``python ddp_probe.py OUT DEVICES PROBE...``, each PROBE a fit
 whose result is written to OUT (JSON) under its name: ``columns``, a short fit on the
 synthetic treebank (per-rank columns and validation perplexity); ``budget``, one epoch of a
-Transformer on token-budget sentence batches (per-rank step counts and sentences). Each
+Transformer on token-budget sentence batches (per-rank step counts and sentences);
+``masked``, one epoch of a bidirectional Transformer on masked sentences (each rank's masked
+positions by sentence). Each
 fit seeds itself, so it gives the same alone or after another. Lightning's DDP launcher
 re-runs this script once per extra rank, at the first fit; the later fits reuse those
 ranks and their process group (one launch, not one per probe: each costs seconds of
@@ -51,6 +53,40 @@ class RecordSentences(pl.Callback):
         module.ranks = gathered
 
 
+class RecordMasks(pl.Callback):
+    """Each rank's masked positions of every training sentence, gathered on rank 0."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, list[int]] = {}
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        for row, n in enumerate(batch.lengths.tolist()):
+            sentence = int(batch.sentence_ids[row, 0])
+            self.seen[sentence] = batch.mask[row, :n].nonzero().flatten().tolist()
+
+    def on_train_epoch_end(self, trainer, module) -> None:
+        gathered = [None] * trainer.world_size
+        if trainer.world_size > 1:
+            torch.distributed.all_gather_object(gathered, self.seen)
+        else:
+            gathered = [self.seen]
+        module.masks = gathered
+
+
+def masked(devices: int) -> tuple[int, dict]:
+    pl.seed_everything(0)
+    dm = SynLMDataModule(SyntheticTreebank(n_train=60, n_valid=10, n_test=10),
+                         mode="sentence", objective="masked", batch_size=8)
+    model = SyntaxLM(Transformer(16, 2, 2, 32, causal=False), vocab_size=dm.vocab_size)
+    trainer = pl.Trainer(accelerator="cpu", devices=devices,
+                         strategy="ddp" if devices > 1 else "auto", max_epochs=1,
+                         limit_val_batches=0, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[RecordMasks()])
+    trainer.fit(model, dm)
+    return trainer.global_rank, {"masks": model.masks}
+
+
 def budget(devices: int) -> tuple[int, dict]:
     pl.seed_everything(0)
     dm = SynLMDataModule(SyntheticTreebank(n_train=120, n_valid=20, n_test=10),
@@ -88,7 +124,7 @@ def columns(devices: int) -> tuple[int, dict]:
         "world_size": trainer.world_size}
 
 
-PROBES = {"columns": columns, "budget": budget}
+PROBES = {"columns": columns, "budget": budget, "masked": masked}
 
 
 def main(out: str, devices: int, probes: list[str]) -> None:

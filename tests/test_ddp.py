@@ -23,8 +23,8 @@ def run_probe(tmp_path: Path, devices: int) -> dict:
     out = tmp_path / f"ddp{devices}.json"
     env = {**os.environ, "PYTHONPATH": str(PROBE.parent.parent)}
     done = subprocess.run([sys.executable, str(PROBE), str(out), str(devices), "columns",
-                           "budget"], env=env, cwd=tmp_path, timeout=300, capture_output=True,
-                          text=True)
+                           "budget", "masked"], env=env, cwd=tmp_path, timeout=300,
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -61,6 +61,19 @@ def test_ddp_token_budget_batches_cover_the_epoch_in_equal_steps(
     assert set(seen0) | set(seen1) == set(seen)
     repeated = len(seen0) + len(seen1) - len(seen)  # rows of the padding batch, if any
     assert (repeated > 0) == (steps % 2 == 1)
+
+
+@pytest.mark.ddp
+def test_ddp_ranks_mask_their_own_sentences_as_one_process_does(
+        probes: dict[int, dict]) -> None:
+    """Masks are drawn per sentence (synlm.data.masking): the two ranks hold different
+    sentences, and each sentence is masked on its rank as one process masks it."""
+    (single,) = probes[1]["masked"]["masks"]
+    rank0, rank1 = probes[2]["masked"]["masks"]
+    assert rank0.keys() != rank1.keys() and rank0.keys() | rank1.keys() == single.keys()
+    for masks in (rank0, rank1):
+        assert all(masks[k] == single[k] for k in masks)
+    assert sum(map(len, single.values())) > 0
 
 
 #: The probe's tiny BLiMP: the first training sentences of the synthetic treebank, each
