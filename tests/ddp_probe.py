@@ -45,12 +45,7 @@ class RecordSentences(pl.Callback):
         module.steps = batch_idx + 1
 
     def on_train_epoch_end(self, trainer, module) -> None:
-        gathered = [None] * trainer.world_size
-        if trainer.world_size > 1:
-            torch.distributed.all_gather_object(gathered, (module.steps, self.seen))
-        else:
-            gathered = [(module.steps, self.seen)]
-        module.ranks = gathered
+        module.ranks = gathered(trainer, (module.steps, self.seen))
 
 
 class RecordMasks(pl.Callback):
@@ -65,12 +60,28 @@ class RecordMasks(pl.Callback):
             self.seen[sentence] = batch.mask[row, :n].nonzero().flatten().tolist()
 
     def on_train_epoch_end(self, trainer, module) -> None:
-        gathered = [None] * trainer.world_size
-        if trainer.world_size > 1:
-            torch.distributed.all_gather_object(gathered, self.seen)
-        else:
-            gathered = [self.seen]
-        module.masks = gathered
+        module.masks = gathered(trainer, self.seen)
+
+
+def gathered(trainer: pl.Trainer, value: object) -> list[object]:
+    """Every rank's ``value``, in rank order."""
+    if trainer.world_size == 1:
+        return [value]
+    out = [None] * trainer.world_size
+    torch.distributed.all_gather_object(out, value)
+    return out
+
+
+def one_epoch(model: SyntaxLM, dm: SynLMDataModule, devices: int,
+              callback: pl.Callback) -> pl.Trainer:
+    """The trainer after one training epoch of ``model`` on ``dm`` (no validation)."""
+    trainer = pl.Trainer(accelerator="cpu", devices=devices,
+                         strategy="ddp" if devices > 1 else "auto", max_epochs=1,
+                         limit_val_batches=0, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[callback])
+    trainer.fit(model, dm)
+    return trainer
 
 
 def masked(devices: int) -> tuple[int, dict]:
@@ -78,12 +89,7 @@ def masked(devices: int) -> tuple[int, dict]:
     dm = SynLMDataModule(SyntheticTreebank(n_train=60, n_valid=10, n_test=10),
                          mode="sentence", objective="masked", batch_size=8)
     model = SyntaxLM(Transformer(16, 2, 2, 32, causal=False), vocab_size=dm.vocab_size)
-    trainer = pl.Trainer(accelerator="cpu", devices=devices,
-                         strategy="ddp" if devices > 1 else "auto", max_epochs=1,
-                         limit_val_batches=0, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[RecordMasks()])
-    trainer.fit(model, dm)
+    trainer = one_epoch(model, dm, devices, RecordMasks())
     return trainer.global_rank, {"masks": model.masks}
 
 
@@ -92,12 +98,7 @@ def budget(devices: int) -> tuple[int, dict]:
     dm = SynLMDataModule(SyntheticTreebank(n_train=120, n_valid=20, n_test=10),
                          mode="sentence", max_tokens=96)
     model = SyntaxLM(Transformer(16, 2, 2, 32), vocab_size=dm.vocab_size, decoder_bias=False)
-    trainer = pl.Trainer(accelerator="cpu", devices=devices,
-                         strategy="ddp" if devices > 1 else "auto", max_epochs=1,
-                         limit_val_batches=0, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[RecordSentences()])
-    trainer.fit(model, dm)
+    trainer = one_epoch(model, dm, devices, RecordSentences())
     return trainer.global_rank, {"ranks": model.ranks, "sentences": len(dm.sentences("train"))}
 
 
