@@ -33,7 +33,9 @@ import torch
 import torch.nn.functional as F
 from nltk import Tree
 
+from conftest import run_cli
 from synlm.backbones import StructFormer
+from synlm.loading import load_model
 from synlm.metrics.structures import decode_heads
 from synlm.model import SyntaxModel
 from synlm.modules.structformer_parser import (
@@ -277,3 +279,68 @@ def test_bad_settings_are_one_line() -> None:
         StructFormer(hidden_size=10, num_heads=4)
     with pytest.raises(ValueError, match="weight_act"):
         StructFormer(hidden_size=8, num_heads=2, weight_act="tanh")  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``synlm fit --config structformer.yaml`` on the synthetic treebank with the model cut
+    down, 4 epochs: its run folder."""
+    root = tmp_path_factory.mktemp("structformer")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        args = ["fit", "--config", "structformer.yaml", "--config",
+                "data/synthetic_sentence.yaml", "--data.objective=masked",
+                "--data.max_tokens=null", "--data.batch_size=16",
+                "--data.corpus.init_args.n_train=64", "--data.corpus.init_args.n_valid=16",
+                "--data.corpus.init_args.n_test=8",
+                "--model.backbone.init_args.hidden_size=16",
+                "--model.backbone.init_args.num_layers=2",
+                "--model.backbone.init_args.num_heads=2",
+                "--model.backbone.init_args.parser_layers=2",
+                "--model.backbone.init_args.conv_size=3", "--optimizer.init_args.lr=0.01",
+                "--trainer.max_epochs=4", "--trainer.enable_progress_bar=false",
+                "--trainer.accelerator=cpu", "--trainer.log_every_n_steps=4"]
+        assert run_cli(args) == 0
+    return root / "runs" / "structformer"
+
+
+def test_a_tiny_structformer_lowers_its_masked_loss(trained: Path) -> None:
+    """The validation masked-LM loss (the same masks at every evaluation) falls every epoch."""
+    header, *lines = (trained / "version_0" / "metrics.csv").read_text().splitlines()
+    at = header.split(",").index("val/loss")
+    losses = [float(r.split(",")[at]) for r in lines if r.split(",")[at]]
+    assert len(losses) == 4 and losses == sorted(losses, reverse=True), losses
+    assert losses[-1] < losses[0] - 0.2, losses
+
+
+def test_synlm_parse_lists_both_structures(trained: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert run_cli(["parse", "--ckpt_path", str(trained), "--list_structures"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"constituency": "distances",
+                                                   "dependency": "arcs"}
+
+
+def test_synlm_parse_writes_both_structures(trained: Path, tmp_path: Path) -> None:
+    """``synlm parse --input`` writes a binary tree over the words (``constituency``) and the
+    heads (``dependency``: one ROOT, no word its own head), the same as the model induces on
+    the sentence's row ``[<eos>, w1..wn]`` alone (the row parse reads ends with another
+    ``<eos>``, outside the length it gives)."""
+    words = ["the", "dog", "saw", "a", "cat"]
+    (tmp_path / "in.txt").write_text(" ".join(words) + "\n")
+    found = {}
+    for structure in ("constituency", "dependency"):
+        out = tmp_path / f"{structure}.txt"
+        assert run_cli(["parse", "--ckpt_path", str(trained), "--structure", structure,
+                        "--input", str(tmp_path / "in.txt"), "--output", str(out)]) == 0
+        (found[structure],) = out.read_text().splitlines()
+    tree = Tree.fromstring(found["constituency"])
+    assert tree.leaves() == words
+    assert all(len(t) == 2 for t in tree.subtrees() if t.height() > 2)
+    heads = [int(h) for h in found["dependency"].split()]
+    assert heads.count(0) == 1 and all(h != d for d, h in enumerate(heads, 1))
+    model = load_model(str(trained))
+    tokens = torch.tensor([[model.vocab.eos_id, *model.vocab.encode(words)]])
+    induced = model.induce(tokens, torch.tensor([len(words) + 1]))
+    assert decode_heads(induced["dependency"][0], len(words)) == heads
+    assert distances_to_tree(words, induced["constituency"][0, 0, 1:].numpy()) == tree
