@@ -62,8 +62,10 @@ def _np_head(labels: list[str]) -> int:
 
 def head_child(label: str, child_labels: list[str],
                rules: HeadRules = COLLINS_RULES,
-               default: str = "left") -> int:
-    """Index of the head child of a node (Collins rules; unknown labels use ``default``)."""
+               default: str = "left", skip: frozenset[str] = frozenset()) -> int:
+    """Index of the head child of a node (Collins rules; unknown labels use ``default``).
+    Without a match of the priority list, the first child in the direction whose label is
+    not in ``skip`` is the head (the first child when all are)."""
     label = base_label(label)
     labels = [base_label(c) for c in child_labels]
     if label in ("NP", "NX", "NML") and rules is COLLINS_RULES:
@@ -77,16 +79,18 @@ def head_child(label: str, child_labels: list[str],
         for i in order:
             if labels[i] in group:
                 return i
-    return order[0]
+    return next((i for i in order if labels[i] not in skip), order[0])
 
 
 def tree_to_heads(tree: Tree | str,
                   rules: HeadRules = COLLINS_RULES,
-                  default: str = "left", n: int | None = None) -> list[int]:
+                  default: str = "left", n: int | None = None,
+                  skip: frozenset[str] = frozenset()) -> list[int]:
     """CoNLL-style heads (1-based, 0 = root) of the words of ``tree`` by head rules: the head
     word of a node is its head child's head word; every other child's head word depends on
     it. Works on any labelled tree (the synthetic treebank falls back to ``default``).
-    ``n``, the number of words, is counted if not given."""
+    ``n``, the number of words, is counted if not given; ``skip``: labels that
+    ``head_child``'s fallback passes over."""
     if n is None:
         n = len(tree.leaves()) if isinstance(tree, Tree) else 1
     heads: list[int] = [0] * n
@@ -102,7 +106,7 @@ def tree_to_heads(tree: Tree | str,
             end, h = walk(c, end)
             found.append(h)
         labels = [c.label() if isinstance(c, Tree) else c for c in t]
-        k = head_child(t.label(), labels, rules, default)
+        k = head_child(t.label(), labels, rules, default, skip)
         for i, h in enumerate(found):
             if i != k:
                 heads[h] = found[k] + 1
