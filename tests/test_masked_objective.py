@@ -258,6 +258,26 @@ def test_the_command_line_refuses_a_masked_objective_for_a_causal_backbone(
     assert "Transformer is causal" in line
 
 
+def test_evaluate_syntax_scores_a_masked_lm_by_pll_and_refuses_pll_for_a_causal_one() -> None:
+    """``build_scorers``: a synlm masked LM gets a ``PLLScorer`` (its variant from ``--pll``),
+    its untrained copies too; ``--pll`` on causal checkpoints alone and ``--eos`` on a masked
+    LM are one line each."""
+    from synlm.tse.scorers import Builders, Settings, build_scorers
+
+    masked, causal = _tiny_masked_lm(), SyntaxLM(AWDLSTM(16, 24, 2), vocab_size=8)
+    models = {"mlm.ckpt": masked, "lm.ckpt": causal}
+    builders = Builders(load=models.__getitem__, untrained_copy=lambda m, seed: m,
+                        search=lambda m: m)
+    (built,) = build_scorers([("ckpt_path", "mlm.ckpt")], None, Settings(pll="original"),
+                             builders, untrained=1)
+    assert isinstance(built.scorer, PLLScorer) and built.scorer.pll == "original"
+    assert isinstance(built.untrained[0], PLLScorer)
+    with pytest.raises(InputError, match=r"^--pll: lm.ckpt is a causal LM"):
+        build_scorers([("ckpt_path", "lm.ckpt")], None, Settings(pll="original"), builders)
+    with pytest.raises(InputError, match=r"^--eos: mlm.ckpt is a masked LM"):
+        build_scorers([("ckpt_path", "mlm.ckpt")], None, Settings(eos=True), builders)
+
+
 # ------------------------------------------------------------------ scoring and export
 
 

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from synlm.capabilities import RunsBackbone, Searches
 from synlm.errors import InputError
 from synlm.runtime.labels import default_labels
+from synlm.tse.scores import ScoresPLL
 
 
 def device_of(name: str) -> str:
@@ -143,6 +144,10 @@ def build_scorers(models: Sequence[tuple[str, str]], labels: Sequence[str] | Non
     if loaded:
         check_models(settings, [(models[k][1], model) for k, model in loaded.items()],
                      several=len(models) > 1)
+    if settings.pll and loaded and not any(map(is_masked_synlm, loaded.values())) and \
+            not any(isinstance(s, ScoresPLL) for s in scorers.values()):
+        raise InputError(f"--pll: {models[next(iter(loaded))][1]} is a causal LM, scored by "
+                         "its own log-probabilities; --pll is for a masked LM")
     out = []
     for k, ((_, source), label) in enumerate(zip(models, labels)):
         copies = []
