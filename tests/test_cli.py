@@ -104,15 +104,21 @@ def components(name: str) -> set[str]:
 def test_every_component_of_a_shipped_config_is_fitted_by_some_test() -> None:
     """The representative fits (here, tests/test_golden.py, tests/test_rnng_cli.py,
     tests/test_in_order_rnng.py, tests/test_action_transformer_cli.py,
-    tests/test_tree_planting.py and tests/test_structformer.py) cover every backbone, insert
+    tests/test_tree_planting.py, tests/test_structformer.py, tests/test_udgn.py,
+    tests/test_tree_reg.py and tests/test_masked_objective.py) cover every backbone, insert
     and head class the shipped configs use, and every model class."""
     from test_golden import SIZES
 
     fitted = [*SIZES, *FAMILY_FITS, "dm_lstm_dep.yaml", "dm_gpt2_dep.yaml", "rnng.yaml",
               "rnng_in_order.yaml", "plm.yaml", "tpt_transformer.yaml", "tpt_gpt2.yaml",
-              "structformer.yaml"]
+              "structformer.yaml", "udgn.yaml", "treereg_transformer.yaml",
+              "treereg_gpt2.yaml", "transformer_mlm.yaml"]
     used = set().union(*map(components, EXPERIMENTS))
     assert used - set().union(*map(components, fitted)) == set()
+
+
+#: Layer settings of a config that reads a layer the small local GPT-2 (2 blocks) lacks.
+LOCAL_GPT2_LAYERS = {"treereg_gpt2.yaml": ["--model.heads.init_args.layer=0"]}
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -121,7 +127,8 @@ def test_every_config_builds(name: str) -> None:
     bound to the backbone, the data's gold checked against what the heads need)."""
     gpt2 = "gpt2" in name
     model = from_config(str(REPO_CONFIGS / name),
-                        [*tiny(name), *(hub_free() if gpt2 else []), *local_tokenizer(name)])
+                        [*tiny(name), *(hub_free() if gpt2 else []), *local_tokenizer(name),
+                         *LOCAL_GPT2_LAYERS.get(name, [])])
     if isinstance(model, TransitionLM):  # its action vocabulary comes from the trees
         finish = model.model.finish_action is not None  # an in-order model's FINISH, last
         assert model.model.n_actions == len(model.datamodule.action_vocab) + finish
