@@ -438,7 +438,8 @@ class SyntaxLM(pl.LightningModule):
     def _eval_step(self, batch: Batch, stage: str) -> None:
         """Perplexity (per token), and per word on subword data (``word_ppl``), plus the
         induced structures' scores. A masked LM's is over the masked words given the rest
-        of their sentence, ``mlm_ppl``: not comparable with a causal LM's ``ppl``."""
+        of their sentence, ``mlm_ppl``: not comparable with a causal LM's ``ppl``; its
+        structures are induced from the sentences unmasked (a second forward)."""
         _, result = self._step(batch, stage)
         nll = -result.target_log_probs
         self.ppl[stage].update(nll, batch.mask)
@@ -448,6 +449,9 @@ class SyntaxLM(pl.LightningModule):
             self.word_ppl[stage].update(nll, batch.mask, batch.word_ends)
             self.log(f"{stage}/word_ppl", self.word_ppl[stage], on_step=False, on_epoch=True)
         if batch.trees is not None:
+            if self.masked:  # the structures of the sentences as written, as synlm parse reads them
+                words = torch.where(batch.mask, batch.targets, batch.tokens)  # (B, T)
+                result = self.model.evaluate(words, lengths=batch.lengths)
             self.parsing[stage].update(self.model.structure_values(result), batch.trees)
 
     def predict_step(self, batch: Batch, batch_idx: int) -> Tensor:

@@ -35,6 +35,8 @@ from nltk import Tree
 
 from conftest import run_cli
 from synlm.backbones import StructFormer
+from synlm.data.datamodule import SynLMDataModule
+from synlm.data.synthetic import SyntheticTreebank
 from synlm.loading import load_model
 from synlm.metrics.structures import decode_heads
 from synlm.model import SyntaxModel
@@ -344,3 +346,28 @@ def test_synlm_parse_writes_both_structures(trained: Path, tmp_path: Path) -> No
     induced = model.induce(tokens, torch.tensor([len(words) + 1]))
     assert decode_heads(induced["dependency"][0], len(words)) == heads
     assert distances_to_tree(words, induced["constituency"][0, 0, 1:].numpy()) == tree
+
+
+def test_validation_scores_the_structures_of_the_unmasked_sentences(trained: Path) -> None:
+    """``val/uf1_constituency`` and ``val/uas_dependency`` of a masked LM score what the model
+    induces on each validation sentence as written (what ``synlm parse`` reads), not on its
+    masked row."""
+    from synlm.metrics.structures import InducedStructureMetrics
+
+    lm = load_model(str(trained))
+    data = SynLMDataModule(SyntheticTreebank(n_train=64, n_valid=16, n_test=8),
+                           mode="sentence", eval_mode="sentence", objective="masked")
+    data.setup("validate")
+    assert data.vocab.itos == lm.vocab.itos
+    batch = next(iter(data.val_dataloader()))
+    assert batch.mask.any()
+    lm._eval_step(batch, "val")
+    words = torch.where(batch.mask, batch.targets, batch.tokens)
+    scored = {}
+    for tokens in (words, batch.tokens):
+        metrics = InducedStructureMetrics()
+        metrics.update(lm.model.structure_values(lm.model.evaluate(tokens, lengths=batch.lengths)),
+                       batch.trees)
+        scored[tokens is words] = metrics.compute()
+    logged = lm.parsing["val"].compute()
+    assert logged == scored[True] and logged != scored[False]
