@@ -156,26 +156,30 @@ def evaluate(preds: Sequence[Tree], golds: Sequence[Tree],
 
 
 def dependency_accuracy(preds: Sequence[Sequence[int]], golds: Sequence[Sequence[int]],
-                        words: Sequence[Sequence[str]]) -> dict[str, float | int | None]:
+                        words: Sequence[Sequence[str]],
+                        gold_words: Sequence[Sequence[str]] | None = None
+                        ) -> dict[str, float | int | None]:
     """``DependencyAccuracy``'s directed and undirected figures in percent, with the
     sentences and words they count."""
     metric = DependencyAccuracy()
-    metric.update(preds, golds, words)
+    metric.update(preds, golds, words, gold_words)
     return {**{k: rounded(v, 100.0) for k, v in metric.compute().items()},
             "n_sentences": metric.n_sentences, "n_words": metric.n_words}
 
 
 def tree_dependency_scores(model: Any, structure: str, trees: Sequence[Tree],
                            protocol: str = "onlstm", rules: str = "yamada",
-                           max_length: int | None = None, batch_size: int = 32
+                           max_length: int | None = None, batch_size: int = 32,
+                           converted: Sequence[tuple[list[str], list[int]]] | None = None
                            ) -> dict[str, float | int | None] | None:
     """``dependency_accuracy`` of the heads the arc ``structure`` induces for the words of
-    ``trees`` that ``protocol`` keeps, against their heads by the head table ``rules``
-    (``synlm.syntax.head_rules``), with the share of unknown words; None when no tree passes
-    ``protocol`` and ``max_length``."""
-    words, golds = evaluation_dependencies(trees, protocol, rules, max_length)
-    if not words:
+    ``trees`` that ``protocol`` keeps, against their heads by the head table ``rules`` or a
+    converter's (``converted``: its words and heads of each tree; ``synlm.syntax.head_rules``),
+    with the share of unknown words; None when no tree passes ``protocol`` and
+    ``max_length``."""
+    gold = evaluation_dependencies(trees, protocol, rules, max_length, converted)
+    if not gold.words:
         return None
-    preds = model_heads(model, words, structure, batch_size)
-    return {**dependency_accuracy(preds, golds, words),
-            "unknown_share": unknown_words(model, words, "the treebank's words")}
+    preds = model_heads(model, gold.words, structure, batch_size)
+    return {**dependency_accuracy(preds, gold.heads, gold.words, gold.gold_words),
+            "unknown_share": unknown_words(model, gold.words, "the treebank's words")}

@@ -1,18 +1,21 @@
 """Directed and undirected dependency accuracy on constituency trees (``synlm.metrics.attachment``,
 ``synlm.syntax.head_rules``, ``synlm parse`` on an arcs structure).
 
-``fixtures/attachment``: 13 hand-written PTB trees (``gold.mrg``: punctuation, traces, ``$``,
+``fixtures/attachment``: 14 hand-written PTB trees (``gold.mrg``: punctuation, traces, ``$``,
 a PRN in brackets, a FRAG opening with a quotation mark, repeated words, a one-word sentence,
-an NP headed by ``$``), 7 sets of predicted heads (gold, right and left chains, all to the
-last word, 3 random with seed 0) and what the released evaluation code computes on them
-(``reference.json``). The trees' heads by ``tree_heads(tree, "yamada")`` were written, every
-token but traces with its tag, as the CoNLL file both codes read; then StructFormer's
-``tree_utils.evald`` (yikangshen/UDGN 17f03ddff2df4570db4e0eae151f06f6c12f9a2c, directed and
-undirected, over ``DependencyGraph``s built as its ``test_phrase_grammar.test`` builds them)
-gave ``dda_words`` and ``uda_words``, and UDGN's ``data_dep.Corpus.tokenize`` and
+an NP headed by ``$``, an escaped ``3\\/4``), 7 sets of predicted heads (gold, right and left
+chains, all to the last word, 3 random with seed 0) and what the released evaluation code
+computes on them (``reference.json``), against two gold files. First the trees' heads by
+``tree_heads(tree, "yamada")``, written (every token but traces, with its tag) as the CoNLL
+file both codes read; then ``gold.stanford.conllx``, CoreNLP's Stanford basic dependencies of
+the trees (stanfordnlp/CoreNLP 1b7edd19c4d0d7b1f13a2591425b9b60a0b1af7a compiled from source,
+``EnglishGrammaticalStructure -treeFile gold.mrg -basic -conllx``), the papers' gold. On each,
+StructFormer's ``tree_utils.evald`` (yikangshen/UDGN 17f03ddff2df4570db4e0eae151f06f6c12f9a2c,
+directed and undirected, over ``DependencyGraph``s built as its ``test_phrase_grammar.test``
+builds them) gave ``dda_words`` and ``uda_words``, and UDGN's ``data_dep.Corpus.tokenize`` and
 ``test_phrase_grammar.test(mode="argmax")`` (1bd52ecc7b348ca591957f8001867a273e080929, the
-model replaced by one-hot heads) gave the gold heads and ``dda``, ``uda`` (nltk 3.10.4, torch
-2.13, float64 Python floats).
+model replaced by one-hot heads; the file's column 4 given the PTB tag, as its files had it)
+gave the gold heads and ``dda``, ``uda`` (nltk 3.10.4, torch 2.13, float64 Python floats).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from synlm.syntax.head_rules import (
     evaluation_dependencies,
     evaluation_heads,
     kept_heads,
+    read_gold_heads,
     tree_heads,
 )
 from synlm.syntax.trees import WORD_TAGS
@@ -62,8 +66,8 @@ def test_gold_heads_are_the_released_reading_of_the_converted_trees() -> None:
     """Punctuation, ``$`` and traces dropped, a word under one re-attached above it: the
     words and heads UDGN's ``data_dep`` reads from the converted file."""
     got = [evaluation_heads(t) for t in TREES]
-    assert [w for w, _ in got] == REFERENCE["words"]
-    assert [h for _, h in got] == REFERENCE["gold_heads"]
+    assert [w for w, _, _ in got] == [s for _, _, s in got] == REFERENCE["words"]
+    assert [h for _, h, _ in got] == REFERENCE["gold_heads"]
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCE["predictions"]))
@@ -74,14 +78,14 @@ def test_accuracies_equal_the_released_code(name: str) -> None:
     got = metric.compute()
     for key in KEYS:
         assert got[key] == pytest.approx(case[key], abs=1e-12), key
-    assert (metric.n_sentences, metric.n_words) == (13, 90)
+    assert (metric.n_sentences, metric.n_words) == (14, 95)
 
 
 def test_the_fixture_tells_positions_from_words() -> None:
     """Repeated words (two ``the``, two ``old``) let StructFormer's word pairs match another
     occurrence's arc: its figures exceed UDGN's on the same heads."""
     flat = REFERENCE["predictions"]["flat_last"]
-    assert (flat["dda"], flat["dda_words"]) == pytest.approx((11 / 90, 19 / 90))
+    assert (flat["dda"], flat["dda_words"]) == pytest.approx((11 / 95, 19 / 95))
 
 
 def test_a_chain() -> None:
@@ -96,7 +100,7 @@ def test_a_chain() -> None:
 def test_a_flat_tree() -> None:
     """A flat NP's words all depend on its head noun; every word on ROOT gets the root."""
     (tree,) = read_trees_text("(NP (DT the) (JJ big) (NN dog))")
-    words, gold = evaluation_heads(tree)
+    words, gold, _ = evaluation_heads(tree)
     assert (words, gold) == (["the", "big", "dog"], [3, 3, 0])
     assert scores([0, 0, 0], gold, words) == dict.fromkeys(KEYS, pytest.approx(1 / 3))
 
@@ -107,12 +111,12 @@ def test_punctuation_is_removed_and_its_dependents_climb() -> None:
     (tree,) = read_trees_text("(S (NP (PRP He)) (VP (VBD ran)) (: ;) "
                               "(S (NP (PRP she)) (VP (VBD walked))) (. .))")
     assert tree_heads(tree)[2] == [2, 0, 2, 5, 2, 2]
-    assert evaluation_heads(tree) == (["He", "ran", "she", "walked"], [2, 0, 4, 2])
+    assert evaluation_heads(tree)[:2] == (["He", "ran", "she", "walked"], [2, 0, 4, 2])
     assert kept_heads([2, 0, 2], [True, False, True]) == [0, 0]
     assert kept_heads([3, 3, 4, 0], [True, False, False, True]) == [2, 0]
     frag = TREES[3]  # `` Not this year . '': no entry for FRAG, its first child but the quote
-    assert evaluation_heads(frag) == (["Not", "this", "year"], [0, 3, 1])
-    assert evaluation_heads(frag, "collins") == (["Not", "this", "year"], [0, 3, 0])
+    assert evaluation_heads(frag)[:2] == (["Not", "this", "year"], [0, 3, 1])
+    assert evaluation_heads(frag, "collins")[:2] == (["Not", "this", "year"], [0, 3, 0])
     money = TREES[12]  # $ 5 million .: QP's head is $, which is dropped
     assert (tree_heads(money)[2], evaluation_heads(money)[1]) == ([0, 1, 1, 1], [0, 0])
 
@@ -136,9 +140,9 @@ def test_bad_input_is_refused() -> None:
 
 
 def test_filters_keep_the_protocol_and_max_length() -> None:
-    words, _ = evaluation_dependencies(TREES, max_length=4)
+    words, _, _ = evaluation_dependencies(TREES, max_length=4)
     assert [len(w) for w in words] == [3, 4, 4, 1, 2]
-    words, _ = evaluation_dependencies(TREES, "urnng", max_length=4)  # 2 words or more
+    words, _, _ = evaluation_dependencies(TREES, "urnng", max_length=4)  # 2 words or more
     assert [len(w) for w in words] == [3, 4, 4, 2]
 
 
@@ -192,9 +196,10 @@ def test_parse_reports_the_accuracies_of_an_arcs_structure(capsys, monkeypatch) 
     got = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", str(FIXTURE / "gold.mrg"))
     want = REFERENCE["predictions"]["left_chain"]
     assert got == {"treebank": str(FIXTURE / "gold.mrg"), "structure": "arcs",
-                   "protocol": "onlstm", "head_rules": "yamada", "max_length": None,
+                   "protocol": "onlstm", "head_rules": "yamada", "gold_heads": None,
+                   "max_length": None,
                    **{k: round(100 * want[k], 2) for k in KEYS},
-                   "n_sentences": 13, "n_words": 90, "unknown_share": 1.0}
+                   "n_sentences": 14, "n_words": 95, "unknown_share": 1.0}
     short = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", str(FIXTURE / "gold.mrg"),
                 "--max-length", "4", "--head-rules", "collins")
     assert (short["n_sentences"], short["n_words"], short["head_rules"]) == (5, 14, "collins")
@@ -264,7 +269,7 @@ def test_a_bidirectional_backbone_reads_each_sentence_alone(capsys, monkeypatch,
     alone = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", name,
                 "--batch-size", "1")
     together = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--structure", name)
-    assert alone == together and alone["structure"] == name and alone["n_words"] == 90
+    assert alone == together and alone["structure"] == name and alone["n_words"] == 95
 
 
 def test_untrained_models_give_the_mean_and_std_of_each_accuracy(capsys, tmp_path) -> None:
@@ -282,6 +287,61 @@ def test_untrained_models_give_the_mean_and_std_of_each_accuracy(capsys, tmp_pat
     args = ["parse", "--config", str(config), "--treebank", str(FIXTURE / "gold.mrg")]
     assert cli_main([*args, "--seeds", "2"]) == 0
     got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert (got["n_models"], got["n_sentences"], got["n_words"]) == (2, 13, 90)
+    assert (got["n_models"], got["n_sentences"], got["n_words"]) == (2, 14, 95)
     assert got["trees"] == f"{config}:arcs:untrained:seeds 0-1"
     assert got["head_rules"] == "yamada" and got["dda_std"] > 0 and got["uda"] >= got["dda"]
+
+
+STANFORD = REFERENCE["stanford"]
+CONVERTED = FIXTURE / "gold.stanford.conllx"
+
+
+def test_a_converters_heads_are_read_as_the_released_code_reads_them() -> None:
+    """CoreNLP's Stanford basic dependencies of the trees (``gold.stanford.conllx``: its
+    ``EnglishGrammaticalStructure -basic -conllx``, stanfordnlp/CoreNLP
+    1b7edd19c4d0d7b1f13a2591425b9b60a0b1af7a, brackets written ``(``): after the punctuation
+    rule, the heads UDGN's ``data_dep`` reads from the same file (its column 4 given the PTB
+    tag, as its files had it)."""
+    gold = evaluation_dependencies(TREES, converted=read_gold_heads(str(CONVERTED), TREES))
+    assert (gold.words, gold.heads) == (REFERENCE["words"], STANFORD["gold_heads"])
+    assert gold.gold_words[-1] == ["It", "rose", "3/4", "to", "3/4"]  # the tree's 3\\/4
+
+
+@pytest.mark.parametrize("name", sorted(STANFORD["predictions"]))
+def test_accuracies_against_a_converter_equal_the_released_code(name: str) -> None:
+    """The same predicted heads (``gold``: the Yamada heads) against the Stanford heads; the
+    word pairs name the file's ``3/4`` on the gold side, the tree's ``3\\/4`` on the other."""
+    gold = evaluation_dependencies(TREES, converted=read_gold_heads(str(CONVERTED), TREES))
+    metric = DependencyAccuracy()
+    metric.update(REFERENCE["predictions"][name]["heads"], gold.heads, gold.words,
+                  gold.gold_words)
+    got, want = metric.compute(), STANFORD["predictions"][name]
+    for key in KEYS:
+        assert got[key] == pytest.approx(want[key], abs=1e-12), key
+
+
+def test_parse_scores_against_a_converters_heads(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: LeftChainLM())
+    bank = str(FIXTURE / "gold.mrg")
+    got = run(capsys, "--ckpt_path", "x.ckpt", "--treebank", bank, "--gold-heads",
+              str(CONVERTED))
+    want = STANFORD["predictions"]["left_chain"]
+    assert (got["head_rules"], got["gold_heads"]) == (None, str(CONVERTED))
+    assert {k: got[k] for k in KEYS} == {k: round(100 * want[k], 2) for k in KEYS}
+    blocks = CONVERTED.read_text(encoding="utf-8").split("\n\n")
+    short = tmp_path / "short.conllx"
+    short.write_text("\n\n".join(blocks[:12]) + "\n", encoding="utf-8")
+    renamed = tmp_path / "renamed.conllx"
+    renamed.write_text("\n\n".join(blocks).replace("\tcat\t", "\tdog\t"), encoding="utf-8")
+    for path, error in (
+            (short, f"--gold-heads: {short}: 12 sentences for the 14 trees of --treebank; "
+                    "expected one a tree, in order"),
+            (renamed, f"--gold-heads: {renamed}:20: the words 'The dog saw the dog and the "
+                      "bird .' are not its tree's 'The cat saw the dog and the bird .' (traces "
+                      "left out)")):
+        assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", bank, "--gold-heads",
+                           str(path)]) == 2
+        assert capsys.readouterr().err.strip() == f"synlm parse: {error}"
+    assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", "x.conllu", "--gold-heads",
+                       str(CONVERTED)]) == 2
+    assert "give bracketed trees" in capsys.readouterr().err

@@ -5,7 +5,7 @@ trees a model induces for raw text. See docs/evaluation.md for the protocols.
     synlm parse --ckpt_path CKPT --treebank PATH [--structure lm] [--layer 1] [--biased]
     synlm parse --ckpt_path CKPT --treebank FILE.conllu --structure NAME   (arcs: UAS)
     synlm parse --ckpt_path CKPT --treebank PATH --structure NAME [--head-rules yamada]
-        (arcs on constituency trees: directed and undirected accuracy, DDA and UDA)
+        [--gold-heads CONVERTED.conllx]   (arcs on constituency trees: DDA and UDA)
     synlm parse --ckpt_path CKPT --input TEXT [--output FILE] [--format pretty]
     synlm parse --baseline balanced --treebank PATH --show 3 [--format pretty|svg|json]
     synlm parse --ckpt_path CKPT --list-structures
@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head-rules", choices=HEAD_RULES, default="yamada",
                    help="an arcs structure on constituency trees: the head table that gives "
                    "the gold heads (yamada: Yamada & Matsumoto's, as Penn2Malt; collins)")
+    p.add_argument("--gold-heads", metavar="FILE", help="an arcs structure on constituency "
+                   "trees: the gold heads a converter wrote for --treebank's trees instead "
+                   "(CoNLL-X or CoNLL-U, one sentence a tree, traces left out; e.g. CoreNLP's "
+                   "Stanford dependencies, as StructFormer and UDGN score)")
     p.add_argument("--seed", type=int, default=0, help="for --baseline random")
     p.add_argument("--structure", help="which of the checkpoint's structures (see "
                    "--list-structures); default: the first head's, else the backbone's")
@@ -138,12 +142,15 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     if error:
         print(f"synlm parse: {error}", file=sys.stderr)
         return 2
+    from synlm.syntax.head_rules import read_gold_heads
     from synlm.syntax.predicted import gold_trees, predicted_trees, read_treebank
 
     # the treebank to score, read and checked before torch and the model load
     treebank = read_treebank(args.treebank, args.sections) \
         if args.treebank and not (args.input or args.list_structures) else None
     predicted = predicted_trees(args, treebank) if args.predicted else None
+    gold_heads = read_gold_heads(args.gold_heads, [t for t, _ in treebank.trees]) \
+        if args.gold_heads and treebank is not None and treebank.trees else None
     if predicted == []:
         return 1
     configure_threads()  # torch: once the flags (and --predicted's trees) are good
@@ -165,7 +172,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
             print("synlm parse: --config needs the CLI's model builder; run `synlm parse`",
                   file=sys.stderr)
             return 2
-        return _score_untrained(args, build_model, treebank)
+        return _score_untrained(args, build_model, treebank, gold_heads)
     rng = np.random.default_rng(args.seed)
     model = load_model(args.ckpt_path) if args.ckpt_path else None
     if model is not None and args.list_structures:
@@ -177,7 +184,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
     if model is not None:
         structure = args.structure or default_structure(model)
         if check_structure(model, structure) == "arcs":
-            return _score_arcs(model, structure, args, treebank)
+            return _score_arcs(model, structure, args, treebank, gold_heads)
 
     def induce(sentences: list[list[str]]) -> list[Tree]:
         if predicted is not None:
@@ -254,6 +261,8 @@ def output_error(args: argparse.Namespace) -> str | None:
     if args.input and args.input != "-" and not Path(args.input).is_file():
         return f"--input: no file {args.input} (a text file, one sentence per line; - reads " \
                "them from standard input)"
+    if args.gold_heads and (args.input or not args.treebank or args.treebank.endswith(".conllu")):
+        return "--gold-heads FILE gives the heads of --treebank's trees: give bracketed trees"
     if args.predicted and (args.input or not args.treebank):
         return "--predicted FILE scores its trees against a treebank: give --treebank PATH, " \
                "without --input"
@@ -373,7 +382,8 @@ def _use_particles(model: Any, args: argparse.Namespace) -> None:
 
 
 def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
-                     treebank: GoldTreebank | None) -> int:
+                     treebank: GoldTreebank | None,
+                     gold_heads: list[tuple[list[str], list[int]]] | None) -> int:
     """``--config``: F1 and split percentages of ``--seeds`` untrained models' trees, or the
     dependency accuracies of their arcs (``tree_dependency_scores``)."""
     from synlm.loading import mean_and_std, untrained_model
@@ -404,7 +414,7 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
         if arcs:  # the same filters as gold_trees: a tree passes both or neither
             results.append(tree_dependency_scores(
                 model, structure, [t for t, _ in treebank.trees], args.protocol,
-                args.head_rules, args.max_length, args.batch_size))
+                args.head_rules, args.max_length, args.batch_size, gold_heads))
             continue
         preds = model_trees(model, words, structure, args.layer, args.biased, args.batch_size)
         unparsed = report_no_parse(preds)
@@ -415,13 +425,20 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
     print(json.dumps({"treebank": str(args.treebank),
                       "trees": f"{args.config}:{structure}:untrained:seeds 0-{args.seeds - 1}",
                       "protocol": args.protocol,
-                      **({"head_rules": args.head_rules} if arcs else {}),
+                      **(_gold_source(args) if arcs else {}),
                       "max_length": args.max_length, **mean_and_std(results)}))
     return 0
 
 
+def _gold_source(args: argparse.Namespace) -> dict[str, str | None]:
+    """Where an arcs structure's gold heads on constituency trees come from (JSON keys)."""
+    return {"head_rules": None if args.gold_heads else args.head_rules,
+            "gold_heads": args.gold_heads}
+
+
 def _score_arcs(model: Any, structure: str, args: argparse.Namespace,
-                treebank: GoldTreebank | None) -> int:
+                treebank: GoldTreebank | None,
+                gold_heads: list[tuple[list[str], list[int]]] | None) -> int:
     """UAS of an arc structure against a CoNLL-U treebank, directed and undirected accuracy
     (DDA, UDA) against the heads of a constituency treebank, or heads for ``--input``."""
     from synlm.metrics.structures import AttachmentScore
@@ -439,16 +456,16 @@ def _score_arcs(model: Any, structure: str, args: argparse.Namespace,
         print(f"synlm parse: {structure!r} gives dependency heads: give a CoNLL-U "
               "--treebank FILE.conllu, bracketed trees (or --input TEXT)", file=sys.stderr)
         return 2
-    if treebank.trees:  # gold heads by --head-rules over the words --protocol keeps
+    if treebank.trees:  # gold heads (--head-rules, --gold-heads) of the words --protocol keeps
         scores = tree_dependency_scores(model, structure, [t for t, _ in treebank.trees],
                                         args.protocol, args.head_rules, args.max_length,
-                                        args.batch_size)
+                                        args.batch_size, gold_heads)
         if scores is None:
             print(f"synlm parse: no sentence of {args.treebank} passes the filters",
                   file=sys.stderr)
             return 1
         print(json.dumps({"treebank": str(args.treebank), "structure": structure,
-                          "protocol": args.protocol, "head_rules": args.head_rules,
+                          "protocol": args.protocol, **_gold_source(args),
                           "max_length": args.max_length, **scores}))
         return 0
     golds = [s for s in treebank.sentences if s.heads is not None]

@@ -14,7 +14,9 @@ head each other count as one pair.
 By words (StructFormer's ``tree_utils.evald``; ``dda_words``, ``uda_words``): each word gives
 the pair (word, head word), lowercased, ``<s>`` for ROOT (undirected: the two sorted as
 strings); a predicted pair is correct when the same pair of strings is anywhere among the
-sentence's gold pairs, so a repeated word (two ``the``) can match the other occurrence's arc.
+sentence's gold pairs, so a repeated word (two ``the``) can match the other occurrence's arc;
+the predicted pairs name the tree's words, the gold pairs the gold file's (``gold_words``), so
+a word a converter wrote otherwise (``3/4`` for ``3\\/4``) never matches.
 """
 
 from __future__ import annotations
@@ -37,16 +39,18 @@ def _word_pairs(heads: Sequence[int], words: Sequence[str],
     return pairs if directed else [(min(p), max(p)) for p in pairs]
 
 
-def sentence_counts(pred: Sequence[int], gold: Sequence[int], words: Sequence[str]
-                    ) -> tuple[int, int, int, int]:
+def sentence_counts(pred: Sequence[int], gold: Sequence[int], words: Sequence[str],
+                    gold_words: Sequence[str] | None = None) -> tuple[int, int, int, int]:
     """One sentence's correct words: directed and undirected by position, directed and
-    undirected by words."""
-    if not len(pred) == len(gold) == len(words):
+    undirected by words (the gold pairs name ``gold_words``, the gold file's spelling of
+    ``words``, where one is given)."""
+    gold_words = words if gold_words is None else gold_words
+    if not len(pred) == len(gold) == len(words) == len(gold_words):
         raise ValueError(f"{len(pred)} predicted heads, {len(gold)} gold heads and "
                          f"{len(words)} words; expected one of each a word")
     counts = [sum(p == g for p, g in zip(pred, gold)), len(_pairs(pred) & _pairs(gold))]
     for directed in (True, False):
-        reference = _word_pairs(gold, words, directed)
+        reference = _word_pairs(gold, gold_words, directed)
         counts.append(sum(p in reference for p in _word_pairs(pred, words, directed)))
     return counts[0], counts[1], counts[2], counts[3]
 
@@ -57,7 +61,8 @@ KEYS = ("dda", "uda", "dda_words", "uda_words")
 
 class DependencyAccuracy:
     """Corpus-level directed and undirected accuracy (``KEYS``), as fractions; ``update``
-    takes a batch of sentences' predicted heads, gold heads and words."""
+    takes a batch of sentences' predicted heads, gold heads and words (and the gold file's
+    spelling of them)."""
 
     def __init__(self) -> None:
         self.correct = [0, 0, 0, 0]
@@ -65,9 +70,11 @@ class DependencyAccuracy:
         self.n_sentences = 0
 
     def update(self, preds: Sequence[Sequence[int]], golds: Sequence[Sequence[int]],
-               words: Sequence[Sequence[str]]) -> None:
-        for pred, gold, sentence in zip(preds, golds, words, strict=True):
-            counts = sentence_counts(pred, gold, sentence)
+               words: Sequence[Sequence[str]],
+               gold_words: Sequence[Sequence[str]] | None = None) -> None:
+        spelled = words if gold_words is None else gold_words
+        for pred, gold, sentence, written in zip(preds, golds, words, spelled, strict=True):
+            counts = sentence_counts(pred, gold, sentence, written)
             self.correct = [a + b for a, b in zip(self.correct, counts)]
             self.n_words += len(gold)
             self.n_sentences += 1

@@ -18,12 +18,16 @@ targets') is the other choice (88.11% of the words). Light: no torch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from nltk import Tree
 
+from synlm.errors import InputError
 from synlm.syntax.heads import COLLINS_RULES, HeadRules, tree_to_heads
 from synlm.syntax.protocols import PROTOCOLS
+from synlm.syntax.readers import read_conllu
 from synlm.syntax.trees import WORD_TAGS, clean_tree, words_and_tags
 
 
@@ -118,26 +122,75 @@ def kept_heads(heads: Sequence[int], keep: Sequence[bool]) -> list[int]:
     return out
 
 
-def evaluation_heads(tree: Tree, rules: str = "yamada",
-                     keep_tags: frozenset[str] = WORD_TAGS) -> tuple[list[str], list[int]]:
+class Gold(NamedTuple):
+    """Scored sentences: the words the model reads (the tree's), their gold heads, and the
+    words as the gold file wrote them (a converter may undo PTB escapes: ``3/4`` for the
+    tree's ``3\\/4``), which StructFormer's word pairs name."""
+
+    words: list[list[str]]
+    heads: list[list[int]]
+    gold_words: list[list[str]]
+
+
+def evaluation_heads(tree: Tree, rules: str = "yamada", keep_tags: frozenset[str] = WORD_TAGS,
+                     converted: tuple[list[str], list[int]] | None = None
+                     ) -> tuple[list[str], list[int], list[str]]:
     """The words of ``tree`` whose tags ``keep_tags`` holds (those of ``evaluation_tree``,
-    in order) and their gold heads: ``tree_heads`` over the whole tree, then ``kept_heads``."""
-    words, tags, heads = tree_heads(tree, rules)
+    in order), their gold heads and their gold file's words: a converter's words and heads
+    of every token but the traces (``converted``, from ``read_gold_heads``), or else the
+    tree's words with ``tree_heads``' by ``rules``, then ``kept_heads``."""
+    words, tags, ruled = tree_heads(tree, rules)
     keep = [tag in keep_tags for tag in tags]
-    return [w for w, k in zip(words, keep) if k], kept_heads(heads, keep)
+    written, heads = (words, ruled) if converted is None else converted
+    return ([w for w, k in zip(words, keep) if k], kept_heads(heads, keep),
+            [w for w, k in zip(written, keep) if k])
 
 
 def evaluation_dependencies(trees: Sequence[Tree], protocol: str = "onlstm",
-                            rules: str = "yamada", max_length: int | None = None
-                            ) -> tuple[list[list[str]], list[list[int]]]:
-    """The words and gold heads (``evaluation_heads`` over ``protocol``'s word tags) of the
-    trees whose word count ``protocol`` keeps and that have at most ``max_length`` words."""
+                            rules: str = "yamada", max_length: int | None = None,
+                            converted: Sequence[tuple[list[str], list[int]]] | None = None
+                            ) -> Gold:
+    """``evaluation_heads`` over ``protocol``'s word tags (``converted``: a converter's words
+    and heads for each tree) of the trees whose word count ``protocol`` keeps and that have
+    at most ``max_length`` words."""
     p = PROTOCOLS[protocol]
     longest = min(n for n in (p.max_length, max_length, float("inf")) if n)
-    words, heads = [], []
-    for tree in trees:
-        w, h = evaluation_heads(tree, rules, p.keep_tags)
-        if max(p.min_length, 1) <= len(w) <= longest:
-            words.append(w)
-            heads.append(h)
-    return words, heads
+    out = Gold([], [], [])
+    for i, tree in enumerate(trees):
+        words, heads, written = evaluation_heads(tree, rules, p.keep_tags,
+                                                 None if converted is None else converted[i])
+        if max(p.min_length, 1) <= len(words) <= longest:
+            out.words.append(words)
+            out.heads.append(heads)
+            out.gold_words.append(written)
+    return out
+
+
+#: The PTB escapes a converter may undo in its output (CoreNLP writes ``(`` for ``-LRB-``).
+_BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-LCB-": "{", "-RCB-": "}", "-LSB-": "[", "-RSB-": "]"}
+
+
+def _unescaped(word: str) -> str:
+    """``word`` without its PTB escapes: ``-LRB-`` as ``(``, ``3\\/4`` as ``3/4``."""
+    return _BRACKETS.get(word, re.sub(r"\\(.)", r"\1", word))
+
+
+def read_gold_heads(path: str, trees: Sequence[Tree]) -> list[tuple[list[str], list[int]]]:
+    """The words and heads a converter wrote for ``trees`` (``--gold-heads``): a CoNLL-X or
+    CoNLL-U file
+    of one sentence a tree, in order, each over the tree's tokens but its traces (as
+    CoreNLP's ``EnglishGrammaticalStructure -basic -conllx -treeFile`` writes them; PTB
+    escapes may be undone). Another count of sentences, or a sentence whose words are not
+    its tree's, is an ``InputError`` naming the file and line."""
+    sentences = read_conllu(path)
+    if len(sentences) != len(trees):
+        raise InputError(f"--gold-heads: {path}: {len(sentences)} sentences for the "
+                         f"{len(trees)} trees of --treebank; expected one a tree, in order")
+    for tree, sentence in zip(trees, sentences):
+        clean = clean_tree(tree)
+        words = clean.leaves() if clean is not None else []
+        if [_unescaped(w) for w in sentence.words] != [_unescaped(w) for w in words]:
+            raise InputError(f"--gold-heads: {sentence.source}: the words "
+                             f"{' '.join(sentence.words)[:60]!r} are not its tree's "
+                             f"{' '.join(words)[:60]!r} (traces left out)")
+    return [(s.words, list(s.heads or ())) for s in sentences]
