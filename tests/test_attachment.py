@@ -54,6 +54,8 @@ from synlm.syntax.trees import WORD_TAGS
 FIXTURE = Path(__file__).parent / "fixtures" / "attachment"
 REFERENCE = json.loads((FIXTURE / "reference.json").read_text(encoding="utf-8"))
 TREES = [t for t, _ in read_trees(FIXTURE / "gold.mrg")]
+STANFORD = REFERENCE["stanford"]
+CONVERTED = FIXTURE / "gold.stanford.conllx"
 
 
 def scores(pred: list[int], gold: list[int], words: list[str]) -> dict[str, float]:
@@ -290,10 +292,10 @@ def test_untrained_models_give_the_mean_and_std_of_each_accuracy(capsys, tmp_pat
     assert (got["n_models"], got["n_sentences"], got["n_words"]) == (2, 14, 95)
     assert got["trees"] == f"{config}:arcs:untrained:seeds 0-1"
     assert got["head_rules"] == "yamada" and got["dda_std"] > 0 and got["uda"] >= got["dda"]
-
-
-STANFORD = REFERENCE["stanford"]
-CONVERTED = FIXTURE / "gold.stanford.conllx"
+    assert cli_main([*args, "--gold-heads", str(CONVERTED)]) == 0
+    stanford = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (stanford["head_rules"], stanford["gold_heads"]) == (None, str(CONVERTED))
+    assert stanford["dda"] != got["dda"] and stanford["n_words"] == 95
 
 
 def test_a_converters_heads_are_read_as_the_released_code_reads_them() -> None:
@@ -342,6 +344,14 @@ def test_parse_scores_against_a_converters_heads(capsys, monkeypatch, tmp_path) 
         assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", bank, "--gold-heads",
                            str(path)]) == 2
         assert capsys.readouterr().err.strip() == f"synlm parse: {error}"
-    assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", "x.conllu", "--gold-heads",
+    monkeypatch.setattr(LeftChainLM, "structures", {"arcs": Structure("arcs", "distances")})
+    assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", bank, "--gold-heads",
                        str(CONVERTED)]) == 2
-    assert "give bracketed trees" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == "synlm parse: --gold-heads: 'arcs' gives trees, " \
+        "scored against the treebank's own; the gold heads score an arcs structure"
+    for wrong in (["--ckpt_path", "x.ckpt", "--treebank", "x.conllu"],
+                  ["--baseline", "right-branching", "--treebank", bank]):
+        assert parse.main([*wrong, "--gold-heads", str(CONVERTED)]) == 2
+        assert capsys.readouterr().err.strip() == (
+            "synlm parse: --gold-heads FILE gives the gold heads of --treebank's trees for an "
+            "arcs structure: give bracketed trees and --ckpt_path or --config")

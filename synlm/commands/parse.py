@@ -185,6 +185,9 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         structure = args.structure or default_structure(model)
         if check_structure(model, structure) == "arcs":
             return _score_arcs(model, structure, args, treebank, gold_heads)
+        if args.gold_heads:
+            raise InputError(f"--gold-heads: {structure!r} gives trees, scored against the "
+                             "treebank's own; the gold heads score an arcs structure")
 
     def induce(sentences: list[list[str]]) -> list[Tree]:
         if predicted is not None:
@@ -261,8 +264,10 @@ def output_error(args: argparse.Namespace) -> str | None:
     if args.input and args.input != "-" and not Path(args.input).is_file():
         return f"--input: no file {args.input} (a text file, one sentence per line; - reads " \
                "them from standard input)"
-    if args.gold_heads and (args.input or not args.treebank or args.treebank.endswith(".conllu")):
-        return "--gold-heads FILE gives the heads of --treebank's trees: give bracketed trees"
+    if args.gold_heads and (args.input or not args.treebank or args.treebank.endswith(".conllu")
+                            or args.baseline or args.predicted):
+        return "--gold-heads FILE gives the gold heads of --treebank's trees for an arcs " \
+               "structure: give bracketed trees and --ckpt_path or --config"
     if args.predicted and (args.input or not args.treebank):
         return "--predicted FILE scores its trees against a treebank: give --treebank PATH, " \
                "without --input"
