@@ -355,3 +355,13 @@ def test_parse_scores_against_a_converters_heads(capsys, monkeypatch, tmp_path) 
         assert capsys.readouterr().err.strip() == (
             "synlm parse: --gold-heads FILE gives the gold heads of --treebank's trees for an "
             "arcs structure: give bracketed trees and --ckpt_path or --config")
+
+
+def test_a_malformed_gold_file_is_one_line(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: LeftChainLM())
+    bad = tmp_path / "bad.conllx"
+    bad.write_text("1\tThe\t_\tDT\tDT\t_\tx\tdet\t_\t_\n", encoding="utf-8")
+    assert parse.main(["--ckpt_path", "x.ckpt", "--treebank", str(FIXTURE / "gold.mrg"),
+                       "--gold-heads", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"synlm parse: --gold-heads: {bad}:1: expected ") and "\n" not in err

@@ -13,7 +13,9 @@ sample) shows of Penn2Malt's use of it: the nouns of an NP as one group, a punct
 never the head where no entry of the list matches, ``X`` headed by its last child. These
 give NLTK's heads for 99.96% of its tokens (94,042 of 94,084) and, once both pass
 ``kept_heads``, 99.95% of its words; Collins (1999)'s table (``COLLINS_RULES``, the DMLM
-targets') is the other choice (88.11% of the words). Light: no torch.
+targets') is the other choice (88.11% of the words). ``read_gold_heads`` reads a converter's
+heads instead (``synlm parse --gold-heads``), such as the papers' Stanford dependencies, from
+which these tables put about 30% of the words on another head. Light: no torch.
 """
 
 from __future__ import annotations
@@ -177,12 +179,14 @@ def _unescaped(word: str) -> str:
 
 def read_gold_heads(path: str, trees: Sequence[Tree]) -> list[tuple[list[str], list[int]]]:
     """The words and heads a converter wrote for ``trees`` (``--gold-heads``): a CoNLL-X or
-    CoNLL-U file
-    of one sentence a tree, in order, each over the tree's tokens but its traces (as
-    CoreNLP's ``EnglishGrammaticalStructure -basic -conllx -treeFile`` writes them; PTB
-    escapes may be undone). Another count of sentences, or a sentence whose words are not
-    its tree's, is an ``InputError`` naming the file and line."""
-    sentences = read_conllu(path)
+    CoNLL-U file of one sentence a tree, in order, each over the tree's tokens but its traces
+    (as CoreNLP's ``EnglishGrammaticalStructure -basic -conllx -treeFile`` writes them; PTB
+    escapes may be undone). A malformed file, another count of sentences, or a sentence whose
+    words are not its tree's, is an ``InputError`` naming the file and line."""
+    try:
+        sentences = read_conllu(path)
+    except InputError as err:
+        raise InputError(f"--gold-heads: {err}") from None
     if len(sentences) != len(trees):
         raise InputError(f"--gold-heads: {path}: {len(sentences)} sentences for the "
                          f"{len(trees)} trees of --treebank; expected one a tree, in order")
