@@ -185,9 +185,7 @@ def _main(args: argparse.Namespace, build_model: Callable[..., Any] | None) -> i
         structure = args.structure or default_structure(model)
         if check_structure(model, structure) == "arcs":
             return _score_arcs(model, structure, args, treebank, gold_heads)
-        if args.gold_heads:
-            raise InputError(f"--gold-heads: {structure!r} gives trees, scored against the "
-                             "treebank's own; the gold heads score an arcs structure")
+        _trees_need_no_heads(args, structure)
 
     def induce(sentences: list[list[str]]) -> list[Tree]:
         if predicted is not None:
@@ -421,6 +419,7 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
                 model, structure, [t for t, _ in treebank.trees], args.protocol,
                 args.head_rules, args.max_length, args.batch_size, gold_heads))
             continue
+        _trees_need_no_heads(args, structure)
         preds = model_trees(model, words, structure, args.layer, args.biased, args.batch_size)
         unparsed = report_no_parse(preds)
         results.append({**evaluate([p for p in preds if p is not None],
@@ -433,6 +432,13 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
                       **(_gold_source(args) if arcs else {}),
                       "max_length": args.max_length, **mean_and_std(results)}))
     return 0
+
+
+def _trees_need_no_heads(args: argparse.Namespace, structure: str) -> None:
+    """``--gold-heads`` given for a structure of trees: an ``InputError``."""
+    if args.gold_heads:
+        raise InputError(f"--gold-heads: {structure!r} gives trees, scored against the "
+                         "treebank's own; the gold heads score an arcs structure")
 
 
 def _gold_source(args: argparse.Namespace) -> dict[str, str | None]:
