@@ -13,13 +13,14 @@ import lightning.pytorch as pl
 import numpy as np
 
 from synlm import errors
-from synlm.data.batching import PATH_FIELDS, ActionItem, TokenArrays
+from synlm.data.batching import ActionItem, TokenArrays
 from synlm.data.corpora import Corpus
 from synlm.data.files import default_cache_dir, sha256_of
+from synlm.data.gold_requests import refusal, servable
 from synlm.data.layout import EXAMPLES, HELD_OUT, Layout, Loader
 from synlm.data.layout_actions import ActionLayout, check_action_mode
 from synlm.data.layout_documents import DocumentLayout
-from synlm.data.layout_tokens import FIELD_KINDS, SentenceLayout, StreamLayout, missing_gold
+from synlm.data.layout_tokens import SentenceLayout, StreamLayout
 from synlm.data.masking import DEFAULT_MASK_RATE, Objective, check_settings, masked_vocab
 from synlm.data.subwords import Subwords, SubwordVocab
 from synlm.data.synthetic import SyntheticTreebank
@@ -95,7 +96,9 @@ class SynLMDataModule(pl.LightningDataModule):
             one a piece (rnng-pytorch's subword actions, ``ActionBatch.word_ends``). None:
             the word vocabulary.
         tree_source: ``random`` replaces every gold tree by a seeded random binary tree
-            over the same words before targets are built (Du et al. 2020 Table 4,
+            over the same words (with ``subwords``: over the words, projected onto their
+            pieces as gold trees are) before targets are built, and in the training rows'
+            ``Batch.trees``, which a head that trains on trees reads (Du et al. 2020 Table 4,
             "random trees"); evaluation trees stay gold.
         seed: seeds the window lengths of each epoch (with the epoch number), and which
             sentences ``dependency_holdout`` holds out.
@@ -313,29 +316,23 @@ class SynLMDataModule(pl.LightningDataModule):
         return self.corpus.normalization
 
     def gold_fields(self) -> frozenset[str]:
-        """Gold ``Batch`` fields this corpus can supply in these modes: ``distances`` and
-        ``spans`` with constituency gold, ``dep_targets`` with dependency gold, and ``trees``
-        (the rows' gold ``Sentence``) with either when ``mode`` or ``eval_mode`` is
-        ``sentence``; ``path_lengths`` (constituency) and ``dep_path_lengths`` (dependency)
-        when ``mode`` is ``sentence``."""
-        gold = self.corpus.gold
-        fields = {f for f, kind in FIELD_KINDS.items()
-                  if kind in gold and (self.mode == "sentence" or f not in PATH_FIELDS)}
-        if gold and "sentence" in (self.mode, self.eval_mode):
-            fields.add("trees")
-        return frozenset(fields)
+        """Gold ``Batch`` fields a head can train on with this corpus and ``mode``
+        (``gold_requests.servable``): ``distances`` and ``spans`` with constituency gold,
+        ``dep_targets`` with dependency gold; when ``mode`` is ``sentence``, ``path_lengths``
+        (constituency), ``dep_path_lengths`` (dependency) and ``trees`` (the rows' gold
+        ``Sentence``, with constituency gold: what TreeReg trains on). Evaluation in sentence
+        mode serves ``trees`` whatever is requested."""
+        return servable(self.corpus, self.mode)
 
     def request(self, fields: frozenset[str], who: str,
                 options: Mapping[str, Any] | None = None) -> None:
-        """Ask for gold fields, built with ``options`` (``span_window``); a field the corpus
-        cannot supply, or an option that conflicts with an explicit setting, raises a
-        one-line ``ValueError`` naming ``who``."""
-        missing = fields - self.gold_fields()
-        if missing:
-            raise InputError(missing_gold(frozenset(missing), who, self.corpus, self.mode))
-        if fields & PATH_FIELDS.keys() and self.tree_source != "gold":
-            raise InputError(f"{who} reads the gold trees' path lengths, which data.tree_source: "
-                             f"{self.tree_source} would not replace; use tree_source: gold")
+        """Ask for gold fields a head trains on, built with ``options`` (``span_window``); a
+        field the corpus or the training mode cannot supply, path lengths under random trees
+        (``gold_requests.refusal``), or an option that conflicts with an explicit setting,
+        raises a one-line ``ValueError`` naming ``who``."""
+        refused = refusal(fields, who, self.corpus, self.mode, self.tree_source)
+        if refused:
+            raise InputError(refused)
         for option, value in (options or {}).items():
             if option != "span_window":
                 raise InputError(f"{who} asks for data option {option!r}; the DataModule "

@@ -2,7 +2,9 @@
 inputs ``[<eos>, w1..wn]``, a split's units one stream plus a closing ``<eos>``, with the
 requested gold syntax aligned to its inputs (``synlm.syntax.targets``). ``StreamLayout`` cuts
 the stream into columns read window by window, ``SentenceLayout`` serves one padded unit a
-row, under the masked objective with its words masked (``synlm.data.masking``)."""
+row, under the masked objective with its words masked (``synlm.data.masking``). Under
+``tree_source: random`` the gold is built from random trees (``random_tree``), which the
+training rows carry as their trees too."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from nltk import Tree
 
 from synlm.data.batching import (
     PATH_FIELDS,
@@ -25,20 +28,15 @@ from synlm.data.batching import (
     collate_units,
     fixed_window_lengths,
 )
-from synlm.data.corpora import Corpus
-from synlm.data.layout import EXAMPLES, HELD_OUT, Layout, LayoutData, Loader
+from synlm.data.gold_requests import FIELD_KINDS, ROW_FIELDS
+from synlm.data.layout import HELD_OUT, Layout, LayoutData, Loader
 from synlm.data.masking import MaskedCollate
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
-from synlm.outputs import GOLD_FIELDS, Batch
+from synlm.outputs import Batch
 from synlm.syntax import Sentence, baseline_tree
+from synlm.syntax.subwords import project_tree
 from synlm.syntax.targets import cached_targets
-
-#: The gold kind (``Corpus.gold``) each gold ``Batch`` field is built from. ``trees`` (the
-#: per-row gold ``Sentence`` list, sentence mode only) comes with either kind; the path
-#: lengths (``PATH_FIELDS``) are served when training runs in sentence mode.
-FIELD_KINDS = {"distances": "constituency", "spans": "constituency", "dep_targets": "dependency",
-               **{name: kind for name, (kind, _) in PATH_FIELDS.items()}}
 
 
 class TokenLayout(Layout):
@@ -50,6 +48,7 @@ class TokenLayout(Layout):
     def __init__(self, data: LayoutData) -> None:
         super().__init__(data)
         self._streams: dict[str, tuple[TokenArrays, np.ndarray]] = {}
+        self._random: dict[str, list[Sentence]] = {}
 
     def reset(self) -> None:
         """Forgets the built streams: the next use rebuilds them with the requested gold."""
@@ -74,10 +73,25 @@ class TokenLayout(Layout):
             # the closing <eos> gets an id of its own
             arrays["sentence_ids"] = np.append(np.repeat(np.arange(len(sentences)), lengths),
                                                len(sentences)).astype(np.int64)
-            if data.requested - {"trees", *PATH_FIELDS}:
+            if data.requested - ROW_FIELDS:
                 arrays.update(self._gold(split))
             self._streams[split] = (arrays, bounds)
         return self._streams[split]
+
+    def tree_sentences(self, split: str) -> list[Sentence]:
+        """The split's sentences as its gold is built from: the model's, under
+        ``tree_source: random`` each tree replaced by a random one (``random_tree``) drawn
+        from ``(seed, the split's place among the corpus's)`` (the held-out training
+        sentences: the training split's), once."""
+        data = self.data
+        if data.tree_source != "random":
+            return data.sentences(split)
+        if split not in self._random:
+            origin = "train" if split == HELD_OUT else split
+            rng = np.random.default_rng([data.seed, data.corpus.splits.index(origin)])
+            self._random[split] = [replace(s, tree=random_tree(s, rng)) if s.tree is not None
+                                   else s for s in data.sentences(split)]
+        return self._random[split]
 
     def _gold(self, split: str) -> TokenArrays:
         """Gold syntax aligned with the stream (``synlm.syntax.targets``), cached on disk.
@@ -86,18 +100,13 @@ class TokenLayout(Layout):
         the NLTK sample has trees in its training split only)."""
         data = self.data
         stream = self.mode == "stream"
-        sentences = data.sentences(split)
         part = split
         if data.dependency_holdout and split in ("train", HELD_OUT):
             part = f"{split}{data.dependency_holdout:g}"  # the sentences differ by it
-        if data.tree_source == "random":
-            origin = "train" if split == HELD_OUT else split
-            rng = np.random.default_rng([data.seed, data.corpus.splits.index(origin)])
-            sentences = [replace(s, tree=baseline_tree(s.words, "random", rng))
-                         if s.tree is not None else s for s in sentences]
+        source = "random-over-words" if data.tree_source == "random" else data.tree_source
         targets = cached_targets(
-            sentences, data.cache_dir / data.corpus.cache_key(),
-            key=f"{data.cache_key}-{part}-{data.tree_source}-{data.seed}", mode=self.mode,
+            self.tree_sentences(split), data.cache_dir / data.corpus.cache_key(),
+            key=f"{data.cache_key}-{part}-{source}-{data.seed}", mode=self.mode,
             span_window=data.span_window or 10, boundary=data.boundary, closing_eos=stream)
         present = {"constituency": targets.distance_mask.any(),
                    "dependency": targets.dep_row_mask.any()}
@@ -145,9 +154,10 @@ class StreamLayout(TokenLayout):
 
 
 class SentenceLayout(TokenLayout):
-    """``mode: sentence``: one unit a row, padded, with its gold ``Sentence`` and the
-    per-row gold (``PATH_FIELDS``); under ``objective: masked`` its words masked
-    (``MaskedCollate``)."""
+    """``mode: sentence``: one unit a row, padded, with its gold ``Sentence`` (``Batch.trees``:
+    in training the one its gold is built from, ``tree_sentences``; in evaluation the
+    corpus's) and the per-row gold (``PATH_FIELDS``); under ``objective: masked`` its words
+    masked (``MaskedCollate``)."""
 
     mode = "sentence"
 
@@ -156,7 +166,12 @@ class SentenceLayout(TokenLayout):
         (``ResumableLoader``); evaluation: the split in order."""
         data = self.data
         arrays, bounds = self.stream(split)
-        dataset = UnitDataset(arrays, bounds, data.sentences(split),
+        sentences = self.tree_sentences(split) if train else data.sentences(split)
+        if train and "trees" in data.requested and all(s.tree is None for s in sentences):
+            raise InputError(f"{type(data.corpus).__name__} declares constituency gold but no "
+                             f"{split} sentence has a tree (the trees a head trains on would "
+                             "all be None); check its trees")
+        dataset = UnitDataset(arrays, bounds, sentences,
                               paths=sorted(data.requested & PATH_FIELDS.keys()))
         lengths = np.diff(bounds)  # tokens per unit
         collate = self._collate(split, train)
@@ -185,31 +200,15 @@ class SentenceLayout(TokenLayout):
                                 train)
 
 
-def missing_gold(missing: frozenset[str], who: str, corpus: Corpus, mode: str) -> str:
-    """One line: who needs which gold kind (and fields), what the corpus has, what to do
-    (``mode``: the training one)."""
-    name, has = type(corpus).__name__, corpus.gold
-    unknown = sorted(missing - GOLD_FIELDS)
-    if unknown:
-        return (f"{who} needs {unknown}, which are not gold fields; gold fields are "
-                f"{sorted(GOLD_FIELDS)}")
-    has_text = f"has only {' and '.join(sorted(has))} gold" if has else "has no gold syntax"
-    paths = sorted(missing & PATH_FIELDS.keys())
-    if paths and {FIELD_KINDS[f] for f in paths} <= has:  # the kind is there, the mode not
-        return (f"{who} needs {', '.join(paths)}, which training in sentence mode serves, "
-                f"but data.mode is {mode}; set data.mode: sentence")
-    kinds = sorted({FIELD_KINDS[f] for f in missing if f in FIELD_KINDS})
-    if kinds:
-        need = f"{' and '.join(kinds)} gold ({', '.join(sorted(missing))})"
-        use = EXAMPLES[kinds[0]] if len(kinds) == 1 else EXAMPLES["constituency"]
-    elif not has:
-        need, use = "gold sentences (trees)", EXAMPLES["constituency"]
-    else:
-        return (f"{who} needs gold sentences (trees), which only sentence mode serves, but "
-                f"{name} is served in stream mode only; set eval_mode: sentence")
-    stream_only = "trees" in missing and has  # the corpus has gold, the mode has no rows
-    return (f"{who} needs {need} but {name} {has_text}; use {use}"
-            + ("; trees also need eval_mode: sentence" if stream_only else ""))
+def random_tree(sentence: Sentence, rng: np.random.Generator) -> Tree:
+    """A random binary tree over ``sentence`` (``baseline_tree``: Du et al. 2020 Table 4); over
+    its words when it is subwords (``word_index``), projected onto their pieces as gold trees
+    are (``project_tree``), so that no word is split."""
+    if sentence.word_index is None:
+        return baseline_tree(sentence.words, "random", rng)
+    words = [str(k) for k in range(sentence.word_index[-1] + 1)]
+    return project_tree(baseline_tree(words, "random", rng), sentence.words,
+                        sentence.word_index)
 
 
 def _word_ends(sentences: list[Sentence], is_word: np.ndarray) -> np.ndarray:
