@@ -92,8 +92,8 @@ def test_ud_refuses_constituency_fields_in_one_line(tmp_path: Path) -> None:
 
 def test_ud_serves_dependency_targets(tmp_path: Path) -> None:
     dm = ud(tmp_path, mode="sentence", eval_batch_size=2)
-    assert dm.gold_fields() == frozenset({"dep_targets", "dep_path_lengths", "trees"})
-    dm.request(frozenset({"dep_targets", "trees"}), who="DMLMHead")
+    assert dm.gold_fields() == frozenset({"dep_targets", "dep_path_lengths"})
+    dm.request(frozenset({"dep_targets"}), who="DMLMHead")
     batch = next(iter(dm.val_dataloader()))
     assert batch.dep_mask is not None and batch.dep_mask.any()
     assert batch.distances is None and batch.spans is None
@@ -123,20 +123,24 @@ def test_ptb_has_no_gold(tmp_path: Path) -> None:
         dm.request(frozenset({"trees"}), who="ParsingHead")
 
 
-def test_trees_in_stream_only_mode_say_to_set_eval_mode(tmp_path: Path) -> None:
+def test_trees_to_train_on_need_sentence_rows(tmp_path: Path) -> None:
+    """A head that trains on the rows' trees (``trees`` in its ``needs_gold``, TreeReg) needs
+    training in sentence mode: evaluation rows alone (``eval_mode: sentence``) would leave it
+    no loss. One line naming ``data.mode``."""
     corpus = SyntheticTreebank(n_train=20, n_valid=5, n_test=5)
-    dm = SynLMDataModule(corpus, mode="stream", cache_dir=str(tmp_path))
-    with pytest.raises(ValueError) as err:
-        dm.request(frozenset({"distances", "trees"}), who="ParsingHead")
-    message = str(err.value)
-    assert message.startswith("ParsingHead needs gold sentences (trees)")
-    assert "SyntheticTreebank" in message and message.endswith("set eval_mode: sentence")
-    assert "\n" not in message
-    SynLMDataModule(corpus, mode="stream", eval_mode="sentence",
+    for eval_mode in ("stream", "sentence"):
+        dm = SynLMDataModule(corpus, mode="stream", eval_mode=eval_mode, cache_dir=str(tmp_path))
+        with pytest.raises(ValueError) as err:
+            dm.request(frozenset({"distances", "trees"}), who="ParsingHead")
+        message = str(err.value)
+        assert message.startswith("ParsingHead needs gold sentences (trees), which only "
+                                  "training in sentence mode serves")
+        assert message.endswith("set data.mode: sentence") and "\n" not in message
+    SynLMDataModule(corpus, mode="sentence",
                     cache_dir=str(tmp_path)).request(frozenset({"trees"}), who="ParsingHead")
     with pytest.raises(ValueError, match=r"^DistanceRankingHead needs constituency gold "
                                          r"\(distances, trees\) but UDTreebank .*"
-                                         r"trees also need eval_mode: sentence$"):
+                                         r"trees also need data.mode: sentence$"):
         ud(tmp_path).request(frozenset({"distances", "trees"}), who="DistanceRankingHead")
 
 
