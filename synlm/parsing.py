@@ -125,13 +125,14 @@ def model_trees(model: Any, sentences: Sequence[Sequence[str]], structure: str,
 
 
 def model_heads(model: Any, sentences: Sequence[Sequence[str]], structure: str,
-                batch_size: int = 32) -> list[list[int]]:
-    """Heads (1-based, 0 = ROOT) the model's arc ``structure`` induces for ``sentences``."""
+                batch_size: int = 32, decoder: str = "argmax") -> list[list[int]]:
+    """Heads (1-based, 0 = ROOT) the model's arc ``structure`` induces for ``sentences``,
+    decoded by ``decoder`` (``synlm.metrics.arcs.ARC_DECODERS``)."""
     out: list[list[int]] = [[] for _ in sentences]
     for chunk, tokens, lengths in _batches(model, sentences, batch_size):
         values = model.induce(tokens, lengths)[structure]
         for b, i in enumerate(chunk):
-            out[i] = decode_heads(values[b], len(sentences[i]))
+            out[i] = decode_heads(values[b], len(sentences[i]), decoder)
     return out
 
 
@@ -170,16 +171,16 @@ def dependency_accuracy(preds: Sequence[Sequence[int]], golds: Sequence[Sequence
 def tree_dependency_scores(model: Any, structure: str, trees: Sequence[Tree],
                            protocol: str = "onlstm", rules: str = "yamada",
                            max_length: int | None = None, batch_size: int = 32,
-                           converted: Sequence[tuple[list[str], list[int]]] | None = None
-                           ) -> dict[str, float | int | None] | None:
-    """``dependency_accuracy`` of the heads the arc ``structure`` induces for the words of
-    ``trees`` that ``protocol`` keeps, against their heads by the head table ``rules`` or a
-    converter's (``converted``: its words and heads of each tree; ``synlm.syntax.head_rules``),
-    with the share of unknown words; None when no tree passes ``protocol`` and
-    ``max_length``."""
+                           converted: Sequence[tuple[list[str], list[int]]] | None = None,
+                           decoder: str = "argmax") -> dict[str, float | int | None] | None:
+    """``dependency_accuracy`` of the heads the arc ``structure`` induces (decoded by
+    ``decoder``) for the words of ``trees`` that ``protocol`` keeps, against their heads by
+    the head table ``rules`` or a converter's (``converted``: its words and heads of each
+    tree; ``synlm.syntax.head_rules``), with the share of unknown words; None when no tree
+    passes ``protocol`` and ``max_length``."""
     gold = evaluation_dependencies(trees, protocol, rules, max_length, converted)
     if not gold.words:
         return None
-    preds = model_heads(model, gold.words, structure, batch_size)
+    preds = model_heads(model, gold.words, structure, batch_size, decoder)
     return {**dependency_accuracy(preds, gold.heads, gold.words, gold.gold_words),
             "unknown_share": unknown_words(model, gold.words, "the treebank's words")}

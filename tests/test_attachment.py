@@ -199,6 +199,7 @@ def test_parse_reports_the_accuracies_of_an_arcs_structure(capsys, monkeypatch) 
     want = REFERENCE["predictions"]["left_chain"]
     assert got == {"treebank": str(FIXTURE / "gold.mrg"), "structure": "arcs",
                    "protocol": "onlstm", "head_rules": "yamada", "gold_heads": None,
+                   "arcs_decoder": "argmax",
                    "max_length": None,
                    **{k: round(100 * want[k], 2) for k in KEYS},
                    "n_sentences": 14, "n_words": 95, "unknown_share": 1.0}

@@ -20,6 +20,7 @@ sizes 1 to 12) with their ``dms`` heads. The released code's own evaluation was 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,6 @@ from conftest import run_cli
 from synlm.backbones import UDGN
 from synlm.metrics.structures import decode_heads
 from synlm.model import SyntaxModel
-from synlm.modules.udgn_parts import tree_heads
 from synlm.outputs import Batch
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "udgn" / "udgn_reference.pt"
@@ -115,10 +115,10 @@ def test_equals_the_released_code(ref: dict[str, Any]) -> None:
 
 
 def test_heads_are_the_released_evaluations(ref: dict[str, Any]) -> None:
-    """``tree_heads`` is ``test_phrase_grammar.dms`` (Chu-Liu-Edmonds, the best single root;
-    the released root heads itself, here 0 = ROOT) on the fixture's sentences and on 20
-    random distributions; synlm's argmax decoder on the ``dep`` arcs is its ``argmax``
-    rule."""
+    """The ``tree`` decoder on the ``dep`` arcs is ``test_phrase_grammar.dms``
+    (Chu-Liu-Edmonds, the best single root; the released root heads itself, here 0 = ROOT) on
+    the fixture's sentences and on 20 random distributions (under a zero ROOT column, as
+    ``dep`` has); the ``argmax`` decoder is its ``argmax`` rule."""
     model = released_model(ref)
     lengths = ref["lengths"]
     arcs = model.induce(with_eos(ref["words"]), lengths + 1)["dep"]  # (B, T, T)
@@ -128,12 +128,13 @@ def test_heads_are_the_released_evaluations(ref: dict[str, Any]) -> None:
         return [d if h == 0 else h - 1 for d, h in enumerate(heads)]
 
     for b, n in enumerate(lengths.tolist()):
-        assert released(tree_heads(arcs[b, 1:n + 1, 1:n + 1])) == ref["heads_tree"][b]
+        assert released(decode_heads(arcs[b], n, "tree")) == ref["heads_tree"][b]
         assert released(decode_heads(arcs[b], n)) == ref["heads_argmax"][b]
     assert ref["heads_tree"] == [[3, 3, 3, 3, 2, 2], [2, 2, 2, 2, 2], [1, 1, 1], [1, 1]]
     assert len(ref["mst_cases"]) == 20
     for case in ref["mst_cases"]:
-        assert released(tree_heads(case["head"])) == case["heads"]
+        head = F.pad(case["head"], (1, 0, 1, 0))  # (n + 1, n + 1): a zero ROOT row and column
+        assert released(decode_heads(head, head.size(0) - 1, "tree")) == case["heads"]
 
 
 def tiny_model(seed: int = 0) -> SyntaxModel:
@@ -246,3 +247,41 @@ def test_synlm_parse_writes_the_heads_of_dep(trained: Path, tmp_path: Path) -> N
     (line,) = out.read_text().splitlines()
     heads = [int(h) for h in line.split()]
     assert len(heads) == 5 and all(1 <= h <= 5 and h != d for d, h in enumerate(heads, 1))
+
+
+def test_synlm_parse_decodes_trees_as_the_released_evaluation(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``synlm parse --arcs-decoder tree`` on the tiny UDGN: each sentence's heads are one
+    tree with a single word on ROOT, the released evaluation's ``dms`` over the sentence's
+    ``dep`` arcs; on bracketed trees the JSON names the decoder and the figures are those
+    of the decoded trees."""
+    from synlm.data.normalization import normalizer
+    from synlm.loading import load_model
+    from synlm.parsing import tree_dependency_scores
+    from synlm.syntax import read_trees
+
+    (tmp_path / "in.txt").write_text("the dog saw a cat\nthe cat\n")
+    out = tmp_path / "heads.txt"
+    capsys.readouterr()
+    assert run_cli(["parse", "--ckpt_path", str(trained), "--input", str(tmp_path / "in.txt"),
+                    "--output", str(out), "--arcs-decoder", "tree"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"n_sentences": 2, "output": str(out),
+                                                   "arcs_decoder": "tree"}
+    model = load_model(str(trained))
+    normalize = normalizer(model.normalization)
+    for line, words in zip(out.read_text().splitlines(), (["the", "dog", "saw", "a", "cat"],
+                                                         ["the", "cat"])):
+        heads = [int(h) for h in line.split()]
+        assert heads.count(0) == 1 and len(heads) == len(words)
+        ids = model.vocab.encode([normalize(w) for w in words])
+        tokens = torch.tensor([[model.vocab.eos_id, *ids]])
+        arcs = model.induce(tokens, torch.tensor([len(words) + 1]))["dep"][0]
+        assert heads == decode_heads(arcs, len(words), "tree")
+    gold = Path(__file__).parent / "fixtures" / "attachment" / "gold.mrg"
+    assert run_cli(["parse", "--ckpt_path", str(trained), "--treebank", str(gold),
+                    "--arcs-decoder", "tree"]) == 0
+    got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (got["arcs_decoder"], got["n_sentences"], got["n_words"]) == ("tree", 14, 95)
+    want = tree_dependency_scores(model, "dep", [t for t, _ in read_trees(gold)],
+                                  decoder="tree")
+    assert want is not None and {k: got[k] for k in want} == want

@@ -34,8 +34,8 @@ Structure: ``dep`` (kind ``arcs``), the parser's ``head``, ``[b, d, h]`` = p(h |
 the words (zero diagonal), with a zero ROOT column (position 0): decoded by synlm's argmax
 per word it gives the released training log's ``argmax`` rule, which never attaches a word
 to ROOT. The released evaluation (``test_phrase_grammar.py``, the README's figures) decodes
-the words' block ``[b, 1:n+1, 1:n+1]`` with ``synlm.modules.udgn_parts.tree_heads``
-(Chu-Liu-Edmonds, the best single root).
+it with Chu-Liu-Edmonds and the best single root: ``synlm.metrics.arcs``' ``tree`` decoder
+(``synlm parse --arcs-decoder tree``), which on the zero ROOT column is the released ``dms``.
 """
 
 from __future__ import annotations

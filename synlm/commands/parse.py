@@ -5,7 +5,7 @@ trees a model induces for raw text. See docs/evaluation.md for the protocols.
     synlm parse --ckpt_path CKPT --treebank PATH [--structure lm] [--layer 1] [--biased]
     synlm parse --ckpt_path CKPT --treebank FILE.conllu --structure NAME   (arcs: UAS)
     synlm parse --ckpt_path CKPT --treebank PATH --structure NAME [--head-rules yamada]
-        [--gold-heads CONVERTED.conllx]   (arcs on constituency trees: DDA and UDA)
+        [--gold-heads CONVERTED.conllx] [--arcs-decoder tree]   (arcs: DDA and UDA)
     synlm parse --ckpt_path CKPT --input TEXT [--output FILE] [--format pretty]
     synlm parse --baseline balanced --treebank PATH --show 3 [--format pretty|svg|json]
     synlm parse --ckpt_path CKPT --list-structures
@@ -62,6 +62,8 @@ PROTOCOLS = ("kim", "onlstm", "palm", "urnng")
 #: ``--head-rules``: the names of ``synlm.syntax.head_rules.HEAD_RULES`` (a test keeps the two
 #: equal).
 HEAD_RULES = ("collins", "yamada")
+#: ``--arcs-decoder``: ``synlm.metrics.arcs.ARC_DECODERS`` (a test keeps the two equal).
+ARC_DECODERS = ("argmax", "tree")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "trees: the gold heads a converter wrote for --treebank's trees instead "
                    "(CoNLL-X or CoNLL-U, one sentence a tree, traces left out; e.g. CoreNLP's "
                    "Stanford dependencies, as StructFormer and UDGN score)")
+    p.add_argument("--arcs-decoder", choices=ARC_DECODERS, default=None,
+                   help="an arcs structure: each word's head is the argmax of its row "
+                   "(argmax, the default; StructFormer's evaluation) or the best "
+                   "single-rooted maximum spanning tree (tree: Chu-Liu-Edmonds, UDGN's)")
     p.add_argument("--seed", type=int, default=0, help="for --baseline random")
     p.add_argument("--structure", help="which of the checkpoint's structures (see "
                    "--list-structures); default: the first head's, else the backbone's")
@@ -266,6 +272,8 @@ def output_error(args: argparse.Namespace) -> str | None:
                             or args.baseline or args.predicted):
         return "--gold-heads FILE gives the gold heads of --treebank's trees for an arcs " \
                "structure: give bracketed trees and --ckpt_path or --config"
+    if args.arcs_decoder and (args.baseline or args.predicted):
+        return "--arcs-decoder decodes a model's arcs structure: give --ckpt_path or --config"
     if args.predicted and (args.input or not args.treebank):
         return "--predicted FILE scores its trees against a treebank: give --treebank PATH, " \
                "without --input"
@@ -417,7 +425,8 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
         if arcs:  # the same filters as gold_trees: a tree passes both or neither
             results.append(tree_dependency_scores(
                 model, structure, [t for t, _ in treebank.trees], args.protocol,
-                args.head_rules, args.max_length, args.batch_size, gold_heads))
+                args.head_rules, args.max_length, args.batch_size, gold_heads,
+                arcs_decoder(args)))
             continue
         _trees_need_no_heads(args, structure)
         preds = model_trees(model, words, structure, args.layer, args.biased, args.batch_size)
@@ -429,16 +438,26 @@ def _score_untrained(args: argparse.Namespace, build_model: Callable[..., Any],
     print(json.dumps({"treebank": str(args.treebank),
                       "trees": f"{args.config}:{structure}:untrained:seeds 0-{args.seeds - 1}",
                       "protocol": args.protocol,
-                      **(_gold_source(args) if arcs else {}),
+                      **(_gold_source(args) | {"arcs_decoder": arcs_decoder(args)}
+                         if arcs else {}),
                       "max_length": args.max_length, **mean_and_std(results)}))
     return 0
 
 
 def _trees_need_no_heads(args: argparse.Namespace, structure: str) -> None:
-    """``--gold-heads`` given for a structure of trees: an ``InputError``."""
+    """``--gold-heads`` or ``--arcs-decoder`` given for a structure of trees: an
+    ``InputError``."""
     if args.gold_heads:
         raise InputError(f"--gold-heads: {structure!r} gives trees, scored against the "
                          "treebank's own; the gold heads score an arcs structure")
+    if args.arcs_decoder:
+        raise InputError(f"--arcs-decoder: {structure!r} gives trees; the decoder reads the "
+                         "heads of an arcs structure")
+
+
+def arcs_decoder(args: argparse.Namespace) -> str:
+    """The decoder of an arcs structure's heads: ``--arcs-decoder``, else ``argmax``."""
+    return args.arcs_decoder or "argmax"
 
 
 def _gold_source(args: argparse.Namespace) -> dict[str, str | None]:
@@ -457,11 +476,12 @@ def _score_arcs(model: Any, structure: str, args: argparse.Namespace,
 
     if args.input:
         sentences = input_sentences(args.input)
-        heads = model_heads(model, sentences, structure, args.batch_size)
+        heads = model_heads(model, sentences, structure, args.batch_size, arcs_decoder(args))
         if args.output:
             Path(args.output).write_text("".join(" ".join(map(str, h)) + "\n" for h in heads),
                                          encoding="utf-8")
-        print(json.dumps({"n_sentences": len(heads), "output": args.output}))
+        print(json.dumps({"n_sentences": len(heads), "output": args.output,
+                          "arcs_decoder": arcs_decoder(args)}))
         return 0
     if treebank is None:
         print(f"synlm parse: {structure!r} gives dependency heads: give a CoNLL-U "
@@ -470,23 +490,25 @@ def _score_arcs(model: Any, structure: str, args: argparse.Namespace,
     if treebank.trees:  # gold heads (--head-rules, --gold-heads) of the words --protocol keeps
         scores = tree_dependency_scores(model, structure, [t for t, _ in treebank.trees],
                                         args.protocol, args.head_rules, args.max_length,
-                                        args.batch_size, gold_heads)
+                                        args.batch_size, gold_heads, arcs_decoder(args))
         if scores is None:
             print(f"synlm parse: no sentence of {args.treebank} passes the filters",
                   file=sys.stderr)
             return 1
         print(json.dumps({"treebank": str(args.treebank), "structure": structure,
                           "protocol": args.protocol, **_gold_source(args),
+                          "arcs_decoder": arcs_decoder(args),
                           "max_length": args.max_length, **scores}))
         return 0
     golds = [s for s in treebank.sentences if s.heads is not None]
     if args.max_length:
         golds = [s for s in golds if len(s.words) <= args.max_length]
     metric = AttachmentScore()
-    metric.update(model_heads(model, [s.words for s in golds], structure, args.batch_size),
-                  [s.heads for s in golds])
+    metric.update(model_heads(model, [s.words for s in golds], structure, args.batch_size,
+                              arcs_decoder(args)), [s.heads for s in golds])
     share = unknown_words(model, [s.words for s in golds], "the treebank's words")
     print(json.dumps({"treebank": str(args.treebank), "structure": structure,
+                      "arcs_decoder": arcs_decoder(args),
                       "max_length": args.max_length, "n_sentences": len(golds),
                       "uas": rounded(metric.compute(), 100.0), "unknown_share": share}))
     return 0

@@ -7,10 +7,14 @@ computed for rows ``[<eos>, w1..wn]`` (input ``i`` is word ``i``):
   ``distances_to_tree`` (Du et al. 2020 Algorithm 2, or 3 with ``biased``);
 - ``spans`` (B, T, K): ``palm_tree``, PaLM's greedy right-child decoder (Peng et al. 2019
   §2.2), over rows 0..n+1;
-- ``arcs`` (B, T, T): each word's head is the argmax over rows 0..n other than itself.
+- ``arcs`` (B, T, T): each word's head by a decoder of ``synlm.metrics.arcs``: the argmax
+  over rows 0..n other than itself, or the best single-rooted maximum spanning tree.
 
 Trees are scored with sentence-level unlabelled F1 (``ParsingF1``, the ON-LSTM/PRPN/SYD
-convention), arcs with unlabelled attachment score over every word.
+convention), arcs with unlabelled attachment score over every word. Validation decodes arcs
+by the argmax, as the released training loops of StructFormer and UDGN do (UDGN's
+``main.py`` validates each epoch with the argmax and decodes trees only in its final test);
+``synlm parse --arcs-decoder`` chooses.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from nltk import Tree
 from torch import Tensor
 from torchmetrics import Metric
 
+from synlm.metrics.arcs import ARC_DECODERS, argmax_heads, spanning_tree_heads
 from synlm.metrics.parsing import PROTOCOLS, ParsingF1, Protocol, evaluation_tree
 from synlm.syntax import Sentence, distances_to_tree, palm_tree
 
@@ -85,12 +90,16 @@ def scored_rows(sentences: Sequence[Sentence], protocol: Protocol | str = "onlst
     return rows, [gold for gold in golds if gold is not None], keep
 
 
-def decode_heads(values: Tensor, n: int) -> list[int]:
-    """Heads (1-based, 0 = ROOT) of words 1..n from arc scores (T, T): row d's argmax over
-    rows 0..n, itself excluded."""
-    scores = values[1:n + 1, :n + 1].detach().float().clone()  # (n, n + 1)
-    scores[torch.arange(n), torch.arange(1, n + 1)] = float("-inf")
-    return scores.argmax(-1).tolist()
+def decode_heads(values: Tensor, n: int, decoder: str = "argmax") -> list[int]:
+    """Heads (1-based, 0 = ROOT) of words 1..n from arc scores (T, T) by ``decoder``
+    (``ARC_DECODERS``): ``argmax``, row d's argmax over rows 0..n, itself excluded
+    (``argmax_heads``); ``tree``, the best single-rooted maximum spanning tree
+    (``spanning_tree_heads``)."""
+    if decoder == "argmax":
+        return argmax_heads(values, n)
+    if decoder == "tree":
+        return spanning_tree_heads(values, n)
+    raise ValueError(f"no arc decoder {decoder!r}; decoders: {ARC_DECODERS}")
 
 
 class AttachmentScore(Metric):
@@ -121,7 +130,8 @@ class InducedStructureMetrics(torch.nn.Module):
     ``sentences`` are the gold ``Sentence`` of each row. Tree kinds are scored on rows with a
     gold tree, keys ``uf1_<name>`` for one-layer structures and ``uf1_<name>_l<layer>``
     otherwise; punctuation (POS outside ``protocol``'s tags) is dropped as in
-    ``synlm parse``. Arcs are scored on rows with gold heads, key ``uas_<name>``.
+    ``synlm parse``. Arcs are scored on rows with gold heads, key ``uas_<name>``, each
+    word's head the argmax of its row (``decode_heads``).
     """
 
     def __init__(self, biased: bool = False, protocol: str = "onlstm") -> None:

@@ -1,26 +1,22 @@
 """The parts of UDGN (Shen et al. 2022, "Unsupervised Dependency Graph Network"): its
-dependency parser, the dependency graph it builds from the parser's head distribution,
-the Dependency Graph Network layer with its competitive gated heads, and
-the released evaluation's decoding rule (a maximum spanning tree over the head
-distribution, Chu-Liu-Edmonds with the best single root).
+dependency parser, the dependency graph it builds from the parser's head distribution and
+the Dependency Graph Network layer with its competitive gated heads. The released
+evaluation's decoding rule (a maximum spanning tree over the head distribution,
+Chu-Liu-Edmonds with the best single root) is ``synlm.metrics.arcs``' ``tree`` decoder.
 
 Each part computes what the released code (yikangshen/UDGN, ``models.py`` ``UDGN`` and
-``layers.py`` ``GatedMultiheadAttention``/``DGNLayer``, ``test_phrase_grammar.py`` ``dms``)
-computes; where the paper and the code differ, the code is followed and the docstring says
-so.
+``layers.py`` ``GatedMultiheadAttention``/``DGNLayer``) computes; where the paper and the
+code differ, the code is followed and the docstring says so.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-#: What the released code adds to the dependency probability before its logarithm, and to
-#: the head distribution before the tree decoder's logarithm.
+#: What the released code adds to the dependency probability before its logarithm.
 EDGE_EPS = 1e-6
-TREE_EPS = 1e-9
 
 
 def key_mask(lengths: Tensor, T: int) -> Tensor:
@@ -149,67 +145,3 @@ class DGNLayer(nn.Module):
                 ) -> tuple[Tensor, Tensor, Tensor]:
         out, attention, gates = self.attention(x, log_dep, keys, rels)
         return x + self.drop(out), attention, gates
-
-
-def _cycle(heads: np.ndarray) -> np.ndarray | None:
-    """The nodes of a cycle in the graph node -> ``heads[node]`` (−1: none), or None."""
-    state = np.zeros(len(heads), dtype=np.int8)  # 0 unseen, 1 on the current walk, 2 done
-    for start in range(len(heads)):
-        walk, node = [], start
-        while node >= 0 and state[node] == 0:
-            state[node] = 1
-            walk.append(node)
-            node = heads[node]
-        if node >= 0 and state[node] == 1:
-            return np.array(walk[walk.index(node):])
-        state[walk] = 2
-    return None
-
-
-def arborescence(score: np.ndarray, root: int) -> np.ndarray:
-    """The maximum spanning arborescence rooted at ``root`` (Chu-Liu-Edmonds) of the complete
-    graph with arc scores ``score[d, h]`` for h -> d (n, n): each node's head, −1 at
-    ``root``. Greedy best heads; a cycle is contracted into one node, solved recursively,
-    and expanded again."""
-    n = score.shape[0]
-    s = score.astype(np.float64, copy=True)
-    np.fill_diagonal(s, -np.inf)
-    s[root] = -np.inf
-    heads = s.argmax(1)
-    heads[root] = -1
-    cycle = _cycle(heads)
-    if cycle is None:
-        return heads
-    rest = np.setdiff1d(np.arange(n), cycle)  # the nodes outside the cycle, c of them
-    c = len(rest)
-    leaving = s[np.ix_(rest, cycle)]  # (c, k): arcs from a cycle node to a node outside
-    entering = s[np.ix_(cycle, rest)] - s[cycle, heads[cycle]][:, None]  # (k, c)
-    small = np.full((c + 1, c + 1), -np.inf)  # the cycle is node c
-    small[:c, :c] = s[np.ix_(rest, rest)]
-    small[:c, c] = leaving.max(1)
-    small[c, :c] = entering.max(0)
-    sub = arborescence(small, int(np.flatnonzero(rest == root)[0]))
-    out = heads.copy()
-    for i, node in enumerate(rest):
-        h = sub[i]
-        out[node] = -1 if h < 0 else cycle[leaving[i].argmax()] if h == c else rest[h]
-    enter_from = sub[c]
-    out[cycle[entering[:, enter_from].argmax()]] = rest[enter_from]
-    return out
-
-
-def tree_heads(head: Tensor) -> list[int]:
-    """The released evaluation's heads (``test_phrase_grammar.py`` ``dms``, its default
-    ``--mode tree``) for one sentence's head distribution ``head`` (n, n) over its words:
-    with arc scores log(head + 1e-9), for each word r the maximum spanning tree in which r
-    alone hangs from ROOT (by an arc of score 0); the best of these trees, the first root
-    on ties. Returned 1-based, 0 = ROOT."""
-    score = np.log(head.detach().double().cpu().numpy() + TREE_EPS)  # (n, n)
-    n = score.shape[0]
-    best, best_heads = -np.inf, np.full(n, -1)
-    for root in range(n):
-        heads = arborescence(score, root)
-        total = sum(score[d, heads[d]] for d in range(n) if d != root)
-        if total > best:
-            best, best_heads = total, heads
-    return (best_heads + 1).tolist()
