@@ -169,7 +169,7 @@ def test_unknown_class_lists_valid_ones(capsys: pytest.CaptureFixture[str]) -> N
     assert code != 0
     err = capsys.readouterr().err
     assert "--model.backbone=NoSuchLSTM: no class of that name" in err
-    assert "(backbones: AWDLSTM, GPT2, ONLSTM, PRPN, Transformer)" in err
+    assert "(backbones: AWDLSTM, GPT2, ONLSTM, PRPN, StructFormer, Transformer, UDGN)" in err
 
 
 def test_missing_corpus_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
