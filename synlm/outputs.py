@@ -23,8 +23,8 @@ GOLD_FIELDS = frozenset({"distances", "spans", "dep_targets", "trees", "path_len
 #: ``spans`` (B, T, K): scores of the K spans ending at the word before each input,
 #: decoded by PaLM's greedy right-child decoder (Peng et al. 2019 §2.2);
 #: ``arcs`` (B, T, T): ``[b, d, h]`` scores input ``h`` as the head of input ``d`` (row 0, the
-#: ``<eos>`` before the sentence, stands for ROOT), decoded by an argmax per dependent and
-#: scored by unlabelled attachment score.
+#: ``<eos>`` before the sentence, stands for ROOT), decoded by an argmax per dependent or as a
+#: single-rooted maximum spanning tree (``synlm.metrics.arcs``) and scored by attachment.
 StructureKind = Literal["distances", "spans", "arcs"]
 STRUCTURE_KINDS: tuple[str, ...] = ("distances", "spans", "arcs")
 
