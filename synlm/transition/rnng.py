@@ -220,6 +220,10 @@ class RNNG(RecordsInit, TransitionModel):
         self.legal_softmax = legal_softmax
         self.limits = Limits(max_open, max_consecutive)
         self.dropout = nn.Dropout(dropout)
+        #: The dropout on the stack's items: words, nonterminals, the initial item.
+        self.embedding_dropout = self.dropout
+        #: A stack position's state in ``RNNGState.lstm``: (2, L, H).
+        self.position_state = (2, num_layers, hidden_size)
         self.embedding = nn.Embedding(vocab_size, input_size)
         self.nt_embedding = nn.Embedding(n_actions - FIRST_NT, input_size)
         self.initial_item = nn.Parameter(torch.empty(input_size).normal_())
@@ -237,21 +241,28 @@ class RNNG(RecordsInit, TransitionModel):
         reads and writes go through a ``Trace`` (teacher forcing with gradients).
         ``max_actions`` (the search's action budget) changes nothing: the stack bounds an
         RNNG's memory."""
-        L = len(self.stack_lstm.cells)
-        H = self.stack_lstm.cells[0].hidden_size
         W = self.embedding.embedding_dim
         weight = self.embedding.weight
-        lstm = weight.new_zeros(rows, stack_size + 2, 2, L, H)
-        first = self.dropout(self.initial_item.expand(rows, W))
-        zeros = weight.new_zeros(rows, L, H)
-        h, c = self.stack_lstm(first, zeros, zeros)
+        lstm = weight.new_zeros(rows, stack_size + 2, *self.position_state)
+        first = self.embedding_dropout(self.initial_item.expand(rows, W))
         state = RNNGState(ParserState.initial(rows, weight.device), lstm,
                           weight.new_zeros(rows, stack_size + 1, W),
                           torch.zeros(rows, stack_size, dtype=torch.long, device=weight.device),
-                          h[:, -1], Trace(weight.device) if traced else None)
+                          weight.new_zeros(rows, self.position_state[-1]),
+                          Trace(weight.device) if traced else None)
         everyone = torch.arange(rows, device=weight.device)
-        state.write(lstm, (everyone, torch.zeros_like(everyone)), torch.stack([h, c], 1))
+        # position 0, read on the zero state of the scratch position (index -1)
+        state.top = self.read_item(state, everyone, torch.zeros_like(everyone), first)
         return state
+
+    def read_item(self, state: RNNGState, rows: Tensor, position: Tensor, item: Tensor) -> Tensor:
+        """The stack LSTM reads ``item`` (R, W) at stack ``position`` (R,) on the state
+        below it (``position - 1``): that position's state written into ``state.lstm``, the
+        top layer's output (R, H) returned."""
+        below = state.read(state.lstm, (rows, position - 1))  # (R, 2, L, H)
+        h, c = self.stack_lstm(item, below[:, 0], below[:, 1])
+        state.write(state.lstm, (rows, position), torch.stack([h, c], 1))
+        return h[:, -1]
 
     def advance(self, state: RNNGState, actions: Tensor, words: Tensor,
                 piece_ends: Tensor | None = None) -> RNNGState:
@@ -268,19 +279,18 @@ class RNNG(RecordsInit, TransitionModel):
         # the position the new item takes: one above the top, or the reduced NT's
         position = torch.where(reduce, innermost, p.top + 1)
         position = torch.where(acted, position, state.stack_size + 1)  # scratch
-        item = torch.where(shift[:, None], self.dropout(self.embedding(words.clamp(min=0))),
-                           self.dropout(self.nt_embedding((actions - FIRST_NT).clamp(min=0))))
+        drop = self.embedding_dropout
+        item = torch.where(shift[:, None], drop(self.embedding(words.clamp(min=0))),
+                           drop(self.nt_embedding((actions - FIRST_NT).clamp(min=0))))
         if reduce.any():
             item = item.clone()
             reduced = reduce.nonzero()[:, 0]  # (C,)
             item[reduced] = self._compose(state, reduced, innermost[reduced])
         state.write(state.items, (rows, position - 1), item)
-        below = state.read(state.lstm, (rows, position - 1))  # (R, 2, L, H)
-        h, c = self.stack_lstm(item, below[:, 0], below[:, 1])
-        state.write(state.lstm, (rows, position), torch.stack([h, c], 1))
+        top = self.read_item(state, rows, position, item)  # (R, H)
         slot = p.n_open.clamp(max=state.stack_size - 1)
         state.open_at[rows, slot] = torch.where(opened, position, state.open_at[rows, slot])
-        state.top = torch.where(acted[:, None], h[:, -1], state.top)
+        state.top = torch.where(acted[:, None], top, state.top)
         state.parser = p.after(actions, position)
         return state
 

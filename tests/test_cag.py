@@ -1,0 +1,119 @@
+"""synlm's CAG computes the released one's function (osekilab/CAG at commit
+d870345c0c54a9ce7cf7e5758591a54dba89f723, Yoshida & Oseki 2022): with the released model's
+float64 weights transplanted, the teacher-forced action and word log-probabilities, and
+word-synchronous beam search's surprisals and n-best parses at (beam, word beam, shift) =
+100/10/5 (its README's), 20/5/1 and 5/5/0, equal those its own code computed
+(tests/fixtures/cag/reference.pt).
+
+The fixture: the released ``FixedStackCompositionAttentionGrammar`` with word_dim = hidden_dim
+= 8, 2 layers, 2 heads, max_stack_size 100, dropout 0, built after ``torch.manual_seed(0)``,
+cast to float64, every parameter redrawn from U(-0.5, 0.5) (``torch.Generator``, seed 1234,
+in ``parameters()`` order), the ``<pad>`` word's embedding row 0 and the ``<pad>`` action and
+word given a -1e30 logit bias (zero weights) so that its training softmaxes run over synlm's
+entries; eval mode. Its sentences are the six of tests/fixtures/rnng/reference.pt (trees of
+tests/fixtures/syntax/sample.mrg, 3 to 12 words, cleaned as synlm's PTB corpora, synlm's
+top-down oracle). The released code ran with the ``transformers`` 4.11.3 it pins and its
+GPT-2 patch applied, on PyTorch 2.x; patched only to run: ``transformers``' import-time
+dependency version check and its ``huggingface_hub`` import skipped, and in ``models.py``
+the casts to float32 of the shifted, nonterminal and composed items and of the beam
+search's logits removed, and the beam's scores (``gen_ll``) made in the stack's dtype
+(float64) - none of which changes a float32 result. Each sentence's beam search is its
+search alone (its stack bound follows its own length); the released batch gave the same
+numbers to 1e-15 except at 5/5/0, where the batch's stack size differs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from synlm.syntax.actions import ActionVocab
+from synlm.transition.beam import BeamSettings, search_batch
+from synlm.transition.cag import CAG
+from tests.test_rnng_reference import assert_searches_equal, assert_teacher_forcing_equal, batch
+
+FIXTURE = Path(__file__).parent / "fixtures" / "cag" / "reference.pt"
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    return torch.load(FIXTURE, weights_only=True)
+
+
+def reference_weights(reference: dict) -> dict[str, torch.Tensor]:
+    """The released model's weights under synlm's ``CAG`` names: its ``<pad>`` word and
+    action (id 0) dropped, GPT-2's ``Conv1D`` weights (in, out) transposed to ``Linear``'s."""
+    ref, config = reference["state_dict"], reference["config"]
+    cell, gpt = "transformer.", "transformer.stack_transformer."
+    ours = {
+        "embedding.weight": ref["emb.0.weight"][1:],
+        "nt_embedding.weight": ref[cell + "nonterminal_emb.0.weight"],
+        "initial_item": ref[cell + "initial_emb.0.weight"][0],
+        "output.weight": ref[cell + "output.1.weight"],
+        "output.bias": ref[cell + "output.1.bias"],
+        "composition.output.weight": ref[cell + "composition.output.1.weight"],
+        "composition.output.bias": ref[cell + "composition.output.1.bias"],
+        "action_decoder.weight": ref["action_mlp.weight"][1:],
+        "action_decoder.bias": ref["action_mlp.bias"][1:],
+        "word_decoder.bias": ref["vocab_mlp.bias"][1:],
+        "stack_transformer.position_embedding.weight": ref[gpt + "wpe.weight"],
+        "stack_transformer.ln_f.weight": ref[gpt + "ln_f.weight"],
+        "stack_transformer.ln_f.bias": ref[gpt + "ln_f.bias"],
+    }
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        ours[f"composition.forward_lstm.{name}_l0"] = ref[f"{cell}composition.rnn.{name}_l0"]
+        ours[f"composition.backward_lstm.{name}_l0"] = \
+            ref[f"{cell}composition.rnn.{name}_l0_reverse"]
+    renamed = {"ln_1": "ln_1", "attn.c_attn": "qkv", "attn.c_proj": "attn_out", "ln_2": "ln_2",
+               "mlp.c_fc": "fc", "mlp.c_proj": "fc_out"}
+    for layer in range(config["num_layers"]):
+        for theirs, mine in renamed.items():
+            weight = ref[f"{gpt}h.{layer}.{theirs}.weight"]
+            ours[f"stack_transformer.blocks.{layer}.{mine}.weight"] = \
+                weight if mine.startswith("ln") else weight.T
+            ours[f"stack_transformer.blocks.{layer}.{mine}.bias"] = \
+                ref[f"{gpt}h.{layer}.{theirs}.bias"]
+    ours["word_decoder.weight"] = ours["embedding.weight"]
+    return ours
+
+
+def transplanted(reference: dict) -> tuple[CAG, ActionVocab]:
+    """synlm's CAG holding the released model's weights, in float64, eval mode."""
+    config = reference["config"]
+    vocab = ActionVocab(reference["nonterminals"])
+    assert ["<pad>", *vocab.itos] == reference["actions_itos"]
+    model = CAG(len(reference["words"]) - 1, len(vocab), config["word_dim"],
+                config["num_layers"], config["num_heads"], config["max_stack_size"],
+                dropout=0.0, embedding_dropout=0.0, max_open=config["max_open_nonterminals"],
+                max_consecutive=config["max_cons_nonterminals"]).double().eval()
+    model.load_state_dict(reference_weights(reference), strict=True)
+    return model, vocab
+
+
+def test_teacher_forced_log_probs_equal_the_reference(reference):
+    model, vocab = transplanted(reference)
+    words, actions, lengths = batch(reference, vocab)
+    with torch.no_grad():
+        assert_teacher_forcing_equal(model(words, actions, lengths), reference)
+
+
+def test_gradients_reach_every_parameter(reference):
+    """Teacher forcing with gradients (the traced stack) gives the same joint and a gradient
+    to every parameter."""
+    model, vocab = transplanted(reference)
+    words, actions, lengths = batch(reference, vocab)
+    out = model(words, actions, lengths)
+    torch.testing.assert_close(out.joint, torch.tensor([s["joint"] for s in
+                                                        reference["sentences"]],
+                                                       dtype=torch.float64), rtol=0, atol=1e-10)
+    out.joint.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+@pytest.mark.parametrize("setting", ["100,10,5", "20,5,1", "5,5,0"])
+def test_beam_search_equals_the_reference(reference, setting):
+    model, vocab = transplanted(reference)
+    words, _, lengths = batch(reference, vocab)
+    results = search_batch(model, words, lengths, BeamSettings(*map(int, setting.split(","))))
+    assert_searches_equal(results, reference["beams"][setting]["alone"], vocab.itos)
