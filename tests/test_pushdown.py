@@ -1,0 +1,169 @@
+"""Pushdown Layers against the released code, in float64.
+
+``fixtures/pushdown/`` was made by running the released code (MurtyShikhar/Pushdown-Layers at
+6a4c543d105ab6f5df77f9e86bfd5650d1ed3f30) outside this repository, on torch 2.13 with
+``torch.set_default_dtype(torch.float64)``: ``create_lm`` of ``transformer_helpers.py`` with
+vec_dim 16, n_heads 2, 2 layers, ``use_stack_tape``, ``rec_layers`` [0, 1],
+``stack_pred_layer`` 2, ``compose_keys_and_stack_info``, ``stack_type_vocab`` 50 (the
+depth tape, the BLLIP-LG setting), seed 0, every parameter plus 0.3·N(0, 1) and the
+attachment head's then times 0.3; evaluation mode. A vocabulary ``WordVocabulary`` of three
+binary trees' sentences with ``<eos>`` (split on spaces). Per sentence:
+``pushdown_util.make_preds_with_given_trees``' pieces (``tokenizer_helper`` with
+``stack_type_info="depth"``, the model teacher-forced on the gold tape,
+``compute_per_token_logprob``, ``compute_stack_logprobs``, the attachment log-softmax of
+each row over columns 0..t + 1), ``beam_search_util.BeamSearchDepthBased`` at beam 300 (the
+released ``eval_pushdown_model`` setting) and 2 with ``get_surprisal=True``, and
+``attachment_decisions_to_tree`` of the best; on the three as one batch,
+``TransformerLMInterface``'s two losses. Patched for the run: ``datasets`` and ``sequence``
+stubbed (``text_helpers`` imports them, the functions used need neither), ``cuda`` devices
+as ``cpu``, and the two ``.float()`` casts of the depth scores in
+``multi_head_relative_pos_attention.py`` removed so that everything runs in float64.
+``model_parameters.pt`` is the saved ``model.pt`` without its position tables and index
+buffers (deterministic, 1.6 MB); ``vocab.pkl`` is the pickled vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from nltk import Tree
+
+from synlm.errors import InputError, SettingError
+from synlm.transition.pushdown import PushdownLM
+from synlm.transition.pushdown_beam import beam_search
+from synlm.transition.pushdown_checkpoint import read_model, read_vocabulary
+from synlm.transition.pushdown_tree import attachments_to_tree, depth_tape, gold_attachments
+
+FIXTURE = Path(__file__).parent / "fixtures" / "pushdown"
+REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
+
+
+def released_checkpoint(folder: Path) -> Path:
+    """model.pt as the released code saves it: the fixture's parameters with the buffers."""
+    state = torch.load(FIXTURE / "model_parameters.pt", weights_only=True)
+    state["int_seq"] = torch.arange(5000)
+    for name in [n for n in state if n.endswith("self_attn.data_to_q.weight")]:
+        state[name.replace("data_to_q.weight", "pos_encoding")] = torch.zeros(4095, 16)
+    path = folder / "model.pt"
+    torch.save(state, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> PushdownLM:
+    lm, _ = read_model(str(released_checkpoint(tmp_path_factory.mktemp("pushdown"))))
+    assert lm.embedding.weight.dtype == torch.float64
+    return lm
+
+
+def f64(values: list[float]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    sentences = REFERENCE["sentences"]
+    T = max(len(s["ids"]) for s in sentences)
+    tokens = torch.zeros(len(sentences), T, dtype=torch.long)
+    tape = torch.zeros(len(sentences), T, T, dtype=torch.long)
+    attachments = torch.zeros(len(sentences), T, dtype=torch.long)
+    for b, (s, tree) in enumerate(zip(sentences, REFERENCE["trees"])):
+        n = len(s["ids"])
+        gold = gold_attachments(Tree.fromstring(tree))
+        tokens[b, :n] = torch.tensor(s["ids"])
+        attachments[b, :n] = torch.tensor(gold)
+        tape[b, :n, :n] = depth_tape(gold)
+    lengths = torch.tensor([len(s["ids"]) for s in sentences])
+    return tokens, lengths, tape, attachments
+
+
+def test_gold_attachments_and_tapes_are_the_released():
+    for s, tree in zip(REFERENCE["sentences"], REFERENCE["trees"]):
+        gold = gold_attachments(Tree.fromstring(tree))
+        assert gold[1:] == s["attachment_labels"]
+        assert depth_tape(gold).tolist() == [[int(v) for v in row] for row in s["stack_tape"]]
+
+
+def test_n_ary_trees_are_right_factored():
+    assert gold_attachments(Tree.fromstring("(S (NP (D a) (N b) (N c)) (V d))")) == \
+        gold_attachments(Tree.fromstring("(X (X a (X b c)) d)"))
+
+
+def test_teacher_forced_scores_equal_the_released(model: PushdownLM):
+    tokens, lengths, tape, attachments = batch()
+    with torch.no_grad():
+        out = model(tokens, lengths, tape, attachments)
+    for b, s in enumerate(REFERENCE["sentences"]):
+        n = len(s["ids"])
+        torch.testing.assert_close(out.word_log_probs[b, :n], f64(s["word_log_probs"]),
+                                   rtol=0, atol=1e-9)
+        torch.testing.assert_close(out.gold_attachment_log_probs[b, : n - 1],
+                                   f64(s["attachment_log_probs"]), rtol=0, atol=1e-9)
+        for t, row in enumerate(s["attachment_distributions"]):
+            torch.testing.assert_close(out.attachment_log_probs[b, t, : t + 2], f64(row),
+                                       rtol=0, atol=1e-9)
+            assert torch.isinf(out.attachment_log_probs[b, t, t + 2:]).all()
+    loss = REFERENCE["loss"]
+    assert out.loss.item() == pytest.approx(loss["lm"] + loss["attachment"], abs=1e-9)
+
+
+@pytest.mark.parametrize("beam", ["300", "2"])
+def test_beam_search_equals_the_released(model: PushdownLM, beam: str):
+    for s in REFERENCE["sentences"]:
+        ref = s["beams"][beam]
+        out = beam_search(model, s["ids"], int(beam))
+        torch.testing.assert_close(out.word_log_probs, f64(ref["word_log_probs"]),
+                                   rtol=0, atol=1e-9)
+        assert [h for _, h in out.beam] == [h for _, h in ref["final"]]
+        assert [sc for sc, _ in out.beam] == pytest.approx([sc for sc, _ in ref["final"]],
+                                                           abs=1e-9)
+        tree = attachments_to_tree(out.beam[0][1], s["sentence"].split()[:-1])
+        assert as_tuple(tree) == ref["best_tree"]
+
+
+def as_tuple(tree: Tree | str) -> str:
+    """A tree written as the released code prints its nested tuples."""
+    def nest(node: Tree | str) -> object:
+        return node if isinstance(node, str) else tuple(nest(c) for c in node)
+    return str(nest(tree))
+
+
+def test_incremental_steps_equal_teacher_forcing(model: PushdownLM):
+    tokens, lengths, tape, attachments = batch()
+    with torch.no_grad():
+        out = model(tokens, lengths, tape, attachments)
+        n = int(lengths[0])
+        cache = model.start(1)
+        nexts = model.next_tokens(tokens, lengths)[0]
+        for t in range(n):
+            word, attach, cache = model.step(cache, tokens[0, t:t + 1], nexts[t:t + 1],
+                                             tape[0, t:t + 1, : t + 1])
+            assert word.item() == pytest.approx(out.word_log_probs[0, t].item(), abs=1e-12)
+            if t < n - 1:
+                torch.testing.assert_close(attach[0], out.attachment_log_probs[0, t, : t + 2])
+
+
+def test_the_converter_reads_the_released_vocabulary(tmp_path: Path):
+    words = read_vocabulary(str(FIXTURE / "vocab.pkl"))
+    assert words == REFERENCE["vocab"]
+    evil = tmp_path / "vocab.pkl"
+    evil.write_bytes(pickle.dumps(Path("x")))
+    with pytest.raises(InputError, match="not part of a vocabulary"):
+        read_vocabulary(str(evil))
+
+
+def test_the_converter_refuses_other_models(tmp_path: Path):
+    path = tmp_path / "model.pt"
+    torch.save({"input_embedding.weight": torch.zeros(3, 4), "decoder.weight": torch.zeros(1)},
+               path)
+    with pytest.raises(InputError, match=re.escape("decoder.weight")):
+        read_model(str(path))
+
+
+def test_bad_sizes_are_one_line():
+    with pytest.raises(SettingError, match="attention_heads=3"):
+        PushdownLM(10, size=16, attention_heads=3)
