@@ -21,8 +21,10 @@ children's representations (a word's ``down(E x)``, a constituent's c;
 Action probabilities are normalised over both actions, illegal ones included (a REDUCE with
 one stack element, a SHIFT after the last word), as the released search scores them
 (``synlm.transition.types.ALL_ACTIONS``). The released training obtains y from its pruned
-inside-outside pass (R2D2); that pass is not here (docs/models/gpst.md): this module scores
-and searches given words, as the released ``R2D2GenFastBeamSearcher`` with target ids does
+inside-outside pass (R2D2) and feeds the stacks that pass's span representations (a weighted
+sum over each span's splits) where a REDUCE's input is; that pass is not here
+(docs/models/gpst.md): this module scores a given tree and searches, with hard
+compositions, as the released ``R2D2GenFastBeamSearcher`` with target ids does
 (``synlm.transition.gpst_search``).
 """
 
