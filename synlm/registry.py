@@ -15,8 +15,10 @@ import synlm.data.treebanks
 import synlm.heads
 import synlm.lm
 import synlm.transition.action_transformer
+import synlm.transition.cag
 import synlm.transition.in_order_rnng
 import synlm.transition.lm
+import synlm.transition.pushdown_lm
 import synlm.transition.rnng
 from synlm import catalog
 

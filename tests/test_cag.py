@@ -23,14 +23,21 @@ numbers to 1e-15 except at 5/5/0, where the batch's stack size differs."""
 
 from __future__ import annotations
 
+import csv
+import math
 from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import local_gpt2, metrics_of_test, run_cli
+from staged import staged
+from synlm.catalog import REPO_CONFIGS
+from synlm.loading import load_model
 from synlm.syntax.actions import ActionVocab
 from synlm.transition.beam import BeamSettings, search_batch
 from synlm.transition.cag import CAG
+from synlm.transition.lm import TransitionLM
 from tests.test_rnng_reference import assert_searches_equal, assert_teacher_forcing_equal, batch
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cag" / "reference.pt"
@@ -117,3 +124,59 @@ def test_beam_search_equals_the_reference(reference, setting):
     words, _, lengths = batch(reference, vocab)
     results = search_batch(model, words, lengths, BeamSettings(*map(int, setting.split(","))))
     assert_searches_equal(results, reference["beams"][setting]["alone"], vocab.itos)
+
+
+#: configs/cag.yaml cut down: a 16-wide, 2-layer, 2-head CAG, a small beam, short epochs.
+SMALL = ["--model.init_args.model.init_args.input_size=16",
+         "--model.init_args.model.init_args.num_layers=2",
+         "--model.init_args.model.init_args.num_heads=2",
+         "--model.init_args.beam_size=6", "--model.init_args.word_beam_size=3",
+         "--model.init_args.shift_size=1", "--data.batch_size=16", "--trainer.max_epochs=3",
+         "--trainer.limit_train_batches=12", "--trainer.limit_val_batches=3",
+         "--trainer.accelerator=cpu", "--trainer.enable_progress_bar=false",
+         "--trainer.enable_model_summary=false", "--trainer.log_every_n_steps=4"]
+
+
+def epochs(run: Path, key: str) -> list[float]:
+    """The values of ``key`` logged at each validation of ``run``."""
+    rows = list(csv.DictReader((run / "version_0" / "metrics.csv").open()))
+    return [float(r[key]) for r in rows if r.get(key)]
+
+
+def fit_lowers_the_loss(run: Path, *data: str) -> None:
+    """``synlm fit`` of configs/cag.yaml, cut down, on ``data``: its validation joint
+    perplexity falls over three epochs, and ``synlm test`` scores its beam's trees."""
+    torch.set_num_threads(1)
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / "cag.yaml"), *data, *SMALL,
+                    f"--trainer.default_root_dir={run}"]) == 0
+    model = load_model(str(run))
+    assert isinstance(model, TransitionLM) and isinstance(model.model, CAG)
+    perplexities = epochs(run, "val/joint_ppl")
+    assert len(perplexities) == 3 and perplexities[-1] < perplexities[0], perplexities
+    logged = metrics_of_test(run, run / "test")
+    for name in ("test/joint_ppl", "test/beam_ppl"):
+        assert 1.0 < float(logged[name]) < math.inf, name
+    assert 0.0 <= float(logged["test/uf1"]) <= 1.0
+
+
+def test_the_config_fits_the_synthetic_treebank_in_gpt2_pieces(tmp_path: Path) -> None:
+    """The config's own data path (a GPT-2 byte-level BPE, here a local one trained on the
+    synthetic treebank) over the synthetic treebank."""
+    fit_lowers_the_loss(tmp_path / "run", "--data.corpus=SyntheticTreebank",
+                        "--data.corpus.init_args.n_train=200",
+                        "--data.corpus.init_args.n_valid=24",
+                        "--data.corpus.init_args.n_test=8",
+                        f"--data.subwords.init_args.name_or_path={local_gpt2()}")
+
+
+def test_the_config_fits_the_nltk_sample(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The staged NLTK WSJ sample (real trees) in place of BLLIP's three files, over words
+    (rare ones as classes)."""
+    staged("nltk_treebank", "treebank.zip")
+    monkeypatch.chdir(tmp_path)
+    fit_lowers_the_loss(tmp_path / "run", "--config", "data/nltk_sample_trees.yaml",
+                        *(f"--data.corpus.init_args.{split}=null"
+                          for split in ("train", "valid", "test")),
+                        "--data.subwords=null", "--data.unknown_words=classes",
+                        "--optimizer.init_args.lr=0.003")
