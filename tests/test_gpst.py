@@ -11,7 +11,10 @@ Recorded: the released ``R2D2GenFastBeamSearcher.beam_search`` with ``target_ids
 sentences (1, 3, 5 and 6 words), one at a time: with its action masks restricted to a gold
 tree (teacher forcing: each step's log-probability and log p(x, y)), and unrestricted at
 beam sizes 1, 3 and 8 (the prefix log-probabilities ``marginal_logp``, the value it returns
-with ``tag`` all ones, the final beam's actions and scores). To run it under torch 2.13 and
+with ``tag`` all ones, the final beam's actions and scores); and the released perplexity
+evaluator (``eval/evaluate_lm.py``, ``R2D2GenFastEvaluator.beam_search``) on the 3-, 5- and
+6-word sentences and a 2-word one at the same beam sizes (its negative log-likelihood per
+word, the final beam's valid action sequences). To run it under torch 2.13 and
 transformers 5 on a CPU: ``SequenceSummary``, the head-pruning and model-parallel helpers
 are not imported, ``get_head_mask(None)`` is ``[None] * n_layer``, ``fast_parser.py``
 imports ``ModelArgs, Transformer`` from ``Llama_flash_attn`` (the released file omits it),
@@ -28,7 +31,7 @@ import torch
 
 from synlm.transition.gpst import GPST, REDUCE, SHIFT, plan_steps
 from synlm.transition.gpst_convert import released_state_dict
-from synlm.transition.gpst_search import beam_search
+from synlm.transition.gpst_search import action_synchronous_search, beam_search
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpst"
 RELEASED = json.loads((FIXTURES / "released.json").read_text())
@@ -94,6 +97,20 @@ def test_beam_search_equals_the_released_search(beam_size: int) -> None:
         torch.testing.assert_close(scores, torch.tensor([h["score"] for h in expected["beam"]],
                                                         dtype=torch.float64),
                                    rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3, 8])
+def test_action_synchronous_search_equals_the_released_perplexity_evaluator(beam_size: int
+                                                                            ) -> None:
+    model = released_model()
+    for expected in RELEASED["perplexity"][str(beam_size)]:
+        result = action_synchronous_search(model, torch.tensor(expected["sentence"]),
+                                           beam_size)
+        assert abs(result.nll_per_word - expected["nll_per_word"]) < 1e-10
+        assert [list(a) for a, _ in result.parses] == expected["beam"]
+        words = torch.tensor(expected["sentence"])
+        with pytest.raises(ValueError, match="2 or more words"):
+            action_synchronous_search(model, words[:1], beam_size)
 
 
 def test_a_parse_score_is_its_teacher_forced_joint_and_the_end_term_is_a_log_prob() -> None:

@@ -50,12 +50,17 @@ class Hypothesis:
                           self.shifted + shift, self.depth + (1 if shift else -1))
 
 
-def _next_log_probs(model: GPST, words: Tensor, active: list[Hypothesis]
-                    ) -> tuple[list[list[float]], list[float]]:
+def _next_log_probs(model: GPST, words: Tensor, active: list[Hypothesis],
+                    cap_reduce_positions: bool = False) -> tuple[list[list[float]], list[float]]:
     """Each active hypothesis's log p(SHIFT), log p(REDUCE) and log p(its next word)
-    (a word past the sentence's end: the last, unused)."""
+    (a word past the sentence's end: the last, unused). ``cap_reduce_positions``: a
+    constituent's input takes position min(words shifted, n − 1) (the perplexity
+    evaluator's)."""
     n = words.numel()
     steps = plan_steps([list(h.actions) for h in active], [n] * len(active), n)
+    if cap_reduce_positions:
+        steps.positions = torch.where(steps.kinds == 2, steps.positions.clamp(max=n - 1),
+                                      steps.positions)
     action_lp, word_lp = model.step_log_probs(words.expand(len(active), n), steps)
     rows = torch.arange(len(active))
     at = torch.tensor([len(h.actions) for h in active])
@@ -98,3 +103,49 @@ def beam_search(model: GPST, words: Tensor, beam_size: int) -> SearchResult:
     final = torch.tensor([h.score for h in beam], dtype=torch.float64).logsumexp(0).item()
     return SearchResult(tuple(word_log_probs.tolist()), final - prefix[-1],
                         tuple((h.actions, h.score) for h in beam))
+
+
+@dataclass(frozen=True)
+class SentenceScore:
+    """The perplexity evaluator's result for one sentence (natural logs).
+
+    Attributes:
+        log_prob: log p̂(x), the final beam's log-sum.
+        parses: the final beam, best first: (actions, log p(x, y)).
+    """
+
+    log_prob: float
+    parses: tuple[tuple[tuple[int, ...], float], ...]
+
+    @property
+    def nll_per_word(self) -> float:
+        """−log p̂(x) / n, what the released evaluator returns (its perplexity's exponent)."""
+        return -self.log_prob / sum(a == SHIFT for a in self.parses[0][0])
+
+
+@torch.no_grad()
+def action_synchronous_search(model: GPST, words: Tensor, beam_size: int) -> SentenceScore:
+    """The released perplexity evaluator's search (``R2D2GenFastEvaluator.beam_search`` of
+    ``eval/evaluate_lm.py``) over one sentence of n ≥ 2 words: every hypothesis takes one
+    action per step, 2n − 1 steps, the K best legal extensions kept at each. It normalises
+    otherwise than ``beam_search``: where REDUCE is illegal (fewer than two stack elements)
+    its logit is masked before the softmax, so SHIFT has probability 1 and only the word is
+    scored; an illegal SHIFT (after the last word) is dropped after it, REDUCE's probability
+    not renormalised. A constituent built after the last word takes position n − 1 in the
+    action layers, not n."""
+    n = words.numel()
+    if n < 2 or beam_size < 1:
+        raise ValueError(f"action_synchronous_search: expected a sentence of 2 or more words "
+                         f"and beam_size >= 1, got {n} words and beam_size {beam_size}")
+    beam = [Hypothesis((), 0.0, 0, 0)]
+    for _ in range(2 * n - 1):
+        action_lp, word_lp = _next_log_probs(model, words, beam, cap_reduce_positions=True)
+        extended = []
+        for h, (shift_lp, reduce_lp), next_lp in zip(beam, action_lp, word_lp):
+            if h.shifted < n:
+                extended.append(h.act(SHIFT, (shift_lp if h.depth >= 2 else 0.0) + next_lp))
+            if h.depth >= 2:
+                extended.append(h.act(REDUCE, reduce_lp))
+        beam = sorted(extended, key=lambda h: -h.score)[:beam_size]
+    scores = torch.tensor([h.score for h in beam], dtype=torch.float64)
+    return SentenceScore(scores.logsumexp(0).item(), tuple((h.actions, h.score) for h in beam))
