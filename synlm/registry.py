@@ -18,6 +18,7 @@ import synlm.transition.action_transformer
 import synlm.transition.cag
 import synlm.transition.in_order_rnng
 import synlm.transition.lm
+import synlm.transition.pushdown_lm
 import synlm.transition.rnng
 from synlm import catalog
 

@@ -24,7 +24,9 @@ buffers (deterministic, 1.6 MB); ``vocab.pkl`` is the pickled vocabulary.
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import pickle
 import re
 from pathlib import Path
@@ -33,10 +35,16 @@ import pytest
 import torch
 from nltk import Tree
 
+from conftest import metrics_of_test, run_cli
+from staged import staged
+from synlm.capabilities import Parses, Searches
+from synlm.catalog import REPO_CONFIGS
 from synlm.errors import InputError, SettingError
-from synlm.transition.pushdown import PushdownLM
+from synlm.loading import load_model
+from synlm.transition.pushdown import PushdownTransformer
 from synlm.transition.pushdown_beam import beam_search
 from synlm.transition.pushdown_checkpoint import read_model, read_vocabulary
+from synlm.transition.pushdown_lm import PushdownLM
 from synlm.transition.pushdown_tree import attachments_to_tree, depth_tape, gold_attachments
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pushdown"
@@ -55,7 +63,7 @@ def released_checkpoint(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> PushdownLM:
+def model(tmp_path_factory: pytest.TempPathFactory) -> PushdownTransformer:
     lm, _ = read_model(str(released_checkpoint(tmp_path_factory.mktemp("pushdown"))))
     assert lm.embedding.weight.dtype == torch.float64
     return lm
@@ -93,7 +101,7 @@ def test_n_ary_trees_are_right_factored():
         gold_attachments(Tree.fromstring("(X (X a (X b c)) d)"))
 
 
-def test_teacher_forced_scores_equal_the_released(model: PushdownLM):
+def test_teacher_forced_scores_equal_the_released(model: PushdownTransformer):
     tokens, lengths, tape, attachments = batch()
     with torch.no_grad():
         out = model(tokens, lengths, tape, attachments)
@@ -112,7 +120,7 @@ def test_teacher_forced_scores_equal_the_released(model: PushdownLM):
 
 
 @pytest.mark.parametrize("beam", ["300", "2"])
-def test_beam_search_equals_the_released(model: PushdownLM, beam: str):
+def test_beam_search_equals_the_released(model: PushdownTransformer, beam: str):
     for s in REFERENCE["sentences"]:
         ref = s["beams"][beam]
         out = beam_search(model, s["ids"], int(beam))
@@ -132,7 +140,7 @@ def as_tuple(tree: Tree | str) -> str:
     return str(nest(tree))
 
 
-def test_incremental_steps_equal_teacher_forcing(model: PushdownLM):
+def test_incremental_steps_equal_teacher_forcing(model: PushdownTransformer):
     tokens, lengths, tape, attachments = batch()
     with torch.no_grad():
         out = model(tokens, lengths, tape, attachments)
@@ -166,4 +174,53 @@ def test_the_converter_refuses_other_models(tmp_path: Path):
 
 def test_bad_sizes_are_one_line():
     with pytest.raises(SettingError, match="attention_heads=3"):
-        PushdownLM(10, size=16, attention_heads=3)
+        PushdownTransformer(10, size=16, attention_heads=3)
+
+
+#: configs/pushdown.yaml cut down: a 16-wide, 2-layer model, a small beam, short epochs.
+SMALL = ["--model.init_args.size=16", "--model.init_args.num_layers=2",
+         "--model.init_args.attention_heads=2", "--model.init_args.ff_multiplier=2",
+         "--model.init_args.head_depth_divisor=2", "--model.init_args.beam_size=4",
+         "--model.init_args.dropout=0.0", "--model.init_args.embedding_dropout=0.0",
+         "--data.batch_size=16", "--trainer.max_epochs=3", "--trainer.limit_train_batches=12",
+         "--trainer.limit_val_batches=3", "--trainer.accelerator=cpu",
+         "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+         "--trainer.log_every_n_steps=4", "--optimizer.init_args.lr=0.003"]
+
+
+def fit_lowers_the_perplexity(run: Path, *data: str) -> PushdownLM:
+    """``synlm fit`` of configs/pushdown.yaml, cut down, on ``data``: its validation
+    perplexity given the gold trees falls over three epochs, and ``synlm test`` logs it."""
+    torch.set_num_threads(1)
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / "pushdown.yaml"), *data, *SMALL,
+                    f"--trainer.default_root_dir={run}"]) == 0
+    rows = list(csv.DictReader((run / "version_0" / "metrics.csv").open()))
+    perplexities = [float(r["val/ppl"]) for r in rows if r.get("val/ppl")]
+    assert len(perplexities) == 3 and perplexities[-1] < perplexities[0], perplexities
+    logged = metrics_of_test(run, run / "test")
+    assert 1.0 < float(logged["test/ppl"]) < math.inf
+    model = load_model(str(run))
+    assert isinstance(model, PushdownLM)
+    return model
+
+
+def test_the_config_fits_the_synthetic_treebank(tmp_path: Path):
+    model = fit_lowers_the_perplexity(tmp_path / "run", "--config",
+                                      "data/synthetic_sentence.yaml",
+                                      "--data.corpus.init_args.n_train=200",
+                                      "--data.corpus.init_args.n_valid=24",
+                                      "--data.corpus.init_args.n_test=8")
+    assert isinstance(model, Parses) and isinstance(model, Searches)
+    words = ["the", "cat", "saw", "a", "dog"]
+    (tree,) = model.parse([words])
+    assert tree.leaves() == words
+    (result,) = model.search_ids([model.vocab.encode(words)])
+    assert len(result.word_log_probs) == len(words) and result.end_log_prob < 0
+    # the log-probabilities telescope to the final beam's log-sum, above its best joint
+    assert result.parses[0][1] <= sum(result.word_log_probs) + result.end_log_prob + 1e-9
+
+
+def test_the_config_fits_the_nltk_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    staged("nltk_treebank", "treebank.zip")
+    monkeypatch.chdir(tmp_path)
+    fit_lowers_the_perplexity(tmp_path / "run", "--config", "data/nltk_sample_trees.yaml")

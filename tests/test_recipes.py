@@ -62,10 +62,10 @@ def test_the_registry_finds_recipes_by_name_and_says_what_it_knows() -> None:
     assert recipe_class("TransitionLM") is TransitionLM
     assert recipe_class(None) is SyntaxLM
     with pytest.raises(InputError, match=r"^model.class_path TransitonLM: expected one of "
-                       r"SyntaxLM, TransitionLM; did you mean TransitionLM\?$"):
+                       r"PushdownLM, SyntaxLM, TransitionLM; did you mean TransitionLM\?$"):
         catalog.recipe("TransitonLM")
     with pytest.raises(InputError, match=r"^model.class_path synlm.transition.lm.RNNGLM: "
-                       r"expected one of SyntaxLM, TransitionLM$"):
+                       r"expected one of PushdownLM, SyntaxLM, TransitionLM$"):
         recipe_class("synlm.transition.lm.RNNGLM")
 
 

@@ -181,7 +181,7 @@ class StepCache:
         return StepCache([x[rows] for x in self.inputs], self.top[rows])
 
 
-class PushdownLM(RecordsInit, nn.Module):
+class PushdownTransformer(RecordsInit, nn.Module):
     """A Pushdown-Layers Transformer LM with its attachment head (module docstring).
 
     Args:

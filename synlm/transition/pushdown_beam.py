@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from synlm.transition.pushdown import PushdownLM
+from synlm.transition.pushdown import PushdownTransformer
 from synlm.transition.pushdown_tree import Stack
 
 
@@ -46,7 +46,7 @@ class PushdownSearch:
 
 
 @torch.no_grad()
-def beam_search(model: PushdownLM, ids: list[int], beam_size: int = 300) -> PushdownSearch:
+def beam_search(model: PushdownTransformer, ids: list[int], beam_size: int = 300) -> PushdownSearch:
     """Searches one sentence ``ids`` (``<s> w_1 ... w_N <eos>`` as model ids)."""
     T = len(ids)
     device = model.embedding.weight.device

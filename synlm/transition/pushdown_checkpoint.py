@@ -1,6 +1,6 @@
 """The released Pushdown-Layers checkpoint (``model.pt``, a ``PushdownLM`` state dict, alone
 or under ``state_dict``; ``vocab.pkl``, a pickled ``vocabulary.WordVocabulary``) read into
-``synlm.transition.pushdown.PushdownLM``: its sizes from the tensors' shapes, its words in
+``synlm.transition.pushdown.PushdownTransformer``: its sizes from the tensors' shapes, its words in
 id order. The vocabulary is unpickled by a restricted unpickler that admits the one class
 it needs, rebuilt as a plain record of its state."""
 
@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from synlm.errors import InputError
-from synlm.transition.pushdown import PushdownLM
+from synlm.transition.pushdown import PushdownTransformer
 
 #: Released parameter names (after ``trafo.encoder.layers.<i>.`` or ``attachment_head.``)
 #: -> synlm's.
@@ -77,8 +77,8 @@ def _renamed(name: str) -> str | None:
                      "a depth tape and composed attachment keys")
 
 
-def read_model(path: str) -> tuple[PushdownLM, dict[str, Any]]:
-    """The released ``model.pt`` as a ``PushdownLM`` (in evaluation mode) and its
+def read_model(path: str) -> tuple[PushdownTransformer, dict[str, Any]]:
+    """The released ``model.pt`` as a ``PushdownTransformer`` (in evaluation mode) and its
     constructor's arguments."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -102,6 +102,6 @@ def read_model(path: str) -> tuple[PushdownLM, dict[str, Any]]:
               "head_depth_divisor": size // ours["head.depth.weight"].size(1),
               "max_depth": ours["head.depth.weight"].size(0), "dropout": 0.1,
               "embedding_dropout": 0.1}
-    model = PushdownLM(**config).to(embedding.dtype)  # as saved: float32, or float64
+    model = PushdownTransformer(**config).to(embedding.dtype)  # as saved: float32, or float64
     model.load_state_dict(ours)
     return model.eval(), config

@@ -13,6 +13,9 @@ import torch
 from torch import Tensor
 
 RENORMALISED, ALL_ACTIONS = "renormalised_given_length", "all_actions"
+#: The Pushdown LM's search (``synlm.transition.pushdown_beam``), a word-synchronous beam
+#: over attachments rather than actions.
+PUSHDOWN_RANKED = "pushdown_ranked"
 #: How a search normalises each action's probability (module docstring), by name.
 CONVENTIONS: dict[str, str] = {
     RENORMALISED: "each action renormalised over the actions legal given the sentence's "
@@ -20,6 +23,10 @@ CONVENTIONS: dict[str, str] = {
     "model (after the last word only REDUCE is legal), not for the in-order RNNG",
     ALL_ACTIONS: "each action normalised over every action, as in training (the released "
     "PLM's search): log p(x_i | x_<i); the end term is log p(end | x)",
+    PUSHDOWN_RANKED: "Pushdown Layers' released beam search over attachments: the prefix "
+    "probability after each word is the sum over the beam's size of best-ranked extensions "
+    "of their origin's joint and the word, each attachment normalised over every token; the "
+    "end term is log p(<eos>, </s> | x)",
 }
 #: What a sentence whose beam emptied, twice, is marked as (``SearchResult.parsed`` False).
 NO_PARSE = "no parse within the beam"
