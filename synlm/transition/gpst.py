@@ -208,9 +208,14 @@ class GPST(nn.Module):
             g = layer(g, allowed, None, None)
         return h, self.final_norm(g)
 
-    def step_log_probs(self, words: Tensor, steps: Steps) -> tuple[Tensor, Tensor]:
-        """log p(action) (R, T, 2) and log p(word) (R, T, V) at every step."""
+    def step_log_probs(self, words: Tensor, steps: Steps, at: Tensor | None = None
+                       ) -> tuple[Tensor, Tensor]:
+        """log p(action) (R, T, 2) and log p(word) (R, T, V) at every step; with ``at`` (R,),
+        at each row's step ``at`` only: (R, 2) and (R, V)."""
         h, g = self.hidden(words, steps)
+        if at is not None:
+            rows = torch.arange(h.size(0), device=h.device)
+            h, g = h[rows, at], g[rows, at]
         word_logits = self.word_head(g) @ self.embedding.weight.T  # (R, T, V)
         return (F.log_softmax(self.action_head(h), -1), F.log_softmax(word_logits, -1))
 

@@ -61,11 +61,10 @@ def _next_log_probs(model: GPST, words: Tensor, active: list[Hypothesis],
     if cap_reduce_positions:
         steps.positions = torch.where(steps.kinds == 2, steps.positions.clamp(max=n - 1),
                                       steps.positions)
-    action_lp, word_lp = model.step_log_probs(words.expand(len(active), n), steps)
-    rows = torch.arange(len(active))
-    at = torch.tensor([len(h.actions) for h in active])
+    at = torch.tensor([len(h.actions) for h in active], device=words.device)
+    action_lp, word_lp = model.step_log_probs(words.expand(len(active), n), steps, at)
     next_words = words[torch.tensor([min(h.shifted, n - 1) for h in active])]
-    return action_lp[rows, at].tolist(), word_lp[rows, at, next_words].tolist()
+    return action_lp.tolist(), word_lp.gather(1, next_words[:, None])[:, 0].tolist()
 
 
 @torch.no_grad()
