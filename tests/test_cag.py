@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import local_gpt2, metrics_of_test, run_cli
+from conftest import local_gpt2, metrics_of_test, pair_report, run_cli
 from staged import staged
 from synlm.catalog import REPO_CONFIGS
 from synlm.loading import load_model
@@ -38,6 +38,8 @@ from synlm.syntax.actions import ActionVocab
 from synlm.transition.beam import BeamSettings, search_batch
 from synlm.transition.cag import CAG
 from synlm.transition.lm import TransitionLM
+from synlm.transition.types import RENORMALISED
+from synlm.tse.scoring import ModelScorer
 from tests.test_rnng_reference import assert_searches_equal, assert_teacher_forcing_equal, batch
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cag" / "reference.pt"
@@ -159,14 +161,27 @@ def fit_lowers_the_loss(run: Path, *data: str) -> None:
     assert 0.0 <= float(logged["test/uf1"]) <= 1.0
 
 
-def test_the_config_fits_the_synthetic_treebank_in_gpt2_pieces(tmp_path: Path) -> None:
+def test_the_config_fits_the_synthetic_treebank_in_gpt2_pieces(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The config's own data path (a GPT-2 byte-level BPE, here a local one trained on the
-    synthetic treebank) over the synthetic treebank."""
-    fit_lowers_the_loss(tmp_path / "run", "--data.corpus=SyntheticTreebank",
+    synthetic treebank) over the synthetic treebank; evaluate-syntax scores a pair by the
+    beam's word log-probabilities (each the sum over its pieces) under the RNNG's released
+    convention, renormalised given the length: the end of the sentence costs nothing."""
+    run = tmp_path / "run"
+    fit_lowers_the_loss(run, "--data.corpus=SyntheticTreebank",
                         "--data.corpus.init_args.n_train=200",
                         "--data.corpus.init_args.n_valid=24",
                         "--data.corpus.init_args.n_test=8",
                         f"--data.subwords.init_args.name_or_path={local_gpt2()}")
+    model = load_model(str(run))
+    assert model.model.search_convention == RENORMALISED
+    model.beam = BeamSettings(6, 3, 1)
+    good, bad = ModelScorer(model).score([["the", "dog", "sleeps"], ["dog", "the", "sleeps"]])
+    assert len(good.word_log_probs) == 3 and good.eos_log_prob == pytest.approx(0, abs=1e-5)
+    report = pair_report(run, tmp_path, capsys, "the dog sleeps", "dog the sleeps",
+                         "--beam-size", "6", "--word-beam-size", "3")
+    assert report["headline"]["pairs/accuracy"] == \
+        float(sum(good.word_log_probs) > sum(bad.word_log_probs))
 
 
 def test_the_config_fits_the_nltk_sample(tmp_path: Path,
