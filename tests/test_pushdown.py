@@ -224,3 +224,32 @@ def test_the_config_fits_the_nltk_sample(tmp_path: Path, monkeypatch: pytest.Mon
     staged("nltk_treebank", "treebank.zip")
     monkeypatch.chdir(tmp_path)
     fit_lowers_the_perplexity(tmp_path / "run", "--config", "data/nltk_sample_trees.yaml")
+
+
+def test_synlm_convert_makes_a_run_that_scores_as_released(tmp_path: Path):
+    """``synlm convert --from pushdown`` of the released model.pt and vocab.pkl: the run
+    loads (float64 kept) and its search equals the released beam search at 300."""
+    checkpoint = released_checkpoint(tmp_path)
+    run = tmp_path / "run"
+    assert run_cli(["convert", "--from", "pushdown", str(checkpoint),
+                    str(FIXTURE / "vocab.pkl"), "--out", str(run)]) == 0
+    model = load_model(str(run))
+    assert isinstance(model, PushdownLM) and model.beam.beam_size == 300
+    assert model.model.embedding.weight.dtype == torch.float64
+    words = [s["sentence"].split()[:-1] for s in REFERENCE["sentences"]]
+    results = model.search_ids([model.vocab.encode(w) for w in words])
+    for s, result in zip(REFERENCE["sentences"], results, strict=True):
+        ref = s["beams"]["300"]["word_log_probs"]
+        assert result.word_log_probs == pytest.approx(ref[:-2], abs=1e-9)
+        assert result.end_log_prob == pytest.approx(ref[-2] + ref[-1], abs=1e-9)
+        assert [list(a) for a, _ in result.parses] == [d for _, d in s["beams"]["300"]["final"]]
+    trees = model.parse(words[:1])
+    assert as_tuple(trees[0]) == REFERENCE["sentences"][0]["beams"]["300"]["best_tree"]
+
+
+def test_synlm_convert_refuses_a_missing_vocabulary(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]):
+    checkpoint = released_checkpoint(tmp_path)
+    assert run_cli(["convert", "--from", "pushdown", str(checkpoint), "--out",
+                    str(tmp_path / "run")]) == 2
+    assert "VOCAB.pkl: --from pushdown takes the vocabulary" in capsys.readouterr().err

@@ -3,16 +3,21 @@
 "rnng-pytorch checkpoints").
 
     synlm convert --from rnng-pytorch MODEL.pt --out DIR [--force]
+    synlm convert --from pushdown MODEL.pt VOCAB.pkl --out DIR [--force]
 
 ``--from rnng-pytorch``: a ``train.py`` checkpoint of aistairc/rnng-pytorch (top-down or
 in-order, over words or SentencePiece pieces), read without the released package
 (``synlm.transition.rnng_pytorch``). ``DIR`` gets ``config.yaml`` (``TransitionLM``'s form),
 ``checkpoints/last.ckpt``, ``actions.json`` and the vocabulary: ``vocab.json`` (words), or
 ``spm.model`` (a subword checkpoint's SentencePiece model), and ``.synlm-output`` (what
-this command wrote there); it is written in a temporary folder beside it and moved into
-place, so that an error leaves nothing half-written. ``--force`` replaces a folder that holds
-only what ``synlm convert`` wrote (``synlm.runtime.files.check_replaceable``); any other
-file in it is a one-line refusal, and nothing is deleted.
+this command wrote there). ``--from pushdown``: the ``model.pt`` and ``vocab.pkl`` of
+MurtyShikhar/Pushdown-Layers (``synlm.transition.pushdown_checkpoint``,
+docs/models/pushdown.md); ``DIR`` gets ``config.yaml`` (``PushdownLM``'s form),
+``checkpoints/last.ckpt``, ``vocab.json`` and ``.synlm-output``. Either folder is written
+in a temporary folder beside it and moved into place, so that an error leaves nothing
+half-written. ``--force`` replaces a folder that holds only what ``synlm convert`` wrote
+(``synlm.runtime.files.check_replaceable``); any other file in it is a one-line refusal,
+and nothing is deleted.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from synlm.runtime.files import check_replaceable, staged_folder
 from synlm.runtime.threads import configure_threads
 
 PROG = "synlm convert"
-SOURCES = ("rnng-pytorch",)
+SOURCES = ("rnng-pytorch", "pushdown")
 #: A subword checkpoint's SentencePiece model in the run folder.
 SPM = "spm.model"
 
@@ -39,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     # a positional: argparse's own add_argument (CommandParser's spells options)
     argparse.ArgumentParser.add_argument(p, "checkpoint", metavar="MODEL.pt",
                                          help="the checkpoint to convert")
+    argparse.ArgumentParser.add_argument(p, "vocab", metavar="VOCAB.pkl", nargs="?",
+                                         help="its vocabulary (--from pushdown)")
     p.add_argument("--from", dest="source", required=True, choices=SOURCES,
                    help="the code base that wrote it")
     p.add_argument("--out", required=True, help="the run folder to write (new or empty)")
@@ -53,10 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = Path(args.out)
         check_replaceable(out, args.force)
-        if not Path(args.checkpoint).is_file():
-            raise InputError(f"{args.checkpoint}: no such file")
+        pushdown = args.source == "pushdown"
+        if pushdown != (args.vocab is not None):
+            raise InputError("VOCAB.pkl: --from pushdown takes the vocabulary after MODEL.pt, "
+                             "--from rnng-pytorch none")
+        for path in (args.checkpoint, args.vocab):
+            if path is not None and not Path(path).is_file():
+                raise InputError(f"{path}: no such file")
         configure_threads()  # torch: after the checks
-        write_run(args.checkpoint, out)
+        if pushdown:
+            write_pushdown_run(args.checkpoint, args.vocab, out)
+        else:
+            write_run(args.checkpoint, out)
     except SynLMError as err:
         return report(err, PROG)
     print(f"{PROG}: wrote {out}; e.g. synlm parse --ckpt_path {out} --input FILE")
@@ -67,7 +82,6 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
     """Convert the rnng-pytorch ``checkpoint`` into the run folder ``out`` (module
     docstring), written whole or not at all; returns ``out``."""
     import torch
-    import yaml
 
     from synlm.data.subwords import SentencePieceVocab
     from synlm.runtime.run_folders import CHECKPOINTS, LAST
@@ -89,12 +103,7 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
             if isinstance(parts.vocab, SentencePieceVocab)
             else {"vocab_file": str(out / "vocab.json")})
     config = {"seed_everything": parts.seed, **_config(lm, parts.action_order, data)}
-    saved: dict[str, Any] = {
-        "state_dict": lm.state_dict(), "hyper_parameters": dict(lm.hparams),
-        "pytorch-lightning_version": _lightning_version(), "epoch": 0, "global_step": 0,
-        CONFIG_KEY: yaml.safe_dump(config, sort_keys=False),
-        "converted_from": {"source": "rnng-pytorch", "file": str(Path(checkpoint).absolute())}}
-    lm.on_save_checkpoint(saved)
+    saved = _saved(lm, config, "rnng-pytorch", checkpoint)
     del saved["synlm"]["rng"]  # no run to resume
     with staged_folder(out, PROG) as tmp:
         (tmp / CHECKPOINTS).mkdir()
@@ -107,6 +116,56 @@ def write_run(checkpoint: str | Path, out: str | Path) -> Path:
         (tmp / "actions.json").write_text(json.dumps(parts.action_vocab.to_saved()),
                                           encoding="utf-8")
     return out
+
+
+def write_pushdown_run(checkpoint: str | Path, vocab: str | Path, out: str | Path) -> Path:
+    """Convert the released Pushdown-Layers ``checkpoint`` and ``vocab`` into the run folder
+    ``out`` (module docstring), written whole or not at all; returns ``out``."""
+    import torch
+
+    from synlm.data.vocab import UNK, Vocab
+    from synlm.runtime.run_folders import CHECKPOINTS, LAST
+    from synlm.runtime.runs import CONFIG_KEY
+    from synlm.transition.pushdown_checkpoint import read_model, read_vocabulary
+    from synlm.transition.pushdown_lm import PushdownLM
+
+    out = Path(out).absolute()
+    model, config = read_model(str(checkpoint))
+    words = read_vocabulary(str(vocab))
+    if len(words) != config["vocab_size"]:
+        raise InputError(f"{vocab}: {len(words)} words, but {checkpoint} has "
+                         f"{config['vocab_size']}: not the vocabulary it was trained with")
+    with torch.random.fork_rng(devices=[]):
+        lm = PushdownLM(**config).to(model.embedding.weight.dtype)
+    lm.model.load_state_dict(model.state_dict())
+    lm.vocab = Vocab(words, unk=UNK if UNK in words else None)
+    hp = {k: v for k, v in lm.hparams.items() if k not in ("_class_path", "vocab_size")}
+    run_config = {"model": {"class_path": "PushdownLM", "init_args": hp},
+                  "data": {"mode": "sentence", "vocab_file": str(out / "vocab.json")}}
+    saved = _saved(lm, run_config, "pushdown", checkpoint)
+    with staged_folder(out, PROG) as tmp:
+        (tmp / CHECKPOINTS).mkdir()
+        torch.save(saved, tmp / CHECKPOINTS / LAST)
+        (tmp / "config.yaml").write_text(saved[CONFIG_KEY], encoding="utf-8")
+        lm.vocab.save(tmp / "vocab.json")
+    return out
+
+
+def _saved(lm: Any, config: dict[str, Any], source: str, checkpoint: str | Path
+           ) -> dict[str, Any]:
+    """The Lightning checkpoint of the converted recipe ``lm``, with its run's ``config``
+    and where it came from."""
+    import yaml
+
+    from synlm.runtime.runs import CONFIG_KEY
+
+    saved: dict[str, Any] = {
+        "state_dict": lm.state_dict(), "hyper_parameters": dict(lm.hparams),
+        "pytorch-lightning_version": _lightning_version(), "epoch": 0, "global_step": 0,
+        CONFIG_KEY: yaml.safe_dump(config, sort_keys=False),
+        "converted_from": {"source": source, "file": str(Path(checkpoint).absolute())}}
+    lm.on_save_checkpoint(saved)
+    return saved
 
 
 def _config(lm: Any, action_order: str, data: dict[str, Any]) -> dict[str, Any]:

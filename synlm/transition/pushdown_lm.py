@@ -231,6 +231,11 @@ class PushdownLM(pl.LightningModule):
             "normalization": self.normalization}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """The vocabulary and normalisation, and the weights' precision: a converted float64
+        checkpoint loads as float64."""
+        weight = checkpoint.get("state_dict", {}).get("model.embedding.weight")
+        if weight is not None:
+            self.to(weight.dtype)
         saved = checkpoint.get("synlm") or {}
         if saved.get("vocab") is not None:
             words = saved["vocab"]
