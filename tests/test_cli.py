@@ -105,14 +105,14 @@ def test_every_component_of_a_shipped_config_is_fitted_by_some_test() -> None:
     """The representative fits (here, tests/test_golden.py, tests/test_rnng_cli.py,
     tests/test_in_order_rnng.py, tests/test_action_transformer_cli.py,
     tests/test_tree_planting.py, tests/test_structformer.py, tests/test_udgn.py,
-    tests/test_tree_reg.py and tests/test_masked_objective.py) cover every backbone, insert
-    and head class the shipped configs use, and every model class."""
+    tests/test_tree_reg.py, tests/test_masked_objective.py and tests/test_cag.py) cover
+    every backbone, insert and head class the shipped configs use, and every model class."""
     from test_golden import SIZES
 
     fitted = [*SIZES, *FAMILY_FITS, "dm_lstm_dep.yaml", "dm_gpt2_dep.yaml", "rnng.yaml",
               "rnng_in_order.yaml", "plm.yaml", "tpt_transformer.yaml", "tpt_gpt2.yaml",
               "structformer.yaml", "udgn.yaml", "treereg_transformer.yaml",
-              "treereg_gpt2.yaml", "transformer_mlm.yaml"]
+              "treereg_gpt2.yaml", "transformer_mlm.yaml", "cag.yaml"]
     used = set().union(*map(components, EXPERIMENTS))
     assert used - set().union(*map(components, fitted)) == set()
 
