@@ -195,3 +195,9 @@ def test_the_config_fits_the_nltk_sample(tmp_path: Path,
                           for split in ("train", "valid", "test")),
                         "--data.subwords=null", "--data.unknown_words=classes",
                         "--optimizer.init_args.lr=0.003")
+
+
+def test_a_width_not_divisible_by_the_heads_is_refused() -> None:
+    with pytest.raises(ValueError, match="input_size") as refused:
+        CAG(10, 5, input_size=10, num_heads=4)
+    assert "\n" not in str(refused.value) and "num_heads (4)" in str(refused.value)
