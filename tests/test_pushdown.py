@@ -35,7 +35,7 @@ import pytest
 import torch
 from nltk import Tree
 
-from conftest import metrics_of_test, run_cli
+from conftest import metrics_of_test, pair_report, run_cli
 from staged import staged
 from synlm.capabilities import Parses, Searches
 from synlm.catalog import REPO_CONFIGS
@@ -46,6 +46,7 @@ from synlm.transition.pushdown_beam import beam_search
 from synlm.transition.pushdown_checkpoint import read_model, read_vocabulary
 from synlm.transition.pushdown_lm import PushdownLM
 from synlm.transition.pushdown_tree import attachments_to_tree, depth_tape, gold_attachments
+from synlm.transition.types import PUSHDOWN_RANKED
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pushdown"
 REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
@@ -204,7 +205,10 @@ def fit_lowers_the_perplexity(run: Path, *data: str) -> PushdownLM:
     return model
 
 
-def test_the_config_fits_the_synthetic_treebank(tmp_path: Path):
+def test_the_config_fits_the_synthetic_treebank(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]):
+    """Fitted, it parses (``synlm parse``) and scores pairs (``synlm evaluate-syntax``)
+    with its beam search."""
     model = fit_lowers_the_perplexity(tmp_path / "run", "--config",
                                       "data/synthetic_sentence.yaml",
                                       "--data.corpus.init_args.n_train=200",
@@ -218,6 +222,17 @@ def test_the_config_fits_the_synthetic_treebank(tmp_path: Path):
     assert len(result.word_log_probs) == len(words) and result.end_log_prob < 0
     # the log-probabilities telescope to the final beam's log-sum, above its best joint
     assert result.parses[0][1] <= sum(result.word_log_probs) + result.end_log_prob + 1e-9
+    text = tmp_path / "sentences.txt"
+    text.write_text("the cat saw a dog\n")
+    capsys.readouterr()
+    assert run_cli(["parse", "--ckpt_path", str(tmp_path / "run"), "--input", str(text)]) == 0
+    assert capsys.readouterr().out.split() == str(tree).split()
+    report = pair_report(tmp_path / "run", tmp_path, capsys, "the cat saw a dog .",
+                         "the cat saw a dog dog .", "--beam-size", "3")
+    convention = report["conventions"]["pairs"]
+    assert convention["search_convention"] == PUSHDOWN_RANKED
+    assert convention["search"] == "beam 3 over attachments"
+    assert report["pairs"]["overall"]["pairs"] == 1
 
 
 def test_the_config_fits_the_nltk_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
