@@ -22,6 +22,7 @@ from synlm.loading import load_model, untrained_copy
 from synlm.registry import recipe_class
 from synlm.runtime.runs import CONFIG_KEY
 from synlm.transition.lm import TransitionLM
+from synlm.transition.pushdown_lm import PushdownLM
 from synlm.transition.rnng import RNNG
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -49,6 +50,8 @@ def test_every_shipped_config_resolves_through_the_registry(path: Path) -> None:
         inner = model["init_args"]["model"]["class_path"].rpartition(".")[2]
         assert inner in components("transition_models")
         assert issubclass(cls, TransitionLM)
+    elif recipe.name == "PushdownLM":  # its model is its own arguments
+        assert cls is PushdownLM
     else:
         assert cls is SyntaxLM
         arguments = model["init_args"]
