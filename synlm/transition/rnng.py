@@ -65,7 +65,8 @@ class RNNGState:
     Attributes:
         parser: pointer, open constituents, ... (``ParserState``).
         lstm: (R, S + 2, 2, L, H) the stack LSTM's output and cell per position and layer,
-            one tensor so that a step reads and writes the state once.
+            one tensor so that a step reads and writes the state once (a CAG's stack
+            Transformer keeps its keys and values here, ``synlm.transition.cag``).
         items: (R, S + 1, W) the stack items' embeddings.
         open_at: (R, S) the stack position of each open nonterminal, innermost last
             (``parser.n_open`` of them).
