@@ -12,6 +12,8 @@ from synlm.catalog import REPO_CONFIGS, list_components
 from synlm.lightning_cli import from_config
 from synlm.model import SyntaxModel
 from synlm.transition.lm import TransitionLM
+from synlm.transition.pushdown import PushdownTransformer
+from synlm.transition.pushdown_lm import PushdownLM
 
 EXPERIMENTS = sorted(str(p.relative_to(REPO_CONFIGS)) for p in
                      [*REPO_CONFIGS.glob("*.yaml"), *REPO_CONFIGS.glob("generation/*.yaml"),
@@ -95,6 +97,8 @@ def components(name: str) -> set[str]:
     resolved = recipe["init_args"]
     if "model" in resolved:
         return {recipe["class_path"], resolved["model"]["class_path"]}
+    if "backbone" not in resolved:  # a recipe that is its model (PushdownLM)
+        return {recipe["class_path"]}
     backbone = resolved["backbone"]
     inserts = backbone.get("init_args", {}).get("inserts") or []
     return {backbone["class_path"], *(i["class_path"] for i in inserts),
@@ -105,14 +109,15 @@ def test_every_component_of_a_shipped_config_is_fitted_by_some_test() -> None:
     """The representative fits (here, tests/test_golden.py, tests/test_rnng_cli.py,
     tests/test_in_order_rnng.py, tests/test_action_transformer_cli.py,
     tests/test_tree_planting.py, tests/test_structformer.py, tests/test_udgn.py,
-    tests/test_tree_reg.py, tests/test_masked_objective.py and tests/test_cag.py) cover
+    tests/test_tree_reg.py, tests/test_masked_objective.py, tests/test_cag.py and
+    tests/test_pushdown.py) cover
     every backbone, insert and head class the shipped configs use, and every model class."""
     from test_golden import SIZES
 
     fitted = [*SIZES, *FAMILY_FITS, "dm_lstm_dep.yaml", "dm_gpt2_dep.yaml", "rnng.yaml",
               "rnng_in_order.yaml", "plm.yaml", "tpt_transformer.yaml", "tpt_gpt2.yaml",
               "structformer.yaml", "udgn.yaml", "treereg_transformer.yaml",
-              "treereg_gpt2.yaml", "transformer_mlm.yaml", "cag.yaml"]
+              "treereg_gpt2.yaml", "transformer_mlm.yaml", "cag.yaml", "pushdown.yaml"]
     used = set().union(*map(components, EXPERIMENTS))
     assert used - set().union(*map(components, fitted)) == set()
 
@@ -134,6 +139,9 @@ def test_every_config_builds(name: str) -> None:
         assert model.model.n_actions == len(model.datamodule.action_vocab) + finish
         return
     model.setup("validate")  # asks the DataModule for each head's gold
+    if isinstance(model, PushdownLM):  # asks for the trees, its own model
+        assert isinstance(model.model, PushdownTransformer) and model.vocab is not None
+        return
     assert isinstance(model.model, SyntaxModel) and model.datamodule is not None
 
 

@@ -94,10 +94,22 @@ class PushdownLM(pl.LightningModule):
                                          for name in ("ll", "tokens", "loss", "batches")})
         self.vocab: Vocab | None = None
         self.normalization = "none"
+        self._datamodule: pl.LightningDataModule | None = None
+
+    @property
+    def datamodule(self) -> pl.LightningDataModule | None:
+        """The DataModule this model was built with (``synlm.from_config``) or trains on."""
+        if self._datamodule is not None:
+            return self._datamodule
+        trainer = attached_trainer(self)
+        return trainer.datamodule if trainer is not None else None
+
+    @datamodule.setter
+    def datamodule(self, datamodule: pl.LightningDataModule | None) -> None:
+        self._datamodule = datamodule
 
     def setup(self, stage: str) -> None:
-        trainer = attached_trainer(self)
-        datamodule = trainer.datamodule if trainer is not None else None
+        datamodule = self.datamodule
         if isinstance(datamodule, SynLMDataModule):
             if datamodule.mode != "sentence":
                 raise errors.SettingError("data.mode", datamodule.mode,
