@@ -6,7 +6,8 @@ A sentence is ``<s> w_1 ... w_N <eos>`` (T = N + 2 tokens); query t predicts tok
 (``synlm.transition.pushdown_tree``). Word ids: the V words of the vocabulary (``<eos>``
 among them), then ``</s>`` = V and ``<s>`` = V + 1, as released.
 
-**Pushdown attention** (§3.2, Eq. 2): each layer's head h scores key j at query i as
+**Pushdown attention** (the paper's Figure 1b: depth embeddings added to the keys, here
+q · (k + d) written out): each layer's head h scores key j at query i as
 
     s_h(i, j) = (q_i · k_j + q_i · P_h(j - i) + q_i · d(tape[i, j])) / sqrt(D / heads)
 
@@ -16,7 +17,7 @@ stack tape), the same for every head, causal. Post-norm residual blocks
 (``x = LN(x + attn)``, ``x = LN(x + FF(x))``), input ``sqrt(D) · E[w]``, an output tied to E
 with its own bias.
 
-**Attachment head** (§3.3, released ``StackPredictor``): from the top layer's h_i and the
+**Attachment head** (Figure 1c, released ``StackPredictor``): from the top layer's h_i and the
 embedding e of the next token (unscaled), q = MLP_q([W_q h_i; e]); key j ≤ i is
 MLP_c([W_k h_j; c(tape[i, j])]) (``compose_keys_and_stack_info``), the next token's own
 slot (j = i + 1: no reduce) MLP_k([q; e]); the logit adds q · P'(j - i - 1). The

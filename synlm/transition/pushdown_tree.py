@@ -1,4 +1,4 @@
-"""Pushdown Layers' trees as attachment decisions (Murty et al. 2023, §3).
+"""Pushdown Layers' trees as attachment decisions (Murty et al. 2023, Figure 1).
 
 A sentence is read as ``<s> w_1 ... w_N <eos>`` (T = N + 2 tokens, index 0 the start
 token). After token t is read, a shift-reduce parser merges it into the stack: its
