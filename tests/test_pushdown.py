@@ -41,6 +41,7 @@ from synlm.capabilities import Parses, Searches
 from synlm.catalog import REPO_CONFIGS
 from synlm.errors import InputError, SettingError
 from synlm.loading import load_model
+from synlm.transition.particles import use_particles
 from synlm.transition.pushdown import PushdownTransformer
 from synlm.transition.pushdown_beam import beam_search
 from synlm.transition.pushdown_checkpoint import read_model, read_vocabulary
@@ -260,6 +261,11 @@ def test_synlm_convert_makes_a_run_that_scores_as_released(tmp_path: Path):
         assert [list(a) for a, _ in result.parses] == [d for _, d in s["beams"]["300"]["final"]]
     trees = model.parse(words[:1])
     assert as_tuple(trees[0]) == REFERENCE["sentences"][0]["beams"]["300"]["best_tree"]
+    with pytest.raises(InputError, match="word_beam_size: the Pushdown LM searches by beam"):
+        model.use_beam(10, word_beam_size=5)
+    use_particles(model, 10)
+    with pytest.raises(InputError, match="searches by its beam over attachments, not by"):
+        model.search_ids([model.vocab.encode(words[0])])
 
 
 def test_synlm_convert_refuses_a_missing_vocabulary(tmp_path: Path,

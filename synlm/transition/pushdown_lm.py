@@ -46,9 +46,14 @@ from synlm.transition.types import PUSHDOWN_RANKED, SearchResult
 
 @dataclass(frozen=True)
 class PushdownBeam:
-    """The search's one setting (``Searches.beam``)."""
+    """The search's settings (``Searches.beam``): its beam and its one convention. A
+    sentence's beam is searched whole, unbounded by ``max_memory_mb``, which only a request
+    for particle filtering reads (``synlm.transition.particles.use_particles``), to be
+    refused by ``PushdownLM.search_ids``."""
 
     beam_size: int = 300
+    convention: str = PUSHDOWN_RANKED
+    max_memory_mb: float = 2048.0
 
     def describe(self) -> str:
         return f"beam {self.beam_size} over attachments"
@@ -187,9 +192,10 @@ class PushdownLM(pl.LightningModule):
                  shift_size: int | None = None, convention: str | None = None,
                  max_memory_mb: float | None = None) -> None:
         """Search with ``beam_size`` from now on; the settings of top-down searches (word
-        beam, fast track, another convention) are refused in one line."""
+        beam, fast track, another convention, a memory bound) are refused in one line."""
         other = {"word_beam_size": word_beam_size, "shift_size": shift_size,
-                 "convention": convention if convention != PUSHDOWN_RANKED else None}
+                 "convention": convention if convention != PUSHDOWN_RANKED else None,
+                 "max_memory_mb": max_memory_mb}
         given = next((name for name, value in other.items() if value is not None), None)
         if given:
             raise InputError(f"{given}: the Pushdown LM searches by {self.beam.describe()} "
@@ -204,6 +210,9 @@ class PushdownLM(pl.LightningModule):
 
     def search_ids(self, rows: Sequence[Sequence[int]]) -> list[SearchResult]:
         """The released beam search of each sentence (word ids of ``self.vocab``)."""
+        if not isinstance(self.beam, PushdownBeam):  # particle filtering was asked for
+            raise InputError(f"the Pushdown LM searches by its beam over attachments, not by "
+                             f"{self.beam.describe()}")
         was_training = self.training
         self.eval()
         results = []
