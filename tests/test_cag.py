@@ -167,7 +167,8 @@ def test_the_config_fits_the_synthetic_treebank_in_gpt2_pieces(
     """The config's own data path (a GPT-2 byte-level BPE, here a local one trained on the
     synthetic treebank) over the synthetic treebank; evaluate-syntax scores a pair by the
     beam's word log-probabilities (each the sum over its pieces) under the RNNG's released
-    convention, renormalised given the length: the end of the sentence costs nothing."""
+    convention, renormalised given the length: the end of the sentence costs nothing; parse
+    prints the beam's best tree."""
     run = tmp_path / "run"
     fit_lowers_the_loss(run, "--data.corpus=SyntheticTreebank",
                         "--data.corpus.init_args.n_train=200",
@@ -183,6 +184,10 @@ def test_the_config_fits_the_synthetic_treebank_in_gpt2_pieces(
                          "--beam-size", "6", "--word-beam-size", "3")
     assert report["headline"]["pairs/accuracy"] == \
         float(sum(good.word_log_probs) > sum(bad.word_log_probs))
+    (tmp_path / "in.txt").write_text("the dog saw a cat .\n")
+    assert run_cli(["parse", "--ckpt_path", str(run), "--input", str(tmp_path / "in.txt")]) == 0
+    (tree,) = capsys.readouterr().out.splitlines()
+    assert tree.startswith("(") and tree.split()[-1].rstrip(")") == "."
 
 
 def test_the_config_fits_the_nltk_sample(tmp_path: Path,
