@@ -40,7 +40,12 @@ from synlm.transition.cag import CAG
 from synlm.transition.lm import TransitionLM
 from synlm.transition.types import RENORMALISED
 from synlm.tse.scoring import ModelScorer
-from tests.test_rnng_reference import assert_searches_equal, assert_teacher_forcing_equal, batch
+from tests.test_rnng_reference import (
+    assert_searches_equal,
+    assert_teacher_forcing_equal,
+    batch,
+    padded,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cag" / "reference.pt"
 
@@ -207,3 +212,24 @@ def test_a_width_not_divisible_by_the_heads_is_refused() -> None:
     with pytest.raises(ValueError, match="input_size") as refused:
         CAG(10, 5, input_size=10, num_heads=4)
     assert "\n" not in str(refused.value) and "num_heads (4)" in str(refused.value)
+
+
+def test_a_stack_deeper_than_the_embedded_positions_reuses_the_last() -> None:
+    """Stack positions past ``max_stack_size`` take the last position embedding: a model of
+    2 positions beyond the initial item scores a 4-deep stack as one whose embedding rows
+    from 2 on all equal row 2."""
+    torch.manual_seed(0)
+    short = CAG(6, 4, input_size=8, num_layers=1, num_heads=2, max_stack_size=2,
+                dropout=0.0, embedding_dropout=0.0).double().eval()
+    long = CAG(6, 4, input_size=8, num_layers=1, num_heads=2, max_stack_size=6,
+               dropout=0.0, embedding_dropout=0.0).double().eval()
+    state = short.state_dict()
+    positions = state["stack_transformer.position_embedding.weight"]  # (3, 8)
+    state["stack_transformer.position_embedding.weight"] = torch.cat(
+        [positions, positions[-1:].expand(4, -1)])
+    long.load_state_dict(state)
+    # (X (X (Y w0 w1) w2)): four items deep at w1
+    words, actions, lengths = padded([[0, 1, 2]], [[2, 2, 3, 0, 0, 1, 0, 1]])
+    with torch.no_grad():
+        torch.testing.assert_close(short(words, actions, lengths).joint,
+                                   long(words, actions, lengths).joint, rtol=0, atol=1e-12)
