@@ -33,6 +33,7 @@ from torchmetrics import SumMetric
 from synlm import errors
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.normalization import normalizer
+from synlm.data.subwords import SubwordVocab
 from synlm.data.vocab import UNK, Vocab
 from synlm.errors import InputError
 from synlm.lm import attached_trainer
@@ -234,6 +235,9 @@ class PushdownLM(pl.LightningModule):
         training corpus was to be read)."""
         if self.vocab is None:
             raise InputError("the model has no vocabulary (it was never set up on data)")
+        if isinstance(self.vocab, SubwordVocab):
+            raise InputError("the Pushdown LM parses over its tokens; this one's are subwords "
+                             "(data.subwords), give it words")
         normalize = normalizer(self.normalization)
         rows = [self.vocab.encode([normalize(w) for w in words]) for words in sentences]
         return [attachments_to_tree(list(r.parses[0][0]), list(words))
