@@ -16,6 +16,7 @@ from synlm.data.normalization import ptb_text_words
 from synlm.data.subwords import TrainedBPE
 from synlm.data.synthetic import SyntheticTreebank
 from synlm.data.vocab import Vocab
+from synlm.errors import InputError
 from synlm.heads import DependencyMixtureHead
 from synlm.lm import SyntaxLM
 from synlm.outputs import Batch
@@ -45,10 +46,15 @@ def gathered(model: SyntaxLM, ids: list[int]) -> torch.Tensor:
     return model.log_probs(row[:, :-1])[0].gather(1, row[0, 1:, None])[:, 0]
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+#: The backbone cases that predict the next token; the bidirectional ones are masked LMs,
+#: scored by pseudo-log-likelihood (tests/test_masked_objective.py).
+CAUSAL = sorted(name for name, make in CASES.items() if not make().spec.bidirectional)
+
+
+@pytest.mark.parametrize("case", CAUSAL)
 def test_scores_are_the_models_log_probs_and_batching_changes_nothing(case: str) -> None:
-    """Every backbone: each token's score equals ``log_probs`` gathered at it (one row, no
-    padding); three sentences a batch (sorted, padded) equal one at a time."""
+    """Every causal backbone: each token's score equals ``log_probs`` gathered at it (one
+    row, no padding); three sentences a batch (sorted, padded) equal one at a time."""
     model = word_model(CASES[case]())
     batched = ModelScorer(model, batch_size=3).score(SENTENCES)
     single = ModelScorer(model, batch_size=1).score(SENTENCES)
@@ -60,6 +66,16 @@ def test_scores_are_the_models_log_probs_and_batching_changes_nothing(case: str)
             s.word_log_probs, abs=2e-5)
         assert b.total(eos=True) == pytest.approx(float(expected.double().sum()), abs=1e-4)
         assert b.total() == pytest.approx(b.total(eos=True) - b.eos_log_prob)
+
+
+@pytest.mark.parametrize("case", sorted(set(CASES) - set(CAUSAL)))
+def test_next_token_scores_of_a_bidirectional_backbone_are_refused(case: str) -> None:
+    """A masked LM has no next-token distribution: its scores are a pseudo-log-likelihood,
+    so the next-token scorer stops in one line instead of scoring stream windows."""
+    model = word_model(CASES[case]())
+    with pytest.raises(InputError, match="attends both ways") as caught:
+        ModelScorer(model, batch_size=1).score(SENTENCES[:1])
+    assert "\n" not in str(caught.value)
 
 
 def test_a_replacing_head_scores_its_own_distribution() -> None:
