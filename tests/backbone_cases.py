@@ -59,6 +59,10 @@ CASES: dict[str, Callable[[], Backbone]] = {
 }
 
 
+#: The cases that predict the next token (the others attend both ways: masked LMs).
+CAUSAL = sorted(name for name, make in CASES.items() if not make().spec.bidirectional)
+
+
 def run(backbone: Backbone, x: Tensor, lengths: Tensor | None = None, state: object = None
         ) -> BackboneOutput:
     """``backbone`` over ``x`` (B, T, E): a bidirectional one also reads ``lengths`` (B,)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from backbone_cases import CASES
+from backbone_cases import CASES, CAUSAL
 from synlm.backbones import AWDLSTM
 from synlm.data.normalization import ptb_text_words
 from synlm.data.subwords import TrainedBPE
@@ -46,15 +46,12 @@ def gathered(model: SyntaxLM, ids: list[int]) -> torch.Tensor:
     return model.log_probs(row[:, :-1])[0].gather(1, row[0, 1:, None])[:, 0]
 
 
-#: The backbone cases that predict the next token; the bidirectional ones are masked LMs,
-#: scored by pseudo-log-likelihood (tests/test_masked_objective.py).
-CAUSAL = sorted(name for name, make in CASES.items() if not make().spec.bidirectional)
-
-
 @pytest.mark.parametrize("case", CAUSAL)
 def test_scores_are_the_models_log_probs_and_batching_changes_nothing(case: str) -> None:
-    """Every causal backbone: each token's score equals ``log_probs`` gathered at it (one
-    row, no padding); three sentences a batch (sorted, padded) equal one at a time."""
+    """Every causal backbone (the bidirectional ones are masked LMs, scored by
+    pseudo-log-likelihood: tests/test_masked_objective.py): each token's score equals
+    ``log_probs`` gathered at it (one row, no padding); three sentences a batch (sorted,
+    padded) equal one at a time."""
     model = word_model(CASES[case]())
     batched = ModelScorer(model, batch_size=3).score(SENTENCES)
     single = ModelScorer(model, batch_size=1).score(SENTENCES)
