@@ -104,6 +104,25 @@ def attached_trainer(module: pl.LightningModule) -> pl.Trainer | None:
         return None
 
 
+class KeepsDataModule:
+    """A recipe's ``datamodule`` (a mixin before ``pl.LightningModule``): the one it was built
+    with (``synlm.from_config`` sets it) or, without one, its trainer's."""
+
+    _datamodule: pl.LightningDataModule | None = None
+
+    @property
+    def datamodule(self) -> pl.LightningDataModule | None:
+        """The DataModule this model was built with (``synlm.from_config``) or trains on."""
+        if self._datamodule is not None:
+            return self._datamodule
+        trainer = attached_trainer(self)  # type: ignore[arg-type]
+        return trainer.datamodule if trainer is not None else None
+
+    @datamodule.setter
+    def datamodule(self, datamodule: pl.LightningDataModule | None) -> None:
+        self._datamodule = datamodule
+
+
 def with_scheduler(optimizer: torch.optim.Optimizer, lr_scheduler: Mapping[str, Any] | None) -> Any:
     """What ``configure_optimizers`` returns for ``optimizer`` and the scheduler config
     ``lr_scheduler`` (``{"class_path", "init_args"}``; None: the optimiser alone): a
@@ -117,7 +136,7 @@ def with_scheduler(optimizer: torch.optim.Optimizer, lr_scheduler: Mapping[str, 
         config["monitor"] = getattr(scheduler, "monitor", "val/loss")
     return {"optimizer": optimizer, "lr_scheduler": config}
 
-class SyntaxLM(pl.LightningModule):
+class SyntaxLM(KeepsDataModule, pl.LightningModule):
     """The training recipe of a ``SyntaxModel`` (``self.model``: embedding, ``backbone``,
     syntax ``heads``, decoder), whose API (``log_probs``, ``step``, ``target_log_probs``,
     ``induce``, ``structures``, ``vocab``) it passes on.
@@ -222,7 +241,6 @@ class SyntaxLM(pl.LightningModule):
         self._states: dict[str, Any] = {}
         self._lr_scale = 1.0
         self._finite = FiniteLossWatch()
-        self._datamodule: pl.LightningDataModule | None = None
 
     # ------------------------------------------------------------------ the model's API
     backbone = property(lambda self: self.model.backbone, doc="``SyntaxModel.backbone``")
@@ -317,18 +335,6 @@ class SyntaxLM(pl.LightningModule):
             self.normalization = datamodule.normalization
         if stage == "fit" and self.hparams.init_from and not self._resuming():
             self._load_weights(self.hparams.init_from)
-
-    @property
-    def datamodule(self) -> pl.LightningDataModule | None:
-        """The DataModule this model was built with (``synlm.from_config``) or trains on."""
-        if self._datamodule is not None:
-            return self._datamodule
-        trainer = attached_trainer(self)
-        return trainer.datamodule if trainer is not None else None
-
-    @datamodule.setter
-    def datamodule(self, datamodule: pl.LightningDataModule | None) -> None:
-        self._datamodule = datamodule
 
     def _carrying_forward(self, batch: Batch, stage: str) -> LMOutput:
         """Forward with the state carried from this stage's previous window (stream mode,

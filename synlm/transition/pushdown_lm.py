@@ -36,7 +36,7 @@ from synlm.data.normalization import normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.data.vocab import UNK, Vocab
 from synlm.errors import InputError
-from synlm.lm import attached_trainer
+from synlm.lm import KeepsDataModule
 from synlm.outputs import Batch
 from synlm.transition.lm import TransitionLM
 from synlm.transition.pushdown import PushdownTransformer
@@ -64,7 +64,7 @@ class PushdownBeam:
         return False
 
 
-class PushdownLM(pl.LightningModule):
+class PushdownLM(KeepsDataModule, pl.LightningModule):
     """The recipe of a ``PushdownTransformer`` (module docstring); its arguments are the
     model's (``synlm.transition.pushdown.PushdownTransformer``), the search's and the
     optimiser's.
@@ -100,19 +100,6 @@ class PushdownLM(pl.LightningModule):
                                          for name in ("ll", "tokens", "loss", "batches")})
         self.vocab: Vocab | None = None
         self.normalization = "none"
-        self._datamodule: pl.LightningDataModule | None = None
-
-    @property
-    def datamodule(self) -> pl.LightningDataModule | None:
-        """The DataModule this model was built with (``synlm.from_config``) or trains on."""
-        if self._datamodule is not None:
-            return self._datamodule
-        trainer = attached_trainer(self)
-        return trainer.datamodule if trainer is not None else None
-
-    @datamodule.setter
-    def datamodule(self, datamodule: pl.LightningDataModule | None) -> None:
-        self._datamodule = datamodule
 
     def setup(self, stage: str) -> None:
         datamodule = self.datamodule
