@@ -229,6 +229,30 @@ def run_cli(args: list[str]) -> int:
         return int(exit_.code or 0)
 
 
+def fit_tiny_masked(root: Path, config: str, *sizes: str) -> Path:
+    """``synlm fit --config CONFIG`` as a masked LM on a small synthetic treebank (64 / 16 / 8
+    sentences, batches of 16, lr 0.01, 4 epochs) with the backbone cut down by ``sizes``, run
+    in ``root``: its run folder."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        assert run_cli([
+            "fit", "--config", config, "--config", "data/synthetic_sentence.yaml",
+            "--data.objective=masked", "--data.max_tokens=null", "--data.batch_size=16",
+            "--data.corpus.init_args.n_train=64", "--data.corpus.init_args.n_valid=16",
+            "--data.corpus.init_args.n_test=8", *sizes, "--optimizer.init_args.lr=0.01",
+            "--trainer.max_epochs=4", "--trainer.enable_progress_bar=false",
+            "--trainer.accelerator=cpu", "--trainer.log_every_n_steps=4"]) == 0
+    return root / "runs" / Path(config).stem
+
+
+def at_each_validation(run: Path, key: str = "val/loss") -> list[float]:
+    """``key`` (``val/loss``) at each validation of the run folder ``run`` (its
+    ``version_0``)."""
+    header, *rows = (run / "version_0" / "metrics.csv").read_text().splitlines()
+    at = header.split(",").index(key) if key in header.split(",") else None
+    return [] if at is None else [float(r.split(",")[at]) for r in rows if r.split(",")[at]]
+
+
 def metrics_of_test(ckpt: str | Path, out: Path, *flags: str) -> dict[str, str]:
     """``synlm test --ckpt_path CKPT`` on one test batch (``flags`` added), its run under
     ``out``: the metrics it logged, by name (``test/beam_ppl``)."""

@@ -6,12 +6,11 @@ TreeReg, its bracketing accuracy) on the sample's validation trees."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import at_each_validation, run_cli
 from staged import staged
 
 SMALL = {
@@ -43,12 +42,6 @@ SCORES = {"structformer.yaml": ["val/uf1_constituency"], "udgn.yaml": [],
           "treereg_transformer.yaml": ["val/treereg_acc"]}
 
 
-def epochs(run: Path, key: str) -> list[float]:
-    """The values of ``key`` logged at each validation of ``run``."""
-    rows = list(csv.DictReader((run / "version_0" / "metrics.csv").open()))
-    return [float(r[key]) for r in rows if r.get(key)]
-
-
 @pytest.mark.parametrize("config", list(SMALL))
 def test_fits_the_nltk_sample_and_scores_its_trees(config: str, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,8 +52,8 @@ def test_fits_the_nltk_sample_and_scores_its_trees(config: str, tmp_path: Path,
                     "--trainer.limit_train_batches=12", "--trainer.limit_val_batches=4",
                     "--trainer.enable_progress_bar=false", "--trainer.log_every_n_steps=4",
                     f"--trainer.default_root_dir={tmp_path / 'run'}"]) == 0
-    losses = epochs(tmp_path / "run", "val/loss")
+    losses = at_each_validation(tmp_path / "run")
     assert len(losses) == 3 and losses[-1] < losses[0], losses
     for key in SCORES[config]:
-        scores = epochs(tmp_path / "run", key)
+        scores = at_each_validation(tmp_path / "run", key)
         assert len(scores) == 3 and all(0.0 <= s <= 100.0 for s in scores), (key, scores)

@@ -28,7 +28,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import run_cli
+from conftest import at_each_validation, fit_tiny_masked, run_cli
 from synlm.backbones import UDGN
 from synlm.metrics.structures import decode_heads
 from synlm.model import SyntaxModel
@@ -204,28 +204,17 @@ def test_the_parser_half_of_the_embedding_learns_through_the_parser_alone() -> N
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``synlm fit --config udgn.yaml`` on the synthetic treebank with the model cut down,
     4 epochs: its run folder."""
-    root = tmp_path_factory.mktemp("udgn")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        args = ["fit", "--config", "udgn.yaml", "--config", "data/synthetic_sentence.yaml",
-                "--data.objective=masked", "--data.max_tokens=null", "--data.batch_size=16",
-                "--data.corpus.init_args.n_train=64", "--data.corpus.init_args.n_valid=16",
-                "--data.corpus.init_args.n_test=8", "--model.backbone.init_args.emb_size=16",
-                "--model.backbone.init_args.head_size=4",
-                "--model.backbone.init_args.num_layers=2",
-                "--model.backbone.init_args.num_heads=2",
-                "--model.backbone.init_args.parser_layers=2", "--optimizer.init_args.lr=0.01",
-                "--trainer.max_epochs=4", "--trainer.enable_progress_bar=false",
-                "--trainer.accelerator=cpu", "--trainer.log_every_n_steps=4"]
-        assert run_cli(args) == 0
-    return root / "runs" / "udgn"
+    return fit_tiny_masked(tmp_path_factory.mktemp("udgn"), "udgn.yaml",
+                           "--model.backbone.init_args.emb_size=16",
+                           "--model.backbone.init_args.head_size=4",
+                           "--model.backbone.init_args.num_layers=2",
+                           "--model.backbone.init_args.num_heads=2",
+                           "--model.backbone.init_args.parser_layers=2")
 
 
 def test_a_tiny_udgn_lowers_its_masked_loss(trained: Path) -> None:
     """The validation masked-LM loss (the same masks at every evaluation) falls every epoch."""
-    header, *rows = (trained / "version_0" / "metrics.csv").read_text().splitlines()
-    at = header.split(",").index("val/loss")
-    losses = [float(r.split(",")[at]) for r in rows if r.split(",")[at]]
+    losses = at_each_validation(trained)
     assert len(losses) == 4 and losses == sorted(losses, reverse=True), losses
     assert losses[-1] < losses[0] - 0.2, losses
 
