@@ -195,11 +195,14 @@ class GPST(nn.Module):
             inputs = torch.where((kinds == 2)[..., None], lifted, inputs)
         return inputs
 
-    def hidden(self, words: Tensor, steps: Steps) -> tuple[Tensor, Tensor]:
+    def hidden(self, words: Tensor, steps: Steps, inputs: Tensor | None = None
+               ) -> tuple[Tensor, Tensor]:
         """The two stacks' outputs at every step: action layers (R, T, D), generation
-        layers (R, T, D) (module docstring)."""
+        layers (R, T, D) (module docstring); ``inputs`` (R, T, D) the steps' inputs in place
+        of ``_inputs``'s (the released training's inside representations)."""
         positions = steps.positions.to(words.device)
-        h = self.drop(self._inputs(words, steps) + self.positions(positions))
+        inputs = self._inputs(words, steps) if inputs is None else inputs
+        h = self.drop(inputs + self.positions(positions))
         for layer in self.action_layers:
             h = layer(h, None, None, None)
         allowed = causal_shift_mask(steps.shifted.to(words.device))
@@ -208,11 +211,11 @@ class GPST(nn.Module):
             g = layer(g, allowed, None, None)
         return h, self.final_norm(g)
 
-    def step_log_probs(self, words: Tensor, steps: Steps, at: Tensor | None = None
-                       ) -> tuple[Tensor, Tensor]:
+    def step_log_probs(self, words: Tensor, steps: Steps, at: Tensor | None = None,
+                       inputs: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """log p(action) (R, T, 2) and log p(word) (R, T, V) at every step; with ``at`` (R,),
-        at each row's step ``at`` only: (R, 2) and (R, V)."""
-        h, g = self.hidden(words, steps)
+        at each row's step ``at`` only: (R, 2) and (R, V); ``inputs`` as ``hidden``'s."""
+        h, g = self.hidden(words, steps, inputs)
         if at is not None:
             rows = torch.arange(h.size(0), device=h.device)
             h, g = h[rows, at], g[rows, at]

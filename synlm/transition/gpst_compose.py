@@ -10,8 +10,8 @@ a small Transformer over the pair with learned role embeddings (left 0, right 1)
 N is the released ``InstanceNorm1d`` without affine weights, which over the pair's
 (2, d) rows normalises each row over its d features: a layer norm without weights
 (``F.layer_norm``, eps 1e-5). The released module also holds two MLPs that score a split
-(``left_linear``, ``right_linear``); they serve the inside pass, not a REDUCE, and are not
-here.
+(``left_linear``, ``right_linear``); they serve the inside pass, not a REDUCE
+(``synlm.transition.gpst_inside``).
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ class CompositionLayer(nn.Module):
         self.roles = nn.Embedding(roles, size)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """``x`` (R, 2, d) -> (R, 2, d)."""
-        keyed = x + self.roles.weight[:2]  # (R, 2, d)
+    def forward(self, x: Tensor, roles: Tensor | None = None) -> Tensor:
+        """``x`` (R, 2, d) -> (R, 2, d); ``roles`` (R, 2) each row's role ids (default left
+        0, right 1; the outside pass's parent 0 with its sibling 1 or 2)."""
+        keyed = x + (self.roles.weight[:2] if roles is None else self.roles(roles))  # (R, 2, d)
         x = normalise(x + self.drop(self.attention(keyed, keyed, x, need_weights=False)[0]))
         ffn = self.ffn_out(self.drop(F.gelu(self.ffn_in(x))))
         return normalise(x + self.drop(ffn))

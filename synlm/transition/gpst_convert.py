@@ -51,3 +51,40 @@ def released_state_dict(state: dict[str, Tensor]) -> dict[str, Tensor]:
             if key.startswith(old):
                 out[new + key[len(old):]] = value
     return out
+
+
+#: released prefix -> ``StructuredGPST`` prefix for the inside-outside part and the parser.
+STRUCTURED = {
+    "r2d2.parser.encoder.tok_embeddings.": "parser.embedding.",
+    "r2d2.parser.encoder.norm.": "parser.norm.",
+    "r2d2.parser.score_mlp.": "parser.score.",
+    "r2d2.inside_enc.left_linear.": "inside_outside.left_score.",
+    "r2d2.inside_enc.right_linear.": "inside_outside.right_score.",
+    "r2d2.outside_enc.parent_linear.": "inside_outside.parent_out.",
+    "r2d2.outside_enc.left_linear.": "inside_outside.left_out.",
+    "r2d2.outside_enc.right_linear.": "inside_outside.right_out.",
+    "r2d2.outside_root_embedding": "inside_outside.root",
+    "insideoutside_dense.": "outside_head.",
+}
+PARSER = "r2d2.parser.encoder.layers."
+OUTSIDE = "r2d2.outside_enc.layers."
+
+
+def released_structured_state_dict(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """``StructuredGPST``'s state dict (``synlm.transition.gpst_structured``) from a
+    released ``FastGenerativeR2D2`` state dict: its generative part, parser, split
+    scorers, outside encoder and outside head."""
+    out = {f"generative.{k}": v for k, v in released_state_dict(state).items()}
+    for key, value in state.items():
+        for old, new in STRUCTURED.items():
+            if key.startswith(old):
+                out[new + key[len(old):]] = value
+        if key.startswith(PARSER):
+            name = key[len(PARSER):].replace("attention.w", "w").replace("feed_forward.", "")
+            out[f"parser.layers.{name}"] = value
+        if key.startswith(OUTSIDE):
+            layer, name = key[len(OUTSIDE):].split(".", 1)
+            for old, new in COMPOSE.items():
+                if name.startswith(old):
+                    out[f"inside_outside.outside_layers.{layer}.{new}{name[len(old):]}"] = value
+    return out
