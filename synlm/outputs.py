@@ -106,6 +106,9 @@ class ActionBatch:
     n_words: int  # the words of the batch, counted on the host when the batch is built
     n_actions: int  # action_lengths.sum(), likewise
     word_ends: Tensor | None = None  # (B, N) bool, subwords: the piece ends its word
+    #: (B,) long, documents streamed (``data.document_order: streamed``): the chunk of its
+    #: document each row reads, 0 where a document starts (its memory emptied)
+    chunk: Tensor | None = None
 
     @property
     def n_targets(self) -> int:

@@ -1,6 +1,9 @@
 """``SynLMDataModule``: one DataModule for every corpus, which serves each ``mode`` through
 its layout: ``layout_tokens`` (stream, sentence), ``layout_actions`` (actions, a sentence a
-row) and ``layout_documents`` (actions, a document a row)."""
+row) and ``layout_documents`` (actions, a document a row).
+
+One module because the DataModule's settings are one constructor's (the CLI's ``data:``
+section), checked together, and every layout reads them from it."""
 
 from __future__ import annotations
 
@@ -40,6 +43,9 @@ DEFAULT_MIN_COUNT = 2
 #: The batch layouts a split can be served in (``mode``, ``eval_mode``).
 Mode = Literal["stream", "sentence", "actions"]
 
+#: How training batches read documents (``document_order``; ``layout_documents``).
+DOCUMENT_ORDERS = ("chunked", "streamed")
+
 #: What a row of action mode is (``action_unit``), and the layout that serves it.
 ACTION_UNITS: dict[str, type[ActionLayout]] = {"sentence": ActionLayout,
                                                "document": DocumentLayout}
@@ -74,6 +80,12 @@ class SynLMDataModule(pl.LightningDataModule):
             sentence of more alone), which bounds a row's memory: a corpus without document
             boundaries (``SyntheticTreebank``) would otherwise make one document of a split.
             The default holds every article of the NLTK WSJ sample (the longest: 4,534).
+        document_order: with ``action_unit: document``, how training batches read the
+            documents (``layout_documents``): ``chunked``, each batch's documents from their
+            starts, or ``streamed``, as the released Transformer Grammars' trainer: the
+            documents back to back through the batch's rows, one chunk of the model's
+            ``sequence_length`` tokens a row and batch, each row's memory carried to its
+            next batch and emptied where a document starts.
         batch_size: training columns (stream) or sentences (sentence, actions) per device.
         eval_batch_size: the same for validation (AWD: 10).
         test_batch_size: the same for test (AWD: 1).
@@ -143,6 +155,7 @@ class SynLMDataModule(pl.LightningDataModule):
         action_order: Literal["top_down", "in_order"] = "top_down",
         action_unit: Literal["sentence", "document"] = "sentence",
         max_document_words: int = 5000,
+        document_order: Literal["chunked", "streamed"] = "chunked",
         batch_size: int = 20,
         eval_batch_size: int = 10,
         test_batch_size: int = 1,
@@ -188,6 +201,15 @@ class SynLMDataModule(pl.LightningDataModule):
             raise errors.SettingError("action_unit", action_unit, " | ".join(ACTION_UNITS))
         self.action_unit = action_unit
         self.max_document_words = max_document_words
+        if document_order not in DOCUMENT_ORDERS:
+            raise errors.SettingError("document_order", document_order,
+                                      " | ".join(DOCUMENT_ORDERS))
+        if document_order == "streamed" and action_unit != "document":
+            raise InputError("data.document_order: streamed streams documents; set "
+                             "data.action_unit: document")
+        self.document_order = document_order
+        #: the chunks a streamed document is read in (``LayoutData.chunks_of``)
+        self.chunks_of: Callable[[np.ndarray], int] | None = None
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.test_batch_size = test_batch_size

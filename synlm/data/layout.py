@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from synlm.data.batching import ResumableLoader
@@ -42,6 +43,10 @@ class LayoutData(Protocol):
     max_length: int | None
     max_tokens: int | None
     max_document_words: int
+    document_order: str
+    #: with ``document_order: streamed``, the chunks the model reads a document's actions
+    #: in (the recipe sets it from its model; None: it reads documents whole)
+    chunks_of: Callable[[np.ndarray], int] | None
     action_order: str
     tree_source: str
     dependency_holdout: float

@@ -28,6 +28,14 @@ over the gold trees per word of the documents::
     doc_ppl = exp(−Σ_documents log p(x, y) / Σ words)
 
 and test runs no beam search (the paper scores documents with their gold trees only).
+Documents streamed through the rows (``data.document_order: streamed``) train one chunk a
+row and batch (``synlm.transition.attention.memory.Stream``): a batch's loss is over the
+actions and words its chunks predict, and a checkpoint keeps the rows' memory, so that a
+resumed run goes on with the same stream.
+
+One module because the loss, the sums the perplexities are made of, test's search and
+what a checkpoint keeps read and write the same recipe state (vocabularies, the action
+unit, the stream).
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 import lightning.pytorch as pl
+import numpy as np
 import torch
 from lightning.pytorch.cli import instantiate_class
 from lightning.pytorch.utilities import rank_zero_warn
@@ -57,6 +66,9 @@ from synlm.modules.recorded import RecordsInit, build
 from synlm.outputs import ActionBatch
 from synlm.runtime.runs import restore_rng_if_resuming, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
+from synlm.transition.action_transformer import _predictors
+from synlm.transition.attention.base import ChunkedMasks
+from synlm.transition.attention.memory import Stream, streaming
 from synlm.transition.beam import (
     BeamSettings,
     check_fits,
@@ -65,7 +77,8 @@ from synlm.transition.beam import (
     word_level,
 )
 from synlm.transition.model import TransitionModel
-from synlm.transition.types import NO_PARSE, SearchResult
+from synlm.transition.parser_state import SHIFT
+from synlm.transition.types import NO_PARSE, RNNGOutput, SearchResult
 
 _SUMS = ("action_ll", "word_ll", "actions", "words", "beam_ll", "beam_words", "no_parse")
 
@@ -144,6 +157,8 @@ class TransitionLM(pl.LightningModule):
                                  max_memory_mb=max_memory_mb)
         #: rows are ``sentence``s or ``document``s (the DataModule's ``action_unit``)
         self.action_unit = "sentence"
+        #: streamed documents' rows from one training batch to the next
+        self.stream = Stream()
 
     # ------------------------------------------------------------------ data
     def setup(self, stage: str) -> None:
@@ -155,6 +170,20 @@ class TransitionLM(pl.LightningModule):
             self.normalization = datamodule.normalization
             self.action_vocab = datamodule.action_vocab
             self.action_unit = datamodule.action_unit
+            if datamodule.document_order == "streamed" and self.reads_in_chunks():
+                datamodule.chunks_of = self.chunks_of
+
+    def chunks_of(self, actions: np.ndarray) -> int:
+        """The chunks the model reads ``actions`` (a document's) in."""
+        masks = self.model.policy.masks(torch.as_tensor(actions)[None], self.model.num_heads)
+        return len(masks.chunks)
+
+    def reads_in_chunks(self) -> bool:
+        """Whether the model reads a row in chunks with memory (``ChunkedMasks``)."""
+        policy = getattr(self.model, "policy", None)
+        one_tree = torch.tensor([[self.model.n_actions - 1, SHIFT, 1]])  # (X w)
+        return policy is not None and isinstance(
+            policy.masks(one_tree, self.model.num_heads), ChunkedMasks)
 
     def test_fits(self) -> str | None:
         """Whether test's search of the longest test sentence fits ``max_memory_mb``
@@ -195,7 +224,10 @@ class TransitionLM(pl.LightningModule):
 
     # ------------------------------------------------------------------ loops
     def _joint(self, batch: ActionBatch, stage: str) -> Tensor:
-        out = self.model(batch.words, batch.actions, batch.word_lengths, batch.word_ends)
+        if batch.chunk is not None and stage == "train":
+            out, batch = self._streamed(batch)
+        else:
+            out = self.model(batch.words, batch.actions, batch.word_lengths, batch.word_ends)
         # a family's closing actions (the in-order FINISH) count among each sentence's
         batch = replace(batch, n_actions=batch.n_actions
                         + self.model.closing_actions * batch.words.size(0))
@@ -210,6 +242,25 @@ class TransitionLM(pl.LightningModule):
             self._add(stage, action_ll=out.action_log_probs.sum(), word_ll=out.word_log_probs.sum(),
                       actions=batch.n_actions, words=batch.n_words)
         return loss
+
+    def _streamed(self, batch: ActionBatch) -> tuple[RNNGOutput, ActionBatch]:
+        """A batch of streamed documents read one chunk a row (``self.stream``): the
+        log-probabilities of the actions and words its chunks predict (0 elsewhere), and the
+        batch with those counts."""
+        self.stream.chunk = batch.chunk
+        with streaming(self.stream):
+            out = self.model(batch.words, batch.actions, batch.word_lengths, batch.word_ends)
+        actions = batch.actions
+        counted = self.stream.read.gather(1, _predictors(self.stream.masks, actions.size(1)))
+        counted &= actions >= 0  # (B, A)
+        row, col = (actions == SHIFT).nonzero(as_tuple=True)
+        word = (actions == SHIFT).long().cumsum(1) - 1  # (B, A) a SHIFT's word
+        words = torch.zeros_like(batch.words, dtype=torch.bool)
+        words[row, word[row, col]] = counted[row, col]  # (B, N)
+        action_lps = torch.where(counted, out.action_log_probs, 0)
+        word_lps = torch.where(words, out.word_log_probs, 0)
+        return (RNNGOutput(action_lps, word_lps, action_lps.sum(1) + word_lps.sum(1)),
+                replace(batch, n_actions=int(counted.sum()), n_words=int(words.sum())))
 
     def _add(self, stage: str, **values: Tensor | float) -> None:
         for name, value in values.items():
@@ -368,7 +419,8 @@ class TransitionLM(pl.LightningModule):
             "rng": torch_rng(),
             "vocab": self.vocab.to_saved() if self.vocab is not None else None,
             "normalization": self.normalization,
-            "action_vocab": self.action_vocab.to_saved() if self.action_vocab else None}
+            "action_vocab": self.action_vocab.to_saved() if self.action_vocab else None,
+            "stream_memory": self.stream.memory}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("synlm") or {}
@@ -384,6 +436,7 @@ class TransitionLM(pl.LightningModule):
                     "the treebank it was trained on, or labels mapped to its own")
             self.action_vocab = loaded
         self.normalization = saved.get("normalization", "none")
+        self.stream.memory = saved.get("stream_memory")
         restore_rng_if_resuming(self, saved)
 
 
