@@ -156,3 +156,40 @@ def test_binary_actions_of_a_gold_tree_and_back() -> None:
         actions_tree([SHIFT, REDUCE], ["a"])
     with pytest.raises(InputError, match="split 3 of span"):
         postorder(2, lambda i, j: 3)
+
+
+#: released parameter -> ours, for the recorded gradients (GPT-2's none among them).
+GRADIENTS = {
+    "r2d2.parser.score_mlp.0.weight": "parser.score.0.weight",
+    "r2d2.parser.encoder.layers.0.attention.wq.weight": "parser.layers.0.wq.weight",
+    "r2d2.inside_enc.left_linear.0.weight": "inside_outside.left_score.0.weight",
+    "r2d2.inside_enc.layers.0.linear1.weight": "generative.compose.layers.0.ffn_in.weight",
+    "r2d2.outside_enc.layers.0.linear1.weight": "inside_outside.outside_layers.0.ffn_in.weight",
+    "r2d2.outside_enc.parent_linear.0.weight": "inside_outside.parent_out.0.weight",
+    "r2d2.outside_root_embedding": "inside_outside.root",
+    "up_scale.weight": "generative.up.weight", "down_scale.weight": "generative.down.weight",
+    "classifier.weight": "generative.embedding.weight",
+    "insideoutside_dense.0.weight": "outside_head.0.weight",
+    "action_mlp.4.weight": "generative.action_head.4.weight",
+    "dense.0.weight": "generative.word_head.0.weight",
+}
+
+
+@pytest.mark.parametrize("mode", ["sum", "split"])
+def test_gradients_equal_the_released_trainers(mode: str) -> None:
+    """``sum``: trainer/ddp_trainer.py (one backward of the sum); ``split``: the GPST-small
+    script's trainer/ddp_trainer_nosync.py (the structural loss, then the generative loss
+    with the weighted sums' split weights cut off)."""
+    model = released_model()
+    words, lengths = batch()
+    out = model(words, lengths, noise=0.0)
+    if mode == "sum":
+        out.loss.backward()
+    else:
+        out.structural.backward(retain_graph=True)
+        with model.inside_outside.weights_frozen():
+            out.generative.backward()
+    for theirs, ours in GRADIENTS.items():
+        expected = torch.tensor(RELEASED["grads"][mode][theirs], dtype=torch.float64)
+        torch.testing.assert_close(model.get_parameter(ours).grad, expected, rtol=0,
+                                   atol=1e-10, msg=ours)

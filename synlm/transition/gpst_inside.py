@@ -22,6 +22,10 @@ child, (0, 2) for a right child::
 each child keeping the softmax-weighted average of the o it receives (a running log-sum
 of the t; a child met twice in one step keeps the last, as the released scatter does).
 
+The weighted sum Σ_k a_k c_k is the released ``WeightedSumFunc``: with its gate closed
+(``InsideOutside.gate``, the released ``a_ij_require_grad = False``) it passes no gradient
+to the weights a, as the GPST-small training script does for the generative losses.
+
 Losses the released training sums (``FastGenerativeR2D2.forward``):
 ``inside_outside`` (each word predicted from its outside representation, through an MLP
 and the tied embedding: cross-entropy), ``height`` (each root's expected height above 15
@@ -32,7 +36,10 @@ each induced split among its span's split points: cross-entropy).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -70,6 +77,29 @@ class Inside:
         return [postorder(n, split_of(b)) for b, n in enumerate(chart.lengths)]
 
 
+class Gate:
+    """Whether the weighted sums pass a gradient to their split weights."""
+
+    def __init__(self) -> None:
+        self.open = True
+
+
+class WeightedSum(torch.autograd.Function):
+    """Σ_k a_k c_k: a (M, S), c (M, S, d) -> (M, d), its gradient to a behind ``gate``."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, c: Tensor, gate: Gate) -> Tensor:
+        ctx.save_for_backward(a, c)
+        ctx.gate = gate
+        return torch.einsum("ms,msd->md", a, c)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor, None]:
+        a, c = ctx.saved_tensors
+        grad_a = torch.einsum("md,msd->ms", grad, c) if ctx.gate.open else None
+        return grad_a, torch.einsum("ms,md->msd", a, grad), None
+
+
 def _keep_last(index: Tensor) -> Tensor:
     """Positions of ``index`` (K,) not repeated later (a sequential scatter's survivors)."""
     unique, inverse = index.unique(return_inverse=True)
@@ -102,6 +132,17 @@ class InsideOutside(nn.Module):
             CompositionLayer(size, n_heads, ffn_size, dropout, roles)
             for _ in range(outside_layers))
         self.root = nn.Parameter(torch.rand(size))
+        self.gate = Gate()
+
+    @contextmanager
+    def weights_frozen(self) -> Iterator[None]:
+        """Backward passes run inside give the split weights no gradient (module
+        docstring)."""
+        self.gate.open = False
+        try:
+            yield
+        finally:
+            self.gate.open = True
 
     def inside(self, compose: Composition, words: Tensor, chart: Chart,
                temperature: float = 1.0) -> Inside:
@@ -116,7 +157,7 @@ class InsideOutside(nn.Module):
                       ).sum(-1) / math.sqrt(self.score_size)  # (M, S)
             a = F.softmax(scores / temperature, -1)
             composed = compose(pairs[:, :, 0].flatten(0, 1), pairs[:, :, 1].flatten(0, 1))
-            spans = normalise(torch.einsum("ms,msd->md", a, composed.view(M, S, -1)))
+            spans = normalise(WeightedSum.apply(a, composed.view(M, S, -1), self.gate))
             below = heights[children].max(-1).values + 1  # (M, S)
             table = torch.cat([table, spans])
             heights = torch.cat([heights, (a * below).sum(-1)])

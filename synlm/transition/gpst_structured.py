@@ -8,11 +8,13 @@ generative model (``gpst.GPST``) reads the induced tree's SHIFT/REDUCE order
 
     L = L_inside_outside + L_height + ½ L_words + L_actions + L_parser     (§3.3)
 
-L_words: −log p(x_i | ...) averaged over words; L_actions: −log p(a_t | a_<t) averaged
-over every action, each sentence's 2n − 1 tree actions and a SHIFT after its root (the
-released target after the tree: the end of the sentence). Gradients reach the composition
-through both the inside pass and the generative inputs; the parser learns from
-L_parser alone (its scores are detached from the merge order).
+The first two are the structural loss, the rest the generative one (the released
+``struct_loss`` and ``non_struct_loss``). L_words: −log p(x_i | ...) averaged over words;
+L_actions: −log p(a_t | a_<t) averaged over every action, each sentence's 2n − 1 tree
+actions and a SHIFT after its root (the released target after the tree: the end of the
+sentence). Gradients reach the composition through both the inside pass and the generative
+inputs; the parser learns from L_parser alone (its scores are detached from the merge
+order).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class GPSTLosses:
     sentence's post-order spans and SHIFT 0 / REDUCE 1 actions)."""
 
     loss: Tensor
+    structural: Tensor
+    generative: Tensor
     words: Tensor
     actions: Tensor
     parser: Tensor
@@ -122,6 +126,7 @@ class StructuredGPST(nn.Module):
         inside_outside = F.cross_entropy(logits, words[present])
         height = height_loss(inside, chart)
         parser = parser_loss(scores, trees)
-        loss = inside_outside + height + 0.5 * word_loss + action_loss + parser
-        return GPSTLosses(loss, word_loss, action_loss, parser, inside_outside, height, trees,
-                          actions)
+        structural = inside_outside + height
+        generative = 0.5 * word_loss + action_loss + parser
+        return GPSTLosses(structural + generative, structural, generative, word_loss,
+                          action_loss, parser, inside_outside, height, trees, actions)
