@@ -25,7 +25,7 @@ from test_tse_compare import blimp_result, ml_record, syntaxgym_result
 
 from conftest import run_cli
 from synlm.loading import mean_and_std
-from synlm.tse import compare, reports, tables
+from synlm.tse import compare, progress, reports, tables
 from synlm.tse.benchmarks import BenchmarkResult
 from synlm.tse.progress import model_shown
 from synlm.tse.scores import ScoredSentence
@@ -355,8 +355,40 @@ def test_each_progress_line_names_its_model(capsys) -> None:
     show(trained, "blimp").score([["a"]] * 20)
     show(untrained[1], "syntaxgym").score([["a"]] * 2)
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0] == "synlm evaluate-syntax: AWD-LSTM: blimp: 2/20 sentences, 0 s"
+    assert lines[0] == "synlm evaluate-syntax: AWD-LSTM: blimp: 2/20 sentences, 0 s, " \
+        "about 0 s left"
     assert len(lines) == 12  # a line a tenth of the 20, then both of the 2
     assert all(line.startswith("synlm evaluate-syntax: AWD-LSTM: blimp: ") for line in lines[:10])
     assert lines[-1] == "synlm evaluate-syntax: AWD-LSTM untrained 2 of 2: syntaxgym: " \
         "2/2 sentences, 0 s"
+
+
+def test_a_progress_line_says_how_long_is_left_at_the_rate_so_far(capsys, monkeypatch) -> None:
+    """A clock 5 s on at each reading: the first line, after 2 of 20 sentences in 5 s, says
+    45 s are left; the last says none; a run of hours reads in hours and minutes."""
+    clock = iter(range(0, 10**6, 5))
+    monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(clock)))
+    model_shown("RNNG", [], "synlm evaluate-syntax")(Counting(), "blimp").score([["a"]] * 20)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "synlm evaluate-syntax: RNNG: blimp: 2/20 sentences, 5 s, about 45 s left"
+    assert lines[1] == "synlm evaluate-syntax: RNNG: blimp: 4/20 sentences, 10 s, about 40 s left"
+    assert lines[-1] == "synlm evaluate-syntax: RNNG: blimp: 20/20 sentences, 50 s"
+    assert progress.time_left(3_600.0, 6_700, 67_000) == 32_400.0
+    assert [progress.duration(s) for s in (42.4, 185, 7_620, 32_400)] == \
+        ["42 s", "3 min 05 s", "2 h 07 min", "9 h 00 min"]
+
+
+def test_no_progress_shows_none(capsys, tmp_path: Path) -> None:
+    """``--no-progress``: no progress line on stderr, the same JSON on stdout."""
+    ckpt = save_checkpoint(unigram_model(), tmp_path / "unigram.ckpt")
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"sentence_good": "The cats sleep.",
+                                 "sentence_bad": "The cats sleeps."}) + "\n")
+    outs = []
+    for flags in ([], ["--no-progress"]):
+        assert run_cli(["evaluate-syntax", "--ckpt_path", str(ckpt), "--pairs", str(pairs),
+                        *flags]) == 0
+        captured = capsys.readouterr()
+        outs.append(json.loads(captured.out.strip().splitlines()[-1]))
+        assert ("sentences, " in captured.err) == (not flags)
+    assert outs[0]["headline"] == outs[1]["headline"]

@@ -192,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warn-unknown", type=_fraction, default=0.1, metavar="SHARE",
                    help="warn when more than this share of a benchmark's pairs or items has "
                    "an unknown word where it matters")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="show no progress on stderr (by default: a bar with the time left on "
+                   "a terminal, else a line at every tenth of a benchmark's sentences with "
+                   "the time so far and about how long is left)")
     return p
 
 
@@ -408,7 +412,7 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
     runs = []
     for model in models:
         label, _, _, untrained = model
-        show = model_shown(label, untrained, PROG)
+        show = model_shown(label, untrained, PROG, shown=args.progress)
         runs.append(evaluation.evaluate_model(model, loaded, args.eos, CONVENTIONS, show))
         warn(evaluation.run_warnings(runs[-1], args.warn_unknown))
     files = provenance.benchmark_files(list(loaded), args.data_dir, args.suites, args.pairs)
@@ -429,7 +433,8 @@ def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None
     models = _scorers(args, build_model)
     name, source, scorer, _ = models[0]
     tokenise = args.tokenise or "whitespace"
-    count, unparsed = sentence_surprisals(ProgressScorer(scorer, "sentences", PROG, name),
+    count, unparsed = sentence_surprisals(ProgressScorer(scorer, "sentences", PROG, name,
+                                                         shown=args.progress),
                                           args.sentences, args.surprisals, tokenise)
     if unparsed:
         warn([f"warning: {args.sentences}: lines {', '.join(map(str, unparsed))}: no parse "

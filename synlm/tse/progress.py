@@ -1,9 +1,12 @@
-"""A scorer's progress on stderr (``ProgressScorer``): a long evaluation shows how far it is,
-as a bar on a terminal and as a line at every tenth of its sentences in a log file, each
-under the model's label and what it scores (``model_shown``: every model of a several-model
-run, and each of its untrained copies, by name). It reads the ``progress`` callback of the
-scorer it wraps (``ModelScorer``, ``HFScorer``, ``PLLScorer``: called with the number of
-sentences after each batch)."""
+"""A scorer's progress on stderr (``ProgressScorer``): a long evaluation shows how far it is
+and about how long it has left, as a bar on a terminal and as a line at every tenth of its
+sentences in a log file, each under the model's label and what it scores (``model_shown``:
+every model of a several-model run, and each of its untrained copies, by name); or nothing
+(``evaluate-syntax --no-progress``). It reads the ``progress`` callback of the scorer it
+wraps (``ModelScorer``, ``HFScorer``, ``PLLScorer``: called with the number of sentences
+after each batch). The time left is the time so far times the sentences left over those
+done (``time_left``): the sentences of a benchmark come in its order, not by length, so
+the rate so far is an unbiased guess once a few batches are done."""
 
 from __future__ import annotations
 
@@ -17,13 +20,14 @@ from synlm.tse.scores import ScoredSentence
 
 class ProgressScorer:
     """``scorer`` showing its progress on stderr under ``label`` (what it scores), after
-    ``model`` (the model's label) where given: a bar on a terminal, else a plain line at
-    every tenth of the sentences, after ``prog`` (``synlm evaluate-syntax: awd: blimp:
-    6,700/67,000 sentences, 12 s``: a log file shows how far a long run is, and of which
-    model); the scorer's other members are its own."""
+    ``model`` (the model's label) where given: a bar with the time left on a terminal, else
+    a plain line at every tenth of the sentences, after ``prog`` (``synlm evaluate-syntax:
+    awd: blimp: 6,700/67,000 sentences, 12 s, about 1 min 48 s left``: a log file shows how
+    far a long run is, of which model, and when it will end); nothing unless ``shown``.
+    The scorer's other members are its own."""
 
     def __init__(self, scorer: Any, label: str = "", prog: str = "synlm",
-                 model: str = "") -> None:
+                 model: str = "", shown: bool = True) -> None:
         from rich.console import Console
 
         # the scorer's other members as this object's own (words, syntaxgym_mapping,
@@ -33,11 +37,13 @@ class ProgressScorer:
         for name in dir(scorer):
             if not name.startswith("_") and name not in ("score", "progress"):
                 setattr(self, name, getattr(scorer, name))
-        self.scorer, self.prog = scorer, prog
+        self.scorer, self.prog, self.shown = scorer, prog, shown
         self.label = f"{model}: {label}" if model else label
         self.console = Console(stderr=True)
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
+        if not self.shown:
+            return self.scorer.score(sentences)
         if self.console.is_terminal:
             return self._with_bar(sentences)
         total, done, shown, start = len(sentences), 0, 0, time.monotonic()
@@ -47,8 +53,11 @@ class ProgressScorer:
             done += n
             if done * 10 // max(total, 1) > shown or done == total:
                 shown = done * 10 // max(total, 1)
+                elapsed = time.monotonic() - start
+                left = "" if done >= total else \
+                    f", about {duration(time_left(elapsed, done, total))} left"
                 print(f"{self.prog}: {self.label}: {done:,}/{total:,} sentences, "
-                      f"{time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+                      f"{duration(elapsed)}{left}", file=sys.stderr, flush=True)
 
         return self._scored(sentences, log)
 
@@ -59,10 +68,12 @@ class ProgressScorer:
             Progress,
             TextColumn,
             TimeElapsedColumn,
+            TimeRemainingColumn,
         )
 
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("sentences"), TimeElapsedColumn())
+                   TextColumn("sentences"), TimeElapsedColumn(), TextColumn("left"),
+                   TimeRemainingColumn())
         with Progress(*columns, console=self.console, transient=True) as bar:
             task = bar.add_task(self.label, total=len(sentences))
             return self._scored(sentences, lambda n: bar.advance(task, n))
@@ -76,14 +87,31 @@ class ProgressScorer:
             self.scorer.progress = None
 
 
-def model_shown(label: str, untrained: Sequence[Any], prog: str
+def time_left(elapsed: float, done: int, total: int) -> float:
+    """Seconds left after ``done`` of ``total`` sentences in ``elapsed`` seconds, at the
+    rate so far."""
+    return elapsed * (total - done) / max(done, 1)
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a person reads a duration: ``42 s``, ``3 min 05 s``, ``2 h 07 min``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600:,} h {s % 3600 // 60:02d} min"
+
+
+def model_shown(label: str, untrained: Sequence[Any], prog: str, shown: bool = True
                 ) -> Callable[[Any, str], ProgressScorer]:
     """How one model's scorers show their progress (``synlm.tse.evaluation.Shown``): a
     scorer given with what it scores, under ``label``, the model's name in the tables; one of
-    its ``untrained`` scorers (their order) under ``<label> untrained <k> of <n>``."""
+    its ``untrained`` scorers (their order) under ``<label> untrained <k> of <n>``; nothing
+    unless ``shown``."""
     def show(scorer: Any, what: str) -> ProgressScorer:
         k = next((k for k, other in enumerate(untrained) if other is scorer), None)
         name = label if k is None else f"{label} untrained {k + 1} of {len(untrained)}"
-        return ProgressScorer(scorer, what, prog, model=name)
+        return ProgressScorer(scorer, what, prog, model=name, shown=shown)
 
     return show
