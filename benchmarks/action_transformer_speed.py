@@ -21,8 +21,11 @@ once under each ``attention_kernel`` of ``--kernels`` (default ``unfused``; ``fu
 a CPU, unless ``--forward-only``), at
 configs/plm.yaml's PTB size (width 256, 4 layers, 4 heads, FFN 1024, ``--dropout`` 0.1; each
 policy's default normalisation, pre-norm for PLM and PLM-mask, post-norm for TG), and of a
-plain Transformer LM of the same size (``SyntaxModel`` with ``Transformer(256, 4 layers, 4
-heads, FFN 1024, pre-norm)``, tied decoder) on the same batches of ``--batch`` real
+plain Transformer LM of the same size and layers (``SyntaxModel`` with ``Transformer(256, 4
+layers, 4 heads, FFN 1024, pre-norm)``, GELU, dropout ``--dropout`` on the attention
+probabilities too, as the action Transformer's layers; tied decoder), and beside it, for
+reference, the same LM with fairseq's defaults (ReLU, no attention dropout: the fused
+attention kernel), on the same batches of ``--batch`` real
 sentences: ``rnng_speed.py``'s (the NLTK WSJ sample's training trees, ``mode: actions``,
 ``unknown_words: classes``; needs ``SYNLM_DATA_DIR``; sorted by length, consecutive batches
 from the median length up). The plain LM runs in sentence mode over the words alone (each
@@ -115,6 +118,8 @@ NAMES = {"causal": "PLM", "plm_mask": "PLM-mask", "tg": "TG"}
 #: The policies by their short names.
 ATTENTIONS = sorted(named_policies())
 PLAIN = "Transformer LM"
+#: The plain LM with fairseq's defaults instead (ReLU, no attention dropout), for reference.
+FAIRSEQ_PLAIN = "Transformer LM (ReLU, no attention dropout)"
 #: The RNNGs of the beam comparison: (embedding, stack LSTM, layers); the last is the base.
 RNNG_SIZES = ((200, 400, 2), (256, 256, 2))
 BASE = "RNNG 256/256/2"
@@ -173,12 +178,14 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
     dm, batches = training_batches(args.batch, n_batches)
     batches = [b.to(device) for b in batches]
     V, n_actions, eos = dm.vocab_size, len(dm.action_vocab), dm.vocab.eos_id
-    plain = SyntaxModel(Transformer(input_size=SIZE, num_layers=LAYERS, num_heads=HEADS,
-                                    ffn_size=FFN, dropout=args.dropout, pre_norm=True,
-                                    attention_layer=None), (), V).to(device)
-    models: dict[str, tuple[nn.Module, Callable[[ActionBatch], Tensor]]] = {
-        PLAIN: (plain, awd_loss(plain, eos))}
-    policy_of: dict[str, str | None] = {PLAIN: None}
+    models: dict[str, tuple[nn.Module, Callable[[ActionBatch], Tensor]]] = {}
+    policy_of: dict[str, str | None] = {}
+    for name, layers in ((PLAIN, {"activation": "gelu", "dropout_attention": args.dropout}),
+                         (FAIRSEQ_PLAIN, {})):
+        plain = SyntaxModel(Transformer(input_size=SIZE, num_layers=LAYERS, num_heads=HEADS,
+                                        ffn_size=FFN, dropout=args.dropout, pre_norm=True,
+                                        attention_layer=None, **layers), (), V).to(device)
+        models[name], policy_of[name] = (plain, awd_loss(plain, eos)), None
     for attention in ATTENTIONS:
         for kernel in args.kernels:
             name = f"{NAMES[attention]} ({kernel})"
@@ -263,7 +270,7 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
         "models": rows,
     }
     if args.profile:
-        for name in names[1:]:
+        for name in names[2:]:
             print(f"\n{name} step:")
             result[f"{name}_profile"] = profile_step(
                 lambda name=name: steps[name](batches[-1]), device, args.top)
@@ -298,7 +305,7 @@ def print_training(r: dict) -> None:
             print(f"| {name} | {m['median_mask_ms']:,.1f} ms | "
                   f"{m['mask_share_of_step']:.1%} |")
     print(f"\nmemory: {r['memory']}")
-    for name in list(r["models"])[1:]:
+    for name in list(r["models"])[2:]:
         prof = r.get(f"{name}_profile")
         if prof:
             print(f"{name} step profiled ({prof['profiled_wall_s']:.1f} s wall, "

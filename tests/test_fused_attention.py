@@ -110,11 +110,14 @@ def test_auto_runs_unfused_on_a_cpu_and_fused_rejects_attention_dropout(batch, f
 def test_vocabulary_at_predicting_tokens_equals_it_everywhere(batch, attention, monkeypatch):
     """The log-probabilities equal those of the vocabulary computed at every token (padding
     and TG's COMPOSE copies included) and then gathered, as the output equation reads; the
-    softmax runs on the real actions' tokens alone."""
+    layers run on the real tokens alone (packed) and the softmax on the real actions'
+    predicting tokens alone."""
     V, n_actions, words, actions, lengths = batch
     model = random_model(V, n_actions, attention)
     top: list[torch.Tensor] = []
-    model.layers[-1].register_forward_hook(lambda module, args, out: top.append(out))
+    model.layers[-1].register_forward_hook(  # (B, T, C), the packed real tokens padded
+        lambda module, args, kwargs, out: top.append(kwargs["packed"].pad(out)),
+        with_kwargs=True)
     rows: list[int] = []
     parts = model._log_softmax_parts
     monkeypatch.setattr(model, "_log_softmax_parts", lambda h: rows.append(h.size(0)) or parts(h))

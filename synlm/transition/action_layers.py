@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
@@ -82,6 +83,31 @@ def kernel_mask(kernel: str, allowed: Tensor | None, x: Tensor, num_heads: int,
     return block_mask(allowed, num_heads) if fused and allowed is not None else None
 
 
+@dataclass(frozen=True)
+class Packing:
+    """The real tokens of a padded batch of B rows of T positions, packed into N rows: the
+    layers' matrix products run on the N real tokens alone, only attention on (B, T).
+
+    Attributes:
+        index: (N,) long: each real token's ``b * T + t``, in order.
+        rows: B.
+        length: T.
+    """
+
+    index: Tensor
+    rows: int
+    length: int
+
+    def pad(self, x: Tensor) -> Tensor:
+        """(N, D) -> (B, T, D), zeros at the padding."""
+        flat = x.new_zeros(self.rows * self.length, x.size(-1)).index_copy(0, self.index, x)
+        return flat.view(self.rows, self.length, -1)
+
+    def unpad(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> (N, D): the real tokens'."""
+        return x.reshape(-1, x.size(-1)).index_select(0, self.index)
+
+
 def relative_encodings(lowest: int, highest: int, size: int) -> Tensor:
     """Transformer-XL's sinusoids for the relative positions ``highest`` down to ``lowest``
     (rows), as the released Transformer Grammars builds them:
@@ -111,9 +137,13 @@ class ActionAttention(nn.Module):
 
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """q, k, v of ``x`` (B, T, C), each (B, nh, T, hd)."""
-        B, T, C = x.shape
+        return self.heads(self.qkv(x))
+
+    def heads(self, qkv: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v (B, nh, T, hd) each of the projections ``qkv`` (B, T, 3C)."""
+        B, T, C3 = qkv.shape
         return tuple(t.view(B, T, self.n_heads, self.head_size).transpose(1, 2)
-                     for t in self.qkv(x).split(C, dim=2))  # type: ignore[return-value]
+                     for t in qkv.split(C3 // 3, dim=2))  # type: ignore[return-value]
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None,
                relative: Tensor | None, encodings: Tensor | None,
@@ -122,8 +152,8 @@ class ActionAttention(nn.Module):
         causal, T = S); ``relative`` (B, T, S): each key's index into ``encodings``
         (n_rel, C). With ``fused``, the block mask of ``allowed``, through flex_attention:
         the relative term a ``score_mod`` that reads the (B, nh, T, n_rel) table by
-        ``relative``, no (B, nh, T, S) bias built. Returns (B, T, C) after the output
-        projection."""
+        ``relative``, no (B, nh, T, S) bias built. Returns (B, T, C) before the output
+        projection ``proj``."""
         B, nh, T, hd = q.shape
         p_drop = self.dropout if self.training else 0.0
         if self.relative_keys is not None:
@@ -147,7 +177,7 @@ class ActionAttention(nn.Module):
             bias = by_position.gather(-1, index)  # (B, nh, T, S)
             bias = bias.masked_fill(~allowed, float("-inf"))
             y = F.scaled_dot_product_attention(q, k, v, bias, dropout_p=p_drop)
-        return self.proj(y.transpose(1, 2).reshape(B, T, nh * hd))  # (B, T, C)
+        return y.transpose(1, 2).reshape(B, T, nh * hd)  # (B, T, C)
 
 
 class ActionLayer(nn.Module):
@@ -169,14 +199,17 @@ class ActionLayer(nn.Module):
     def forward(self, x: Tensor, allowed: Tensor | None, relative: Tensor | None,
                 encodings: Tensor | None, cache: Tensor | None = None,
                 step: StepMasks | None = None, fused: BlockMask | None = None,
-                memory: Tensor | None = None) -> Tensor:
+                memory: Tensor | None = None, packed: Packing | None = None) -> Tensor:
         """``x`` (B, T, C) over the whole sequence; or, with ``cache`` (B, 2, nh, S, hd)
         (this layer's keys and values) and ``step``, T new tokens written into it first and
         the queries attending over its first S' positions (``allowed`` (B, G, T, S')); or,
         with ``memory`` (B, M, C) (Transformer-XL's: this layer's inputs at the tokens the
         memory holds), the keys and values of ``[memory | x]`` (``allowed`` (B, G, T, M + T)).
-        ``fused``: ``allowed``'s block mask, attention through flex_attention."""
-        q, k, v = self.attn.project(self.attn_norm(x) if self.pre_norm else x)
+        ``fused``: ``allowed``'s block mask, attention through flex_attention. With
+        ``packed``, ``x`` (N, C) holds the real tokens of a (B, T) batch alone (``Packing``:
+        only attention runs padded)."""
+        qkv = self.attn.qkv(self.attn_norm(x) if self.pre_norm else x)  # (B, T, 3C) or (N, 3C)
+        q, k, v = self.attn.heads(qkv if packed is None else packed.pad(qkv))
         if memory is not None:
             _, k_memory, v_memory = self.attn.project(
                 self.attn_norm(memory) if self.pre_norm else memory)  # (B, nh, M, hd) each
@@ -188,7 +221,8 @@ class ActionLayer(nn.Module):
             cache[rows, 1, :, at] = v[rows, :, slots]
             used = allowed.size(-1)
             k, v = cache[:, 0, :, :used], cache[:, 1, :, :used]  # (B, nh, S', hd)
-        x = x + self.drop(self.attn.attend(q, k, v, allowed, relative, encodings, fused))
+        y = self.attn.attend(q, k, v, allowed, relative, encodings, fused)  # (B, T, C)
+        x = x + self.drop(self.attn.proj(y if packed is None else packed.unpad(y)))
         if self.pre_norm:
             return x + self.ffn(self.ffn_norm(x))
         x = self.attn_norm(x)

@@ -57,6 +57,7 @@ from synlm.transition.action_layers import (
     KERNELS,
     ActionLayer,
     AttentionKernel,
+    Packing,
     kernel_mask,
     relative_encodings,
 )
@@ -368,20 +369,33 @@ class ActionTransformer(RecordsInit, TransitionModel):
         padded = F.pad(actions, (0, 1), value=NO_ACTION)  # (B, A + 1)
         closing = None if self.closing_embedding is None else \
             padded.gather(1, opened_by(padded)).gather(1, at)
-        tokens = self._token_embedding(padded.gather(1, at),
-                                       F.pad(word_of_action, (0, 1)).gather(1, at), closing)
+        action_of, word_of = padded.gather(1, at), F.pad(word_of_action, (0, 1)).gather(1, at)
         positions = torch.arange(T, device=device).expand(B, T)
-        x = self._input(tokens, positions, positions == 0)
+        row, col = (actions != NO_ACTION).nonzero(as_tuple=True)  # (M,) each
+        predictor = _predictors(masks, A)[row, col]  # (M,) the token predicting each action
         if isinstance(masks, ChunkedMasks):  # chunks read with Transformer-XL memory
+            x = self._input(self._token_embedding(action_of, word_of, closing), positions,
+                            positions == 0)
             x = read_in_chunks(x, masks, self.layers, lambda chunk, h: self._layer_inputs(
-                chunk.allowed, chunk.relative, h))
-        else:
+                chunk.allowed, chunk.relative, h))[row, predictor]  # (M, C)
+        else:  # the real tokens alone (the start token and the actions'), packed
+            real = (positions == 0) | (action_of != NO_ACTION)  # (B, T)
+            packed = Packing(real.flatten().nonzero()[:, 0], B, T)  # N real tokens
+            place = torch.full((B * T,), -1, dtype=torch.long, device=device)
+            place[packed.index] = torch.arange(packed.index.numel(), device=device)
+
+            def pack(t: Tensor | None) -> Tensor | None:
+                return None if t is None else t.flatten()[packed.index]  # (N,)
+
+            x = self._input(self._token_embedding(pack(action_of), pack(word_of),
+                                                  pack(closing)),
+                            pack(positions), pack(positions == 0))  # (N, C)
             inputs = self._layer_inputs(masks.allowed, masks.relative, x)
             for layer in self.layers:
-                x = layer(x, **inputs)  # (B, T, C)
+                x = layer(x, packed=packed, **inputs)  # (N, C)
+            x = x[place.view(B, T)[row, predictor]]  # (M, C)
         # the vocabulary only at the M tokens that predict an action (no padding, no copy)
-        row, col = (actions != NO_ACTION).nonzero(as_tuple=True)  # (M,) each
-        h = self.final_norm(x[row, _predictors(masks, A)[row, col]])  # (M, C)
+        h = self.final_norm(x)  # (M, C)
         word_logits, action_logits, words_norm, norm = self._log_softmax_parts(h)  # (M, ·)
         shift = shifts[row, col]  # (M,)
         action_lp = torch.where(shift, words_norm - norm,  # log p(SHIFT), or the action's
