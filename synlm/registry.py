@@ -16,6 +16,7 @@ import synlm.heads
 import synlm.lm
 import synlm.transition.action_transformer
 import synlm.transition.cag
+import synlm.transition.gpst_lm
 import synlm.transition.in_order_rnng
 import synlm.transition.lm
 import synlm.transition.pushdown_lm

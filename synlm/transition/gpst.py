@@ -22,10 +22,10 @@ Action probabilities are normalised over both actions, illegal ones included (a 
 one stack element, a SHIFT after the last word), as the released search scores them
 (``synlm.transition.types.ALL_ACTIONS``). The released training obtains y from its pruned
 inside-outside pass (R2D2) and feeds the stacks that pass's span representations (a weighted
-sum over each span's splits) where a REDUCE's input is; that pass is not here
-(docs/models/gpst.md): this module scores a given tree and searches, with hard
-compositions, as the released ``R2D2GenFastBeamSearcher`` with target ids does
-(``synlm.transition.gpst_search``).
+sum over each span's splits) where a REDUCE's input is (``hidden``'s ``inputs``;
+``synlm.transition.gpst_structured``); without them this module scores a given tree and
+searches, with hard compositions, as the released ``R2D2GenFastBeamSearcher`` with target
+ids does (``synlm.transition.gpst_search``).
 """
 
 from __future__ import annotations
