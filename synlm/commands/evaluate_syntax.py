@@ -404,6 +404,10 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
     loaded = load_benchmarks(args.benchmark, args.data_dir, args.subset, args.download,
                              args.suites, args.pairs)
     threads = configure_threads()
+    from synlm.tse import scorers
+    from synlm.tse.sharding import joined, sharded
+
+    rank, world = joined(scorers.device_of(args.device))  # under torchrun: its processes
     models = _scorers(args, build_model)
     from synlm.transition.types import CONVENTIONS
     from synlm.tse import evaluation, provenance
@@ -412,9 +416,11 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
     runs = []
     for model in models:
         label, _, _, untrained = model
-        show = model_shown(label, untrained, PROG, shown=args.progress)
+        show = sharded(model_shown(label, untrained, PROG, shown=args.progress and rank == 0),
+                       rank, world)
         runs.append(evaluation.evaluate_model(model, loaded, args.eos, CONVENTIONS, show))
-        warn(evaluation.run_warnings(runs[-1], args.warn_unknown))
+        if rank == 0:
+            warn(evaluation.run_warnings(runs[-1], args.warn_unknown))
     files = provenance.benchmark_files(list(loaded), args.data_dir, args.suites, args.pairs)
     return runs, evaluation.provenance_of(provenance.command_line(PROG, argv), models, threads,
                                           files, runs, args.config)
@@ -427,8 +433,11 @@ def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None
     from synlm.tse import evaluation, provenance
     from synlm.tse.progress import ProgressScorer
     from synlm.tse.reports import sentence_surprisals
+    from synlm.tse.sharding import joined
 
     check_inputs(args)
+    if joined()[1] > 1:
+        raise InputError("--sentences scores in one process; run it without torchrun")
     threads = configure_threads()
     models = _scorers(args, build_model)
     name, source, scorer, _ = models[0]
@@ -449,12 +458,17 @@ def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None
 
 def evaluated(args: argparse.Namespace, argv: Sequence[str] | None,
               chosen: Sequence[str] | None, build_model: Callable[..., Any] | None
-              ) -> dict[str, Any]:
+              ) -> dict[str, Any] | None:
     """The runs scored here (or read, ``--results``), their files written
     (``synlm.tse.reports``) and their headline table on stderr; the JSON summary
-    (``synlm.tse.evaluation.summarize_runs``)."""
+    (``synlm.tse.evaluation.summarize_runs``). Under torchrun, rank 0's alone (None on
+    the others: ``synlm.tse.sharding``)."""
+    from synlm.tse.sharding import joined
+
     runs, record = (from_results(args, argv, chosen) if args.results
                     else from_models(args, argv, build_model))
+    if joined()[0] > 0:
+        return None
     from rich.console import Console
 
     from synlm.loading import mean_and_std
@@ -499,7 +513,8 @@ def main(argv: list[str] | None = None,
                    else evaluated(args, argv, chosen, build_model))
     except SynLMError as err:
         return report(err, PROG)
-    print(json.dumps(summary))
+    if summary is not None:
+        print(json.dumps(summary))
     return 0
 
 

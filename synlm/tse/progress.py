@@ -18,6 +18,16 @@ from typing import Any
 from synlm.tse.scores import ScoredSentence
 
 
+def adopt(wrapper: Any, scorer: Any) -> None:
+    """``scorer``'s public members, but ``score`` and ``progress``, as ``wrapper``'s own
+    (words, syntaxgym_mapping, covers_end, convention, ...): a capability is checked with
+    isinstance against a protocol, which from Python 3.12 looks members up statically,
+    never through a ``__getattr__``."""
+    for name in dir(scorer):
+        if not name.startswith("_") and name not in ("score", "progress"):
+            setattr(wrapper, name, getattr(scorer, name))
+
+
 class ProgressScorer:
     """``scorer`` showing its progress on stderr under ``label`` (what it scores), after
     ``model`` (the model's label) where given: a bar with the time left on a terminal, else
@@ -30,13 +40,7 @@ class ProgressScorer:
                  model: str = "", shown: bool = True) -> None:
         from rich.console import Console
 
-        # the scorer's other members as this object's own (words, syntaxgym_mapping,
-        # covers_end, convention, ...): a capability is checked with isinstance against a
-        # protocol, which from Python 3.12 looks members up statically, never through a
-        # __getattr__
-        for name in dir(scorer):
-            if not name.startswith("_") and name not in ("score", "progress"):
-                setattr(self, name, getattr(scorer, name))
+        adopt(self, scorer)
         self.scorer, self.prog, self.shown = scorer, prog, shown
         self.label = f"{model}: {label}" if model else label
         self.console = Console(stderr=True)

@@ -23,15 +23,17 @@ from synlm.capabilities import RunsBackbone, Searches
 from synlm.errors import InputError
 from synlm.runtime.labels import default_labels
 from synlm.tse.scores import ScoresPLL
+from synlm.tse.sharding import local_device
 
 
 def device_of(name: str) -> str:
-    """``name``, a torch device; ``auto``: ``cuda`` where available, else ``cpu``."""
+    """``name``, a torch device; ``auto``: ``cuda`` where available, else ``cpu``; ``cuda``
+    under torchrun: the process's own (``sharding.local_device``)."""
     import torch
 
     if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return name
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return local_device(name)
 
 
 class ModelScorers(NamedTuple):
