@@ -1,6 +1,7 @@
 """GPST's recipe (``synlm.transition.gpst_lm.GPSTLM``, configs/gpst.yaml): ``synlm fit``
 trains a cut-down GPST-small on the synthetic treebank and on the staged NLTK sample, its
-validation loss falling; the supervised option on gold trees; bad settings in one line."""
+validation loss falling; the fitted run parses and scores pairs by its beam search; the
+supervised option on gold trees; bad settings in one line."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import at_each_validation, metrics_of_test, run_cli
+from conftest import at_each_validation, metrics_of_test, pair_report, run_cli
 from staged import staged
+from synlm.capabilities import Parses, Searches
 from synlm.catalog import REPO_CONFIGS
 from synlm.errors import InputError
 from synlm.loading import load_model
 from synlm.transition.gpst_lm import GPSTLM, progress
+from synlm.transition.types import ALL_ACTIONS
 
 #: configs/gpst.yaml cut down: a 16-wide generative model, an 8-wide composition and parser.
 SMALL = ["--model.init_args.size=16", "--model.init_args.n_heads=2",
@@ -26,6 +29,7 @@ SMALL = ["--model.init_args.size=16", "--model.init_args.n_heads=2",
          "--model.init_args.parser_hidden=16", "--model.init_args.parser_layers=1",
          "--model.init_args.parser_heads=2", "--model.init_args.max_positions=256",
          "--model.init_args.parser_positions=256", "--model.init_args.dropout=0.0",
+         "--model.init_args.beam_size=3",
          "--data.batch_size=16", "--trainer.max_epochs=3", "--trainer.limit_train_batches=10",
          "--trainer.limit_val_batches=2", "--trainer.accelerator=cpu",
          "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
@@ -49,11 +53,31 @@ def fit_lowers_the_loss(run: Path, *extra: str) -> GPSTLM:
     return model
 
 
-def test_the_config_fits_the_synthetic_treebank(tmp_path: Path) -> None:
+def test_the_config_fits_the_synthetic_treebank(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Fitted, it induces trees, parses (``synlm parse``) and scores pairs (``synlm
+    evaluate-syntax``) with the released beam search."""
     model = fit_lowers_the_loss(tmp_path / "run", *SYNTHETIC)
-    words = torch.tensor([model.vocab.encode(["the", "cat", "saw", "a", "dog"])])
-    out = model.model.eval()(words, torch.tensor([5]))
+    assert isinstance(model, Parses) and isinstance(model, Searches)
+    words = ["the", "cat", "saw", "a", "dog"]
+    out = model.model.eval()(torch.tensor([model.vocab.encode(words)]), torch.tensor([5]))
     assert len(out.tree_actions[0]) == 9 and torch.isfinite(out.loss)
+    (tree,) = model.parse([words])
+    assert tree.leaves() == words
+    (result,) = model.search_ids([model.vocab.encode(words)])
+    assert len(result.word_log_probs) == len(words) and result.end_log_prob < 0
+    assert result.parses[0][1] <= sum(result.word_log_probs) + result.end_log_prob + 1e-9
+    text = tmp_path / "sentences.txt"
+    text.write_text("the cat saw a dog\n")
+    capsys.readouterr()
+    assert run_cli(["parse", "--ckpt_path", str(tmp_path / "run"), "--input", str(text)]) == 0
+    assert capsys.readouterr().out.split() == str(tree).split()
+    report = pair_report(tmp_path / "run", tmp_path, capsys, "the cat saw a dog .",
+                         "the cat saw a dog dog .", "--beam-size", "3")
+    assert report["conventions"]["pairs"]["search_convention"] == ALL_ACTIONS
+    assert report["pairs"]["overall"]["pairs"] == 1
+    with pytest.raises(InputError, match="word_beam_size: GPST searches by beam 3"):
+        model.use_beam(word_beam_size=2)
 
 
 def test_the_config_fits_the_nltk_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

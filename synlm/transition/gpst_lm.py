@@ -25,6 +25,12 @@ right-factored, ``synlm.syntax.binary_actions``), each REDUCE's input the hard c
 of its children (``GPST.forward``): ½ L_words + L_actions, the parser and the
 inside-outside pass left untrained.
 
+It offers what the commands ask of a transition LM (``synlm.capabilities``): ``Searches``
+(``synlm evaluate-syntax``, ``synlm lm-eval``: the released word-synchronous beam search of
+the generative model, ``synlm.transition.gpst_search.beam_search``, surprisal convention
+``all_actions``) and ``Parses`` (``synlm parse``: the beam's best tree, as the released
+grammar-induction evaluation's ``generative`` mode parses).
+
 Each row ``<eos> w_1 .. w_N`` of the DataModule gives the words w_1 .. w_N. Validation and
 test log the loss (``val/loss``; the parser without noise) and the words' mean negative
 log-likelihood given the induced (or gold) trees (``val/word_nll``).
@@ -32,6 +38,8 @@ log-likelihood given the induced (or gold) trees (``val/word_nll``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import lightning.pytorch as pl
@@ -41,15 +49,35 @@ from torch import Tensor
 
 from synlm import errors
 from synlm.data.datamodule import SynLMDataModule
+from synlm.data.normalization import normalizer
 from synlm.data.vocab import UNK, Vocab
 from synlm.errors import InputError
 from synlm.lm import KeepsDataModule, with_scheduler
 from synlm.outputs import Batch
-from synlm.syntax.binary_actions import binary_actions
+from synlm.syntax.binary_actions import actions_tree, binary_actions
+from synlm.transition.gpst_search import beam_search
 from synlm.transition.gpst_structured import StructuredGPST
+from synlm.transition.types import ALL_ACTIONS, SearchResult
 
 TREES = ("induced", "gold")
 GRADIENTS = ("split", "sum")
+
+
+@dataclass(frozen=True)
+class GPSTBeam:
+    """The search's settings (``Searches.beam``): its beam (the released evaluators' 20)
+    and its one convention; a sentence's beam is searched whole."""
+
+    beam_size: int = 20
+    convention: str = ALL_ACTIONS
+    max_memory_mb: float = 2048.0
+
+    def describe(self) -> str:
+        return f"beam {self.beam_size}, word-synchronous"
+
+    def end_is_certain(self, model: Any) -> bool:
+        """The REDUCEs after the last word are scored, never certain."""
+        return False
 
 
 def progress(start: float, end: float, proportion: float, step: int, total: int) -> float:
@@ -71,6 +99,7 @@ class GPSTLM(KeepsDataModule, pl.LightningModule):
         parser_lr: the parser's learning rate.
         gradients: ``split`` or ``sum`` (module docstring).
         max_norm: the gradient norm's bound.
+        beam_size: the search's beam.
         optimizer: ``{"class_path", "init_args"}``; default AdamW, lr 5e-5, no decay.
         lr_scheduler: the same for a scheduler.
     """
@@ -89,7 +118,7 @@ class GPSTLM(KeepsDataModule, pl.LightningModule):
                  noise_start: float = 1.0, noise_end: float = 1.0,
                  temperature_start: float = 1.0, temperature_end: float = 1.0,
                  proportion: float = 0.8, parser_lr: float = 1e-3, gradients: str = "split",
-                 max_norm: float = 1.0, optimizer: dict | None = None,
+                 max_norm: float = 1.0, beam_size: int = 20, optimizer: dict | None = None,
                  lr_scheduler: dict | None = None) -> None:
         super().__init__()
         if trees not in TREES:
@@ -98,12 +127,14 @@ class GPSTLM(KeepsDataModule, pl.LightningModule):
             raise errors.SettingError("model.gradients", gradients, " or ".join(GRADIENTS))
         self.automatic_optimization = False
         errors.at_least("window", window, 1)
+        errors.at_least("beam_size", beam_size, 1)
         self.save_hyperparameters()
         self.model = StructuredGPST(
             vocab_size, size, n_heads, action_layers, generation_layers, compose_size,
             compose_heads, compose_ffn, compose_layers, max_positions, dropout, score_size,
             outside_layers, window, parser_size, parser_hidden, parser_layers, parser_heads,
             parser_positions)
+        self.beam = GPSTBeam(beam_size)
         self.vocab: Vocab | None = None
         self.normalization = "none"
 
@@ -132,6 +163,9 @@ class GPSTLM(KeepsDataModule, pl.LightningModule):
         structural and generative losses of a batch."""
         words, lengths = self.inputs(batch)
         if self.hparams.trees == "gold":
+            if batch.trees is None or any(s is None or s.tree is None for s in batch.trees):
+                raise InputError("GPSTLM with trees: gold: a sentence without a tree; give "
+                                 "a treebank, or trees: induced")
             rows = [binary_actions(sentence.tree) for sentence in batch.trees]
             width = max(map(len, rows))
             actions = torch.tensor([r + [-1] * (width - len(r)) for r in rows],
@@ -181,6 +215,48 @@ class GPSTLM(KeepsDataModule, pl.LightningModule):
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, "test")
+
+    # ------------------------------------------------------------------ search
+    def use_beam(self, beam_size: int | None = None, word_beam_size: int | None = None,
+                 shift_size: int | None = None, convention: str | None = None,
+                 max_memory_mb: float | None = None) -> None:
+        """Search with ``beam_size`` from now on; the top-down searches' other settings are
+        refused in one line."""
+        other = {"word_beam_size": word_beam_size, "shift_size": shift_size,
+                 "convention": convention if convention != ALL_ACTIONS else None,
+                 "max_memory_mb": max_memory_mb}
+        given = next((name for name, value in other.items() if value is not None), None)
+        if given:
+            raise InputError(f"{given}: GPST searches by {self.beam.describe()} alone")
+        if beam_size is not None:
+            errors.at_least("beam_size", beam_size, 1)
+            self.beam = GPSTBeam(int(beam_size))
+
+    @property
+    def search_convention(self) -> str:
+        return ALL_ACTIONS
+
+    def search_ids(self, rows: Sequence[Sequence[int]]) -> list[SearchResult]:
+        """The released beam search of each sentence (word ids of ``self.vocab``)."""
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.no_grad():
+                return [beam_search(self.model.generative,
+                                    torch.tensor(list(ids), device=self.device),
+                                    self.beam.beam_size) for ids in rows]
+        finally:
+            self.train(was_training)
+
+    def parse(self, sentences: Sequence[Sequence[str]]) -> list[Any]:
+        """The beam's best tree of each sentence (words as given, normalised as the
+        training corpus was read)."""
+        if self.vocab is None:
+            raise InputError("the model has no vocabulary (it was never set up on data)")
+        normalize = normalizer(self.normalization)
+        rows = [self.vocab.encode([normalize(w) for w in words]) for words in sentences]
+        return [actions_tree(list(r.parses[0][0]), list(words))
+                for r, words in zip(self.search_ids(rows), sentences, strict=True)]
 
     def configure_optimizers(self) -> Any:
         """The optimiser over two groups: the parser at ``parser_lr``, the rest."""
