@@ -420,7 +420,18 @@ class TransitionLM(pl.LightningModule):
             "vocab": self.vocab.to_saved() if self.vocab is not None else None,
             "normalization": self.normalization,
             "action_vocab": self.action_vocab.to_saved() if self.action_vocab else None,
-            "stream_memory": self.stream.memory}
+            "stream_memory": self._ranks_memory()}
+
+    def _ranks_memory(self) -> Tensor | None:
+        """Every rank's streamed memory (world, layers, B, M, C), gathered (each rank
+        saves a checkpoint alike, rank 0 writes it); None before the first streamed batch."""
+        if self.stream.memory is None:
+            return None
+        mine = torch.stack(self.stream.memory)  # (layers, B, M, C)
+        trainer = attached_trainer(self)
+        if trainer is None or trainer.world_size == 1:
+            return mine[None]
+        return self.all_gather(mine).cpu()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("synlm") or {}
@@ -436,7 +447,9 @@ class TransitionLM(pl.LightningModule):
                     "the treebank it was trained on, or labels mapped to its own")
             self.action_vocab = loaded
         self.normalization = saved.get("normalization", "none")
-        self.stream.memory = saved.get("stream_memory")
+        memory = saved.get("stream_memory")  # (world, layers, B, M, C): this rank's
+        rank = min(self.global_rank, len(memory) - 1) if memory is not None else 0
+        self.stream.memory = None if memory is None else list(memory[rank])
         restore_rng_if_resuming(self, saved)
 
 

@@ -129,7 +129,7 @@ def _read_streamed(x: Tensor, masks: ChunkedMasks, layers: Sequence[Callable[...
     at = start[:, None] + torch.arange(length, device=x.device)  # (B, L) the tokens read
     h = x.gather(1, at.clamp(max=T - 1)[..., None].expand(B, length, C))  # (B, L, C)
     empty = chunk == 0  # a document's start: its memory empty
-    carried = stream.memory or [x.new_zeros(B, slots, C) for _ in layers]
+    carried = [m.to(x) for m in stream.memory or [x.new_zeros(B, slots, C) for _ in layers]]
     memory = [torch.where(empty[:, None, None], 0, m) for m in carried]
     h = _read_chunk(memory, h, picked, layers, inputs(picked, h))
     stream.memory, stream.masks = memory, masks
