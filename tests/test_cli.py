@@ -11,6 +11,7 @@ from conftest import TINY_OVERRIDES, local_gpt2, run_cli
 from synlm.catalog import REPO_CONFIGS, list_components
 from synlm.lightning_cli import from_config
 from synlm.model import SyntaxModel
+from synlm.transition.gpst_lm import GPSTLM
 from synlm.transition.lm import TransitionLM
 from synlm.transition.pushdown import PushdownTransformer
 from synlm.transition.pushdown_lm import PushdownLM
@@ -117,7 +118,7 @@ def test_every_component_of_a_shipped_config_is_fitted_by_some_test() -> None:
     fitted = [*SIZES, *FAMILY_FITS, "dm_lstm_dep.yaml", "dm_gpt2_dep.yaml", "rnng.yaml",
               "rnng_in_order.yaml", "plm.yaml", "tpt_transformer.yaml", "tpt_gpt2.yaml",
               "structformer.yaml", "udgn.yaml", "treereg_transformer.yaml",
-              "treereg_gpt2.yaml", "transformer_mlm.yaml", "cag.yaml", "pushdown.yaml"]
+              "treereg_gpt2.yaml", "transformer_mlm.yaml", "cag.yaml", "pushdown.yaml", "gpst.yaml"]
     used = set().union(*map(components, EXPERIMENTS))
     assert used - set().union(*map(components, fitted)) == set()
 
@@ -141,6 +142,9 @@ def test_every_config_builds(name: str) -> None:
     model.setup("validate")  # asks the DataModule for each head's gold
     if isinstance(model, PushdownLM):  # asks for the trees, its own model
         assert isinstance(model.model, PushdownTransformer) and model.vocab is not None
+        return
+    if isinstance(model, GPSTLM):  # induces its trees, its own model
+        assert model.vocab is not None
         return
     assert isinstance(model.model, SyntaxModel) and model.datamodule is not None
 

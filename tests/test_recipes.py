@@ -21,6 +21,7 @@ from synlm.lm import SyntaxLM
 from synlm.loading import load_model, untrained_copy
 from synlm.registry import recipe_class
 from synlm.runtime.runs import CONFIG_KEY
+from synlm.transition.gpst_lm import GPSTLM
 from synlm.transition.lm import TransitionLM
 from synlm.transition.pushdown_lm import PushdownLM
 from synlm.transition.rnng import RNNG
@@ -52,6 +53,8 @@ def test_every_shipped_config_resolves_through_the_registry(path: Path) -> None:
         assert issubclass(cls, TransitionLM)
     elif recipe.name == "PushdownLM":  # its model is its own arguments
         assert cls is PushdownLM
+    elif recipe.name == "GPSTLM":  # its model is its own arguments
+        assert cls is GPSTLM
     else:
         assert cls is SyntaxLM
         arguments = model["init_args"]
@@ -65,10 +68,10 @@ def test_the_registry_finds_recipes_by_name_and_says_what_it_knows() -> None:
     assert recipe_class("TransitionLM") is TransitionLM
     assert recipe_class(None) is SyntaxLM
     with pytest.raises(InputError, match=r"^model.class_path TransitonLM: expected one of "
-                       r"PushdownLM, SyntaxLM, TransitionLM; did you mean TransitionLM\?$"):
+                       r"GPSTLM, PushdownLM, SyntaxLM, TransitionLM; did you mean TransitionLM\?$"):
         catalog.recipe("TransitonLM")
     with pytest.raises(InputError, match=r"^model.class_path synlm.transition.lm.RNNGLM: "
-                       r"expected one of PushdownLM, SyntaxLM, TransitionLM$"):
+                       r"expected one of GPSTLM, PushdownLM, SyntaxLM, TransitionLM$"):
         recipe_class("synlm.transition.lm.RNNGLM")
 
 
