@@ -43,7 +43,7 @@ from synlm.errors import InputError, SettingError
 from synlm.loading import load_model
 from synlm.transition.particles import use_particles
 from synlm.transition.pushdown import PushdownTransformer
-from synlm.transition.pushdown_beam import beam_search
+from synlm.transition.pushdown_beam import beam_search, beam_searches, search_within
 from synlm.transition.pushdown_checkpoint import read_model, read_vocabulary
 from synlm.transition.pushdown_lm import PushdownLM
 from synlm.transition.pushdown_tree import attachments_to_tree, depth_tape, gold_attachments
@@ -133,6 +133,40 @@ def test_beam_search_equals_the_released(model: PushdownTransformer, beam: str):
                                                            abs=1e-9)
         tree = attachments_to_tree(out.beam[0][1], s["sentence"].split()[:-1])
         assert as_tuple(tree) == ref["best_tree"]
+
+
+@pytest.mark.parametrize("beam", [300, 2])
+def test_a_batch_of_mixed_lengths_equals_each_sentence_alone(model: PushdownTransformer,
+                                                             beam: int):
+    """The fixture's sentences (10, 5 and 10 tokens), shortened copies (2 to 9 tokens) and a
+    repeat, searched as one batch: each sentence's surprisals, final beam (attachments and
+    scores) and best tree are those of its search alone, and the fixture's released ones."""
+    full = [s["ids"] for s in REFERENCE["sentences"]]
+    sentences = [*full, *([*ids[:n - 1], ids[-1]] for ids in full for n in (2, 4, 9)
+                          if n < len(ids)), full[1]]
+    batched = beam_searches(model, sentences, beam)
+    assert len(batched) == len(sentences)
+    for ids, out in zip(sentences, batched, strict=True):
+        alone = beam_search(model, ids, beam)
+        assert len(out.word_log_probs) == len(ids)
+        torch.testing.assert_close(out.word_log_probs, alone.word_log_probs, rtol=0,
+                                   atol=1e-12)
+        assert [h for _, h in out.beam] == [h for _, h in alone.beam]
+        assert [sc for sc, _ in out.beam] == pytest.approx([sc for sc, _ in alone.beam],
+                                                           abs=1e-12)
+    for s, out in zip(REFERENCE["sentences"], batched[:len(full)], strict=True):
+        ref = s["beams"][str(beam)]
+        torch.testing.assert_close(out.word_log_probs, f64(ref["word_log_probs"]),
+                                   rtol=0, atol=1e-9)
+        assert [h for _, h in out.beam] == [h for _, h in ref["final"]]
+        tree = attachments_to_tree(out.beam[0][1], s["sentence"].split()[:-1])
+        assert as_tuple(tree) == ref["best_tree"]
+    # batches bounded by memory: a bound below one sentence's cache searches each alone
+    grouped = search_within(model, sentences, beam, max_memory_mb=1e-6)
+    for out, together in zip(grouped, batched, strict=True):
+        torch.testing.assert_close(out.word_log_probs, together.word_log_probs, rtol=0,
+                                   atol=1e-12)
+        assert out.beam == [(pytest.approx(sc, abs=1e-12), h) for sc, h in together.beam]
 
 
 def as_tuple(tree: Tree | str) -> str:

@@ -40,17 +40,18 @@ from synlm.lm import KeepsDataModule
 from synlm.outputs import Batch
 from synlm.transition.lm import TransitionLM
 from synlm.transition.pushdown import PushdownTransformer
-from synlm.transition.pushdown_beam import beam_search
+from synlm.transition.pushdown_beam import search_within
 from synlm.transition.pushdown_tree import attachments_to_tree, depth_tape, gold_attachments
 from synlm.transition.types import PUSHDOWN_RANKED, SearchResult
 
 
 @dataclass(frozen=True)
 class PushdownBeam:
-    """The search's settings (``Searches.beam``): its beam and its one convention. A
-    sentence's beam is searched whole, unbounded by ``max_memory_mb``, which only a request
-    for particle filtering reads (``synlm.transition.particles.use_particles``), to be
-    refused by ``PushdownLM.search_ids``."""
+    """The search's settings (``Searches.beam``): its beam, its one convention and the
+    memory of one batch of sentences' beams (``synlm.transition.pushdown_beam.search_within``:
+    sentences are searched together while their caches fit in ``max_memory_mb``; a
+    sentence's beam is searched whole). A request for particle filtering
+    (``synlm.transition.particles.use_particles``) is refused by ``PushdownLM.search_ids``."""
 
     beam_size: int = 300
     convention: str = PUSHDOWN_RANKED
@@ -179,42 +180,45 @@ class PushdownLM(KeepsDataModule, pl.LightningModule):
     def use_beam(self, beam_size: int | None = None, word_beam_size: int | None = None,
                  shift_size: int | None = None, convention: str | None = None,
                  max_memory_mb: float | None = None) -> None:
-        """Search with ``beam_size`` from now on; the settings of top-down searches (word
-        beam, fast track, another convention, a memory bound) are refused in one line."""
+        """Search with ``beam_size`` and batches within ``max_memory_mb`` from now on (one
+        left unset keeps its value); the settings of top-down searches (word beam, fast
+        track, another convention) are refused in one line."""
         other = {"word_beam_size": word_beam_size, "shift_size": shift_size,
-                 "convention": convention if convention != PUSHDOWN_RANKED else None,
-                 "max_memory_mb": max_memory_mb}
+                 "convention": convention if convention != PUSHDOWN_RANKED else None}
         given = next((name for name, value in other.items() if value is not None), None)
         if given:
             raise InputError(f"{given}: the Pushdown LM searches by {self.beam.describe()} "
                              "alone")
         if beam_size is not None:
             errors.at_least("beam_size", beam_size, 1)
-            self.beam = PushdownBeam(int(beam_size))
+        if max_memory_mb is not None and not max_memory_mb > 0:
+            raise errors.SettingError("max_memory_mb", max_memory_mb, "a positive number")
+        self.beam = PushdownBeam(int(beam_size or self.beam.beam_size),
+                                 max_memory_mb=float(max_memory_mb or self.beam.max_memory_mb))
 
     @property
     def search_convention(self) -> str:
         return PUSHDOWN_RANKED
 
     def search_ids(self, rows: Sequence[Sequence[int]]) -> list[SearchResult]:
-        """The released beam search of each sentence (word ids of ``self.vocab``)."""
+        """The released beam search of each sentence (word ids of ``self.vocab``), several
+        sentences a batch (``synlm.transition.pushdown_beam.search_within``)."""
         if not isinstance(self.beam, PushdownBeam):  # particle filtering was asked for
             raise InputError(f"the Pushdown LM searches by its beam over attachments, not by "
                              f"{self.beam.describe()}")
         was_training = self.training
         self.eval()
-        results = []
+        eos = self.vocab.eos_id if self.vocab is not None else 0
         try:
-            for ids in rows:
-                eos = self.vocab.eos_id if self.vocab is not None else 0
-                found = beam_search(self.model, [self.model.start_id, *ids, eos],
-                                    self.beam.beam_size)
-                lp = found.word_log_probs.tolist()
-                results.append(SearchResult(
-                    tuple(lp[:-2]), lp[-2] + lp[-1],
-                    tuple((tuple(h), s) for s, h in found.beam)))
+            found = search_within(self.model, [[self.model.start_id, *ids, eos] for ids in rows],
+                                  self.beam.beam_size, self.beam.max_memory_mb)
         finally:
             self.train(was_training)
+        results = []
+        for search in found:
+            lp = search.word_log_probs.tolist()
+            results.append(SearchResult(tuple(lp[:-2]), lp[-2] + lp[-1],
+                                        tuple((tuple(h), s) for s, h in search.beam)))
         return results
 
     def parse(self, sentences: Sequence[Sequence[str]]) -> list[Any]:
