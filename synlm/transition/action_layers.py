@@ -86,7 +86,8 @@ def kernel_mask(kernel: str, allowed: Tensor | None, x: Tensor, num_heads: int,
 @dataclass(frozen=True)
 class Packing:
     """The real tokens of a padded batch of B rows of T positions, packed into N rows: the
-    layers' matrix products run on the N real tokens alone, only attention on (B, T).
+    layers' matrix products run on the N real tokens alone, only attention on (B, T)
+    (teacher forcing: padding dropped; search: the rows and slots with no token).
 
     Attributes:
         index: (N,) long: each real token's ``b * T + t``, in order.
@@ -104,8 +105,8 @@ class Packing:
         return flat.view(self.rows, self.length, -1)
 
     def unpad(self, x: Tensor) -> Tensor:
-        """(B, T, D) -> (N, D): the real tokens'."""
-        return x.reshape(-1, x.size(-1)).index_select(0, self.index)
+        """(B, T, ...) -> (N, ...): the real tokens'."""
+        return x.flatten(0, 1).index_select(0, self.index)
 
 
 def relative_encodings(lowest: int, highest: int, size: int) -> Tensor:

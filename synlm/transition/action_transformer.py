@@ -383,13 +383,10 @@ class ActionTransformer(RecordsInit, TransitionModel):
             packed = Packing(real.flatten().nonzero()[:, 0], B, T)  # N real tokens
             place = torch.full((B * T,), -1, dtype=torch.long, device=device)
             place[packed.index] = torch.arange(packed.index.numel(), device=device)
-
-            def pack(t: Tensor | None) -> Tensor | None:
-                return None if t is None else t.flatten()[packed.index]  # (N,)
-
-            x = self._input(self._token_embedding(pack(action_of), pack(word_of),
-                                                  pack(closing)),
-                            pack(positions), pack(positions == 0))  # (N, C)
+            x = self._input(self._token_embedding(
+                packed.unpad(action_of), packed.unpad(word_of),
+                None if closing is None else packed.unpad(closing)),
+                packed.unpad(positions), packed.unpad(positions == 0))  # (N, C)
             inputs = self._layer_inputs(masks.allowed, masks.relative, x)
             for layer in self.layers:
                 x = layer(x, packed=packed, **inputs)  # (N, C)
@@ -442,16 +439,24 @@ class ActionTransformer(RecordsInit, TransitionModel):
              is_start: Tensor) -> None:
         """Feed the step's tokens (R, N, C) through the layers, writing their keys and
         values into the cache; the last slot of each row with a token becomes ``top``. The
-        queries read only the cache positions some row has filled (``used``)."""
-        x = self._input(tokens, step.positions, is_start)
+        layers' matrix products run on the present tokens alone (``Packing``: rows without
+        an action, TG's empty COMPOSE slots), and the queries read only the cache positions
+        some row has filled (``used``)."""
+        R, N = step.present.shape
+        packed = Packing(step.present.flatten().nonzero()[:, 0], R, N)  # N' present tokens
+        if not packed.index.numel():
+            return
+        x = self._input(packed.unpad(tokens), packed.unpad(step.positions),
+                        packed.unpad(is_start))  # (N', C)
         used = state.used()
         state.reserve(used)
         inputs = self._layer_inputs(step.allowed[..., :used], None if step.relative is None
                                     else step.relative[..., :used], x)
         for i, layer in enumerate(self.layers):
-            x = layer(x, cache=state.cache[:, i], step=step, **inputs)
-        fed = step.present[:, -1]
-        state.top = torch.where(fed[:, None], self.final_norm(x[:, -1]), state.top)
+            x = layer(x, cache=state.cache[:, i], step=step, packed=packed, **inputs)
+        place = step.present.flatten().cumsum(0).view(R, N) - 1  # each token's packed row
+        fed = step.present[:, -1].nonzero()[:, 0]  # (R',) the rows whose last slot is fed
+        state.top = state.top.index_put((fed,), self.final_norm(x[place[fed, -1]]))
 
     def advance(self, state: ActionTransformerState, actions: Tensor, words: Tensor,
                 piece_ends: Tensor | None = None) -> ActionTransformerState:
@@ -480,8 +485,19 @@ class ActionTransformer(RecordsInit, TransitionModel):
         """(R, n_actions): log p of each next action, the ``SHIFT`` column joint with its
         word ``words`` (R,); -inf where not ``legal`` (R, n_actions). The softmax is over
         every word and action, as in training (the released PLM's search too), or with
-        ``renormalise`` over the words and actions legal there."""
-        word_logits, action_logits, words_norm, norm = self._log_softmax_parts(state.top)
+        ``renormalise`` over the words and actions legal there. Only the rows with a legal
+        action are computed."""
+        live = legal.any(1)  # (R,) rows with a legal action: the others' are all -inf
+        if not bool(live.all()):
+            rows = live.nonzero()[:, 0]
+            found = self._next_log_probs(state.top[rows], words[rows], legal[rows], renormalise)
+            return found.new_full(legal.shape, float("-inf")).index_copy(0, rows, found)
+        return self._next_log_probs(state.top, words, legal, renormalise)
+
+    def _next_log_probs(self, top: Tensor, words: Tensor, legal: Tensor, renormalise: bool
+                        ) -> Tensor:
+        """``next_log_probs`` of the rows whose top layer is ``top`` (R, C)."""
+        word_logits, action_logits, words_norm, norm = self._log_softmax_parts(top)
         if renormalise:  # log Σ over the legal tokens: every word if SHIFT is legal
             norm = torch.logaddexp(
                 words_norm.masked_fill(~legal[:, SHIFT], float("-inf")),
