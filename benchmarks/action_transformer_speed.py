@@ -49,17 +49,17 @@ step of each (``rnng_speed.PeakMemory``, ``rnng_speed.saved_mb``). ``--profile``
 ``torch.profiler`` over one more step of each action Transformer and prints its top
 operators by self time.
 
-``beam``: ``search_sentences`` at (beam, word beam, shift) = 10/5/1 and 100/10/1 with each
-policy's random ``ActionTransformer`` (the same PTB size, eval mode) beside synlm's random
-``RNNG`` at the size of its equal-budget run (embedding 200, stack LSTM 400 x 2) and at
-256/256/2, on the sentences of ``tests/fixtures/syntax/sample.mrg`` (``rnng_speed.py``'s
-``sample_sentences``; ``--sentences`` takes the first N), in the same batches of
-``--beam-batch`` sentences of similar length for every model, over a vocabulary of the
-sentences' words padded to ``--vocab-size`` and the PTB's 26 labels. A first search of the
-first sentence at 10/5/1 by each model is the warm-up. Each setting runs ``--repeats``
-rounds, the models alternating (the order reversed every other round): the median time of
-each, sentences per second, and the median of the paired speed ratios model / RNNG
-256/256/2. ``--profile`` then runs ``torch.profiler`` over one search of each action
+``beam``: ``search_sentences`` at (beam, word beam, shift) = 10/5/1 and 100/10/1
+(``--beams``) with each policy's random ``ActionTransformer`` (the same PTB size, eval mode)
+beside synlm's random ``RNNG`` at the size of its equal-budget run (embedding 200, stack
+LSTM 400 x 2) and at 256/256/2, on the sentences of ``tests/fixtures/syntax/sample.mrg``
+(``rnng_speed.py``'s ``sample_sentences``; ``--sentences`` takes the first N), in the same
+batches of ``--beam-batch`` sentences of similar length for every model, over a vocabulary
+of the sentences' words padded to ``--vocab-size`` and the PTB's 26 labels. A first search
+of the first sentence at 10/5/1 by each model is the warm-up. Each setting runs
+``--repeats`` rounds, the models alternating (the order reversed every other round): the
+median time of each, sentences per second, and the median of the paired speed ratios model /
+RNNG 256/256/2. ``--profile`` then runs ``torch.profiler`` over one search of each action
 Transformer at 100/10/1 on the first ``--profile-sentences`` sentences.
 
 Memory: ``rnng_speed.py``'s module docstring (on the CPU, the peak resident set above the
@@ -356,7 +356,7 @@ def measure_beam(args: argparse.Namespace, device: torch.device) -> dict:
     result["load_before"] = load_note()
     result["settings"] = {}
     names = list(models)
-    for setting in BEAMS:
+    for setting in args.beams:
         key = "/".join(map(str, setting))
         seconds: dict[str, list[float]] = {name: [] for name in names}
         peaks: dict[str, list[float]] = {name: [] for name in names}
@@ -447,6 +447,10 @@ def main() -> None:
     beam.add_argument("--profile", action="store_true",
                       help="profile one search of each policy (torch.profiler)")
     beam.add_argument("--profile-sentences", type=int, default=3)
+    beam.add_argument("--beams", default=BEAMS,
+                      type=lambda s: [tuple(map(int, b.split("/"))) for b in s.split(",")],
+                      help="beam/word beam/shift settings, comma-separated (default "
+                           "10/5/1,100/10/1)")
     add_common_options(train, beam)
     run(parser.parse_args(), {"train": (measure_training, print_training),
                               "beam": (measure_beam, print_beam)})
