@@ -31,7 +31,12 @@ import torch
 
 from synlm.transition.gpst import GPST, REDUCE, SHIFT, plan_steps
 from synlm.transition.gpst_convert import released_state_dict
-from synlm.transition.gpst_search import action_synchronous_search, beam_search
+from synlm.transition.gpst_search import (
+    action_synchronous_search,
+    action_synchronous_searches,
+    beam_search,
+    beam_searches,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpst"
 RELEASED = json.loads((FIXTURES / "released.json").read_text())
@@ -111,6 +116,30 @@ def test_action_synchronous_search_equals_the_released_perplexity_evaluator(beam
         words = torch.tensor(expected["sentence"])
         with pytest.raises(ValueError, match="2 or more words"):
             action_synchronous_search(model, words[:1], beam_size)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3, 8])
+def test_a_batch_of_mixed_lengths_equals_each_sentence_searched_alone(beam_size: int) -> None:
+    model = released_model()
+    sentences = [RELEASED["sentences"][i] for i in (3, 0, 2, 1, 3)] + [[4, 17]]
+    for result, sentence in zip(beam_searches(model, sentences, beam_size), sentences,
+                                strict=True):
+        alone = beam_search(model, torch.tensor(sentence), beam_size)
+        assert [a for a, _ in result.parses] == [a for a, _ in alone.parses]
+        torch.testing.assert_close(torch.tensor([s for _, s in result.parses]),
+                                   torch.tensor([s for _, s in alone.parses]),
+                                   rtol=0, atol=1e-12)
+        torch.testing.assert_close(torch.tensor(result.word_log_probs),
+                                   torch.tensor(alone.word_log_probs), rtol=0, atol=1e-12)
+        assert abs(result.end_log_prob - alone.end_log_prob) < 1e-12
+    several = [s for s in sentences if len(s) >= 2]
+    for score, sentence in zip(action_synchronous_searches(model, several, beam_size),
+                               several, strict=True):
+        alone_score = action_synchronous_search(model, torch.tensor(sentence), beam_size)
+        assert [a for a, _ in score.parses] == [a for a, _ in alone_score.parses]
+        assert abs(score.log_prob - alone_score.log_prob) < 1e-12
+    with pytest.raises(ValueError, match="sentences of 1 or more words"):
+        beam_searches(model, [[3], []], beam_size)
 
 
 def test_a_parse_score_is_its_teacher_forced_joint_and_the_end_term_is_a_log_prob() -> None:

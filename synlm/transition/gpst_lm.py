@@ -55,7 +55,7 @@ from synlm.errors import InputError
 from synlm.lm import KeepsDataModule, with_scheduler
 from synlm.outputs import Batch
 from synlm.syntax.binary_actions import actions_tree, binary_actions
-from synlm.transition.gpst_search import beam_search
+from synlm.transition.gpst_search import beam_searches
 from synlm.transition.gpst_structured import StructuredGPST
 from synlm.transition.types import ALL_ACTIONS, SearchResult
 
@@ -242,9 +242,8 @@ class GPSTLM(KeepsDataModule, pl.LightningModule):
         self.eval()
         try:
             with torch.no_grad():
-                return [beam_search(self.model.generative,
-                                    torch.tensor(list(ids), device=self.device),
-                                    self.beam.beam_size) for ids in rows]
+                return beam_searches(self.model.generative, rows, self.beam.beam_size,
+                                     self.device)
         finally:
             self.train(was_training)
 
