@@ -98,10 +98,13 @@ class SynlmLM(LM):
     - ``generate_until``: not offered (an export, ``synlm export-hf``, generates through
       lm-eval's ``hf`` model).
 
-    A transition LM (RNNG, PLM, PLM-mask, TG) is scored by its beam search under its
-    surprisal convention (``search_convention``; ``synlm.transition.types.CONVENTIONS``). A
-    text its beam finds no tree for ("no parse within the beam") has log-likelihood -inf
-    (lm-eval has no way to leave a request out): such requests are counted
+    A transition LM (RNNG, PLM, PLM-mask, TG, CAG) and a Pushdown LM are scored by their
+    search under the surprisal convention they declare (``search_convention``;
+    ``synlm.transition.types.CONVENTIONS``: the Pushdown LM's only ``pushdown_ranked``),
+    kept as ``convention`` and logged; a search setting the model does not take (a Pushdown
+    LM's word beam) is refused in one line. A text its beam finds no tree for ("no parse
+    within the beam") has log-likelihood -inf (lm-eval has no way to leave a request out):
+    such requests are counted
     (``no_parse``) and each call that meets one logs a warning with the count.
 
     Args:
@@ -169,6 +172,11 @@ class SynlmLM(LM):
 
         self.scorer = ModelScorer(model, _batch_size(batch_size), _device(device))
         self.greedy = greedy and not searches
+        #: The surprisal convention of the model's search (None: a model without one).
+        self.convention = self.scorer.convention
+        if self.convention is not None:
+            log.info("synlm: scored by %s, surprisal convention %s", model.beam.describe(),
+                     self.convention)
         #: Requests whose text had no parse within the beam (log-likelihood -inf).
         self.no_parse = 0
 

@@ -4,28 +4,41 @@ is 0 for a top-down model and real for the in-order RNNG; or over every action, 
 term is real), each model's released one by default and named in ``evaluate-syntax``'s
 output; ``--eos`` refused where the end term is 0 for every sentence and added where it is
 not; beam flags refused for a model without a search; an action order a model does
-not decode refused at ``fit``."""
+not decode refused at ``fit``. The two other structure models, CAG (the RNNG's conventions)
+and the Pushdown LM (``pushdown_ranked``, its end term real), are scored by
+``evaluate-syntax`` and the lm-eval adapter under their declared convention, each number
+its own search's, and ``export-hf`` refuses them in one line (no Hugging Face form)."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
-from test_beam_failures import ids, tiny_rnng
+from test_beam_failures import WORDS, ids, tiny_rnng
 from test_evaluate_syntax import unigram_model
 
 from conftest import TINY_OVERRIDES, fake_models, run_cli
 from synlm.catalog import REPO_CONFIGS
 from synlm.commands import evaluate_syntax
+from synlm.commands import export_hf as export_hf_command
+from synlm.data.vocab import Vocab
+from synlm.errors import InputError
+from synlm.hf_export import export_hf
+from synlm.syntax.actions import ActionVocab
 from synlm.transition.action_transformer import ActionTransformer
 from synlm.transition.beam import BeamSettings, SearchSettings, search_sentences
+from synlm.transition.cag import CAG
 from synlm.transition.in_order_rnng import InOrderRNNG
+from synlm.transition.lm import TransitionLM
 from synlm.transition.parser_state import FIRST_NT, REDUCE, SHIFT
 from synlm.transition.particles import ParticleSettings
+from synlm.transition.pushdown_lm import PushdownLM
 from synlm.transition.rnng import RNNG
+from synlm.transition.types import PUSHDOWN_RANKED, RENORMALISED
 from synlm.tse.evaluation import END_IS_CERTAIN
 from synlm.tse.scoring import ModelScorer
 
@@ -244,7 +257,11 @@ TINY_FIT = [*TINY_OVERRIDES, "--data.corpus.init_args.n_train=20",
             "--trainer.max_steps=1"]
 SIZES = {"rnng.yaml": ["--model.init_args.model.init_args.input_size=8",
                        "--model.init_args.model.init_args.hidden_size=8",
-                       "--model.init_args.model.init_args.num_layers=1"]}
+                       "--model.init_args.model.init_args.num_layers=1"],
+         "cag.yaml": ["--model.init_args.model.init_args.input_size=8",
+                      "--model.init_args.model.init_args.num_layers=1",
+                      "--model.init_args.model.init_args.num_heads=2",
+                      "--data.subwords=null", "--data.unknown_words=classes"]}
 TRANSFORMER = [f"--model.init_args.model.init_args.{key}" for key in
                ("size=8", "num_layers=1", "num_heads=2", "ffn_size=16")]
 
@@ -252,7 +269,8 @@ TRANSFORMER = [f"--model.init_args.model.init_args.{key}" for key in
 @pytest.mark.parametrize(("config", "model"), [("rnng.yaml", "RNNG"),
                                                 ("plm.yaml", "ActionTransformer"),
                                                 ("plm_mask.yaml", "ActionTransformer"),
-                                                ("tg.yaml", "ActionTransformer")])
+                                                ("tg.yaml", "ActionTransformer"),
+                                                ("cag.yaml", "CAG")])
 def test_an_action_order_the_model_does_not_decode_is_refused_at_fit(
         config: str, model: str, capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
     root = tmp_path / "run"
@@ -263,3 +281,135 @@ def test_an_action_order_the_model_does_not_decode_is_refused_at_fit(
     assert err[-1] == (f"synlm: error: data.action_order=in_order: expected top_down: the "
                        f"{model} decodes only those")
     assert not list(root.glob("version_*/checkpoints/*.ckpt"))
+
+
+def tiny_cag() -> TransitionLM:
+    """A random CAG recipe over ``WORDS`` (one 8-wide layer of 2 heads), in eval mode."""
+    torch.manual_seed(0)
+    actions = ActionVocab(["S", "NP", "VP"])
+    model = TransitionLM(CAG(len(WORDS), len(actions), input_size=8, num_layers=1,
+                             num_heads=2, dropout=0.0, embedding_dropout=0.0),
+                         beam_size=6, word_beam_size=3, shift_size=1)
+    model.vocab, model.action_vocab = Vocab(WORDS), actions
+    model.normalization = "ptb"
+    return model.eval()
+
+
+def tiny_pushdown() -> PushdownLM:
+    """A random Pushdown LM over ``WORDS`` (one 8-wide layer), beam 4, in eval mode."""
+    torch.manual_seed(0)
+    model = PushdownLM(len(WORDS), size=8, num_layers=1, attention_heads=2, ff_multiplier=2,
+                       head_depth_divisor=2, max_depth=20, dropout=0.0, embedding_dropout=0.0,
+                       beam_size=4)
+    model.vocab, model.normalization = Vocab(WORDS), "ptb"
+    return model.eval()
+
+
+STRUCTURE = {"cag": (tiny_cag, RENORMALISED, "beam 6, word beam 3, shift 1"),
+             "pushdown": (tiny_pushdown, PUSHDOWN_RANKED, "beam 4 over attachments")}
+GOOD, BAD = "the dog sleeps", "the dog sees"
+
+
+@pytest.mark.parametrize("name", list(STRUCTURE))
+def test_evaluate_syntax_scores_by_the_models_convention(name: str,
+                                                         capsys: pytest.CaptureFixture,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    """Each sentence's log-probability is the sum of its own search's word log-probabilities
+    (the end term added with ``--eos`` where it is real: the Pushdown LM's ``<eos>`` and
+    ``</s>``; refused for CAG, top-down and renormalised, whose end term is 0); the output
+    names the convention and the search."""
+    build, convention, search = STRUCTURE[name]
+    fake_models(monkeypatch, lambda path: build())
+    model = build()
+    good, bad = model.search_ids([ids(model, GOOD), ids(model, BAD)])
+    assert model.search_convention == convention
+    pairs = str(pairs_file(tmp_path))
+    for eos in ([], ["--eos"]):
+        output = tmp_path / f"records{len(eos)}.jsonl"
+        code = run_cli(["evaluate-syntax", "--ckpt_path", f"{name}.ckpt", "--pairs", pairs,
+                        "--output", str(output), *eos])
+        if eos and name == "cag":
+            assert code == 2 and good.end_log_prob == 0.0
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and "0 for every sentence" in err
+            continue
+        assert code == 0
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        used = summary["conventions"]["pairs"]
+        assert used["search_convention"] == convention and search in used["search"]
+        record = json.loads(output.read_text().splitlines()[0])
+        end = (good.end_log_prob, bad.end_log_prob) if eos else (0.0, 0.0)
+        assert record["good_log_prob"] == pytest.approx(sum(good.word_log_probs) + end[0],
+                                                        abs=1e-9)
+        assert record["bad_log_probs"][0] == pytest.approx(sum(bad.word_log_probs) + end[1],
+                                                           abs=1e-9)
+    if name == "pushdown":
+        assert good.end_log_prob < -1e-3 and bad.end_log_prob < -1e-3
+
+
+@pytest.mark.parametrize(("flags", "refused"), [
+    (["--word-beam-size", "3"], "word_beam_size: the Pushdown LM searches by beam 4 over "
+                                "attachments alone"),
+    (["--search-convention", "all_actions"], "convention: the Pushdown LM searches by beam 4"),
+    (["--search", "particles"], "the Pushdown LM searches by its beam over attachments, not "
+                                "by particle filtering")])
+def test_a_search_the_pushdown_lm_does_not_do_is_one_line(
+        flags: list[str], refused: str, capsys: pytest.CaptureFixture,
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_models(monkeypatch, lambda path: tiny_pushdown())
+    assert run_cli(["evaluate-syntax", "--ckpt_path", "pushdown.ckpt", "--pairs",
+                    str(pairs_file(tmp_path)), *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and refused in err
+
+
+@pytest.mark.parametrize("name", list(STRUCTURE))
+def test_the_lm_eval_adapter_scores_by_the_models_convention(name: str) -> None:
+    """lm-eval's ``loglikelihood_rolling`` and ``loglikelihood`` are the model's own search's
+    word log-probabilities (no end term), under the convention it declares (kept as
+    ``convention``)."""
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from synlm.lm_eval_model import SynlmLM
+
+    build, convention, _ = STRUCTURE[name]
+    model = build()
+    (found,) = model.search_ids([ids(model, GOOD)])
+    adapter = SynlmLM(model=build(), device="cpu")
+    assert adapter.convention == convention and not adapter.greedy
+    rolling = Instance("loglikelihood_rolling", {}, (GOOD,), 0)
+    (total,) = adapter.loglikelihood_rolling([rolling])
+    assert total == pytest.approx(sum(found.word_log_probs), abs=1e-9)
+    split = Instance("loglikelihood", {}, ("the dog", " sleeps"), 0)
+    ((continuation, greedy),) = adapter.loglikelihood([split])
+    assert continuation == pytest.approx(found.word_log_probs[-1], abs=1e-9) and not greedy
+
+
+def test_the_lm_eval_adapter_refuses_a_search_the_pushdown_lm_does_not_do() -> None:
+    pytest.importorskip("lm_eval")
+    from synlm.lm_eval_model import SynlmLM
+
+    with pytest.raises(InputError, match="^word_beam_size: the Pushdown LM searches by beam 4 "
+                                         "over attachments alone$"):
+        SynlmLM(model=tiny_pushdown(), word_beam_size=3)
+
+
+@pytest.mark.parametrize(("name", "described"), [("cag", "TransitionLM (CAG)"),
+                                                 ("pushdown", "PushdownLM (PushdownTransformer)")])
+def test_export_hf_refuses_a_structure_model_in_one_line(
+        name: str, described: str, capsys: pytest.CaptureFixture,
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A structure model has no next-token distribution to export: refused, nothing
+    written."""
+    out = tmp_path / "export"
+    with pytest.raises(InputError, match=f"a {re.escape(described)} checkpoint has no Hugging "
+                                         "Face form"):
+        export_hf(STRUCTURE[name][0](), out)
+    monkeypatch.setattr(export_hf_command, "check_checkpoint", lambda *args, **kwargs: None)
+    monkeypatch.setattr("synlm.loading.load_model", lambda path: STRUCTURE[name][0]())
+    assert run_cli(["export-hf", "--ckpt_path", f"{name}.ckpt", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "has no Hugging Face form" in err
+    assert "synlm evaluate-syntax or synlm lm-eval" in err and not out.exists()

@@ -14,6 +14,11 @@ The folder holds ``config.json`` (``model_type: synlm``, ``auto_map`` to the rem
 checkpoint's own byte-level BPE; either starts every text with ``<eos>``; and
 ``.synlm-output``, the files synlm wrote (``synlm.runtime.files``: ``--force`` replaces
 only such a folder).
+
+A structure model (``TransitionLM``: RNNG, PLM, PLM-mask, TG, CAG; ``PushdownLM``) has no
+Hugging Face form: its word probabilities come from a search over its trees, not from one
+next-token distribution; its export is refused in one line (``synlm evaluate-syntax`` and
+``synlm lm-eval`` score it under its declared surprisal convention).
 """
 
 from __future__ import annotations
@@ -113,9 +118,16 @@ def export_hf(model: Any, out: str | Path, force: bool = False) -> Path:
     ``out`` that holds only what synlm wrote (``check_replaceable``). Returns ``out``."""
     from synlm.hf_export.modeling_synlm import SynlmForCausalLM, SynlmForMaskedLM
     from synlm.hf_export.tokenizer import build_tokenizer
+    from synlm.lm import SyntaxLM
 
     out = Path(out)
     check_replaceable(out, force)
+    if not isinstance(model, SyntaxLM):
+        inner = getattr(model, "model", None)
+        name = type(model).__name__ + (f" ({type(inner).__name__})" if inner is not None else "")
+        raise InputError(f"--ckpt_path: a {name} checkpoint has no Hugging Face form: its word "
+                         "probabilities come from a search over its trees; score it with synlm "
+                         "evaluate-syntax or synlm lm-eval")
     if model.vocab is None:
         raise InputError("the model has no vocabulary: export a checkpoint of a run")
     if getattr(model.vocab, "unknown_words", "unk") == "classes":
