@@ -98,7 +98,7 @@ class ActionTransformerState(RowState):
         structure: the attention policy's own rows (its ``AttentionState``: ``CausalState``,
             ``PLMMaskState``, ``TGState``, ...).
         cache: (R, L, 2, nh, S, hd) every layer's keys and values per position, S the
-            positions allocated: grown (doubled) as rows fill them (``reserve``), up to
+            positions allocated: grown as rows fill them (``reserve``), up to
             ``capacity``.
         top: (R, C) the top layer (normed) at the last token: what predicts the next.
         open_top: (R, D) the stack size just after each open ``NT``, innermost last.
@@ -115,8 +115,11 @@ class ActionTransformerState(RowState):
     open_label: Tensor
     capacity: int
 
-    #: The cache positions first allocated (fewer if ``capacity`` is smaller).
-    FIRST_ALLOCATION: ClassVar[int] = 32
+    #: The cache positions first allocated (fewer if ``capacity`` is smaller), and those
+    #: added each time rows fill them: a search copies each kept row's whole block, so the
+    #: positions allocated follow the filled ones closely.
+    FIRST_ALLOCATION: ClassVar[int] = 16
+    GROWTH: ClassVar[int] = 16
 
     #: The per-row tensors besides ``parser``, ``structure`` and ``cache``.
     ROWS = ("top", "open_top", "open_label")
@@ -128,11 +131,11 @@ class ActionTransformerState(RowState):
 
     def reserve(self, positions: int) -> None:
         """Grow the cache to hold at least ``positions`` positions (at most ``capacity``):
-        double it, the filled positions copied."""
+        by ``GROWTH`` positions, the filled positions copied."""
         allocated = self.cache.size(-2)
         if positions <= allocated:
             return
-        size = min(self.capacity, max(positions, 2 * allocated))
+        size = min(self.capacity, max(positions, allocated + self.GROWTH))
         grown = self.cache.new_zeros(*self.cache.shape[:-2], size, self.cache.size(-1))
         used = min(self.used(), allocated)
         grown[..., :used, :] = self.cache[..., :used, :]
