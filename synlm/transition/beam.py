@@ -67,6 +67,7 @@ from synlm import errors
 from synlm.syntax.actions import word_actions
 from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import NO_ACTION, REDUCE, SHIFT
+from synlm.transition.stack_pool import PooledState, compact
 from synlm.transition.types import CONVENTIONS, RENORMALISED, GrowingState, SearchResult
 
 
@@ -273,13 +274,24 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
     finish = model.finish_action  # what ends a parse, if not the root's REDUCE
     row_ends = None if word_ends is None else word_ends.repeat_interleave(K, 0)  # (B·K, N)
 
-    def empty(k: int) -> _Beam:
-        return _Beam(model.initial_state(B * k, int(slots.max()), max_actions=P),
-                     torch.full((B, k), float("-inf"), dtype=torch.float64, device=device),
+    # a model outside ``TransitionModel`` may have no layout of its own for search
+    start = getattr(model, "search_state", model.initial_state)(B * K, int(slots.max()),
+                                                                max_actions=P)
+
+    def stacks(k: int) -> Any:
+        """k empty stacks a sentence; pooled ones on ``start``'s nodes."""
+        if isinstance(start, PooledState):
+            return start.select(torch.zeros(B * k, dtype=torch.long, device=device))
+        return model.initial_state(B * k, int(slots.max()), max_actions=P)
+
+    def empty(state: Any, k: int) -> _Beam:
+        return _Beam(state, torch.full((B, k), float("-inf"), dtype=torch.float64,
+                                       device=device),
                      torch.full((B * k, P), NO_ACTION, dtype=torch.long, device=device))
 
-    beam, done = empty(K), empty(Kd)
-    spare, done_spare = empty(K).state, empty(Kd).state  # what ``take`` writes into
+    beam, done = empty(start, K), empty(stacks(Kd), Kd)
+    spare, done_spare = stacks(K), stacks(Kd)  # what ``take`` writes into
+    nodes = _Nodes(beam.state, B * K)
     beam.scores[:, 0] = 0.0
     prefix: list[Tensor] = []  # log-sum of the beam after each word, (B,)
     parses: list[tuple[tuple[tuple[int, ...], float], ...]] = [()] * B
@@ -296,6 +308,7 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
             beam.scores[finished] = float("-inf")
             if bool(finished.all()):
                 break
+            nodes.bound(beam, done)
             active = (beam.scores > float("-inf")).view(-1)
             legal = beam.state.parser.legal_actions(row_lengths, nA, limits) & active[:, None]
             legal = only_shift_inside_words(legal, beam.state.parser.pointer, row_ends)
@@ -352,7 +365,32 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
             parses[b] = _parses(beam, b)
             beam.scores[b] = float("-inf")  # its search is over
         done.scores.fill_(float("-inf"))
+        nodes.compact(beam, done)
     return [search_result(prefix, b, n, parses[b]) for b, n in enumerate(lengths.tolist())]
+
+
+class _Nodes:
+    """The search's shared stack nodes, where its state has them (``PooledState``): after
+    each word, and within a word whenever the pool has grown by ``GROWTH`` pushes a row
+    since, only the nodes of live items are kept (``stack_pool.compact``), so that memory
+    follows the live stacks; nothing for another state."""
+
+    #: Pushes a row (steps of the whole beam) between two compactions within a word.
+    GROWTH = 16
+
+    def __init__(self, state: Any, rows: int) -> None:
+        self.pooled = isinstance(state, PooledState)
+        self.step = self.GROWTH * rows
+        self.limit = state.pool.size + self.step if self.pooled else 0
+
+    def compact(self, *beams: _Beam) -> None:
+        if self.pooled:
+            compact([(b.state, b.scores.view(-1) > float("-inf")) for b in beams], self.step)
+            self.limit = beams[0].state.pool.size + self.step
+
+    def bound(self, *beams: _Beam) -> None:
+        if self.pooled and beams[0].state.pool.size > self.limit:
+            self.compact(*beams)
 
 
 def _parses(beam: _Beam, b: int) -> tuple[tuple[tuple[int, ...], float], ...]:

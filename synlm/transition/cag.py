@@ -20,7 +20,8 @@ self-attention and a 4·W GELU feed-forward, a final layer norm), as the release
 below it, so they are computed once, when the item is pushed, and kept in ``RNNGState.lstm``
 (here ``[:, k, 0]`` the keys and ``[:, k, 1]`` the values of every layer at stack position
 k): a ``REDUCE`` writes the composed constituent at its ``NT``'s position and attends to the
-kept keys and values below it, as the released code's cache does.
+kept keys and values below it, as the released code's cache does. In search they sit in the
+stack's shared nodes (``synlm.transition.stack_pool``), gathered down the stack at each step.
 
 The released code feeds the stack items to the Transformer directly, so the item width is
 the Transformer's (its ``--w_dim`` = ``--h_dim``, 256): here one ``input_size``. Its
@@ -42,6 +43,7 @@ from torch import Tensor, nn
 
 from synlm import errors
 from synlm.transition.rnng import RNNG, RNNGState
+from synlm.transition.stack_pool import NodePool, stack_nodes
 
 
 class StackBlock(nn.Module):
@@ -155,3 +157,13 @@ class CAG(RNNG):
         out, kv = self.stack_transformer(item, position, kept)
         state.write(state.lstm, (rows, position), kv)
         return out
+
+    def read_node(self, pool: NodePool, below: Tensor, position: Tensor, item: Tensor
+                  ) -> tuple[Tensor, Tensor]:
+        """``read_item`` on pooled stacks (``synlm.transition.stack_pool``): the keys and
+        values of the nodes under ``below`` (R,) (positions 0 up to ``position`` (R,),
+        the new item's), gathered by following the stack down, then the new position's
+        output (R, W) and its keys and values (R, 2, L, W)."""
+        span = int(position.max()) + 1  # positions read
+        kept = pool.values[stack_nodes(pool, below, torch.zeros_like(position), span)]
+        return self.stack_transformer(item, position, kept)

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from synlm.transition.in_order_state import InOrderParserState, in_order_stack_depth
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT
 from synlm.transition.rnng import RNNG, RNNGOutput, RNNGState
+from synlm.transition.stack_pool import PooledState, advance_in_order
 
 
 class InOrderRNNG(RNNG):
@@ -81,27 +82,43 @@ class InOrderRNNG(RNNG):
         state.parser = InOrderParserState.initial(rows, state.lstm.device, self.finish_action)
         return state
 
-    def advance(self, state: RNNGState, actions: Tensor, words: Tensor,
-                piece_ends: Tensor | None = None) -> RNNGState:
+    def pushed_items(self, actions: Tensor, words: Tensor) -> Tensor:
+        """``RNNG.pushed_items`` with the dropout of every item (the released in-order
+        model's), ``FINISH`` taken as the last ``NT``."""
+        return torch.where((actions == SHIFT)[:, None],
+                           self.dropout(self.embedding(words.clamp(min=0))),
+                           self.dropout(self.nt_embedding((actions - FIRST_NT).clamp(
+                               min=0, max=self.nt_embedding.num_embeddings - 1))))
+
+    def search_state(self, rows: int, stack_size: int, max_actions: int | None = None
+                     ) -> PooledState:
+        """``RNNG.search_state`` with an in-order parser state."""
+        state = super().search_state(rows, stack_size)
+        state.parser = InOrderParserState.initial(rows, state.top.device, self.finish_action)
+        return state
+
+    def advance(self, state: RNNGState | PooledState, actions: Tensor, words: Tensor,
+                piece_ends: Tensor | None = None) -> RNNGState | PooledState:
         """Every row's action (R,) (-1: none) on its stack, in place, and the new state;
         ``words`` (R,): the word a ``SHIFT`` of each row generates; ``piece_ends`` (R,):
         over subwords, whether that piece ends its word. ``FINISH`` changes nothing but the
-        parser state."""
+        parser state. A search's ``PooledState`` advances the same way on shared nodes
+        (``synlm.transition.stack_pool.advance_in_order``)."""
+        if isinstance(state, PooledState):
+            return advance_in_order(self, state, actions, words, piece_ends)
         p = state.parser
         R, S = actions.size(0), state.stack_size
         rows = torch.arange(R, device=actions.device)
         finish = actions == self.finish_action
         acted = (actions != NO_ACTION) & ~finish
-        shift, reduce = actions == SHIFT, actions == REDUCE
+        reduce = actions == REDUCE
         opened = (actions >= FIRST_NT) & ~finish
         innermost = state.open_at[rows, (p.n_open - 1).clamp(min=0)]  # (R,) its position
         # the new top: one above the top, or the reduced NT's position; the stack LSTM
         # reads the new item on the state at the position below it
         position = torch.where(reduce, innermost, p.top + 1)
         position = torch.where(acted, position, S + 1)  # scratch
-        item = torch.where(shift[:, None], self.dropout(self.embedding(words.clamp(min=0))),
-                           self.dropout(self.nt_embedding((actions - FIRST_NT).clamp(
-                               min=0, max=self.nt_embedding.num_embeddings - 1))))
+        item = self.pushed_items(actions, words)
         if reduce.any():
             item = item.clone()
             reduced = reduce.nonzero()[:, 0]  # (C,)

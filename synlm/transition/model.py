@@ -76,6 +76,12 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
         actions each: a state with a ``parser`` (``ParserState``), ``select`` and
         ``assign`` (``synlm.transition.types.TransitionState``)."""
 
+    def search_state(self, rows: int, stack_size: int, max_actions: int) -> Any:
+        """The state a search starts from: ``initial_state``'s by default; a family may
+        give search a layout of its own with the same values (the RNNG's stacks as shared
+        nodes, ``synlm.transition.stack_pool``)."""
+        return self.initial_state(rows, stack_size, max_actions)
+
     @abstractmethod
     def next_log_probs(self, state: Any, words: Tensor, legal: Tensor,
                        renormalise: bool) -> Tensor:

@@ -19,7 +19,9 @@ children c_1..c_m of the innermost open X and pushes their composition (§4.1)::
 
 The stack is a fixed-size tensor (``RNNGState``): every row's action is one indexed write,
 and the LSTM state of every stack position is kept, so a ``REDUCE`` resumes the stack LSTM
-from the state below the reopened position, as the stack LSTM of Dyer et al. 2015 pops.
+from the state below the reopened position, as the stack LSTM of Dyer et al. 2015 pops. In
+search the same values sit in shared nodes instead, each item a pointer to its top
+(``search_state``, ``synlm.transition.stack_pool``), so that keeping an item copies no stack.
 
 The released code (aistairc/rnng-pytorch, ``fixed_stack_models.FixedStackRNNG``) normalises
 the action softmax in training over every action (``legal_softmax=False``, the default,
@@ -51,6 +53,7 @@ from synlm.transition.parser_state import (
     ParserState,
     stack_depth,
 )
+from synlm.transition.stack_pool import SENTINEL, NodePool, PooledState, advance_top_down
 from synlm.transition.trace import Trace
 from synlm.transition.types import RNNGOutput, full_precision
 
@@ -256,6 +259,34 @@ class RNNG(RecordsInit, TransitionModel):
         state.top = self.read_item(state, everyone, torch.zeros_like(everyone), first)
         return state
 
+    def search_state(self, rows: int, stack_size: int, max_actions: int | None = None
+                     ) -> PooledState:
+        """R empty stacks for search as pointers into one shared pool of nodes
+        (``synlm.transition.stack_pool``), the initial item read: ``initial_state``'s
+        values, without a copy of a stack per row. ``stack_size`` bounds the open
+        constituents; ``max_actions`` changes nothing."""
+        W = self.embedding.embedding_dim
+        weight = self.embedding.weight
+        pool = NodePool.empty(self.position_state, W, weight, capacity=4 * rows + 1)
+        first = self.embedding_dropout(self.initial_item.expand(rows, W))
+        bottom = torch.full((rows,), SENTINEL, dtype=torch.long, device=weight.device)
+        zero = torch.zeros_like(bottom)
+        top, values = self.read_node(pool, bottom, zero, first)
+        node = pool.push(bottom, zero, values, first)
+        opened = torch.zeros(rows, stack_size, dtype=torch.long, device=weight.device)
+        return PooledState(ParserState.initial(rows, weight.device), node, opened,
+                           opened.clone(), top, pool)
+
+    def read_node(self, pool: NodePool, below: Tensor, position: Tensor, item: Tensor
+                  ) -> tuple[Tensor, Tensor]:
+        """``read_item`` on pooled stacks: the stack LSTM reads ``item`` (R, W) on the
+        state of the nodes ``below`` (R,) (``position`` (R,), the new item's, changes
+        nothing here); the top layer's output (R, H) and the new position's state
+        (R, 2, L, H)."""
+        state = pool.values[below]  # (R, 2, L, H)
+        h, c = self.stack_lstm(item, state[:, 0], state[:, 1])
+        return h[:, -1], torch.stack([h, c], 1)
+
     def read_item(self, state: RNNGState, rows: Tensor, position: Tensor, item: Tensor) -> Tensor:
         """The stack LSTM reads ``item`` (R, W) at stack ``position`` (R,) on the state
         below it (``position - 1``): that position's state written into ``state.lstm``, the
@@ -265,24 +296,25 @@ class RNNG(RecordsInit, TransitionModel):
         state.write(state.lstm, (rows, position), torch.stack([h, c], 1))
         return h[:, -1]
 
-    def advance(self, state: RNNGState, actions: Tensor, words: Tensor,
-                piece_ends: Tensor | None = None) -> RNNGState:
+    def advance(self, state: RNNGState | PooledState, actions: Tensor, words: Tensor,
+                piece_ends: Tensor | None = None) -> RNNGState | PooledState:
         """Every row's action (R,) (-1: none) on its stack, in place, and the new state;
         ``words`` (R,): the word a ``SHIFT`` of each row generates. ``piece_ends`` (R,),
         over subwords whether that piece ends its word, changes nothing here: a top-down
-        stack treats every piece as a word (the in-order one reads it)."""
+        stack treats every piece as a word (the in-order one reads it). A search's
+        ``PooledState`` (``search_state``) advances the same way on shared nodes."""
+        if isinstance(state, PooledState):
+            return advance_top_down(self, state, actions, words)
         p = state.parser
         R = actions.size(0)
         rows = torch.arange(R, device=actions.device)
-        acted, shift = actions != NO_ACTION, actions == SHIFT
+        acted = actions != NO_ACTION
         opened, reduce = actions >= FIRST_NT, actions == REDUCE
         innermost = state.open_at[rows, (p.n_open - 1).clamp(min=0)]  # (R,) its position
         # the position the new item takes: one above the top, or the reduced NT's
         position = torch.where(reduce, innermost, p.top + 1)
         position = torch.where(acted, position, state.stack_size + 1)  # scratch
-        drop = self.embedding_dropout
-        item = torch.where(shift[:, None], drop(self.embedding(words.clamp(min=0))),
-                           drop(self.nt_embedding((actions - FIRST_NT).clamp(min=0))))
+        item = self.pushed_items(actions, words)
         if reduce.any():
             item = item.clone()
             reduced = reduce.nonzero()[:, 0]  # (C,)
@@ -294,6 +326,13 @@ class RNNG(RecordsInit, TransitionModel):
         state.top = torch.where(acted[:, None], top, state.top)
         state.parser = p.after(actions, position)
         return state
+
+    def pushed_items(self, actions: Tensor, words: Tensor) -> Tensor:
+        """(R, W) the item each row's ``SHIFT`` (of ``words`` (R,)) or ``NT`` pushes (the
+        ``NT`` embedding's first for other ``actions`` (R,))."""
+        drop = self.embedding_dropout
+        return torch.where((actions == SHIFT)[:, None], drop(self.embedding(words.clamp(min=0))),
+                           drop(self.nt_embedding((actions - FIRST_NT).clamp(min=0))))
 
     def _compose(self, state: RNNGState, rows: Tensor, at: Tensor) -> Tensor:
         """The composition of each reduced row's innermost open constituent, whose ``NT``
@@ -315,16 +354,23 @@ class RNNG(RecordsInit, TransitionModel):
                        renormalise: bool = True) -> Tensor:
         """(R, A): log p(action) of each row, the ``SHIFT`` column joint with its word
         ``words`` (R,), -inf where not ``legal`` (R, A): normalised over the legal actions
-        (``renormalise``, the released search) or over every action."""
-        u = self.contexts(state.top)  # (R, W)
+        (``renormalise``, the released search) or over every action. Only the rows with
+        a legal action are computed (a search's empty slots and finished sentences have
+        none), and the word softmax, the largest product, only where ``SHIFT`` is legal."""
+        rows = legal.any(1).nonzero()[:, 0]  # (C,)
+        legal_rows = legal[rows]  # (C, A)
+        u = self.contexts(state.top[rows])  # (C, W)
         logits = full_precision(self.action_decoder(u))
         if renormalise:
-            logits = logits.masked_fill(~legal, float("-inf"))
-        log_probs = logits.log_softmax(-1).masked_fill(~legal, float("-inf"))
-        log_probs = log_probs.masked_fill(log_probs.isnan(), float("-inf"))  # none legal
-        word = -F.cross_entropy(full_precision(self.word_decoder(u)), words.clamp(min=0),
-                                reduction="none")
-        return torch.cat([log_probs[:, :1] + word[:, None], log_probs[:, 1:]], 1)
+            logits = logits.masked_fill(~legal_rows, float("-inf"))
+        log_probs = logits.log_softmax(-1).masked_fill(~legal_rows, float("-inf"))
+        shifts = legal_rows[:, SHIFT].nonzero()[:, 0]  # (C',) of the C
+        log_probs[shifts, SHIFT] -= F.cross_entropy(
+            full_precision(self.word_decoder(u[shifts])), words[rows[shifts]].clamp(min=0),
+            reduction="none")
+        out = log_probs.new_full(legal.shape, float("-inf"))
+        out[rows] = log_probs
+        return out
 
     # ------------------------------------------------------------------ teacher forcing
     def stack_depth(self, actions: Tensor) -> int:
