@@ -1,8 +1,9 @@
-"""The RNNG family's search stacks as shared nodes (``synlm.transition.stack_pool``): the same
-values as the fixed-layout ``RNNGState`` (every stack position's state) and the same beam
-search (n-best lists identical) to 1e-12 in float64 (the pooled search runs the stack reader
-on the acting rows only, and a product over fewer rows may round otherwise) for the top-down and in-order RNNG and the CAG, and a pool whose size after
-compaction is the live stacks' nodes."""
+"""The RNNG family's search stacks as shared nodes (``synlm.transition.stack_pool``), for the
+top-down and in-order RNNG and the CAG: the same values as the fixed-layout ``RNNGState``
+(every stack position's state) and the same beam search (n-best lists identical) to 1e-12 in
+float64 (the pooled search runs the stack reader on the acting rows only, and a product over
+fewer rows may round otherwise), and a pool whose size after compaction is the live stacks'
+nodes."""
 
 from __future__ import annotations
 
