@@ -9,10 +9,15 @@
 # paradigm, SyntaxGym suite and Marvin & Linzen condition, the RNNG by word-synchronous beam
 # search of BEAM (beam, word beam, shift) sizes. MODELS (default rnng) adds the action
 # Transformers of configs/plm.yaml, plm_mask.yaml and tg.yaml (their PTB size, 4 layers of
-# width 256), trained and scored the same way. SEEDS (e.g. "1 2 3") trains and scores every
-# model once per seed, in OUT_DIR/seed_S with --seed_everything=S, beside the AWD-LSTM of
-# the same seed (TSE_DIR/seed_S/awd_lstm: tse_budget.sh with the same SEEDS); without it,
-# once with each config's own seed. A finished run and a finished evaluation are kept, and a
+# width 256), trained and scored the same way; pushdown adds the Pushdown LM of
+# configs/pushdown.yaml (6 layers of width 256; 64 sentences a step as 16 accumulated
+# batches of 4, since its (batch, length, length, width) attachment keys took 9 GB at
+# batches of 16; scored by its own beam over attachments, of the beam size alone) and cag
+# the CAG of configs/cag.yaml (3 layers of width 256) over the sample's words, Berkeley
+# classes for its singletons, not BLLIP-LG's BPE pieces. SEEDS (e.g. "1 2 3") trains and
+# scores every model once per seed, in OUT_DIR/seed_S with --seed_everything=S, beside the
+# AWD-LSTM of the same seed (TSE_DIR/seed_S/awd_lstm: tse_budget.sh with the same SEEDS);
+# without it, once with each config's own seed. A finished run and a finished evaluation are kept, and a
 # stopped run continues from its last checkpoint (benchmarks/once.sh); at the end the tables
 # of whatever has finished are written to OUT_DIR/report from the saved evaluations
 # (`evaluate-syntax --results`), each model's seeds under one label.
@@ -32,9 +37,9 @@ train() {  # folder model fit-args...
   local dir=$1 name=$2
   shift 2
   fit_once "$dir/$name" "$dir/$name.log" "$name" --config "configs/$name.yaml" \
-    --config configs/data/nltk_sample_trees.yaml "$@" \
+    --config configs/data/nltk_sample_trees.yaml \
     --data.batch_size=64 --trainer.max_epochs=10 --trainer.max_steps="$steps" \
-    --trainer.val_check_interval=1.0 --trainer.enable_progress_bar=false
+    --trainer.val_check_interval=1.0 --trainer.enable_progress_bar=false "$@"
 }
 evaluate() {  # folder name evaluate-syntax-args...
   local dir=$1 name=$2
@@ -54,11 +59,19 @@ for seed in ${seeds:-own}; do
       train "$dir" rnng --model.init_args.model.init_args.input_size=200 \
         --model.init_args.model.init_args.hidden_size=400 \
         "${seed_flag[@]}"
+    elif [ "$name" = pushdown ]; then
+      train "$dir" pushdown --data.batch_size=4 --trainer.accumulate_grad_batches=16 \
+        "${seed_flag[@]}"
+    elif [ "$name" = cag ]; then
+      train "$dir" cag --data.corpus.init_args.train=null --data.corpus.init_args.valid=null \
+        --data.corpus.init_args.test=null --data.subwords=null --data.unknown_words=classes \
+        "${seed_flag[@]}"
     else
       train "$dir" "$name" "${seed_flag[@]}"
     fi
-    evaluate "$dir" "$name" --ckpt_path "$dir/$name" --beam-size "$beam" \
-      --word-beam-size "$word_beam" --shift-size "$shift"
+    search=(--beam-size "$beam" --word-beam-size "$word_beam" --shift-size "$shift")
+    if [ "$name" = pushdown ]; then search=(--beam-size "$beam"); fi
+    evaluate "$dir" "$name" --ckpt_path "$dir/$name" "${search[@]}"
   done
 done
 results=() labels=()  # the AWD-LSTM first: each model's paired test is against it
