@@ -99,9 +99,10 @@ class Beams:
 
     def take(self, rows: Tensor, keep: Tensor) -> Beams:
         """The batch of the sentences ``keep`` (B',) whose slots hold the rows ``rows``
-        (B' K,): the caches' written part gathered, their other slots left unset."""
+        (B' K,): the caches' written part gathered, their other slots zero (a step's
+        attention reads other rows' slots masked, where uninitialised memory could be NaN)."""
         def part(cache: Tensor, width: int) -> Tensor:
-            out = cache.new_empty((rows.size(0), *cache.shape[1:]))
+            out = cache.new_zeros((rows.size(0), *cache.shape[1:]))
             out[..., :width, :] = cache[..., :width, :].index_select(0, rows)
             return out
 
@@ -162,8 +163,8 @@ def cached_layer(layer: ActionLayer, x: Tensor, cache: Tensor, rows: Tensor, slo
 
 def evaluate(model: GPST, beams: Beams, rows: Tensor) -> tuple[Tensor, Tensor]:
     """The pending step of ``rows`` (R,): its keys and values written into the caches;
-    log p(SHIFT), log p(REDUCE) (R, 2) and log p(the row's next word) (R,) (a word past the
-    sentence's end: the last, unused)."""
+    log p(SHIFT), log p(REDUCE) (R, 2) and log p(the row's next word) (R,) (0 where all its
+    words are shifted: the heads run on the rows that can shift alone)."""
     x = model.drop(beams.inputs[rows] + model.positions(beams.positions[rows]))  # (R, D)
     for depth, layer in enumerate(model.action_layers):
         x = cached_layer(layer, x, beams.action_cache[:, depth], rows, beams.steps[rows])
@@ -171,10 +172,11 @@ def evaluate(model: GPST, beams: Beams, rows: Tensor) -> tuple[Tensor, Tensor]:
     for depth, layer in enumerate(model.generation_layers):
         g = cached_layer(layer, g, beams.word_cache[:, depth], rows, beams.shifted[rows])
     sentence = beams.sentence[rows]
-    at = torch.minimum(beams.shifted[rows], beams.lengths[sentence] - 1)
-    next_words = beams.words[sentence, at]
-    word_logits = model.word_head(model.final_norm(g)) @ model.embedding.weight.T  # (R, V)
-    word_lp = F.log_softmax(word_logits, -1).gather(1, next_words[:, None])[:, 0]
+    can_shift = (beams.shifted[rows] < beams.lengths[sentence]).nonzero(as_tuple=True)[0]
+    next_words = beams.words[sentence[can_shift], beams.shifted[rows[can_shift]]]
+    word_logits = model.word_head(model.final_norm(g[can_shift])) @ model.embedding.weight.T
+    word_lp = x.new_zeros(rows.size(0)).index_put(  # (R,)
+        (can_shift,), F.log_softmax(word_logits, -1).gather(1, next_words[:, None])[:, 0])
     return F.log_softmax(model.action_head(x), -1), word_lp
 
 
