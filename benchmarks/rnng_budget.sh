@@ -17,10 +17,10 @@
 # classes for its singletons, not BLLIP-LG's BPE pieces. SEEDS (e.g. "1 2 3") trains and
 # scores every model once per seed, in OUT_DIR/seed_S with --seed_everything=S, beside the
 # AWD-LSTM of the same seed (TSE_DIR/seed_S/awd_lstm: tse_budget.sh with the same SEEDS);
-# without it, once with each config's own seed. A finished run and a finished evaluation are kept, and a
-# stopped run continues from its last checkpoint (benchmarks/once.sh); at the end the tables
-# of whatever has finished are written to OUT_DIR/report from the saved evaluations
-# (`evaluate-syntax --results`), each model's seeds under one label.
+# without it, once with each config's own seed. A finished run and a finished evaluation
+# are kept, and a stopped run continues from its last checkpoint (benchmarks/once.sh); at
+# the end the tables of whatever has finished are written to OUT_DIR/report from the saved
+# evaluations (`evaluate-syntax --results`), each model's seeds under one label.
 #   SYNLM_DATA_DIR=/path/to/data bash benchmarks/rnng_budget.sh OUT_DIR TSE_DIR [STEPS] \
 #     [SUBSET] [BEAM] [MODELS] [SEEDS]
 set -euo pipefail

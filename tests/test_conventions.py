@@ -283,6 +283,23 @@ def test_an_action_order_the_model_does_not_decode_is_refused_at_fit(
     assert not list(root.glob("version_*/checkpoints/*.ckpt"))
 
 
+def test_an_action_order_is_refused_for_the_pushdown_lm_at_fit(capsys: pytest.CaptureFixture,
+                                                               tmp_path: Path) -> None:
+    """The Pushdown LM builds its tree a word at a time, from sentences: an action order
+    (which it would not read) is refused, not ignored."""
+    root = tmp_path / "run"
+    sizes = [f"--model.init_args.{key}" for key in
+             ("size=8", "num_layers=1", "attention_heads=2", "ff_multiplier=2",
+              "head_depth_divisor=2")]
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / "pushdown.yaml"), *TINY_FIT,
+                    *sizes, f"--trainer.default_root_dir={root}",
+                    "--data.action_order=in_order"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("synlm: error: data.action_order=in_order: expected top_down (unset): "
+                       "the PushdownLM reads no actions, it attaches each word to its tree")
+    assert not list(root.glob("version_*/checkpoints/*.ckpt"))
+
+
 def tiny_cag() -> TransitionLM:
     """A random CAG recipe over ``WORDS`` (one 8-wide layer of 2 heads), in eval mode."""
     torch.manual_seed(0)

@@ -108,6 +108,10 @@ class PushdownLM(KeepsDataModule, pl.LightningModule):
             if datamodule.mode != "sentence":
                 raise errors.SettingError("data.mode", datamodule.mode,
                                           "sentence for the recipe PushdownLM")
+            if datamodule.action_order != "top_down":  # the default: unset
+                raise errors.SettingError("data.action_order", datamodule.action_order,
+                                          "top_down (unset): the PushdownLM reads no actions, "
+                                          "it attaches each word to its tree")
             datamodule.request(frozenset({"trees"}), who="PushdownLM")
             self.vocab = datamodule.vocab
             self.normalization = datamodule.normalization
