@@ -5,8 +5,9 @@ devices, gloo on CPUs), and ``Sharded`` splits each call of a scorer: rank r sco
 sentences r, r + N, ... (a slow beam search spreads its long and short sentences alike),
 then every rank gathers the others' (``all_gather_object``) and returns them in the
 sentences' order. A sentence is scored from a fresh state alone, so the numbers are one
-process's (tests/test_ddp_evaluate_syntax.py). Rank 0 alone shows progress, prints and
-writes."""
+process's, but for the rounding of a float32 model batched with other sentences (below
+1e-6 on the test's, tests/test_ddp_evaluate_syntax.py). Rank 0 alone shows progress,
+prints and writes."""
 
 from __future__ import annotations
 
