@@ -118,12 +118,12 @@ def export_hf(model: Any, out: str | Path, force: bool = False) -> Path:
     ``out`` that holds only what synlm wrote (``check_replaceable``). Returns ``out``."""
     from synlm.hf_export.modeling_synlm import SynlmForCausalLM, SynlmForMaskedLM
     from synlm.hf_export.tokenizer import build_tokenizer
-    from synlm.lm import SyntaxLM
+    from synlm.model import SyntaxModel
 
     out = Path(out)
     check_replaceable(out, force)
-    if not isinstance(model, SyntaxLM):
-        inner = getattr(model, "model", None)
+    inner = getattr(model, "model", None)
+    if not isinstance(inner, SyntaxModel):
         name = type(model).__name__ + (f" ({type(inner).__name__})" if inner is not None else "")
         raise InputError(f"--ckpt_path: a {name} checkpoint has no Hugging Face form: its word "
                          "probabilities come from a search over its trees; score it with synlm "
