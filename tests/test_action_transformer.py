@@ -1,8 +1,8 @@
 """The action Transformer (synlm.transition.action_transformer) under its three attention
 policies: the output equation on hand-set weights, teacher forcing equal to feeding one
 action at a time through the key/value cache, causality, row independence, the exact
-marginal by beam search, a tiny model that learns ten trees, golden values and one-line
-errors."""
+marginal by beam search, a tiny model that learns ten trees, golden values, one-line errors,
+and the layers and vocabulary run on the real tokens and rows alone."""
 
 from __future__ import annotations
 
@@ -212,3 +212,33 @@ def test_bad_settings_are_one_line_errors():
     with pytest.raises(InputError, match="longer than max_positions=4 allows; raise "
                                          "max_positions"):
         model(torch.tensor([[1, 2]]), torch.tensor([[2, 0, 0, 1]]), torch.tensor([2]))
+
+
+@pytest.mark.parametrize("attention", POLICIES)
+def test_layers_run_on_the_real_tokens_alone(grammar, attention):
+    """Teacher forcing feeds the layers the real tokens packed, N = the start tokens plus
+    one per action (TG: one more per REDUCE), no padding; a search step the present tokens
+    alone (a row without an action, TG's COMPOSE slot of a non-REDUCE, none), and the
+    vocabulary runs only at rows with a legal action, the others -inf, the rest equal."""
+    trees, vocab, words = grammar
+    model = random_model(len(words), len(vocab), attention)
+    w, a, n = encoded(trees, vocab, words)
+    rows: list[int] = []
+    model.layers[0].register_forward_hook(lambda module, args, out: rows.append(out.size(0)))
+    model(w, a, n)
+    real = a != NO_ACTION
+    extra = int((a == 1).sum()) if attention == "tg" else 0  # REDUCE: 1
+    assert rows == [a.size(0) + int(real.sum()) + extra]
+    state = model.initial_state(a.size(0), 32, max_actions=a.size(1))
+    rows.clear()
+    first = a[:, 0].clone()
+    first[1:] = NO_ACTION  # one row acts: one token, an NT (no COMPOSE copy)
+    model.advance(state, first, torch.zeros_like(first))
+    assert rows == [1]
+    legal = torch.ones(a.size(0), model.n_actions, dtype=torch.bool)
+    everything = model.next_log_probs(state, torch.zeros_like(first), legal)
+    legal[1:] = False
+    found = model.next_log_probs(state, torch.zeros_like(first), legal)
+    # to float rounding: the vocabulary's matrix product of one row, not of all
+    torch.testing.assert_close(found[0], everything[0], rtol=0, atol=1e-12)
+    assert bool((found[1:] == float("-inf")).all())
