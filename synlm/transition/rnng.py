@@ -20,6 +20,9 @@ children c_1..c_m of the innermost open X and pushes their composition (§4.1)::
 The stack is a fixed-size tensor (``RNNGState``): every row's action is one indexed write,
 and the LSTM state of every stack position is kept, so a ``REDUCE`` resumes the stack LSTM
 from the state below the reopened position, as the stack LSTM of Dyer et al. 2015 pops.
+Teacher forcing, where the whole tree is known, computes the same numbers without running the
+actions one at a time: the compositions by tree height, then the stack LSTM by stack position
+(``synlm.transition.rnng_levels``).
 
 The released code (aistairc/rnng-pytorch, ``fixed_stack_models.FixedStackRNNG``) normalises
 the action softmax in training over every action (``legal_softmax=False``, the default,
@@ -51,6 +54,7 @@ from synlm.transition.parser_state import (
     ParserState,
     stack_depth,
 )
+from synlm.transition.rnng_levels import parser_before, stack_tops
 from synlm.transition.trace import Trace
 from synlm.transition.types import RNNGOutput, full_precision
 
@@ -151,6 +155,45 @@ class StackLSTM(nn.Module):
             hs.append(h)
             cs.append(c)
         return torch.stack(hs, 1), torch.stack(cs, 1)
+
+    def by_levels(self, first: Tensor, items: Tensor, below: list[Tensor]) -> Tensor:
+        """Every push of a teacher-forced batch, stack position by stack position
+        (``synlm.transition.rnng_levels``): ``first`` (B, W) the initial items, read on the
+        zero state; ``items`` (P, W) the items pushed, those at position 1 first, then 2...;
+        ``below[p - 1]`` (n_p,): for each push at position p, the row of the state it reads
+        on among those at p - 1 (at 0: ``first``'s) -> (B + P, H): the top layer's output
+        after each, ``first``'s then ``items``' order."""
+        first_cell = self.cells[0]
+        # the first layer's input products of every item at once, both biases folded in
+        gates_in = F.linear(torch.cat([first, items]), first_cell.weight_ih,
+                            first_cell.bias_ih + first_cell.bias_hh)  # (B + P, 4H)
+        zeros = first.new_zeros(first.size(0), first_cell.hidden_size)
+        state = [(zeros, zeros)] * len(self.cells)  # per layer: (n, H) output and cell
+        outputs = []
+        for level, x in enumerate(gates_in.split([first.size(0), *map(len, below)])):
+            if level:
+                rows = below[level - 1]
+                state = [(h.index_select(0, rows), c.index_select(0, rows)) for h, c in state]
+            new = []
+            for layer, lstm in enumerate(self.cells):
+                h, c = state[layer]
+                if layer == 0:
+                    gates = torch.addmm(x, h, lstm.weight_hh.t())
+                else:
+                    gates = F.linear(self.dropout(new[-1][0]), lstm.weight_ih, lstm.bias_ih) \
+                        + F.linear(h, lstm.weight_hh, lstm.bias_hh)
+                new.append(_lstm_cell(gates, c))
+            state = new
+            outputs.append(state[-1][0])
+        return torch.cat(outputs)
+
+
+def _lstm_cell(gates: Tensor, cell: Tensor) -> tuple[Tensor, Tensor]:
+    """An LSTM cell's output and cell (n, H) from its gates' pre-activations (n, 4H) in
+    ``nn.LSTMCell``'s order (input, forget, cell, output) and the previous cell (n, H)."""
+    i, f, g, o = gates.chunk(4, 1)
+    cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(cell), cell
 
 
 class Composition(nn.Module):
@@ -331,33 +374,43 @@ class RNNG(RecordsInit, TransitionModel):
         """The stack a teacher-forced batch of ``actions`` (B, A) needs (``stack_depth``)."""
         return stack_depth(actions)
 
+    def runs_by_level(self) -> bool:
+        """Whether teacher forcing runs the stack by stack level and tree height
+        (``synlm.transition.rnng_levels``), as this class's stack allows; a subclass that
+        reads or moves the stack otherwise (``advance``, ``read_item``: the in-order RNNG,
+        the CAG) runs it one action at a time."""
+        cls = type(self)
+        return cls.advance is RNNG.advance and cls.read_item is RNNG.read_item
+
     def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor,
                 word_ends: Tensor | None = None) -> RNNGOutput:
         """Teacher-forced log-probabilities of gold ``actions`` (B, A) (-1 padded) over
-        ``words`` (B, N) (``word_lengths`` (B,)): the stack runs action by action, every
-        row at once; the last action (the root's ``REDUCE``) is scored, not run.
+        ``words`` (B, N) (``word_lengths`` (B,)): the stack runs by level
+        (``runs_by_level``) or action by action, every row at once; the last action (the
+        root's ``REDUCE``) is scored, not run.
 
         Over subwords (``word_ends`` (B, N), rnng-pytorch's ``subword_end_mask``),
         ``words`` are pieces, each its own ``SHIFT`` and stack item, and ``word_log_probs``
         is per piece (a word's: the sum over its pieces, ``per_word``); with
         ``legal_softmax`` only ``SHIFT`` is legal inside a word."""
         B, A = actions.shape
-        state = self.initial_state(B, self.stack_depth(actions), traced=torch.is_grad_enabled())
-        tops, legal = [], []  # before each action: the stack top, the legal actions
-        for t in range(A):
-            tops.append(state.top)
+        if self.runs_by_level():
+            top, plan = stack_tops(self, words, actions)  # (B, A, H)
+            legal = None
             if self.legal_softmax:
-                legal.append(only_shift_inside_words(
-                    state.parser.legal_actions(word_lengths, self.n_actions, self.limits),
-                    state.parser.pointer, word_ends))
-            if t < A - 1:
-                pointer = state.parser.pointer.clamp(max=words.size(1) - 1)[:, None]
-                ends = None if word_ends is None else word_ends.gather(1, pointer)[:, 0]
-                state = self.advance(state, actions[:, t], words.gather(1, pointer)[:, 0], ends)
-        u = self.contexts(torch.stack(tops, 1))  # (B, A, W)
+                parser = parser_before(actions, plan.top_position)  # B·A rows
+                legal = only_shift_inside_words(
+                    parser.legal_actions(word_lengths.repeat_interleave(A), self.n_actions,
+                                         self.limits),
+                    parser.pointer,
+                    None if word_ends is None else word_ends.repeat_interleave(A, 0))
+                legal = legal.view(B, A, -1)
+        else:
+            top, legal = self.tops_by_actions(words, actions, word_lengths, word_ends)
+        u = self.contexts(top)  # (B, A, W)
         logits = full_precision(self.action_decoder(u))  # (B, A, n_actions)
-        if self.legal_softmax:
-            logits = logits.masked_fill(~torch.stack(legal, 1), float("-inf"))
+        if legal is not None:
+            logits = logits.masked_fill(~legal, float("-inf"))
         gold = actions.clamp(min=0)
         action_lp = logits.log_softmax(-1).gather(2, gold[..., None])[..., 0]
         action_lp = action_lp.masked_fill(actions == NO_ACTION, 0.0)
@@ -374,6 +427,26 @@ class RNNG(RecordsInit, TransitionModel):
         in_sentence = torch.arange(words.size(1), device=words.device) < word_lengths[:, None]
         word_lp = word_lp.masked_fill(~in_sentence, 0.0)
         return RNNGOutput(action_lp, word_lp, action_lp.sum(1) + word_lp.sum(1))
+
+    def tops_by_actions(self, words: Tensor, actions: Tensor, word_lengths: Tensor,
+                        word_ends: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """``forward``'s stack run one action at a time (``advance``): the stack top each
+        action is predicted from (B, A, H) and, with ``legal_softmax``, its legal actions
+        (B, A, n_actions)."""
+        B, A = actions.shape
+        state = self.initial_state(B, self.stack_depth(actions), traced=torch.is_grad_enabled())
+        tops, legal = [], []  # before each action: the stack top, the legal actions
+        for t in range(A):
+            tops.append(state.top)
+            if self.legal_softmax:
+                legal.append(only_shift_inside_words(
+                    state.parser.legal_actions(word_lengths, self.n_actions, self.limits),
+                    state.parser.pointer, word_ends))
+            if t < A - 1:
+                pointer = state.parser.pointer.clamp(max=words.size(1) - 1)[:, None]
+                ends = None if word_ends is None else word_ends.gather(1, pointer)[:, 0]
+                state = self.advance(state, actions[:, t], words.gather(1, pointer)[:, 0], ends)
+        return torch.stack(tops, 1), torch.stack(legal, 1) if legal else None
 
 
 def per_word(piece_log_probs: Tensor, word_ends: Tensor) -> Tensor:

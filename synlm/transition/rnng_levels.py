@@ -1,0 +1,165 @@
+"""Teacher forcing of the top-down RNNG by stack level and tree height (``RNNG.forward``).
+
+With the gold actions known, the stack's work need not run one action at a time:
+
+- a closed constituent's composition reads its label's item and its children's items (word
+  and nonterminal embeddings, lower compositions), never a stack LSTM state (Dyer et al. 2016
+  §4.1; rnng-pytorch's ``LSTMComposition`` leaves its ``stack_state`` unused): the
+  compositions run bottom-up, one ``Composition`` call per tree height over every
+  constituent of that height in the batch;
+- every item the stack LSTM reads is then known, and an item pushed at stack position p is
+  read on the state of the item below it at that moment, pushed at position p - 1 before
+  it: the stack LSTM's states depend on each other along chains as long as the deepest
+  stack, not the number of actions. One cell call per layer reads every item pushed at
+  position p (``StackLSTM.by_levels``), the first layer's input products of every item in
+  one matrix product;
+- an action is predicted from the stack top after the action before it: the state of the
+  item that action pushed (of the initial item before the first action).
+
+The bookkeeping of the tree (which push reads on which state, each constituent's children
+and height) is integer work on the actions, done once a batch on the CPU (``schedule``), as
+``stack_depth``'s. Dropout draws a mask per item, per pushed state between layers and per
+composition, as the run action by action does: the same distribution; without dropout the
+two compute the same numbers (tests/test_rnng_levels.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from synlm.syntax.actions import ActionError
+from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT, ParserState
+
+if TYPE_CHECKING:
+    from synlm.transition.rnng import RNNG
+
+
+@dataclass
+class Schedule:
+    """Where a teacher-forced batch's stack work runs (module docstring). An item row is
+    ``b * A + t`` for the item action t of row b pushes (its word or nonterminal), ``B * A +
+    k`` for the k-th composition (by height, then row, then action); a state row is ``b``
+    for row b's initial item, ``B + k`` for the k-th push (by stack position, then row, then
+    action).
+
+    Attributes:
+        heights: per tree height 1, 2, ...: the item rows of its compositions' labels (C,),
+            of their children (C, M) (left-aligned, 0 after the last) and the children's
+            counts (C,).
+        pushes: (P,) the item row each push reads, in state-row order.
+        below: per stack position 1, 2, ...: for each push there, the state it reads on
+            among those of the position below (n_p,) (position 0: the initial items).
+        tops: (B, A) the state row each action is predicted from.
+        top_position: (B, A) its stack position (the parser's ``top`` before the action).
+    """
+
+    heights: list[tuple[Tensor, Tensor, Tensor]]
+    pushes: Tensor
+    below: list[Tensor]
+    tops: Tensor
+    top_position: Tensor
+
+
+def schedule(actions: Tensor) -> Schedule:
+    """The ``Schedule`` of top-down ``actions`` (B, A) (-1: none). As teacher forcing runs
+    them, the last column (the longest rows' root ``REDUCE``) is scored, not run."""
+    B, A = actions.shape
+    compositions: dict[int, list[tuple[int, int, list[int]]]] = {}  # height: (at, label, children)
+    pushes: dict[int, list[tuple[int, int]]] = {}  # stack position: (item, state below)
+    height: dict[int, int] = {}  # item row of a composition: its height
+    tops = [[0] * A for _ in range(B)]
+    top_position = [[0] * A for _ in range(B)]
+    for b, row in enumerate(actions.tolist()):
+        stack = [-1 - b]  # what pushed each stack position; position 0: the initial item
+        opened: list[int] = []  # the stack positions of the open nonterminals
+        for t, action in enumerate(row):
+            tops[b][t], top_position[b][t] = stack[-1], len(stack) - 1
+            if action == NO_ACTION:
+                continue
+            at = b * A + t
+            if action == REDUCE:
+                if not opened:
+                    raise ActionError(f"row {b}, action {t} (REDUCE): no open constituent; "
+                                      "expected top-down actions from synlm.syntax.actions")
+                position = opened.pop()
+                children = stack[position + 1:]
+                height[at] = 1 + max((height.get(c, 0) for c in children), default=0)
+                if t < A - 1:
+                    compositions.setdefault(height[at], []).append(
+                        (at, stack[position], children))
+                del stack[position:]
+            elif action >= FIRST_NT:
+                opened.append(len(stack))
+            if t < A - 1:
+                pushes.setdefault(len(stack), []).append((at, stack[-1]))
+            stack.append(at)
+    item_row: dict[int, int] = {}
+    for at, _, _ in (c for h in sorted(compositions) for c in compositions[h]):
+        item_row[at] = B * A + len(item_row)
+    state_row = {-1 - b: b for b in range(B)}
+    first_row = [0, B]  # the first state row of each stack position
+    below, pushed = [], []
+    for position in range(1, len(pushes) + 1):
+        level = pushes[position]
+        below.append([state_row[under] - first_row[-2] for _, under in level])
+        for at, _ in level:
+            state_row[at] = len(state_row)
+            pushed.append(item_row.get(at, at))
+        first_row.append(len(state_row))
+
+    def long(values: list) -> Tensor:
+        return torch.tensor(values, dtype=torch.long, device=actions.device)
+
+    heights = []
+    for h in sorted(compositions):
+        level = compositions[h]
+        M = max(len(children) for _, _, children in level)
+        heights.append((long([label for _, label, _ in level]),
+                        long([[item_row.get(c, c) for c in children]
+                              + [0] * (M - len(children)) for _, _, children in level]),
+                        long([len(children) for _, _, children in level])))
+    return Schedule(heights, long(pushed), [long(rows) for rows in below],
+                    long([[state_row[s] for s in row] for row in tops]), long(top_position))
+
+
+def stack_tops(model: RNNG, words: Tensor, actions: Tensor) -> tuple[Tensor, Schedule]:
+    """The top layer's stack LSTM output each gold action of ``actions`` (B, A) is predicted
+    from, (B, A, H), over ``words`` (B, N), and the batch's ``Schedule``."""
+    B = actions.size(0)
+    plan = schedule(actions)
+    shift = actions == SHIFT
+    pointer = (shift.long().cumsum(1) - shift.long()).clamp(max=words.size(1) - 1)  # (B, A)
+    items = torch.where(shift[..., None], model.embedding(words.gather(1, pointer)),
+                        model.nt_embedding((actions - FIRST_NT).clamp(min=0)))  # (B, A, W)
+    items = model.embedding_dropout(items).flatten(0, 1)  # (B·A, W)
+    for labels, children, n_children in plan.heights:
+        composed = model.composition(items[labels], items[children], n_children)  # (C, W)
+        items = torch.cat([items, composed])
+    first = model.embedding_dropout(model.initial_item.expand(B, -1))  # (B, W)
+    outputs = model.stack_lstm.by_levels(first, items[plan.pushes], plan.below)  # (B + P, H)
+    return outputs[plan.tops], plan
+
+
+def parser_before(actions: Tensor, top_position: Tensor) -> ParserState:
+    """The parser state before each action of ``actions`` (B, A) (-1: none), as running them
+    one at a time leaves it, flattened to B·A rows; ``top_position`` (B, A): the stack's
+    items then (``Schedule.top_position``)."""
+    acted, opened = actions != NO_ACTION, actions >= FIRST_NT
+
+    def before(counted: Tensor) -> Tensor:  # how many before each action
+        return counted.long().cumsum(1) - counted.long()
+
+    steps = torch.arange(actions.size(1), device=actions.device)
+    last = torch.where(acted, steps, -1).cummax(1).values  # (B, A) the last acted so far
+    last = torch.cat([last.new_full((actions.size(0), 1), -1), last[:, :-1]], 1)
+    last_action = torch.where(last >= 0, actions.gather(1, last.clamp(min=0)), NO_ACTION)
+    nts = opened.long().cumsum(1)  # NT so far, then back to the last SHIFT or REDUCE
+    run = nts - torch.where(acted & ~opened, nts, 0).cummax(1).values
+    consecutive = torch.cat([run.new_zeros(actions.size(0), 1), run[:, :-1]], 1)
+    fields = (before(actions == SHIFT), top_position, before(opened) - before(actions == REDUCE),
+              consecutive, last_action, before(acted))
+    return ParserState(*(field.flatten() for field in fields))
