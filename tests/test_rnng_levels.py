@@ -103,17 +103,19 @@ def test_schedule_by_hand():
     # row 0: NT(S) NT(NP) SHIFT SHIFT REDUCE NT(VP) SHIFT REDUCE REDUCE       (A = 9)
     # row 1: NT(S) NT(NP) SHIFT REDUCE NT(VP) SHIFT REDUCE REDUCE -1
     plan = schedule(a)
-    (labels, children, counts), root = plan.heights  # row 1's root REDUCE is run, row 0's not
-    assert labels.tolist() == [1, 5, 10, 13]  # NP, VP of row 0; NP, VP of row 1 (9 + t)
-    assert children.tolist() == [[2, 3], [6, 0], [11, 0], [14, 0]]
-    assert counts.tolist() == [2, 1, 1, 1]
-    # row 1's S over its NP and VP, the compositions' item rows 2·9 + 2 and 2·9 + 3
-    assert [x.tolist() for x in root] == [[9], [[20, 21]], [2]]
+    (rows, active), (root, root_active) = plan.heights  # row 1's root REDUCE is run, row 0's not
+    # items 0-5: row 0's S NP the dog VP barks, 6-10: row 1's S NP it VP is; the NP and VP of
+    # row 0, of row 1 (items 11-14): labels, then children from the left (forward) and from
+    # the right (backward), the NP of two children last
+    assert rows.tolist() == [[1, 4, 7, 9, 2, 5, 8, 10, 3], [1, 4, 7, 9, 3, 5, 8, 10, 2]]
+    assert active == [4, 4, 1]
+    assert root.tolist() == [[6, 13, 14], [6, 14, 13]]  # row 1's S over its NP and VP
+    assert root_active == [1, 1, 1]
     assert [len(b) for b in plan.below] == [3, 4, 6, 3]  # pushes at stack positions 1-4
     assert plan.top_position.tolist() == [[0, 1, 2, 3, 4, 2, 3, 4, 3],
                                           [0, 1, 2, 3, 2, 3, 4, 3, 1]]
     # the items pushed at position 1: row 0's S, row 1's S, row 1's root composition
-    assert plan.pushes[:3].tolist() == [0, 9, 22]
+    assert plan.pushes[:3].tolist() == [0, 6, 15]
     parser = parser_before(a, plan.top_position)
     assert parser.pointer.view(2, 9)[0].tolist() == [0, 0, 0, 1, 2, 2, 2, 3, 3]
     assert parser.consecutive_nts.view(2, 9)[0].tolist() == [0, 1, 2, 0, 0, 0, 1, 0, 0]

@@ -163,37 +163,32 @@ class StackLSTM(nn.Module):
         ``below[p - 1]`` (n_p,): for each push at position p, the row of the state it reads
         on among those at p - 1 (at 0: ``first``'s) -> (B + P, H): the top layer's output
         after each, ``first``'s then ``items``' order."""
-        first_cell = self.cells[0]
-        # the first layer's input products of every item at once, both biases folded in
-        gates_in = F.linear(torch.cat([first, items]), first_cell.weight_ih,
-                            first_cell.bias_ih + first_cell.bias_hh)  # (B + P, 4H)
-        zeros = first.new_zeros(first.size(0), first_cell.hidden_size)
-        state = [(zeros, zeros)] * len(self.cells)  # per layer: (n, H) output and cell
-        outputs = []
-        for level, x in enumerate(gates_in.split([first.size(0), *map(len, below)])):
-            if level:
-                rows = below[level - 1]
-                state = [(h.index_select(0, rows), c.index_select(0, rows)) for h, c in state]
-            new = []
-            for layer, lstm in enumerate(self.cells):
-                h, c = state[layer]
-                if layer == 0:
-                    gates = torch.addmm(x, h, lstm.weight_hh.t())
-                else:
-                    gates = F.linear(self.dropout(new[-1][0]), lstm.weight_ih, lstm.bias_ih) \
-                        + F.linear(h, lstm.weight_hh, lstm.bias_hh)
-                new.append(_lstm_cell(gates, c))
-            state = new
-            outputs.append(state[-1][0])
-        return torch.cat(outputs)
+        sizes = [first.size(0), *map(len, below)]
+        x = torch.cat([first, items])  # (B + P, W)
+        for layer, lstm in enumerate(self.cells):
+            if layer:
+                x = self.dropout(x)
+            # the layer's input products of every push at once, both biases folded in
+            gates_in = F.linear(x, lstm.weight_ih, lstm.bias_ih + lstm.bias_hh)  # (B + P, 4H)
+            by_level = gates_in.split(sizes)
+            zeros = first.new_zeros(first.size(0), lstm.hidden_size)
+            h, c = _lstm_cell(by_level[0], zeros)  # the initial items, on the zero state
+            outputs = [h]
+            for rows, gates in zip(below, by_level[1:], strict=True):  # on the states below
+                h, c = _lstm_cell(torch.addmm(gates, h.index_select(0, rows), lstm.weight_hh.t()),
+                                  c.index_select(0, rows))
+                outputs.append(h)
+            x = torch.cat(outputs)  # (B + P, H) the layer's output after each push
+        return x
 
 
 def _lstm_cell(gates: Tensor, cell: Tensor) -> tuple[Tensor, Tensor]:
-    """An LSTM cell's output and cell (n, H) from its gates' pre-activations (n, 4H) in
-    ``nn.LSTMCell``'s order (input, forget, cell, output) and the previous cell (n, H)."""
-    i, f, g, o = gates.chunk(4, 1)
-    cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(cell), cell
+    """An LSTM cell's output and cell (..., H) from its gates' pre-activations (..., 4H) in
+    ``nn.LSTMCell``'s order (input, forget, cell, output) and the previous cell (..., H)."""
+    i, f, _, o = torch.sigmoid(gates).chunk(4, -1)  # one call for the three gates
+    g = torch.tanh(gates.narrow(-1, 2 * cell.size(-1), cell.size(-1)))
+    cell = f * cell + i * g
+    return o * torch.tanh(cell), cell
 
 
 class Composition(nn.Module):
@@ -221,6 +216,29 @@ class Composition(nn.Module):
         b = self.backward_lstm(torch.cat([label[:, None], backward], 1))[0].gather(1, last)
         both = torch.cat([f[:, 0], b[:, 0]], -1)  # (C, 2W)
         return F.relu(self.output(self.dropout(both)))
+
+    def packed(self, items: Tensor, active: list[int]) -> Tensor:
+        """``forward`` of C constituents sorted by their number of children, most first,
+        the two LSTMs stepping together with no padding: ``items`` (2, Σ_j n_j, W) their
+        inputs step by step, the forward LSTM's (X, c_1..c_m) then the backward one's
+        (X, c_m..c_1), step j's ``active[j]`` = n_j rows those of the constituents with at
+        least j children (n_0 = C) -> (C, W)."""
+        lstms = (self.forward_lstm, self.backward_lstm)
+        w_ih = torch.stack([lstm.weight_ih_l0 for lstm in lstms]).transpose(1, 2)  # (2, W, 4W)
+        w_hh = torch.stack([lstm.weight_hh_l0 for lstm in lstms]).transpose(1, 2)
+        bias = torch.stack([lstm.bias_ih_l0 + lstm.bias_hh_l0 for lstm in lstms])[:, None]
+        gates_in = torch.baddbmm(bias, items, w_ih)  # (2, Σ n_j, 4W)
+        last = []  # the outputs of the constituents whose children end, fewest first
+        for j, x in enumerate(gates_in.split(active, 1)):
+            if j == 0:
+                h, c = _lstm_cell(x, torch.zeros_like(x[..., :w_hh.size(1)]))
+                continue
+            n = x.size(1)
+            last.append(h[:, n:])
+            h, c = _lstm_cell(torch.baddbmm(x, h[:, :n], w_hh), c[:, :n])  # (2, n, W)
+        last.append(h)
+        f, b = torch.cat(last[::-1], 1)  # (C, W) each, in row order
+        return F.relu(self.output(self.dropout(torch.cat([f, b], -1))))
 
 
 class RNNG(RecordsInit, TransitionModel):
@@ -422,10 +440,12 @@ class RNNG(RecordsInit, TransitionModel):
         step_of_word.scatter_(1, order, torch.arange(A, device=actions.device).expand(B, A))
         step_of_word = step_of_word[:, :-1]  # (B, N)
         u_words = u.gather(1, step_of_word[..., None].expand(-1, -1, u.size(-1)))  # (B, N, W)
-        word_lp = -F.cross_entropy(full_precision(self.word_decoder(u_words)).flatten(0, 1),
-                                   words.flatten(), reduction="none").view_as(words)
         in_sentence = torch.arange(words.size(1), device=words.device) < word_lengths[:, None]
-        word_lp = word_lp.masked_fill(~in_sentence, 0.0)
+        # the word softmax over the sentences' words only (K,), none of the padding
+        word_lp = -F.cross_entropy(full_precision(self.word_decoder(u_words[in_sentence])),
+                                   words[in_sentence], reduction="none")
+        word_lp = torch.zeros_like(words, dtype=word_lp.dtype).masked_scatter(in_sentence,
+                                                                              word_lp)
         return RNNGOutput(action_lp, word_lp, action_lp.sum(1) + word_lp.sum(1))
 
     def tops_by_actions(self, words: Tensor, actions: Tensor, word_lengths: Tensor,

@@ -5,8 +5,8 @@ With the gold actions known, the stack's work need not run one action at a time:
 - a closed constituent's composition reads its label's item and its children's items (word
   and nonterminal embeddings, lower compositions), never a stack LSTM state (Dyer et al. 2016
   §4.1; rnng-pytorch's ``LSTMComposition`` leaves its ``stack_state`` unused): the
-  compositions run bottom-up, one ``Composition`` call per tree height over every
-  constituent of that height in the batch;
+  compositions run bottom-up by tree height, the two LSTMs of every constituent of a height
+  in the batch stepping together over their children (``Composition.packed``);
 - every item the stack LSTM reads is then known, and an item pushed at stack position p is
   read on the state of the item below it at that moment, pushed at position p - 1 before
   it: the stack LSTM's states depend on each other along chains as long as the deepest
@@ -40,16 +40,19 @@ if TYPE_CHECKING:
 
 @dataclass
 class Schedule:
-    """Where a teacher-forced batch's stack work runs (module docstring). An item row is
-    ``b * A + t`` for the item action t of row b pushes (its word or nonterminal), ``B * A +
-    k`` for the k-th composition (by height, then row, then action); a state row is ``b``
-    for row b's initial item, ``B + k`` for the k-th push (by stack position, then row, then
+    """Where a teacher-forced batch's stack work runs (module docstring). An item row is k
+    for the item of the k-th ``SHIFT`` or ``NT`` of the batch (its word or nonterminal; row
+    by row, action by action), K + k for the k-th composition (by height, then as
+    ``heights`` orders them), K the batch's ``SHIFT`` and ``NT``; a state row is ``b`` for
+    row b's initial item, ``B + k`` for the k-th push (by stack position, then row, then
     action).
 
     Attributes:
-        heights: per tree height 1, 2, ...: the item rows of its compositions' labels (C,),
-            of their children (C, M) (left-aligned, 0 after the last) and the children's
-            counts (C,).
+        heights: per tree height 1, 2, ...: its constituents, most children first, as
+            ``Composition.packed`` reads them: the item rows (2, Σ_j n_j) of the forward
+            and backward LSTMs' inputs step by step (step 0 the labels, step j the j-th
+            child from the left and from the right of the n_j constituents with at least j
+            children) and the counts n_j (a Python list).
         pushes: (P,) the item row each push reads, in state-row order.
         below: per stack position 1, 2, ...: for each push there, the state it reads on
             among those of the position below (n_p,) (position 0: the initial items).
@@ -57,7 +60,7 @@ class Schedule:
         top_position: (B, A) its stack position (the parser's ``top`` before the action).
     """
 
-    heights: list[tuple[Tensor, Tensor, Tensor]]
+    heights: list[tuple[Tensor, list[int]]]
     pushes: Tensor
     below: list[Tensor]
     tops: Tensor
@@ -70,7 +73,8 @@ def schedule(actions: Tensor) -> Schedule:
     B, A = actions.shape
     compositions: dict[int, list[tuple[int, int, list[int]]]] = {}  # height: (at, label, children)
     pushes: dict[int, list[tuple[int, int]]] = {}  # stack position: (item, state below)
-    height: dict[int, int] = {}  # item row of a composition: its height
+    height: dict[int, int] = {}  # what a REDUCE composes (b·A + t): its height
+    item_row: dict[int, int] = {}  # b·A + t: the item row of what action t of row b pushes
     tops = [[0] * A for _ in range(B)]
     top_position = [[0] * A for _ in range(B)]
     for b, row in enumerate(actions.tolist()):
@@ -92,14 +96,17 @@ def schedule(actions: Tensor) -> Schedule:
                     compositions.setdefault(height[at], []).append(
                         (at, stack[position], children))
                 del stack[position:]
-            elif action >= FIRST_NT:
-                opened.append(len(stack))
+            else:
+                item_row[at] = len(item_row)
+                if action >= FIRST_NT:
+                    opened.append(len(stack))
             if t < A - 1:
                 pushes.setdefault(len(stack), []).append((at, stack[-1]))
             stack.append(at)
-    item_row: dict[int, int] = {}
+    for level in compositions.values():
+        level.sort(key=lambda c: -len(c[2]))  # most children first
     for at, _, _ in (c for h in sorted(compositions) for c in compositions[h]):
-        item_row[at] = B * A + len(item_row)
+        item_row[at] = len(item_row)
     state_row = {-1 - b: b for b in range(B)}
     first_row = [0, B]  # the first state row of each stack position
     below, pushed = [], []
@@ -108,7 +115,7 @@ def schedule(actions: Tensor) -> Schedule:
         below.append([state_row[under] - first_row[-2] for _, under in level])
         for at, _ in level:
             state_row[at] = len(state_row)
-            pushed.append(item_row.get(at, at))
+            pushed.append(item_row[at])
         first_row.append(len(state_row))
 
     def long(values: list) -> Tensor:
@@ -116,12 +123,15 @@ def schedule(actions: Tensor) -> Schedule:
 
     heights = []
     for h in sorted(compositions):
-        level = compositions[h]
-        M = max(len(children) for _, _, children in level)
-        heights.append((long([label for _, label, _ in level]),
-                        long([[item_row.get(c, c) for c in children]
-                              + [0] * (M - len(children)) for _, _, children in level]),
-                        long([len(children) for _, _, children in level])))
+        forward, backward, active = [], [], []
+        for j in range(len(compositions[h][0][2]) + 1):
+            steps = [(label, children) for _, label, children in compositions[h]
+                     if len(children) >= j]
+            forward += [children[j - 1] if j else label for label, children in steps]
+            backward += [children[-j] if j else label for label, children in steps]
+            active.append(len(steps))
+        heights.append((long([[item_row[i] for i in forward],
+                              [item_row[i] for i in backward]]), active))
     return Schedule(heights, long(pushed), [long(rows) for rows in below],
                     long([[state_row[s] for s in row] for row in tops]), long(top_position))
 
@@ -133,12 +143,13 @@ def stack_tops(model: RNNG, words: Tensor, actions: Tensor) -> tuple[Tensor, Sch
     plan = schedule(actions)
     shift = actions == SHIFT
     pointer = (shift.long().cumsum(1) - shift.long()).clamp(max=words.size(1) - 1)  # (B, A)
-    items = torch.where(shift[..., None], model.embedding(words.gather(1, pointer)),
-                        model.nt_embedding((actions - FIRST_NT).clamp(min=0)))  # (B, A, W)
-    items = model.embedding_dropout(items).flatten(0, 1)  # (B·A, W)
-    for labels, children, n_children in plan.heights:
-        composed = model.composition(items[labels], items[children], n_children)  # (C, W)
-        items = torch.cat([items, composed])
+    pushes = shift | (actions >= FIRST_NT)  # the K actions that push an item of their own
+    shift, word, nt = shift[pushes], words.gather(1, pointer)[pushes], actions[pushes]  # (K,)
+    items = torch.where(shift[:, None], model.embedding(word),
+                        model.nt_embedding((nt - FIRST_NT).clamp(min=0)))  # (K, W)
+    items = model.embedding_dropout(items)
+    for rows, active in plan.heights:
+        items = torch.cat([items, model.composition.packed(items[rows], active)])  # + (C, W)
     first = model.embedding_dropout(model.initial_item.expand(B, -1))  # (B, W)
     outputs = model.stack_lstm.by_levels(first, items[plan.pushes], plan.below)  # (B + P, H)
     return outputs[plan.tops], plan
