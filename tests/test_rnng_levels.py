@@ -2,8 +2,9 @@
 computes what the stack run one action at a time (``RNNG.tops_by_actions``) computes: in
 float64 without dropout, the action and word log-probabilities and every parameter's
 gradient to 1e-10, on random models and trees (padded rows, unary chains, subwords, legal
-softmax) and on the released model's fixture (tests/fixtures/rnng/reference.pt); its
-schedule by hand; and a tiny model trained so with dropout learns ten trees."""
+softmax) and on the released model's fixture (tests/fixtures/rnng/reference.pt). Also: the
+packed composition equals the padded one; the run by actions' traced stack equals plain
+indexing; the schedule by hand; a tiny model trained so with dropout learns ten trees."""
 
 from __future__ import annotations
 
@@ -90,6 +91,42 @@ def test_levels_equal_actions_on_the_released_models_fixture():
     model, vocab = transplanted(torch.load(FIXTURE, weights_only=True))
     words, actions, lengths = batch(torch.load(FIXTURE, weights_only=True), vocab)
     assert_equal(both_ways(model, words, actions, lengths))
+
+
+def test_traced_run_by_actions_equals_autograds_own_indexing(monkeypatch):
+    """The run action by action (which the in-order RNNG and the CAG use) reads and writes
+    its stack through a ``Trace``: its gradients equal those of autograd's own indexing."""
+    trees, vocab, words = trees_and_grammar(6, 4)
+    model = random_rnng(len(words), len(vocab), seed=4)
+    monkeypatch.setattr(model, "runs_by_level", lambda: False)
+    w, a, n = encoded(trees, vocab, words)
+    params = [p for p in model.parameters() if p.requires_grad]
+    traced = torch.autograd.grad(model(w, a, n).joint.sum(), params)
+    plain = RNNG.initial_state
+    monkeypatch.setattr(RNNG, "initial_state",
+                        lambda self, rows, size, traced=False: plain(self, rows, size, False))
+    indexed = torch.autograd.grad(model(w, a, n).joint.sum(), params)
+    for ours, theirs in zip(traced, indexed, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
+
+
+def test_packed_composition_equals_the_padded_one():
+    """``Composition.by_heights`` over one height of constituents of 0-4 children, most
+    first, equals ``Composition.forward`` over the same constituents padded."""
+    torch.manual_seed(0)
+    composition = RNNG(5, 4, input_size=6, hidden_size=5, dropout=0.0).composition.double()
+    counts = torch.tensor([4, 3, 3, 1, 0])
+    labels, children = torch.randn(5, 6).double(), torch.randn(5, 4, 6).double()
+    items = torch.cat([labels, children.flatten(0, 1)])  # child j of c: row 5 + 4c + j
+    active = [int((counts >= j).sum()) for j in range(5)]
+    forward = [torch.arange(5)] + [5 + 4 * torch.arange(n) + j - 1 for j, n in
+                                   enumerate(active) if j]
+    backward = [torch.arange(5)] + [5 + 4 * torch.arange(n) + counts[:n] - j for j, n in
+                                    enumerate(active) if j]
+    rows = torch.stack([torch.cat(forward), torch.cat(backward)])
+    packed = composition.by_heights(items, [(rows, active)])[len(items):]
+    torch.testing.assert_close(packed, composition(labels, children, counts), rtol=0,
+                               atol=1e-12)
 
 
 def test_schedule_by_hand():

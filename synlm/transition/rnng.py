@@ -34,6 +34,7 @@ does not have (docs/reference-implementations.md).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -44,6 +45,7 @@ from torch import Tensor, nn
 from synlm import errors
 from synlm.modules.recorded import RecordsInit
 from synlm.transition.beam import only_shift_inside_words
+from synlm.transition.level_lstm import lstm_by_levels
 from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import (
     FIRST_NT,
@@ -170,25 +172,8 @@ class StackLSTM(nn.Module):
                 x = self.dropout(x)
             # the layer's input products of every push at once, both biases folded in
             gates_in = F.linear(x, lstm.weight_ih, lstm.bias_ih + lstm.bias_hh)  # (B + P, 4H)
-            by_level = gates_in.split(sizes)
-            zeros = first.new_zeros(first.size(0), lstm.hidden_size)
-            h, c = _lstm_cell(by_level[0], zeros)  # the initial items, on the zero state
-            outputs = [h]
-            for rows, gates in zip(below, by_level[1:], strict=True):  # on the states below
-                h, c = _lstm_cell(torch.addmm(gates, h.index_select(0, rows), lstm.weight_hh.t()),
-                                  c.index_select(0, rows))
-                outputs.append(h)
-            x = torch.cat(outputs)  # (B + P, H) the layer's output after each push
+            x = lstm_by_levels(gates_in[None], lstm.weight_hh[None], sizes, below)[0]
         return x
-
-
-def _lstm_cell(gates: Tensor, cell: Tensor) -> tuple[Tensor, Tensor]:
-    """An LSTM cell's output and cell (..., H) from its gates' pre-activations (..., 4H) in
-    ``nn.LSTMCell``'s order (input, forget, cell, output) and the previous cell (..., H)."""
-    i, f, _, o = torch.sigmoid(gates).chunk(4, -1)  # one call for the three gates
-    g = torch.tanh(gates.narrow(-1, 2 * cell.size(-1), cell.size(-1)))
-    cell = f * cell + i * g
-    return o * torch.tanh(cell), cell
 
 
 class Composition(nn.Module):
@@ -217,28 +202,30 @@ class Composition(nn.Module):
         both = torch.cat([f[:, 0], b[:, 0]], -1)  # (C, 2W)
         return F.relu(self.output(self.dropout(both)))
 
-    def packed(self, items: Tensor, active: list[int]) -> Tensor:
-        """``forward`` of C constituents sorted by their number of children, most first,
-        the two LSTMs stepping together with no padding: ``items`` (2, Σ_j n_j, W) their
-        inputs step by step, the forward LSTM's (X, c_1..c_m) then the backward one's
-        (X, c_m..c_1), step j's ``active[j]`` = n_j rows those of the constituents with at
-        least j children (n_0 = C) -> (C, W)."""
+    def by_heights(self, items: Tensor, heights: list[tuple[Tensor, list[int]]]) -> Tensor:
+        """``forward`` of a batch's constituents height by height, each height's in one
+        pass with no padding: ``items`` (K, W) the words' and labels' items; per height, its
+        constituents sorted by their number of children, most first, and the item rows (2,
+        Σ_j n_j) of the forward LSTM's inputs (X, c_1..c_m) and of the backward one's (X,
+        c_m..c_1) step by step, step j's n_j rows those of the constituents with at least j
+        children (``synlm.transition.rnng_levels.Schedule.heights``; a row past K: the
+        composition of a lower height) -> (K + Σ C, W): ``items`` then the compositions."""
         lstms = (self.forward_lstm, self.backward_lstm)
         w_ih = torch.stack([lstm.weight_ih_l0 for lstm in lstms]).transpose(1, 2)  # (2, W, 4W)
-        w_hh = torch.stack([lstm.weight_hh_l0 for lstm in lstms]).transpose(1, 2)
+        w_hh = torch.stack([lstm.weight_hh_l0 for lstm in lstms])  # (2, 4W, W)
         bias = torch.stack([lstm.bias_ih_l0 + lstm.bias_hh_l0 for lstm in lstms])[:, None]
-        gates_in = torch.baddbmm(bias, items, w_ih)  # (2, Σ n_j, 4W)
-        last = []  # the outputs of the constituents whose children end, fewest first
-        for j, x in enumerate(gates_in.split(active, 1)):
-            if j == 0:
-                h, c = _lstm_cell(x, torch.zeros_like(x[..., :w_hh.size(1)]))
-                continue
-            n = x.size(1)
-            last.append(h[:, n:])
-            h, c = _lstm_cell(torch.baddbmm(x, h[:, :n], w_hh), c[:, :n])  # (2, n, W)
-        last.append(h)
-        f, b = torch.cat(last[::-1], 1)  # (C, W) each, in row order
-        return F.relu(self.output(self.dropout(torch.cat([f, b], -1))))
+        for rows, active in heights:
+            gates_in = torch.baddbmm(bias, items[rows], w_ih)  # (2, Σ n_j, 4W)
+            steps = [torch.arange(n, device=items.device) for n in active[1:]]  # prefixes
+            h = lstm_by_levels(gates_in, w_hh, active, steps)  # (2, Σ n_j, W)
+            # each constituent's last step: step j ends the rows n_{j+1}..n_j - 1
+            start = [0, *itertools.accumulate(active)]
+            last = [start[j] + r for j in reversed(range(len(active)))
+                    for r in range(active[j + 1] if j + 1 < len(active) else 0, active[j])]
+            f, b = h[:, torch.tensor(last, device=items.device)]  # (C, W) each, row order
+            composed = F.relu(self.output(self.dropout(torch.cat([f, b], -1))))
+            items = torch.cat([items, composed])
+        return items
 
 
 class RNNG(RecordsInit, TransitionModel):

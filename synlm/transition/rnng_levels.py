@@ -6,7 +6,7 @@ With the gold actions known, the stack's work need not run one action at a time:
   and nonterminal embeddings, lower compositions), never a stack LSTM state (Dyer et al. 2016
   §4.1; rnng-pytorch's ``LSTMComposition`` leaves its ``stack_state`` unused): the
   compositions run bottom-up by tree height, the two LSTMs of every constituent of a height
-  in the batch stepping together over their children (``Composition.packed``);
+  in the batch stepping together over their children (``Composition.by_heights``);
 - every item the stack LSTM reads is then known, and an item pushed at stack position p is
   read on the state of the item below it at that moment, pushed at position p - 1 before
   it: the stack LSTM's states depend on each other along chains as long as the deepest
@@ -49,7 +49,7 @@ class Schedule:
 
     Attributes:
         heights: per tree height 1, 2, ...: its constituents, most children first, as
-            ``Composition.packed`` reads them: the item rows (2, Σ_j n_j) of the forward
+            ``Composition.by_heights`` reads them: the item rows (2, Σ_j n_j) of the forward
             and backward LSTMs' inputs step by step (step 0 the labels, step j the j-th
             child from the left and from the right of the n_j constituents with at least j
             children) and the counts n_j (a Python list).
@@ -148,8 +148,7 @@ def stack_tops(model: RNNG, words: Tensor, actions: Tensor) -> tuple[Tensor, Sch
     items = torch.where(shift[:, None], model.embedding(word),
                         model.nt_embedding((nt - FIRST_NT).clamp(min=0)))  # (K, W)
     items = model.embedding_dropout(items)
-    for rows, active in plan.heights:
-        items = torch.cat([items, model.composition.packed(items[rows], active)])  # + (C, W)
+    items = model.composition.by_heights(items, plan.heights)  # (K + compositions, W)
     first = model.embedding_dropout(model.initial_item.expand(B, -1))  # (B, W)
     outputs = model.stack_lstm.by_levels(first, items[plan.pushes], plan.below)  # (B + P, H)
     return outputs[plan.tops], plan
