@@ -3,8 +3,8 @@ computes what the stack run one action at a time (``RNNG.tops_by_actions``) comp
 float64 without dropout, the action and word log-probabilities and every parameter's
 gradient to 1e-10, on random models and trees (padded rows, unary chains, subwords, legal
 softmax) and on the released model's fixture (tests/fixtures/rnng/reference.pt). Also: the
-packed composition equals the padded one; the run by actions' traced stack equals plain
-indexing; the schedule by hand; a tiny model trained so with dropout learns ten trees."""
+packed composition equals the padded one; the schedule by hand; a tiny model trained so with
+dropout learns ten trees."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from nltk import Tree
 
 from synlm.syntax.actions import ActionVocab
 from synlm.transition.rnng import RNNG
-from synlm.transition.rnng_levels import parser_before, schedule
+from synlm.transition.rnng_levels import compose_by_heights, parser_before, schedule
 from tests.test_rnng import TREES, assert_learns_ten_trees, encoded, random_rnng
 from tests.test_rnng_reference import FIXTURE, batch, transplanted
 
@@ -93,25 +93,8 @@ def test_levels_equal_actions_on_the_released_models_fixture():
     assert_equal(both_ways(model, words, actions, lengths))
 
 
-def test_traced_run_by_actions_equals_autograds_own_indexing(monkeypatch):
-    """The run action by action (which the in-order RNNG and the CAG use) reads and writes
-    its stack through a ``Trace``: its gradients equal those of autograd's own indexing."""
-    trees, vocab, words = trees_and_grammar(6, 4)
-    model = random_rnng(len(words), len(vocab), seed=4)
-    monkeypatch.setattr(model, "runs_by_level", lambda: False)
-    w, a, n = encoded(trees, vocab, words)
-    params = [p for p in model.parameters() if p.requires_grad]
-    traced = torch.autograd.grad(model(w, a, n).joint.sum(), params)
-    plain = RNNG.initial_state
-    monkeypatch.setattr(RNNG, "initial_state",
-                        lambda self, rows, size, traced=False: plain(self, rows, size, False))
-    indexed = torch.autograd.grad(model(w, a, n).joint.sum(), params)
-    for ours, theirs in zip(traced, indexed, strict=True):
-        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
-
-
 def test_packed_composition_equals_the_padded_one():
-    """``Composition.by_heights`` over one height of constituents of 0-4 children, most
+    """``compose_by_heights`` over one height of constituents of 0-4 children, most
     first, equals ``Composition.forward`` over the same constituents padded."""
     torch.manual_seed(0)
     composition = RNNG(5, 4, input_size=6, hidden_size=5, dropout=0.0).composition.double()
@@ -124,7 +107,7 @@ def test_packed_composition_equals_the_padded_one():
     backward = [torch.arange(5)] + [5 + 4 * torch.arange(n) + counts[:n] - j for j, n in
                                     enumerate(active) if j]
     rows = torch.stack([torch.cat(forward), torch.cat(backward)])
-    packed = composition.by_heights(items, [(rows, active)])[len(items):]
+    packed = compose_by_heights(composition, items, [(rows, active)])[len(items):]
     torch.testing.assert_close(packed, composition(labels, children, counts), rtol=0,
                                atol=1e-12)
 

@@ -34,7 +34,6 @@ does not have (docs/reference-implementations.md).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -45,7 +44,6 @@ from torch import Tensor, nn
 from synlm import errors
 from synlm.modules.recorded import RecordsInit
 from synlm.transition.beam import only_shift_inside_words
-from synlm.transition.level_lstm import lstm_by_levels
 from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import (
     FIRST_NT,
@@ -158,23 +156,6 @@ class StackLSTM(nn.Module):
             cs.append(c)
         return torch.stack(hs, 1), torch.stack(cs, 1)
 
-    def by_levels(self, first: Tensor, items: Tensor, below: list[Tensor]) -> Tensor:
-        """Every push of a teacher-forced batch, stack position by stack position
-        (``synlm.transition.rnng_levels``): ``first`` (B, W) the initial items, read on the
-        zero state; ``items`` (P, W) the items pushed, those at position 1 first, then 2...;
-        ``below[p - 1]`` (n_p,): for each push at position p, the row of the state it reads
-        on among those at p - 1 (at 0: ``first``'s) -> (B + P, H): the top layer's output
-        after each, ``first``'s then ``items``' order."""
-        sizes = [first.size(0), *map(len, below)]
-        x = torch.cat([first, items])  # (B + P, W)
-        for layer, lstm in enumerate(self.cells):
-            if layer:
-                x = self.dropout(x)
-            # the layer's input products of every push at once, both biases folded in
-            gates_in = F.linear(x, lstm.weight_ih, lstm.bias_ih + lstm.bias_hh)  # (B + P, 4H)
-            x = lstm_by_levels(gates_in[None], lstm.weight_hh[None], sizes, below)[0]
-        return x
-
 
 class Composition(nn.Module):
     """A closed constituent's embedding from its label and children (Dyer et al. 2016
@@ -201,31 +182,6 @@ class Composition(nn.Module):
         b = self.backward_lstm(torch.cat([label[:, None], backward], 1))[0].gather(1, last)
         both = torch.cat([f[:, 0], b[:, 0]], -1)  # (C, 2W)
         return F.relu(self.output(self.dropout(both)))
-
-    def by_heights(self, items: Tensor, heights: list[tuple[Tensor, list[int]]]) -> Tensor:
-        """``forward`` of a batch's constituents height by height, each height's in one
-        pass with no padding: ``items`` (K, W) the words' and labels' items; per height, its
-        constituents sorted by their number of children, most first, and the item rows (2,
-        Σ_j n_j) of the forward LSTM's inputs (X, c_1..c_m) and of the backward one's (X,
-        c_m..c_1) step by step, step j's n_j rows those of the constituents with at least j
-        children (``synlm.transition.rnng_levels.Schedule.heights``; a row past K: the
-        composition of a lower height) -> (K + Σ C, W): ``items`` then the compositions."""
-        lstms = (self.forward_lstm, self.backward_lstm)
-        w_ih = torch.stack([lstm.weight_ih_l0 for lstm in lstms]).transpose(1, 2)  # (2, W, 4W)
-        w_hh = torch.stack([lstm.weight_hh_l0 for lstm in lstms])  # (2, 4W, W)
-        bias = torch.stack([lstm.bias_ih_l0 + lstm.bias_hh_l0 for lstm in lstms])[:, None]
-        for rows, active in heights:
-            gates_in = torch.baddbmm(bias, items[rows], w_ih)  # (2, Σ n_j, 4W)
-            steps = [torch.arange(n, device=items.device) for n in active[1:]]  # prefixes
-            h = lstm_by_levels(gates_in, w_hh, active, steps)  # (2, Σ n_j, W)
-            # each constituent's last step: step j ends the rows n_{j+1}..n_j - 1
-            start = [0, *itertools.accumulate(active)]
-            last = [start[j] + r for j in reversed(range(len(active)))
-                    for r in range(active[j + 1] if j + 1 < len(active) else 0, active[j])]
-            f, b = h[:, torch.tensor(last, device=items.device)]  # (C, W) each, row order
-            composed = F.relu(self.output(self.dropout(torch.cat([f, b], -1))))
-            items = torch.cat([items, composed])
-        return items
 
 
 class RNNG(RecordsInit, TransitionModel):

@@ -6,36 +6,36 @@ With the gold actions known, the stack's work need not run one action at a time:
   and nonterminal embeddings, lower compositions), never a stack LSTM state (Dyer et al. 2016
   §4.1; rnng-pytorch's ``LSTMComposition`` leaves its ``stack_state`` unused): the
   compositions run bottom-up by tree height, the two LSTMs of every constituent of a height
-  in the batch stepping together over their children (``Composition.by_heights``);
+  in the batch stepping together over their children (``compose_by_heights``);
 - every item the stack LSTM reads is then known, and an item pushed at stack position p is
   read on the state of the item below it at that moment, pushed at position p - 1 before
   it: the stack LSTM's states depend on each other along chains as long as the deepest
   stack, not the number of actions. One cell call per layer reads every item pushed at
-  position p (``StackLSTM.by_levels``), the first layer's input products of every item in
-  one matrix product;
+  position p (``stack_by_levels``), each layer's input products of every item in one
+  matrix product;
 - an action is predicted from the stack top after the action before it: the state of the
   item that action pushed (of the initial item before the first action).
 
-The bookkeeping of the tree (which push reads on which state, each constituent's children
-and height) is integer work on the actions, done once a batch on the CPU (``schedule``), as
-``stack_depth``'s. Dropout draws a mask per item, per pushed state between layers and per
-composition, as the run action by action does: the same distribution; without dropout the
-two compute the same numbers (tests/test_rnng_levels.py).
+Both run through ``synlm.transition.level_lstm``, an LSTM over a tree of steps with a
+backward of its own. The bookkeeping of the tree (which push reads on which state, each
+constituent's children and height) is integer work on the actions, done once a batch on the
+CPU (``schedule``), as ``stack_depth``'s. Dropout draws a mask per item, per pushed state
+between layers and per composition, as the run action by action does: the same
+distribution; without dropout the two compute the same numbers (tests/test_rnng_levels.py).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
 
 from synlm.syntax.actions import ActionError
+from synlm.transition.level_lstm import lstm_by_levels
 from synlm.transition.parser_state import FIRST_NT, NO_ACTION, REDUCE, SHIFT, ParserState
-
-if TYPE_CHECKING:
-    from synlm.transition.rnng import RNNG
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Schedule:
 
     Attributes:
         heights: per tree height 1, 2, ...: its constituents, most children first, as
-            ``Composition.by_heights`` reads them: the item rows (2, Σ_j n_j) of the forward
+            ``compose_by_heights`` reads them: the item rows (2, Σ_j n_j) of the forward
             and backward LSTMs' inputs step by step (step 0 the labels, step j the j-th
             child from the left and from the right of the n_j constituents with at least j
             children) and the counts n_j (a Python list).
@@ -136,9 +136,10 @@ def schedule(actions: Tensor) -> Schedule:
                     long([[state_row[s] for s in row] for row in tops]), long(top_position))
 
 
-def stack_tops(model: RNNG, words: Tensor, actions: Tensor) -> tuple[Tensor, Schedule]:
+def stack_tops(model: nn.Module, words: Tensor, actions: Tensor) -> tuple[Tensor, Schedule]:
     """The top layer's stack LSTM output each gold action of ``actions`` (B, A) is predicted
-    from, (B, A, H), over ``words`` (B, N), and the batch's ``Schedule``."""
+    from, (B, A, H), over ``words`` (B, N), and the batch's ``Schedule``: ``model`` a
+    top-down ``RNNG`` (its embeddings, ``composition`` and ``stack_lstm``)."""
     B = actions.size(0)
     plan = schedule(actions)
     shift = actions == SHIFT
@@ -148,10 +149,55 @@ def stack_tops(model: RNNG, words: Tensor, actions: Tensor) -> tuple[Tensor, Sch
     items = torch.where(shift[:, None], model.embedding(word),
                         model.nt_embedding((nt - FIRST_NT).clamp(min=0)))  # (K, W)
     items = model.embedding_dropout(items)
-    items = model.composition.by_heights(items, plan.heights)  # (K + compositions, W)
+    items = compose_by_heights(model.composition, items, plan.heights)  # (K + comps, W)
     first = model.embedding_dropout(model.initial_item.expand(B, -1))  # (B, W)
-    outputs = model.stack_lstm.by_levels(first, items[plan.pushes], plan.below)  # (B + P, H)
+    outputs = stack_by_levels(model.stack_lstm, first, items[plan.pushes], plan.below)
     return outputs[plan.tops], plan
+
+
+def stack_by_levels(stack: nn.Module, first: Tensor, items: Tensor,
+                    below: list[Tensor]) -> Tensor:
+    """Every push of a teacher-forced batch through the ``stack`` LSTM (an RNNG's
+    ``StackLSTM``), stack position by stack position: ``first`` (B, W) the initial items,
+    read on the zero state; ``items`` (P, W) the items pushed, those at position 1 first,
+    then 2...; ``below[p - 1]`` (n_p,): for each push at position p, the row of the state
+    it reads on among those at p - 1 (at 0: ``first``'s) -> (B + P, H): the top layer's
+    output after each, ``first``'s then ``items``' order. Dropout between layers as
+    ``StackLSTM.forward``'s."""
+    sizes = [first.size(0), *map(len, below)]
+    x = torch.cat([first, items])  # (B + P, W)
+    for layer, lstm in enumerate(stack.cells):
+        if layer:
+            x = stack.dropout(x)
+        # the layer's input products of every push at once, both biases folded in
+        gates_in = F.linear(x, lstm.weight_ih, lstm.bias_ih + lstm.bias_hh)  # (B + P, 4H)
+        x = lstm_by_levels(gates_in[None], lstm.weight_hh[None], sizes, below)[0]
+    return x
+
+
+def compose_by_heights(composition: nn.Module, items: Tensor,
+                       heights: list[tuple[Tensor, list[int]]]) -> Tensor:
+    """``composition`` (an RNNG's ``Composition``) of a batch's constituents height by
+    height, each height's in one pass with no padding: ``items`` (K, W) the words' and
+    labels' items; ``heights`` as ``Schedule.heights`` (a row past K: the composition of a
+    lower height) -> (K + Σ C, W): ``items`` then the compositions, equal to
+    ``Composition.forward``'s."""
+    lstms = (composition.forward_lstm, composition.backward_lstm)
+    w_ih = torch.stack([lstm.weight_ih_l0 for lstm in lstms]).transpose(1, 2)  # (2, W, 4W)
+    w_hh = torch.stack([lstm.weight_hh_l0 for lstm in lstms])  # (2, 4W, W)
+    bias = torch.stack([lstm.bias_ih_l0 + lstm.bias_hh_l0 for lstm in lstms])[:, None]
+    for rows, active in heights:
+        gates_in = torch.baddbmm(bias, items[rows], w_ih)  # (2, Σ n_j, 4W)
+        steps = [torch.arange(n, device=items.device) for n in active[1:]]  # prefixes
+        h = lstm_by_levels(gates_in, w_hh, active, steps)  # (2, Σ n_j, W)
+        # each constituent's last step: step j ends the rows n_{j+1}..n_j - 1
+        start = [0, *itertools.accumulate(active)]
+        last = [start[j] + r for j in reversed(range(len(active)))
+                for r in range(active[j + 1] if j + 1 < len(active) else 0, active[j])]
+        f, b = h[:, torch.tensor(last, device=items.device)]  # (C, W) each, row order
+        composed = F.relu(composition.output(composition.dropout(torch.cat([f, b], -1))))
+        items = torch.cat([items, composed])
+    return items
 
 
 def parser_before(actions: Tensor, top_position: Tensor) -> ParserState:
