@@ -37,6 +37,8 @@ class _Levels(torch.autograd.Function):
     def forward(ctx: Any, gates_in: Tensor, w_hh: Tensor, sizes: list[int],
                 below: list[Tensor]) -> Tensor:
         D, H = w_hh.size(0), w_hh.size(2)
+        ctx.weight_dtype = w_hh.dtype
+        w_hh = w_hh.to(gates_in.dtype)  # as autocast gives the products
         levels = gates_in.split(sizes, 1)
         zeros = gates_in.new_zeros(D, sizes[0], H)
         saved, outputs, inputs = [], [], []
@@ -81,7 +83,7 @@ class _Levels(torch.autograd.Function):
         gates = torch.cat(grad_gates[::-1], 1)  # (D, N, 4H)
         grad_w = torch.bmm(gates[:, ctx.sizes[0]:].transpose(1, 2), inputs)  # (D, 4H, H)
         ctx.levels = None
-        return gates, grad_w, None, None
+        return gates, grad_w.to(ctx.weight_dtype), None, None
 
 
 def lstm_by_levels(gates_in: Tensor, w_hh: Tensor, sizes: list[int],
