@@ -216,6 +216,8 @@ def parser_before(actions: Tensor, top_position: Tensor) -> ParserState:
     nts = opened.long().cumsum(1)  # NT so far, then back to the last SHIFT or REDUCE
     run = nts - torch.where(acted & ~opened, nts, 0).cummax(1).values
     consecutive = torch.cat([run.new_zeros(actions.size(0), 1), run[:, :-1]], 1)
-    fields = (before(actions == SHIFT), top_position, before(opened) - before(actions == REDUCE),
-              consecutive, last_action, before(acted))
-    return ParserState(*(field.flatten() for field in fields))
+    fields = {"pointer": before(actions == SHIFT), "top": top_position,
+              "n_open": before(opened) - before(actions == REDUCE),
+              "consecutive_nts": consecutive, "last_action": last_action,
+              "n_actions": before(acted)}
+    return ParserState(**{name: field.flatten() for name, field in fields.items()})
