@@ -22,6 +22,9 @@ and the LSTM state of every stack position is kept, so a ``REDUCE`` resumes the 
 from the state below the reopened position, as the stack LSTM of Dyer et al. 2015 pops. In
 search the same values sit in shared nodes instead, each item a pointer to its top
 (``search_state``, ``synlm.transition.stack_pool``), so that keeping an item copies no stack.
+Teacher forcing, where the whole tree is known, computes the same numbers without running the
+actions one at a time: the compositions by tree height, then the stack LSTM by stack position
+(``synlm.transition.rnng_levels``).
 
 The released code (aistairc/rnng-pytorch, ``fixed_stack_models.FixedStackRNNG``) normalises
 the action softmax in training over every action (``legal_softmax=False``, the default,
@@ -29,6 +32,10 @@ which with the released recipe produced its numbers) and over the legal ones in 
 Dyer et al. 2016 normalise over the legal actions in both (``legal_softmax=True``). Its
 action and word softmaxes also hold a ``<pad>`` entry, never a target, which this model
 does not have (docs/reference-implementations.md).
+
+One module because the RNNG's state, its three ways of running (teacher forcing by level,
+action by action, search over shared nodes) and its composition are one model whose numbers
+must stay equal across them; the level schedule and the node pool live beside it.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from synlm.transition.parser_state import (
     ParserState,
     stack_depth,
 )
+from synlm.transition.rnng_levels import parser_before, stack_tops
 from synlm.transition.stack_pool import SENTINEL, NodePool, PooledState, advance_top_down
 from synlm.transition.trace import Trace
 from synlm.transition.types import RNNGOutput, full_precision
@@ -377,16 +385,67 @@ class RNNG(RecordsInit, TransitionModel):
         """The stack a teacher-forced batch of ``actions`` (B, A) needs (``stack_depth``)."""
         return stack_depth(actions)
 
+    def runs_by_level(self) -> bool:
+        """Whether teacher forcing runs the stack by stack level and tree height
+        (``synlm.transition.rnng_levels``), as this class's stack allows; a subclass that
+        reads or moves the stack otherwise (``advance``, ``read_item``: the in-order RNNG,
+        the CAG) runs it one action at a time."""
+        cls = type(self)
+        return cls.advance is RNNG.advance and cls.read_item is RNNG.read_item
+
     def forward(self, words: Tensor, actions: Tensor, word_lengths: Tensor,
                 word_ends: Tensor | None = None) -> RNNGOutput:
         """Teacher-forced log-probabilities of gold ``actions`` (B, A) (-1 padded) over
-        ``words`` (B, N) (``word_lengths`` (B,)): the stack runs action by action, every
-        row at once; the last action (the root's ``REDUCE``) is scored, not run.
+        ``words`` (B, N) (``word_lengths`` (B,)): the stack runs by level
+        (``runs_by_level``) or action by action, every row at once; the last action (the
+        root's ``REDUCE``) is scored, not run.
 
         Over subwords (``word_ends`` (B, N), rnng-pytorch's ``subword_end_mask``),
         ``words`` are pieces, each its own ``SHIFT`` and stack item, and ``word_log_probs``
         is per piece (a word's: the sum over its pieces, ``per_word``); with
         ``legal_softmax`` only ``SHIFT`` is legal inside a word."""
+        B, A = actions.shape
+        if self.runs_by_level():
+            top, plan = stack_tops(self, words, actions)  # (B, A, H)
+            legal = None
+            if self.legal_softmax:
+                parser = parser_before(actions, plan.top_position)  # B·A rows
+                legal = only_shift_inside_words(
+                    parser.legal_actions(word_lengths.repeat_interleave(A), self.n_actions,
+                                         self.limits),
+                    parser.pointer,
+                    None if word_ends is None else word_ends.repeat_interleave(A, 0))
+                legal = legal.view(B, A, -1)
+        else:
+            top, legal = self.tops_by_actions(words, actions, word_lengths, word_ends)
+        u = self.contexts(top)  # (B, A, W)
+        logits = full_precision(self.action_decoder(u))  # (B, A, n_actions)
+        if legal is not None:
+            logits = logits.masked_fill(~legal, float("-inf"))
+        gold = actions.clamp(min=0)
+        action_lp = logits.log_softmax(-1).gather(2, gold[..., None])[..., 0]
+        action_lp = action_lp.masked_fill(actions == NO_ACTION, 0.0)
+        # the context of each word: the step of its SHIFT
+        shifts = actions == SHIFT  # (B, A)
+        order = torch.where(shifts, shifts.long().cumsum(1) - 1, words.size(1))  # word index
+        step_of_word = torch.zeros(B, words.size(1) + 1, dtype=torch.long,
+                                   device=actions.device)
+        step_of_word.scatter_(1, order, torch.arange(A, device=actions.device).expand(B, A))
+        step_of_word = step_of_word[:, :-1]  # (B, N)
+        u_words = u.gather(1, step_of_word[..., None].expand(-1, -1, u.size(-1)))  # (B, N, W)
+        in_sentence = torch.arange(words.size(1), device=words.device) < word_lengths[:, None]
+        # the word softmax over the sentences' words only (K,), none of the padding
+        word_lp = -F.cross_entropy(full_precision(self.word_decoder(u_words[in_sentence])),
+                                   words[in_sentence], reduction="none")
+        word_lp = torch.zeros_like(words, dtype=word_lp.dtype).masked_scatter(in_sentence,
+                                                                              word_lp)
+        return RNNGOutput(action_lp, word_lp, action_lp.sum(1) + word_lp.sum(1))
+
+    def tops_by_actions(self, words: Tensor, actions: Tensor, word_lengths: Tensor,
+                        word_ends: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """``forward``'s stack run one action at a time (``advance``): the stack top each
+        action is predicted from (B, A, H) and, with ``legal_softmax``, its legal actions
+        (B, A, n_actions)."""
         B, A = actions.shape
         state = self.initial_state(B, self.stack_depth(actions), traced=torch.is_grad_enabled())
         tops, legal = [], []  # before each action: the stack top, the legal actions
@@ -400,26 +459,7 @@ class RNNG(RecordsInit, TransitionModel):
                 pointer = state.parser.pointer.clamp(max=words.size(1) - 1)[:, None]
                 ends = None if word_ends is None else word_ends.gather(1, pointer)[:, 0]
                 state = self.advance(state, actions[:, t], words.gather(1, pointer)[:, 0], ends)
-        u = self.contexts(torch.stack(tops, 1))  # (B, A, W)
-        logits = full_precision(self.action_decoder(u))  # (B, A, n_actions)
-        if self.legal_softmax:
-            logits = logits.masked_fill(~torch.stack(legal, 1), float("-inf"))
-        gold = actions.clamp(min=0)
-        action_lp = logits.log_softmax(-1).gather(2, gold[..., None])[..., 0]
-        action_lp = action_lp.masked_fill(actions == NO_ACTION, 0.0)
-        # the context of each word: the step of its SHIFT
-        shifts = actions == SHIFT  # (B, A)
-        order = torch.where(shifts, shifts.long().cumsum(1) - 1, words.size(1))  # word index
-        step_of_word = torch.zeros(B, words.size(1) + 1, dtype=torch.long,
-                                   device=actions.device)
-        step_of_word.scatter_(1, order, torch.arange(A, device=actions.device).expand(B, A))
-        step_of_word = step_of_word[:, :-1]  # (B, N)
-        u_words = u.gather(1, step_of_word[..., None].expand(-1, -1, u.size(-1)))  # (B, N, W)
-        word_lp = -F.cross_entropy(full_precision(self.word_decoder(u_words)).flatten(0, 1),
-                                   words.flatten(), reduction="none").view_as(words)
-        in_sentence = torch.arange(words.size(1), device=words.device) < word_lengths[:, None]
-        word_lp = word_lp.masked_fill(~in_sentence, 0.0)
-        return RNNGOutput(action_lp, word_lp, action_lp.sum(1) + word_lp.sum(1))
+        return torch.stack(tops, 1), torch.stack(legal, 1) if legal else None
 
 
 def per_word(piece_log_probs: Tensor, word_ends: Tensor) -> Tensor:
