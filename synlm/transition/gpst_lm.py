@@ -49,7 +49,6 @@ from torch import Tensor
 
 from synlm import errors
 from synlm.data.datamodule import SynLMDataModule
-from synlm.data.normalization import normalizer
 from synlm.data.vocab import UNK, Vocab
 from synlm.errors import InputError
 from synlm.lm import KeepsDataModule, with_scheduler
@@ -57,6 +56,7 @@ from synlm.outputs import Batch
 from synlm.syntax.binary_actions import actions_tree, binary_actions
 from synlm.transition.gpst_search import beam_searches
 from synlm.transition.gpst_structured import StructuredGPST
+from synlm.transition.own_search import OwnBeam, encoded, refuse_other_settings
 from synlm.transition.types import ALL_ACTIONS, SearchResult
 
 TREES = ("induced", "gold")
@@ -64,20 +64,13 @@ GRADIENTS = ("split", "sum")
 
 
 @dataclass(frozen=True)
-class GPSTBeam:
+class GPSTBeam(OwnBeam):
     """The search's settings (``Searches.beam``): its beam (the released evaluators' 20)
-    and its one convention; a sentence's beam is searched whole."""
+    and its one convention."""
 
     beam_size: int = 20
     convention: str = ALL_ACTIONS
-    max_memory_mb: float = 2048.0
-
-    def describe(self) -> str:
-        return f"beam {self.beam_size}, word-synchronous"
-
-    def end_is_certain(self, model: Any) -> bool:
-        """The REDUCEs after the last word are scored, never certain."""
-        return False
+    manner: ClassVar[str] = ", word-synchronous"
 
 
 def progress(start: float, end: float, proportion: float, step: int, total: int) -> float:
@@ -222,12 +215,9 @@ class GPSTLM(KeepsDataModule, pl.LightningModule):
                  max_memory_mb: float | None = None) -> None:
         """Search with ``beam_size`` from now on; the top-down searches' other settings are
         refused in one line."""
-        other = {"word_beam_size": word_beam_size, "shift_size": shift_size,
-                 "convention": convention if convention != ALL_ACTIONS else None,
-                 "max_memory_mb": max_memory_mb}
-        given = next((name for name, value in other.items() if value is not None), None)
-        if given:
-            raise InputError(f"{given}: GPST searches by {self.beam.describe()} alone")
+        refuse_other_settings("GPST", self.beam, word_beam_size=word_beam_size,
+                              shift_size=shift_size, max_memory_mb=max_memory_mb,
+                              convention=None if convention == ALL_ACTIONS else convention)
         if beam_size is not None:
             errors.at_least("beam_size", beam_size, 1)
             self.beam = GPSTBeam(int(beam_size))
@@ -250,10 +240,7 @@ class GPSTLM(KeepsDataModule, pl.LightningModule):
     def parse(self, sentences: Sequence[Sequence[str]]) -> list[Any]:
         """The beam's best tree of each sentence (words as given, normalised as the
         training corpus was read)."""
-        if self.vocab is None:
-            raise InputError("the model has no vocabulary (it was never set up on data)")
-        normalize = normalizer(self.normalization)
-        rows = [self.vocab.encode([normalize(w) for w in words]) for words in sentences]
+        rows = encoded(self, sentences)
         return [actions_tree(list(r.parses[0][0]), list(words))
                 for r, words in zip(self.search_ids(rows), sentences, strict=True)]
 

@@ -32,13 +32,13 @@ from torchmetrics import SumMetric
 
 from synlm import errors
 from synlm.data.datamodule import SynLMDataModule
-from synlm.data.normalization import normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.data.vocab import UNK, Vocab
 from synlm.errors import InputError
 from synlm.lm import KeepsDataModule
 from synlm.outputs import Batch
 from synlm.transition.lm import TransitionLM
+from synlm.transition.own_search import OwnBeam, encoded, refuse_other_settings
 from synlm.transition.pushdown import PushdownTransformer
 from synlm.transition.pushdown_beam import search_within
 from synlm.transition.pushdown_tree import attachments_to_tree, depth_tape, gold_attachments
@@ -46,23 +46,15 @@ from synlm.transition.types import PUSHDOWN_RANKED, SearchResult
 
 
 @dataclass(frozen=True)
-class PushdownBeam:
+class PushdownBeam(OwnBeam):
     """The search's settings (``Searches.beam``): its beam, its one convention and the
-    memory of one batch of sentences' beams (``synlm.transition.pushdown_beam.search_within``:
-    sentences are searched together while their caches fit in ``max_memory_mb``; a
-    sentence's beam is searched whole). A request for particle filtering
-    (``synlm.transition.particles.use_particles``) is refused by ``PushdownLM.search_ids``."""
+    memory of one batch of sentences' beams (``synlm.transition.pushdown_beam.search_within``).
+    A request for particle filtering (``synlm.transition.particles.use_particles``) is
+    refused by ``PushdownLM.search_ids``."""
 
     beam_size: int = 300
     convention: str = PUSHDOWN_RANKED
-    max_memory_mb: float = 2048.0
-
-    def describe(self) -> str:
-        return f"beam {self.beam_size} over attachments"
-
-    def end_is_certain(self, model: Any) -> bool:
-        """``<eos>`` and ``</s>`` are scored, never certain."""
-        return False
+    manner: ClassVar[str] = " over attachments"
 
 
 class PushdownLM(KeepsDataModule, pl.LightningModule):
@@ -187,12 +179,9 @@ class PushdownLM(KeepsDataModule, pl.LightningModule):
         """Search with ``beam_size`` and batches within ``max_memory_mb`` from now on (one
         left unset keeps its value); the settings of top-down searches (word beam, fast
         track, another convention) are refused in one line."""
-        other = {"word_beam_size": word_beam_size, "shift_size": shift_size,
-                 "convention": convention if convention != PUSHDOWN_RANKED else None}
-        given = next((name for name, value in other.items() if value is not None), None)
-        if given:
-            raise InputError(f"{given}: the Pushdown LM searches by {self.beam.describe()} "
-                             "alone")
+        refuse_other_settings("the Pushdown LM", self.beam, word_beam_size=word_beam_size,
+                              shift_size=shift_size,
+                              convention=None if convention == PUSHDOWN_RANKED else convention)
         if beam_size is not None:
             errors.at_least("beam_size", beam_size, 1)
         if max_memory_mb is not None and not max_memory_mb > 0:
@@ -228,13 +217,10 @@ class PushdownLM(KeepsDataModule, pl.LightningModule):
     def parse(self, sentences: Sequence[Sequence[str]]) -> list[Any]:
         """The beam's best tree of each sentence (words as given, normalised as the
         training corpus was to be read)."""
-        if self.vocab is None:
-            raise InputError("the model has no vocabulary (it was never set up on data)")
         if isinstance(self.vocab, SubwordVocab):
             raise InputError("the Pushdown LM parses over its tokens; this one's are subwords "
                              "(data.subwords), give it words")
-        normalize = normalizer(self.normalization)
-        rows = [self.vocab.encode([normalize(w) for w in words]) for words in sentences]
+        rows = encoded(self, sentences)
         return [attachments_to_tree(list(r.parses[0][0]), list(words))
                 for r, words in zip(self.search_ids(rows), sentences, strict=True)]
 
