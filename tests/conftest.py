@@ -277,3 +277,29 @@ def pair_report(ckpt: str | Path, folder: Path, capsys: pytest.CaptureFixture[st
     assert run_cli(["evaluate-syntax", "--ckpt_path", str(ckpt), "--pairs", str(pairs),
                     *flags]) == 0
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def searches_and_parses(model: Any, run: Path, folder: Path,
+                        capsys: pytest.CaptureFixture[str]) -> dict:
+    """A fitted recipe with a search of its own (``model``, saved in ``run``): its best tree
+    of one sentence has the sentence's words and is what ``synlm parse`` prints; its search's
+    word log-probabilities telescope to the final beam's log-sum, above its best joint; and
+    ``synlm evaluate-syntax`` at beam 3 scores one pair: the JSON object it prints."""
+    from synlm.capabilities import Parses, Searches
+
+    assert isinstance(model, Parses) and isinstance(model, Searches)
+    words = ["the", "cat", "saw", "a", "dog"]
+    (tree,) = model.parse([words])
+    assert tree.leaves() == words
+    (result,) = model.search_ids([model.vocab.encode(words)])
+    assert len(result.word_log_probs) == len(words) and result.end_log_prob < 0
+    assert result.parses[0][1] <= sum(result.word_log_probs) + result.end_log_prob + 1e-9
+    text = folder / "sentences.txt"
+    text.write_text(" ".join(words) + "\n")
+    capsys.readouterr()
+    assert run_cli(["parse", "--ckpt_path", str(run), "--input", str(text)]) == 0
+    assert capsys.readouterr().out.split() == str(tree).split()
+    report = pair_report(run, folder, capsys, "the cat saw a dog .", "the cat saw a dog dog .",
+                         "--beam-size", "3")
+    assert report["pairs"]["overall"]["pairs"] == 1
+    return report

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import at_each_validation, metrics_of_test, pair_report, run_cli
+from conftest import at_each_validation, metrics_of_test, run_cli, searches_and_parses
 from staged import staged
-from synlm.capabilities import Parses, Searches
 from synlm.catalog import REPO_CONFIGS
 from synlm.errors import InputError
 from synlm.loading import load_model
@@ -58,24 +57,11 @@ def test_the_config_fits_the_synthetic_treebank(tmp_path: Path,
     """Fitted, it induces trees, parses (``synlm parse``) and scores pairs (``synlm
     evaluate-syntax``) with the released beam search."""
     model = fit_lowers_the_loss(tmp_path / "run", *SYNTHETIC)
-    assert isinstance(model, Parses) and isinstance(model, Searches)
-    words = ["the", "cat", "saw", "a", "dog"]
-    out = model.model.eval()(torch.tensor([model.vocab.encode(words)]), torch.tensor([5]))
+    words = torch.tensor([model.vocab.encode(["the", "cat", "saw", "a", "dog"])])
+    out = model.model.eval()(words, torch.tensor([5]))
     assert len(out.tree_actions[0]) == 9 and torch.isfinite(out.loss)
-    (tree,) = model.parse([words])
-    assert tree.leaves() == words
-    (result,) = model.search_ids([model.vocab.encode(words)])
-    assert len(result.word_log_probs) == len(words) and result.end_log_prob < 0
-    assert result.parses[0][1] <= sum(result.word_log_probs) + result.end_log_prob + 1e-9
-    text = tmp_path / "sentences.txt"
-    text.write_text("the cat saw a dog\n")
-    capsys.readouterr()
-    assert run_cli(["parse", "--ckpt_path", str(tmp_path / "run"), "--input", str(text)]) == 0
-    assert capsys.readouterr().out.split() == str(tree).split()
-    report = pair_report(tmp_path / "run", tmp_path, capsys, "the cat saw a dog .",
-                         "the cat saw a dog dog .", "--beam-size", "3")
+    report = searches_and_parses(model, tmp_path / "run", tmp_path, capsys)
     assert report["conventions"]["pairs"]["search_convention"] == ALL_ACTIONS
-    assert report["pairs"]["overall"]["pairs"] == 1
     with pytest.raises(InputError, match="word_beam_size: GPST searches by beam 3"):
         model.use_beam(word_beam_size=2)
 

@@ -35,9 +35,8 @@ import pytest
 import torch
 from nltk import Tree
 
-from conftest import metrics_of_test, pair_report, run_cli
+from conftest import metrics_of_test, run_cli, searches_and_parses
 from staged import staged
-from synlm.capabilities import Parses, Searches
 from synlm.catalog import REPO_CONFIGS
 from synlm.errors import InputError, SettingError
 from synlm.loading import load_model
@@ -249,25 +248,10 @@ def test_the_config_fits_the_synthetic_treebank(tmp_path: Path,
                                       "--data.corpus.init_args.n_train=200",
                                       "--data.corpus.init_args.n_valid=24",
                                       "--data.corpus.init_args.n_test=8")
-    assert isinstance(model, Parses) and isinstance(model, Searches)
-    words = ["the", "cat", "saw", "a", "dog"]
-    (tree,) = model.parse([words])
-    assert tree.leaves() == words
-    (result,) = model.search_ids([model.vocab.encode(words)])
-    assert len(result.word_log_probs) == len(words) and result.end_log_prob < 0
-    # the log-probabilities telescope to the final beam's log-sum, above its best joint
-    assert result.parses[0][1] <= sum(result.word_log_probs) + result.end_log_prob + 1e-9
-    text = tmp_path / "sentences.txt"
-    text.write_text("the cat saw a dog\n")
-    capsys.readouterr()
-    assert run_cli(["parse", "--ckpt_path", str(tmp_path / "run"), "--input", str(text)]) == 0
-    assert capsys.readouterr().out.split() == str(tree).split()
-    report = pair_report(tmp_path / "run", tmp_path, capsys, "the cat saw a dog .",
-                         "the cat saw a dog dog .", "--beam-size", "3")
+    report = searches_and_parses(model, tmp_path / "run", tmp_path, capsys)
     convention = report["conventions"]["pairs"]
     assert convention["search_convention"] == PUSHDOWN_RANKED
     assert convention["search"] == "beam 3 over attachments"
-    assert report["pairs"]["overall"]["pairs"] == 1
 
 
 def test_the_config_fits_the_nltk_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
