@@ -48,7 +48,6 @@ from lightning.pytorch.cli import instantiate_class
 from torch import Tensor
 
 from synlm import errors
-from synlm.data.datamodule import SynLMDataModule
 from synlm.data.vocab import UNK, Vocab
 from synlm.errors import InputError
 from synlm.lm import KeepsDataModule, with_scheduler
@@ -56,7 +55,12 @@ from synlm.outputs import Batch
 from synlm.syntax.binary_actions import actions_tree, binary_actions
 from synlm.transition.gpst_search import beam_searches
 from synlm.transition.gpst_structured import StructuredGPST
-from synlm.transition.own_search import OwnBeam, encoded, refuse_other_settings
+from synlm.transition.own_search import (
+    OwnBeam,
+    encoded,
+    refuse_other_settings,
+    sentence_data,
+)
 from synlm.transition.types import ALL_ACTIONS, SearchResult
 
 TREES = ("induced", "gold")
@@ -132,11 +136,8 @@ class GPSTLM(KeepsDataModule, pl.LightningModule):
         self.normalization = "none"
 
     def setup(self, stage: str) -> None:
-        datamodule = self.datamodule
-        if isinstance(datamodule, SynLMDataModule):
-            if datamodule.mode != "sentence":
-                raise errors.SettingError("data.mode", datamodule.mode,
-                                          "sentence for the recipe GPSTLM")
+        datamodule = sentence_data(self)
+        if datamodule is not None:
             if self.hparams.trees == "gold":
                 datamodule.request(frozenset({"trees"}), who="GPSTLM with trees: gold")
             self.vocab = datamodule.vocab

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from synlm import errors
+from synlm.data.datamodule import SynLMDataModule
 from synlm.data.normalization import normalizer
 from synlm.errors import InputError
 
@@ -46,3 +48,15 @@ def encoded(recipe: Any, sentences: Sequence[Sequence[str]]) -> list[list[int]]:
         raise InputError("the model has no vocabulary (it was never set up on data)")
     normalize = normalizer(recipe.normalization)
     return [recipe.vocab.encode([normalize(w) for w in words]) for words in sentences]
+
+
+def sentence_data(recipe: Any) -> SynLMDataModule | None:
+    """``recipe``'s synlm DataModule (None for another), refused in one line unless it reads
+    sentences (``data.mode: sentence``), the only batches such a recipe trains on."""
+    datamodule = recipe.datamodule
+    if not isinstance(datamodule, SynLMDataModule):
+        return None
+    if datamodule.mode != "sentence":
+        raise errors.SettingError("data.mode", datamodule.mode,
+                                  f"sentence for the recipe {type(recipe).__name__}")
+    return datamodule

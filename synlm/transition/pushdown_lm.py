@@ -31,14 +31,18 @@ from torch import Tensor
 from torchmetrics import SumMetric
 
 from synlm import errors
-from synlm.data.datamodule import SynLMDataModule
 from synlm.data.subwords import SubwordVocab
 from synlm.data.vocab import UNK, Vocab
 from synlm.errors import InputError
 from synlm.lm import KeepsDataModule
 from synlm.outputs import Batch
 from synlm.transition.lm import TransitionLM
-from synlm.transition.own_search import OwnBeam, encoded, refuse_other_settings
+from synlm.transition.own_search import (
+    OwnBeam,
+    encoded,
+    refuse_other_settings,
+    sentence_data,
+)
 from synlm.transition.pushdown import PushdownTransformer
 from synlm.transition.pushdown_beam import search_within
 from synlm.transition.pushdown_tree import attachments_to_tree, depth_tape, gold_attachments
@@ -95,11 +99,8 @@ class PushdownLM(KeepsDataModule, pl.LightningModule):
         self.normalization = "none"
 
     def setup(self, stage: str) -> None:
-        datamodule = self.datamodule
-        if isinstance(datamodule, SynLMDataModule):
-            if datamodule.mode != "sentence":
-                raise errors.SettingError("data.mode", datamodule.mode,
-                                          "sentence for the recipe PushdownLM")
+        datamodule = sentence_data(self)
+        if datamodule is not None:
             if datamodule.action_order != "top_down":  # the default: unset
                 raise errors.SettingError("data.action_order", datamodule.action_order,
                                           "top_down (unset): the PushdownLM reads no actions, "
