@@ -13,7 +13,7 @@ import torch
 from nltk import Tree
 
 from synlm.capabilities import InducesStructures, Parses, model_name, require
-from synlm.data.normalization import normalizer
+from synlm.data.normalization import encode_words, normalizer
 from synlm.data.subwords import SubwordVocab
 from synlm.errors import InputError
 from synlm.metrics.attachment import DependencyAccuracy
@@ -87,12 +87,11 @@ def _batches(model: Any, sentences: Sequence[Sequence[str]], batch_size: int
     if isinstance(model.vocab, SubwordVocab):  # trees would be over subwords
         raise InputError("trees are induced over words, by a word-level model; this "
                          "model's vocabulary is subwords (data.subwords)")
-    normalize = normalizer(model.normalization)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     out = []
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
-        rows = [model.vocab.encode([normalize(w) for w in sentences[i]]) for i in chunk]
+        rows = encode_words(model.vocab, model.normalization, [sentences[i] for i in chunk])
         lengths = torch.tensor([len(sentences[i]) + 1 for i in chunk])
         out.append((chunk, sentence_rows(rows, model.vocab.eos_id), lengths))
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from synlm.errors import InputError
@@ -105,3 +105,10 @@ def normalizer(name: str) -> Callable[[str], str]:
     except (KeyError, TypeError):
         raise InputError(f"unknown word normalization {name!r}; valid names: "
                          f"{', '.join(sorted(NORMALIZATIONS))}") from None
+
+
+def encode_words(vocab: Any, name: str, sentences: Sequence[Sequence[str]]) -> list[list[int]]:
+    """Each sentence's ids in ``vocab`` (its ``encode``), its words normalised by the
+    normalisation called ``name``, as the model's training corpus was read."""
+    normalize = normalizer(name)
+    return [vocab.encode([normalize(w) for w in words]) for words in sentences]

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from synlm import errors
 from synlm.data.datamodule import SynLMDataModule
-from synlm.data.normalization import normalizer
+from synlm.data.normalization import encode_words
 from synlm.errors import InputError
 
 
@@ -46,8 +46,7 @@ def encoded(recipe: Any, sentences: Sequence[Sequence[str]]) -> list[list[int]]:
     corpus was read (``recipe.normalization``)."""
     if recipe.vocab is None:
         raise InputError("the model has no vocabulary (it was never set up on data)")
-    normalize = normalizer(recipe.normalization)
-    return [recipe.vocab.encode([normalize(w) for w in words]) for words in sentences]
+    return encode_words(recipe.vocab, recipe.normalization, sentences)
 
 
 def sentence_data(recipe: Any) -> SynLMDataModule | None:
