@@ -442,9 +442,8 @@ def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None
     models = _scorers(args, build_model)
     name, source, scorer, _ = models[0]
     tokenise = args.tokenise or "whitespace"
-    count, unparsed = sentence_surprisals(ProgressScorer(scorer, "sentences", PROG, name,
-                                                         shown=args.progress),
-                                          args.sentences, args.surprisals, tokenise)
+    shown = ProgressScorer(scorer, "sentences", PROG, name) if args.progress else scorer
+    count, unparsed = sentence_surprisals(shown, args.sentences, args.surprisals, tokenise)
     if unparsed:
         warn([f"warning: {args.sentences}: lines {', '.join(map(str, unparsed))}: no parse "
               "within the beam; left out of the table"])

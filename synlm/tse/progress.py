@@ -33,21 +33,19 @@ class ProgressScorer:
     ``model`` (the model's label) where given: a bar with the time left on a terminal, else
     a plain line at every tenth of the sentences, after ``prog`` (``synlm evaluate-syntax:
     awd: blimp: 6,700/67,000 sentences, 12 s, about 1 min 48 s left``: a log file shows how
-    far a long run is, of which model, and when it will end); nothing unless ``shown``.
-    The scorer's other members are its own."""
+    far a long run is, of which model, and when it will end). The scorer's other members
+    are its own."""
 
     def __init__(self, scorer: Any, label: str = "", prog: str = "synlm",
-                 model: str = "", shown: bool = True) -> None:
+                 model: str = "") -> None:
         from rich.console import Console
 
         adopt(self, scorer)
-        self.scorer, self.prog, self.shown = scorer, prog, shown
+        self.scorer, self.prog = scorer, prog
         self.label = f"{model}: {label}" if model else label
         self.console = Console(stderr=True)
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
-        if not self.shown:
-            return self.scorer.score(sentences)
         if self.console.is_terminal:
             return self._with_bar(sentences)
         total, done, shown, start = len(sentences), 0, 0, time.monotonic()
@@ -108,14 +106,16 @@ def duration(seconds: float) -> str:
 
 
 def model_shown(label: str, untrained: Sequence[Any], prog: str, shown: bool = True
-                ) -> Callable[[Any, str], ProgressScorer]:
+                ) -> Callable[[Any, str], Any]:
     """How one model's scorers show their progress (``synlm.tse.evaluation.Shown``): a
     scorer given with what it scores, under ``label``, the model's name in the tables; one of
-    its ``untrained`` scorers (their order) under ``<label> untrained <k> of <n>``; nothing
-    unless ``shown``."""
-    def show(scorer: Any, what: str) -> ProgressScorer:
+    its ``untrained`` scorers (their order) under ``<label> untrained <k> of <n>``; the
+    scorer itself unless ``shown``."""
+    def show(scorer: Any, what: str) -> Any:
+        if not shown:
+            return scorer
         k = next((k for k, other in enumerate(untrained) if other is scorer), None)
         name = label if k is None else f"{label} untrained {k + 1} of {len(untrained)}"
-        return ProgressScorer(scorer, what, prog, model=name, shown=shown)
+        return ProgressScorer(scorer, what, prog, model=name)
 
     return show
