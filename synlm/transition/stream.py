@@ -156,7 +156,7 @@ def read_streamed(model: ActionTransformer, batch: ActionBatch, stream: Stream
     predictor = torch.stack([F.pad(d.predictor, (0, A - d.predictor.size(0)), value=-1)
                              for d in documents])  # (B, A)
     local = predictor - start[:, None]  # (B, A) its place in the chunk
-    counted = (local >= 0) & (local < L) & (predictor >= 0)
+    counted = (local >= 0) & (local < L)  # (B, A) (an action past a row: predictor -1)
     row, col = counted.nonzero(as_tuple=True)  # (P,) each
     shifts = actions == SHIFT
     word_index = shifts.long().cumsum(1) - 1  # (B, A)
