@@ -7,8 +7,9 @@
 # trees of one file under a root DOC, read in chunks of 256 tokens with 256 memory slots),
 # 2 documents a batch, read ORDER (chunked: each batch's documents from their starts;
 # streamed: documents back to back through the rows, the memory carried from batch to
-# batch), both for EPOCHS epochs (the same training words). Each seed of SEEDS trains both
-# (--seed_everything), then tests the best checkpoint on the test files:
+# batch, a batch one chunk a row), both for EPOCHS epochs (the same training words). Each
+# seed of SEEDS trains both (--seed_everything), then tests the best checkpoint on the test
+# files:
 #   doc_ppl   exp(-sum log p(x, y) / words) over the test documents, the joint over the
 #             gold trees per word: the document model reads each document whole, the
 #             sentence model each sentence alone (its test/joint_ppl, action_ppl and
@@ -51,11 +52,11 @@ for seed in $seeds; do
   tested "$dir" document "$dir/document"
   tested "$dir" document_sentences "$dir/document" --data.max_document_words=1
 done
-python - "$out" $seeds > "$out/table.md" <<'PY'
+python - "$out" "$order" $seeds > "$out/table.md" <<'PY'
 import csv, math, statistics, sys
 from pathlib import Path
 
-out, seeds = Path(sys.argv[1]), sys.argv[2:]
+out, order, seeds = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
 
 
 def metrics(path: Path) -> dict[str, float]:
@@ -70,13 +71,14 @@ def per_word(m: dict[str, float]) -> float:
     return math.exp(ratio * a + w)
 
 
-rows = {"TG, sentences": [], "TG, documents": []}
+documents = f"TG, documents ({order})"
+rows = {"TG, sentences": [], documents: []}
 for seed in seeds:
     d = out / f"seed_{seed}"
     s = metrics(d / "sentence.csv")
     rows["TG, sentences"].append((per_word(s), per_word(s)))
     doc, alone = metrics(d / "document.csv"), metrics(d / "document_sentences.csv")
-    rows["TG, documents"].append((doc["test/doc_ppl"], alone["test/doc_ppl"]))
+    rows[documents].append((doc["test/doc_ppl"], alone["test/doc_ppl"]))
 print("| model | doc_ppl | sent_ppl | seeds |")
 print("|---|---|---|---|")
 for name, values in rows.items():

@@ -103,6 +103,40 @@ def test_the_stream_gives_each_document_its_chunked_log_probabilities() -> None:
                                    rtol=0)
 
 
+def test_a_batch_reads_one_chunk_whatever_its_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three documents streamed through two rows, chunks of L = 8 tokens: every batch
+    embeds at most 2 × 8 tokens (fewer where both rows read a short last chunk) and runs the
+    vocabulary at the tokens that predict its counted actions alone, whatever chunk of its
+    documents it reads; each document's layout (the policy's masks) is built once, at its
+    start. Layouts dropped before every batch (as a resumed run has none) are built again,
+    and give the same numbers exactly."""
+    items, n_actions = documents()
+    lm = recipe(n_actions)
+    chunks = np.array([lm.chunks_of(item.actions) for item in items])
+    loader = StreamedLoader(items, chunks, 2, seed=0)
+    built: list[int] = []
+    masks = lm.model.policy.masks
+    monkeypatch.setattr(lm.model.policy, "masks", lambda actions, heads: (
+        built.append(actions.numel()), masks(actions, heads))[1])
+    embedded: list[int] = []
+    lm.model.embedding.register_forward_hook(lambda m, i, o: embedded.append(i[0].numel()))
+    softmaxed: list[int] = []
+    lm.model.final_norm.register_forward_hook(lambda m, i, o: softmaxed.append(len(i[0])))
+    kept, counts = [], []
+    with torch.no_grad():
+        for batch in loader:
+            out, part = lm._streamed(batch)
+            kept.append(out.joint)
+            counts.append(part.n_actions)
+    assert len(embedded) == len(loader) and max(embedded) == 2 * 8 and softmaxed == counts
+    assert sorted(n for n in built if n) == sorted(len(item.actions) for item in items)
+    assert max(loader.chunks.flatten()) >= 2
+    with torch.no_grad():
+        for batch, joint in zip(loader, kept, strict=True):
+            lm.stream.documents = []
+            assert torch.equal(lm._streamed(batch)[0].joint, joint)
+
+
 def test_streaming_a_model_that_reads_documents_whole_is_a_one_line_error() -> None:
     data = SynLMDataModule(mode="actions", action_unit="document", document_order="streamed",
                            max_document_words=30)

@@ -10,8 +10,9 @@ batch a few documents, each read from its start in chunks with memory; or ``stre
 (``StreamedLoader``), as the released Transformer Grammars' trainer (``preprocessing.py``
 ``get_chunks_from_dataset``): the documents back to back through the batch's rows, one
 chunk a row and batch, a row taking the next document when its own ends; the model carries
-each row's memory from batch to batch (``synlm.transition.attention.memory.Stream``) and
-empties it where a document starts (the released ``beginning_of_seq``)."""
+each row's memory from batch to batch and empties it where a document starts (the released
+``beginning_of_seq``), and computes each batch over its chunks alone
+(``synlm.transition.stream``)."""
 
 from __future__ import annotations
 

@@ -29,9 +29,10 @@ over the gold trees per word of the documents::
 
 and test runs no beam search (the paper scores documents with their gold trees only).
 Documents streamed through the rows (``data.document_order: streamed``) train one chunk a
-row and batch (``synlm.transition.attention.memory.Stream``): a batch's loss is over the
-actions and words its chunks predict, and a checkpoint keeps the rows' memory, so that a
-resumed run goes on with the same stream.
+row and batch (``synlm.transition.stream``: the embeddings, layers and softmax of that
+chunk alone, each document's layout built once): a batch's loss is over the actions and
+words its chunks predict, and a checkpoint keeps the rows' memory (the layouts are built
+again on resume), so that a resumed run goes on with the same stream.
 
 One module because the loss, the sums the perplexities are made of, test's search and
 what a checkpoint keeps read and write the same recipe state (vocabularies, the action
@@ -66,9 +67,7 @@ from synlm.modules.recorded import RecordsInit, build
 from synlm.outputs import ActionBatch
 from synlm.runtime.runs import restore_rng_if_resuming, torch_rng
 from synlm.syntax.actions import ActionVocab, tree_of
-from synlm.transition.action_transformer import _predictors
 from synlm.transition.attention.base import ChunkedMasks
-from synlm.transition.attention.memory import Stream, streaming
 from synlm.transition.beam import (
     BeamSettings,
     check_fits,
@@ -78,6 +77,7 @@ from synlm.transition.beam import (
 )
 from synlm.transition.model import TransitionModel
 from synlm.transition.parser_state import SHIFT
+from synlm.transition.stream import Stream, read_streamed
 from synlm.transition.types import NO_PARSE, RNNGOutput, SearchResult
 
 _SUMS = ("action_ll", "word_ll", "actions", "words", "beam_ll", "beam_words", "no_parse")
@@ -244,23 +244,11 @@ class TransitionLM(pl.LightningModule):
         return loss
 
     def _streamed(self, batch: ActionBatch) -> tuple[RNNGOutput, ActionBatch]:
-        """A batch of streamed documents read one chunk a row (``self.stream``): the
-        log-probabilities of the actions and words its chunks predict (0 elsewhere), and the
-        batch with those counts."""
-        self.stream.chunk = batch.chunk
-        with streaming(self.stream):
-            out = self.model(batch.words, batch.actions, batch.word_lengths, batch.word_ends)
-        actions = batch.actions
-        counted = self.stream.read.gather(1, _predictors(self.stream.masks, actions.size(1)))
-        counted &= actions >= 0  # (B, A)
-        row, col = (actions == SHIFT).nonzero(as_tuple=True)
-        word = (actions == SHIFT).long().cumsum(1) - 1  # (B, A) a SHIFT's word
-        words = torch.zeros_like(batch.words, dtype=torch.bool)
-        words[row, word[row, col]] = counted[row, col]  # (B, N)
-        action_lps = torch.where(counted, out.action_log_probs, 0)
-        word_lps = torch.where(words, out.word_log_probs, 0)
-        return (RNNGOutput(action_lps, word_lps, action_lps.sum(1) + word_lps.sum(1)),
-                replace(batch, n_actions=int(counted.sum()), n_words=int(words.sum())))
+        """A batch of streamed documents read one chunk a row (``read_streamed``, carrying
+        ``self.stream``): the log-probabilities of the actions and words its chunks predict
+        (0 elsewhere), and the batch with those counts."""
+        out, actions, words = read_streamed(self.model, batch, self.stream)
+        return out, replace(batch, n_actions=int(actions.sum()), n_words=int(words.sum()))
 
     def _add(self, stage: str, **values: Tensor | float) -> None:
         for name, value in values.items():
