@@ -9,6 +9,12 @@ with φ the sinusoidal encoding of the released Transformer Grammars
 as GPT-2's or post-norm as Transformer-XL's. The attention runs unfused, the mask (and
 relative bias) handed to ``scaled_dot_product_attention``, or fused through flex_attention
 (``attention_kernel``; ``block_mask``), the same function either way.
+
+Teacher forcing runs the layers' matrix products on the real tokens alone, packed (N, C),
+and, unfused, attention on the batch's rows grouped by length (``Buckets``): each group
+padded only to its own longest row, its masks and relative positions cut once a batch, the
+attention written out as the unfused ``scaled_dot_product_attention`` computes it
+(``ActionAttention.attend_rows``).
 """
 
 from __future__ import annotations
@@ -109,6 +115,119 @@ class Packing:
         return x.flatten(0, 1).index_select(0, self.index)
 
 
+#: What a group of rows costs ``Buckets`` besides its attention scores (n·T² for n rows of
+#: T positions), in scores: the operators each group adds to a layer. Measured on a CPU
+#: (docs/performance.md, "Syntactic Transformers").
+GROUP_COST = 4096
+
+
+def length_groups(lengths: list[int], group_cost: int | None = None) -> list[int]:
+    """The sizes of the groups that split ``lengths`` (sorted longest first) into runs, each
+    padded to its first: those of least Σ (n·T² + ``group_cost``) over the groups of n rows
+    of T positions (a split only where the length changes; None: ``GROUP_COST``)."""
+    group_cost = GROUP_COST if group_cost is None else group_cost
+    cuts = [i for i in range(1, len(lengths)) if lengths[i] != lengths[i - 1]]
+    ends = [*cuts, len(lengths)]
+    starts = [0, *cuts]
+    best = {0: (0, 0)}  # rows covered -> (cost, where the last group starts)
+    for end in ends:
+        best[end] = min((best[start][0] + (end - start) * lengths[start] ** 2 + group_cost,
+                         start) for start in starts if start < end)
+    sizes, end = [], len(lengths)
+    while end:
+        start = best[end][1]
+        sizes.append(end - start)
+        end = start
+    return sizes[::-1]
+
+
+@dataclass(frozen=True)
+class Buckets(Packing):
+    """A ``Packing`` whose attention runs on the batch's rows grouped by length: each group
+    of n rows padded to the T positions of its longest (what a real query attends there
+    included), so attention costs Σ n·T² rather than B·T_max²; the groups by
+    ``length_groups``.
+
+    The masks are cut once a batch: a real query keeps its row of ``allowed``, a padding
+    query (its output unused) attends key 0 alone, so no row of scores is all −inf.
+
+    Attributes (besides ``Packing``'s):
+        slots: (N,) long: each real token's place in the groups' (n, T) blocks laid one
+            after another.
+        shapes: each group's (n, T).
+        biases: each group's additive mask, 0 where allowed and −inf elsewhere,
+            (n, G, T, T) or, causal, (T, T); None with relative positions.
+        relative: each group's (n, G, T, T) long: the row of the relative table
+            (``table_rows`` of the encodings) of each key, the table's length where the key
+            is not allowed (a −inf column); None without relative positions.
+        table_rows: the rows of the encodings some allowed key reads.
+    """
+
+    slots: Tensor
+    shapes: tuple[tuple[int, int], ...]
+    biases: tuple[Tensor, ...] | None
+    relative: tuple[Tensor, ...] | None
+    table_rows: slice | None
+
+    @classmethod
+    def of(cls, real: Tensor, allowed: Tensor | None, relative: Tensor | None,
+           dtype: torch.dtype, group_cost: int | None = None) -> Buckets:
+        """The buckets of a batch whose tokens ``real`` (B, T) are real, under the mask
+        ``allowed`` (B, G, T, T) (None: causal) and with ``relative`` (B, T, T) the row of
+        the encodings of each key (None: no relative positions); masks in ``dtype``; the groups
+        by ``length_groups`` with ``group_cost``."""
+        B, T = real.shape
+        device = real.device
+        pos = torch.arange(T, device=device)
+        needed = torch.where(real, pos, 0)  # (B, T)
+        if allowed is not None:  # the keys a real query reads
+            read = (allowed & real[:, None, :, None]).any(2).any(1)  # (B, T)
+            needed = torch.maximum(needed, torch.where(read, pos, 0))
+        lengths = (needed.amax(1) + 1).tolist()
+        order = sorted(range(B), key=lambda b: -lengths[b])
+        sizes = length_groups([lengths[b] for b in order], group_cost)
+        rows = torch.tensor(order, device=device).split(sizes)
+        shapes = tuple((n, lengths[int(group[0])]) for n, group in zip(sizes, rows))
+        offsets = torch.tensor([0] + [n * t for n, t in shapes], device=device).cumsum(0)
+        base = torch.empty(B, dtype=torch.long, device=device)
+        for group, (n, t), offset in zip(rows, shapes, offsets.tolist()):
+            base[group] = offset + t * torch.arange(n, device=device)
+        packing = {"index": real.flatten().nonzero()[:, 0], "rows": B, "length": T,
+                   "slots": (base[:, None] + pos)[real], "shapes": shapes}  # (N,) each
+        if allowed is None:
+            causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
+            biases = tuple(_additive(causal[:t, :t], dtype) for _, t in shapes)
+            return cls(**packing, biases=biases, relative=None, table_rows=None)
+        masks = [torch.where(real[group, :t][:, None, :, None], allowed[group, :, :t, :t],
+                             pos[:t] == 0)
+                 for group, (_, t) in zip(rows, shapes)]  # (n, G, t, t) each
+        if relative is None:
+            return cls(**packing, biases=tuple(_additive(m, dtype) for m in masks),
+                       relative=None, table_rows=None)
+        used = relative[:, None].expand_as(allowed)[allowed & real[:, None, :, None]]
+        low, high = int(used.min()), int(used.max())
+        cut = tuple(torch.where(m, (relative[group][:, None, :t, :t] - low).clamp(0, high - low),
+                                high - low + 1)
+                    for m, group, (_, t) in zip(masks, rows, shapes))
+        return cls(**packing, biases=None, relative=cut, table_rows=slice(low, high + 1))
+
+    def split(self, x: Tensor) -> list[Tensor]:
+        """(N, D) -> each group's (n, T, D), zeros at the padding."""
+        flat = x.new_zeros(sum(n * t for n, t in self.shapes), x.size(-1))
+        parts = flat.index_copy(0, self.slots, x).split([n * t for n, t in self.shapes])
+        return [part.view(n, t, -1) for part, (n, t) in zip(parts, self.shapes)]
+
+    def join(self, parts: list[Tensor]) -> Tensor:
+        """Each group's (n, T, D) -> (N, D): the real tokens'."""
+        return torch.cat([part.flatten(0, 1) for part in parts]).index_select(0, self.slots)
+
+
+def _additive(allowed: Tensor, dtype: torch.dtype) -> Tensor:
+    """0 where ``allowed``, −inf elsewhere."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+        ~allowed, float("-inf"))
+
+
 def relative_encodings(lowest: int, highest: int, size: int) -> Tensor:
     """Transformer-XL's sinusoids for the relative positions ``highest`` down to ``lowest``
     (rows), as the released Transformer Grammars builds them:
@@ -146,6 +265,36 @@ class ActionAttention(nn.Module):
         return tuple(t.view(B, T, self.n_heads, self.head_size).transpose(1, 2)
                      for t in qkv.split(C3 // 3, dim=2))  # type: ignore[return-value]
 
+    def relative_table(self, encodings: Tensor) -> Tensor:
+        """W_r φ(r) of the relative positions' ``encodings`` (n_rel, C) after dropout:
+        (n_rel, nh, hd)."""
+        p_drop = self.dropout if self.training else 0.0
+        table = self.relative_keys(F.dropout(encodings, p_drop, self.training))
+        return table.view(-1, self.n_heads, self.head_size)
+
+    def attend_rows(self, q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None,
+                    relative: Tensor | None, table: Tensor | None) -> Tensor:
+        """``attend`` over one group of ``Buckets``: q, k, v (n, nh, T, hd), the additive
+        mask ``bias`` (n, G, T, T) or (T, T), or with relative positions ``relative``
+        (n, G, T, T) each key's row of ``table`` (n_rel, nh, hd) (n_rel: not allowed).
+        Written out as the unfused ``scaled_dot_product_attention`` computes it (q and k
+        each scaled by d^(−1/4), the mask added, softmax, dropout), less its check for a
+        row with no allowed key (none has). Returns (n, T, C)."""
+        n, nh, T, hd = q.shape
+        p_drop = self.dropout if self.training else 0.0
+        if table is not None:
+            by_position = torch.einsum("bhtd,rhd->bhtr", q + self.position_bias[:, None],
+                                       table) / math.sqrt(hd)  # (n, nh, T, n_rel)
+            by_position = F.pad(by_position, (0, 1), value=float("-inf"))
+            bias = by_position.gather(-1, relative.expand(n, nh, T, T))  # (n, nh, T, T)
+            q = q + self.content_bias[:, None]
+        scale = math.sqrt(1.0 / math.sqrt(hd))
+        scores = torch.matmul(q * scale, k.transpose(-2, -1) * scale).add_(bias)
+        weights = torch.softmax(scores, -1)  # (n, nh, T, T)
+        if p_drop > 0:
+            weights = F.dropout(weights, p_drop)
+        return torch.matmul(weights, v).transpose(1, 2).reshape(n, T, nh * hd)
+
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor | None,
                relative: Tensor | None, encodings: Tensor | None,
                fused: BlockMask | None = None) -> Tensor:
@@ -158,8 +307,7 @@ class ActionAttention(nn.Module):
         B, nh, T, hd = q.shape
         p_drop = self.dropout if self.training else 0.0
         if self.relative_keys is not None:
-            table = self.relative_keys(F.dropout(encodings, p_drop, self.training))
-            table = table.view(-1, nh, hd)  # (n_rel, nh, hd)
+            table = self.relative_table(encodings)  # (n_rel, nh, hd)
             by_position = torch.einsum("bhtd,rhd->bhtr", q + self.position_bias[:, None],
                                        table) / math.sqrt(hd)  # (B, nh, T, n_rel)
             q = q + self.content_bias[:, None]
@@ -200,7 +348,8 @@ class ActionLayer(nn.Module):
     def forward(self, x: Tensor, allowed: Tensor | None, relative: Tensor | None,
                 encodings: Tensor | None, cache: Tensor | None = None,
                 step: StepMasks | None = None, fused: BlockMask | None = None,
-                memory: Tensor | None = None, packed: Packing | None = None) -> Tensor:
+                memory: Tensor | None = None, packed: Packing | Buckets | None = None
+                ) -> Tensor:
         """``x`` (B, T, C) over the whole sequence; or, with ``cache`` (B, 2, nh, S, hd)
         (this layer's keys and values) and ``step``, T new tokens written into it first and
         the queries attending over its first S' positions (``allowed`` (B, G, T, S')); or,
@@ -208,8 +357,12 @@ class ActionLayer(nn.Module):
         memory holds), the keys and values of ``[memory | x]`` (``allowed`` (B, G, T, M + T)).
         ``fused``: ``allowed``'s block mask, attention through flex_attention. With
         ``packed``, ``x`` (N, C) holds the real tokens of a (B, T) batch alone (``Packing``:
-        only attention runs padded)."""
+        only attention runs padded), or with ``Buckets`` attention on its groups of rows
+        (``allowed`` and ``relative`` unused: the groups' own; ``encodings`` all rows)."""
         qkv = self.attn.qkv(self.attn_norm(x) if self.pre_norm else x)  # (B, T, 3C) or (N, 3C)
+        if isinstance(packed, Buckets):
+            y = packed.join(self._attend_buckets(qkv, packed, encodings))  # (N, C)
+            return self._rest(x, y)
         q, k, v = self.attn.heads(qkv if packed is None else packed.pad(qkv))
         if memory is not None:
             _, k_memory, v_memory = self.attn.project(
@@ -223,7 +376,22 @@ class ActionLayer(nn.Module):
             used = allowed.size(-1)
             k, v = cache[:, 0, :, :used], cache[:, 1, :, :used]  # (B, nh, S', hd)
         y = self.attn.attend(q, k, v, allowed, relative, encodings, fused)  # (B, T, C)
-        x = x + self.drop(self.attn.proj(y if packed is None else packed.unpad(y)))
+        return self._rest(x, y if packed is None else packed.unpad(y))
+
+    def _attend_buckets(self, qkv: Tensor, packed: Buckets, encodings: Tensor | None
+                        ) -> list[Tensor]:
+        """Each group's attention (n, T, C) of the projections ``qkv`` (N, 3C)."""
+        table = None if packed.relative is None else \
+            self.attn.relative_table(encodings[packed.table_rows])  # (n_rel, nh, hd)
+        return [self.attn.attend_rows(
+            *self.attn.heads(part), None if packed.biases is None else packed.biases[g],
+            None if packed.relative is None else packed.relative[g], table)
+            for g, part in enumerate(packed.split(qkv))]
+
+    def _rest(self, x: Tensor, y: Tensor) -> Tensor:
+        """The layer after attention: ``x`` plus the projected attention ``y``, then the
+        feed-forward network, each sublayer normed as ``pre_norm`` says."""
+        x = x + self.drop(self.attn.proj(y))
         if self.pre_norm:
             return x + self.ffn(self.ffn_norm(x))
         x = self.attn_norm(x)

@@ -57,6 +57,7 @@ from synlm.transition.action_layers import (
     KERNELS,
     ActionLayer,
     AttentionKernel,
+    Buckets,
     Packing,
     kernel_mask,
     relative_encodings,
@@ -215,8 +216,10 @@ class ActionTransformer(RecordsInit, TransitionModel):
             one-line ``SettingError``. ``unfused``: the mask (and relative bias) in full,
             handed to ``scaled_dot_product_attention``. ``auto``: fused on a GPU in float32
             or below where no attention dropout applies, else unfused (the faster on a CPU,
-            docs/performance.md). ``causal`` teacher forcing is
-            ``scaled_dot_product_attention(is_causal=True)`` under every kernel. The same
+            docs/performance.md). ``causal`` teacher forcing is causal attention under
+            every kernel (``scaled_dot_product_attention(is_causal=True)`` on a GPU). Unfused
+            teacher forcing on a CPU attends on the batch's rows grouped by length, each
+            group padded to its longest row only (``action_layers.Buckets``). The same
             numbers (to float rounding) under every kernel.
     """
 
@@ -391,6 +394,8 @@ class ActionTransformer(RecordsInit, TransitionModel):
                 None if closing is None else packed.unpad(closing)),
                 packed.unpad(positions), packed.unpad(positions == 0))  # (N, C)
             inputs = self._layer_inputs(masks.allowed, masks.relative, x)
+            if inputs["fused"] is None and not x.is_cuda:  # attention on rows of like length
+                packed = Buckets.of(real, masks.allowed, inputs["relative"], x.dtype)
             for layer in self.layers:
                 x = layer(x, packed=packed, **inputs)  # (N, C)
             x = x[place.view(B, T)[row, predictor]]  # (M, C)
