@@ -99,7 +99,10 @@ class ActionTransformerState(RowState):
             ``PLMMaskState``, ``TGState``, ...).
         cache: (R, L, 2, nh, S, hd) every layer's keys and values per position, S the
             positions allocated: grown as rows fill them (``reserve``), up to
-            ``capacity``.
+            ``capacity``; row r's in cache row ``slot[r]``.
+        slot: (R,) long: each row's cache row, a permutation of them. A search's selection
+            (``move``) leaves a kept item in its cache row and puts the live items in the
+            first cache rows, so that a step's layers read those alone.
         top: (R, C) the top layer (normed) at the last token: what predicts the next.
         open_top: (R, D) the stack size just after each open ``NT``, innermost last.
         open_label: (R, D) the action id of each open ``NT``.
@@ -110,18 +113,19 @@ class ActionTransformerState(RowState):
     parser: ParserState
     structure: AttentionState
     cache: Tensor
+    slot: Tensor
     top: Tensor
     open_top: Tensor
     open_label: Tensor
     capacity: int
 
     #: The cache positions first allocated (fewer if ``capacity`` is smaller), and those
-    #: added each time rows fill them: a search copies each kept row's whole block, so the
+    #: added each time rows fill them: a search copies each moved row's whole block, so the
     #: positions allocated follow the filled ones closely.
     FIRST_ALLOCATION: ClassVar[int] = 16
     GROWTH: ClassVar[int] = 16
 
-    #: The per-row tensors besides ``parser``, ``structure`` and ``cache``.
+    #: The per-row tensors besides ``parser``, ``structure``, ``cache`` and ``slot``.
     ROWS = ("top", "open_top", "open_label")
 
     def used(self) -> int:
@@ -141,21 +145,75 @@ class ActionTransformerState(RowState):
         grown[..., :used, :] = self.cache[..., :used, :]
         self.cache = grown
 
-    def select(self, index: Tensor, out: ActionTransformerState | None = None
-               ) -> ActionTransformerState:
-        """``RowState.select``, written into ``out`` with its cache as large as this one's:
-        each row's cache is one contiguous block, which ``index_select`` copies whole, several
-        times faster than gathering only the ``used`` positions (a strided slice, gathered
-        then copied) though its positions past ``used`` are copied too."""
-        if out is None:
-            return super().select(index)
-        if out.cache.shape[1:] != self.cache.shape[1:]:
-            out.cache = self.cache.new_empty(out.cache.size(0), *self.cache.shape[1:])
+    def _select_rows(self, index: Tensor, out: ActionTransformerState) -> None:
+        """Every field but the cache and ``slot``: the rows ``index``, written into ``out``."""
         self.parser.select(index, out=out.parser)
         self.structure.select(index, out=out.structure)
         for name in self.ROWS:
             torch.index_select(getattr(self, name), 0, index, out=getattr(out, name))
-        torch.index_select(self.cache, 0, index, out=out.cache)
+
+    def select(self, index: Tensor, out: ActionTransformerState | None = None
+               ) -> ActionTransformerState:
+        """``RowState.select``, each row in its own order in the cache (``slot`` the
+        identity), written into ``out`` with its cache as large as this one's: each row's
+        cache is one contiguous block, which ``index_select`` copies whole, several times
+        faster than gathering only the ``used`` positions (a strided slice, gathered then
+        copied) though its positions past ``used`` are copied too."""
+        rows = torch.arange(index.size(0), device=index.device)
+        if out is None:
+            return ActionTransformerState(
+                self.parser.select(index), self.structure.select(index),
+                self.cache.index_select(0, self.slot[index]), rows,
+                *(getattr(self, name).index_select(0, index) for name in self.ROWS),
+                capacity=self.capacity)
+        self._select_rows(index, out)
+        if out.cache.shape[1:] != self.cache.shape[1:]:
+            out.cache = self.cache.new_empty(out.cache.size(0), *self.cache.shape[1:])
+        torch.index_select(self.cache, 0, self.slot[index], out=out.cache)
+        out.slot = rows
+        return out
+
+    def move(self, index: Tensor, out: ActionTransformerState, live: Tensor
+             ) -> ActionTransformerState:
+        """``select`` into ``out`` where this state is read no more and only the ``live``
+        rows (R',) bool of the result are (a search's selection: its empty slots): the
+        live rows' caches in ``out``'s first cache rows, the others' left as they were.
+        Where ``out`` has as many cache rows as this state, this state's cache moves to
+        ``out`` and this state keeps ``out``'s former one: a live row whose cache row is
+        among the first and read by no earlier live row stays in it, the others' rows are
+        copied to the free ones among the first (a search keeps many items in their rows,
+        and a row several items keep is copied for all but the first)."""
+        self._select_rows(index, out)
+        R = index.size(0)
+        rows = torch.arange(R, device=index.device)
+        kept = live.nonzero()[:, 0]  # (n,) the live rows
+        n = kept.size(0)
+        source = self.slot[index[kept]]  # (n,) their cache rows here
+        taken = torch.zeros(R, dtype=torch.bool, device=index.device)
+        slot = torch.empty_like(rows)
+        in_place = out.cache.size(0) == self.cache.size(0) == R
+        if in_place:  # the first live row reading a cache row among the first n keeps it
+            first = torch.full_like(rows, n).scatter_reduce_(0, source, rows[:n], "amin")
+            stays = (first[source] == rows[:n]) & (source < n)  # (n,)
+            slot[kept[stays]] = source[stays]
+            taken[source[stays]] = True
+            movers = (~stays).nonzero()[:, 0]
+        else:
+            if out.cache.shape[1:] != self.cache.shape[1:]:
+                out.cache = self.cache.new_empty(out.cache.size(0), *self.cache.shape[1:])
+            movers = rows[:n]
+        free = (~taken[:n]).nonzero()[:, 0]  # (movers,) cache rows among the first n
+        slot[kept[movers]] = free
+        taken[free] = True
+        slot[~live] = (~taken).nonzero()[:, 0]
+        if in_place:  # no mover reads a free row: a free row is read by no live row first
+            if movers.numel():
+                self.cache.index_copy_(0, free, self.cache.index_select(0, source[movers]))
+            out.cache, self.cache = self.cache, out.cache
+            out.slot, self.slot = slot, out.slot
+        else:
+            torch.index_select(self.cache, 0, source, out=out.cache[:n])
+            out.slot = slot
         return out
 
     def assign(self, rows: Tensor, source: RowState, source_rows: Tensor) -> None:
@@ -167,7 +225,8 @@ class ActionTransformerState(RowState):
         self.structure.assign(rows, source.structure, source_rows)
         for name in self.ROWS:
             getattr(self, name)[rows] = getattr(source, name)[source_rows]
-        self.cache[rows, ..., :used, :] = source.cache[source_rows, ..., :used, :]
+        self.cache[self.slot[rows], ..., :used, :] = \
+            source.cache[source.slot[source_rows], ..., :used, :]
 
 
 def _predictors(masks: BatchMasks | ChunkedMasks, n_actions: int) -> Tensor:
@@ -427,6 +486,7 @@ class ActionTransformer(RecordsInit, TransitionModel):
                                  weight.size(1) // nh)
         stack = torch.zeros(rows, stack_size, dtype=torch.long, device=device)
         state = ActionTransformerState(ParserState.initial(rows, device), structure, cache,
+                                       torch.arange(rows, device=device),
                                        weight.new_zeros(rows, weight.size(1)), stack,
                                        stack.clone(), S)
         start = StepMasks(torch.zeros(rows, 1, dtype=torch.long, device=device),
@@ -442,24 +502,33 @@ class ActionTransformer(RecordsInit, TransitionModel):
              is_start: Tensor) -> None:
         """Feed the step's tokens (R, N, C) through the layers, writing their keys and
         values into the cache; the last slot of each row with a token becomes ``top``. The
-        layers' matrix products run on the present tokens alone (``Packing``: rows without
-        an action, TG's empty COMPOSE slots), and the queries read only the cache positions
-        some row has filled (``used``)."""
-        R, N = step.present.shape
-        packed = Packing(step.present.flatten().nonzero()[:, 0], R, N)  # N' present tokens
-        if not packed.index.numel():
+        layers run on the first cache rows up to the last that a row with a token holds
+        (``ActionTransformerState.slot``: a search puts its live items first), their matrix
+        products on the present tokens alone (``Packing``: rows without an action, TG's
+        empty COMPOSE slots), and the queries read only the cache positions some row has
+        filled (``used``)."""
+        acting = step.present.any(1)  # (R,)
+        if not bool(acting.any()):
             return
-        x = self._input(packed.unpad(tokens), packed.unpad(step.positions),
-                        packed.unpad(is_start))  # (N', C)
+        H = int(state.slot[acting].max()) + 1  # the cache rows the layers read
+        order = torch.empty_like(state.slot).index_copy_(
+            0, state.slot, torch.arange(state.slot.size(0), device=state.slot.device))[:H]
+        N = step.present.size(1)  # order (H,): the row in each of the first H cache rows
         used = state.used()
         state.reserve(used)
-        inputs = self._layer_inputs(step.allowed[..., :used], None if step.relative is None
-                                    else step.relative[..., :used], x)
+        step = StepMasks(step.positions[order], step.present[order],
+                         step.allowed[order, ..., :used],
+                         None if step.relative is None else step.relative[order, ..., :used])
+        packed = Packing(step.present.flatten().nonzero()[:, 0], H, N)  # N' present tokens
+        x = self._input(packed.unpad(tokens[order]), packed.unpad(step.positions),
+                        packed.unpad(is_start[order]))  # (N', C)
+        inputs = self._layer_inputs(step.allowed, step.relative, x)
+        cache = state.cache[:H]
         for i, layer in enumerate(self.layers):
-            x = layer(x, cache=state.cache[:, i], step=step, packed=packed, **inputs)
-        place = step.present.flatten().cumsum(0).view(R, N) - 1  # each token's packed row
-        fed = step.present[:, -1].nonzero()[:, 0]  # (R',) the rows whose last slot is fed
-        state.top = state.top.index_put((fed,), self.final_norm(x[place[fed, -1]]))
+            x = layer(x, cache=cache[:, i], step=step, packed=packed, **inputs)
+        place = step.present.flatten().cumsum(0).view(H, N) - 1  # each token's packed row
+        fed = step.present[:, -1].nonzero()[:, 0]  # (H',) the cache rows whose last slot is fed
+        state.top = state.top.index_put((order[fed],), self.final_norm(x[place[fed, -1]]))
 
     def advance(self, state: ActionTransformerState, actions: Tensor, words: Tensor,
                 piece_ends: Tensor | None = None) -> ActionTransformerState:
