@@ -217,7 +217,9 @@ class ActionTransformerState(RowState):
         return out
 
     def assign(self, rows: Tensor, source: RowState, source_rows: Tensor) -> None:
-        """``RowState.assign``, copying only the cache positions ``source`` has filled."""
+        """``RowState.assign``: each row's whole cache block where both caches have as many
+        positions (contiguous, as ``select``), else only the positions ``source`` has
+        filled."""
         assert isinstance(source, ActionTransformerState)
         used = source.used()
         self.reserve(used)
@@ -225,8 +227,11 @@ class ActionTransformerState(RowState):
         self.structure.assign(rows, source.structure, source_rows)
         for name in self.ROWS:
             getattr(self, name)[rows] = getattr(source, name)[source_rows]
-        self.cache[self.slot[rows], ..., :used, :] = \
-            source.cache[source.slot[source_rows], ..., :used, :]
+        to, read = self.slot[rows], source.slot[source_rows]
+        if self.cache.shape[1:] == source.cache.shape[1:]:
+            self.cache.index_copy_(0, to, source.cache.index_select(0, read))
+        else:
+            self.cache[to, ..., :used, :] = source.cache[read, ..., :used, :]
 
 
 def _predictors(masks: BatchMasks | ChunkedMasks, n_actions: int) -> Tensor:
