@@ -3,7 +3,7 @@
 beam search as ``select`` (each item copied into its own row, in order) for PLM, PLM-mask
 and TG, n-best lists identical and numbers to 1e-12 in float64; and ``move`` keeps each live
 row's keys and values, in the first cache rows, copying only what a row keeps from another's
-cache row."""
+cache row; and the vocabulary's transposed word embeddings follow the embeddings."""
 
 from __future__ import annotations
 
@@ -90,3 +90,19 @@ def test_move_puts_live_rows_first_and_copies_only_shared_ones() -> None:
                                  torch.tensor([False, True, True]))
     assert again.slot.tolist() == [2, 0, 1]  # into a cache of another size: copied first
     assert again.cache[:2, 0, 0, 0, 0, 0].tolist() == [3, 0]
+
+
+def test_the_vocabulary_columns_follow_the_embeddings() -> None:
+    """``_word_columns``: the word embeddings transposed, made again after an in-place
+    change, a change of precision or a new tensor; never in the saved state."""
+    model = random_model("causal")
+    columns = model._word_columns()
+    assert model._word_columns() is columns
+    assert torch.equal(columns, model.embedding.weight.T) and columns.is_contiguous()
+    with torch.no_grad():
+        model.embedding.weight.mul_(2.0)
+    assert torch.equal(model._word_columns(), model.embedding.weight.T)
+    assert model.float()._word_columns().dtype == torch.float32
+    model.embedding.weight = torch.nn.Parameter(torch.ones_like(model.embedding.weight))
+    assert torch.equal(model._word_columns(), model.embedding.weight.T)
+    assert not any("columns" in name for name in model.state_dict())

@@ -597,11 +597,12 @@ class ActionTransformer(RecordsInit, TransitionModel):
     def _word_columns(self) -> Tensor:
         """(C, V) the word embeddings transposed into contiguous memory, which the search's
         vocabulary product reads 12-25 % faster on a CPU than the transposed view (20-100
-        rows, V = 9,999, C = 256); made again whenever the embeddings change (storage or
-        version: an optimiser step, ``load_state_dict``, ``to``)."""
+        rows, V = 9,999, C = 256); made again whenever the embeddings change (the tensor,
+        its storage or its version: an optimiser step, ``load_state_dict``, ``to``)."""
         weight = self.embedding.weight
-        key = (weight.data_ptr(), weight._version, weight.dtype)
-        if getattr(self, "_columns_key", None) != key:
+        made = getattr(self, "_columns_of", None)  # (the weight, its storage, its version)
+        if made is None or made[0] is not weight or \
+                made[1:] != (weight.data_ptr(), weight._version):
+            self._columns_of = (weight, weight.data_ptr(), weight._version)
             self._columns = weight.detach().T.contiguous()
-            self._columns_key = key
         return self._columns
