@@ -208,8 +208,14 @@ class _Beam:
         """A beam of the rows ``index`` (B·K',) of this one with new ``scores`` (B, K'),
         written into the stacks ``into`` (a state of B·K' rows no longer needed: the search
         reuses two sets of stacks, as fresh ones of this size cost more to allocate than
-        to fill) or into new tensors."""
-        return _Beam(self.state.select(index, out=into), scores, self.paths[index])
+        to fill) or into new tensors. This beam's stacks are read no more, and of the new
+        one only the items with a score: a state with a ``move``
+        (``ActionTransformerState.move``) is told so, and may hand its memory to ``into``
+        reordered in place, copying only what an item keeps from another's row."""
+        move = getattr(self.state, "move", None)
+        state = self.state.select(index, out=into) if into is None or move is None \
+            else move(index, into, (scores > float("-inf")).view(-1))
+        return _Beam(state, scores, self.paths[index])
 
     def put(self, rows: Tensor, source: _Beam, source_rows: Tensor, scores: Tensor) -> None:
         self.state.assign(rows, source.state, source_rows)
