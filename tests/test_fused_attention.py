@@ -125,7 +125,7 @@ def test_vocabulary_at_predicting_tokens_equals_it_everywhere(batch, attention, 
     assert rows == [int((actions != NO_ACTION).sum())]
 
     word_logits, action_logits, words_norm, norm = parts(model.final_norm(top[0]))  # (B, T, ·)
-    predictor = at._predictors(model.policy.masks(actions, model.num_heads), actions.size(1))
+    predictor = at.predictors(model.policy.masks(actions, model.num_heads), actions.size(1))
     B, A = actions.shape
     shifts, real = actions == SHIFT, actions != NO_ACTION
     word_index = (shifts.long().cumsum(1) - 1).clamp(min=0)

@@ -235,7 +235,7 @@ class ActionTransformerState(RowState):
             self.cache[to, ..., :used, :] = source.cache[read, ..., :used, :]
 
 
-def _predictors(masks: BatchMasks | ChunkedMasks, n_actions: int) -> Tensor:
+def predictors(masks: BatchMasks | ChunkedMasks, n_actions: int) -> Tensor:
     """(B, A) long: the token whose top layer predicts each action of a batch laid out as
     ``masks``: the start token for the first, then the last predicting token that stands
     for the action before."""
@@ -381,6 +381,13 @@ class ActionTransformer(RecordsInit, TransitionModel):
                                  self.closing_embedding(closing.clamp(min=0)), action)
         return torch.where((actions == SHIFT)[..., None], word, action)
 
+    def embed(self, actions: Tensor, words: Tensor, closing: Tensor | None, positions: Tensor
+              ) -> Tensor:
+        """The input (..., C) of the tokens of ``actions`` (...) at ``positions`` (...), the
+        start token at position 0 (``_token_embedding``, ``_input``)."""
+        return self._input(self._token_embedding(actions, words, closing), positions,
+                           positions == 0)
+
     def _input(self, tokens: Tensor, positions: Tensor, is_start: Tensor) -> Tensor:
         """Token embeddings (B, T, C) plus absolute positions (a policy with
         ``absolute_positions``), the start token where ``is_start`` (B, T), with dropout."""
@@ -393,7 +400,7 @@ class ActionTransformer(RecordsInit, TransitionModel):
             x = x + self.position_embedding(positions)
         return self.drop(x)
 
-    def _layer_inputs(self, allowed: Tensor | None, relative: Tensor | None, x: Tensor
+    def layer_inputs(self, allowed: Tensor | None, relative: Tensor | None, x: Tensor
                       ) -> dict[str, Any]:
         """What each layer reads besides ``x`` under the mask ``allowed`` and the relative
         positions ``relative`` (clipped to the policy's ``relative_range``, as rows of
@@ -442,39 +449,49 @@ class ActionTransformer(RecordsInit, TransitionModel):
         action_of, word_of = padded.gather(1, at), F.pad(word_of_action, (0, 1)).gather(1, at)
         positions = torch.arange(T, device=device).expand(B, T)
         row, col = (actions != NO_ACTION).nonzero(as_tuple=True)  # (M,) each
-        predictor = _predictors(masks, A)[row, col]  # (M,) the token predicting each action
+        predictor = predictors(masks, A)[row, col]  # (M,) the token predicting each action
         if isinstance(masks, ChunkedMasks):  # chunks read with Transformer-XL memory
-            x = self._input(self._token_embedding(action_of, word_of, closing), positions,
-                            positions == 0)
-            x = read_in_chunks(x, masks, self.layers, lambda chunk, h: self._layer_inputs(
+            x = self.embed(action_of, word_of, closing, positions)
+            x = read_in_chunks(x, masks, self.layers, lambda chunk, h: self.layer_inputs(
                 chunk.allowed, chunk.relative, h))[row, predictor]  # (M, C)
         else:  # the real tokens alone (the start token and the actions'), packed
             real = (positions == 0) | (action_of != NO_ACTION)  # (B, T)
             packed = Packing(real.flatten().nonzero()[:, 0], B, T)  # N real tokens
             place = torch.full((B * T,), -1, dtype=torch.long, device=device)
             place[packed.index] = torch.arange(packed.index.numel(), device=device)
-            x = self._input(self._token_embedding(
-                packed.unpad(action_of), packed.unpad(word_of),
-                None if closing is None else packed.unpad(closing)),
-                packed.unpad(positions), packed.unpad(positions == 0))  # (N, C)
-            inputs = self._layer_inputs(masks.allowed, masks.relative, x)
+            x = self.embed(packed.unpad(action_of), packed.unpad(word_of),
+                           None if closing is None else packed.unpad(closing),
+                           packed.unpad(positions))  # (N, C)
+            inputs = self.layer_inputs(masks.allowed, masks.relative, x)
             if inputs["fused"] is None and not x.is_cuda:  # attention on rows of like length
                 packed = Buckets.of(real, masks.allowed, inputs["relative"], x.dtype)
             for layer in self.layers:
                 x = layer(x, packed=packed, **inputs)  # (N, C)
             x = x[place.view(B, T)[row, predictor]]  # (M, C)
         # the vocabulary only at the M tokens that predict an action (no padding, no copy)
-        h = self.final_norm(x)  # (M, C)
-        word_logits, action_logits, words_norm, norm = self._log_softmax_parts(h)  # (M, ·)
+        action_lps, word_lps = self.scored(x, words, actions, row, col)
+        return RNNGOutput(action_lps, word_lps, action_lps.sum(1) + word_lps.sum(1))
+
+    def scored(self, top: Tensor, words: Tensor, actions: Tensor, row: Tensor, col: Tensor
+               ) -> tuple[Tensor, Tensor]:
+        """From the top layer ``top`` (M, C) of the tokens that predict the M actions
+        ``actions[row, col]`` of ``actions`` (B, A) over ``words`` (B, N): log p(a_t | a_<t)
+        at (row, col) (a ``SHIFT`` marginal over its word) (B, A), and log p(x_i | a_<t,
+        SHIFT) at those ``SHIFT``s' words (B, N); 0 elsewhere (Sartran et al. 2022 §2)."""
+        shifts = actions == SHIFT
+        word_index = shifts.long().cumsum(1) - 1  # (B, A) a SHIFT's word's index
+        word_of = words.gather(1, word_index.clamp(0, words.size(1) - 1))[row, col]  # (M,)
+        word_logits, action_logits, words_norm, norm = self._log_softmax_parts(
+            self.final_norm(top))  # (M, ·)
         shift = shifts[row, col]  # (M,)
         action_lp = torch.where(shift, words_norm - norm,  # log p(SHIFT), or the action's
                                 action_logits.gather(1, actions[row, col, None])[:, 0] - norm)
-        word_given_shift = word_logits.gather(1, word_of_action[row, col, None])[:, 0] - \
+        word_given_shift = word_logits.gather(1, word_of[:, None])[:, 0] - \
             words_norm  # (M,) log p(word | SHIFT)
-        action_lps = action_lp.new_zeros(B, A).index_put((row, col), action_lp)
-        word_lp = action_lp.new_zeros(words.shape).index_put(
+        action_lps = action_lp.new_zeros(actions.shape).index_put((row, col), action_lp)
+        word_lps = action_lp.new_zeros(words.shape).index_put(
             (row[shift], word_index[row[shift], col[shift]]), word_given_shift[shift])
-        return RNNGOutput(action_lps, word_lp, action_lps.sum(1) + word_lp.sum(1))
+        return action_lps, word_lps
 
     # ------------------------------------------------------------------ search
     def cache_positions(self, max_actions: int) -> int:
@@ -532,7 +549,7 @@ class ActionTransformer(RecordsInit, TransitionModel):
         packed = Packing(step.present.flatten().nonzero()[:, 0], H, N)  # N' present tokens
         x = self._input(packed.unpad(tokens[order]), packed.unpad(step.positions),
                         packed.unpad(is_start[order]))  # (N', C)
-        inputs = self._layer_inputs(step.allowed, step.relative, x)
+        inputs = self.layer_inputs(step.allowed, step.relative, x)
         cache = state.cache[:H]
         for i, layer in enumerate(self.layers):
             x = layer(x, cache=cache[:, i], step=step, packed=packed, **inputs)

@@ -35,7 +35,7 @@ from torch import Tensor
 
 from synlm.errors import InputError
 from synlm.outputs import ActionBatch
-from synlm.transition.action_transformer import ActionTransformer, _predictors
+from synlm.transition.action_transformer import ActionTransformer, predictors
 from synlm.transition.attention.base import ChunkedMasks, MemoryChunk, opened_by
 from synlm.transition.attention.memory import padded, read_chunk
 from synlm.transition.parser_state import NO_ACTION, SHIFT
@@ -94,7 +94,7 @@ def laid_out(model: ActionTransformer, actions: Tensor, words: Tensor) -> Layout
     word = F.pad(F.pad(words, (0, 1))[word_index.clamp(min=0)], (0, 1))  # (A + 1,)
     closing = action[opened_by(action[None])[0]]  # (A + 1,)
     return Layout(actions, words, torch.stack([action[at], word[at], closing[at]]),
-                  masks.chunks, _predictors(masks, A)[0])
+                  masks.chunks, predictors(masks, A)[0])
 
 
 def _row_documents(model: ActionTransformer, batch: ActionBatch, stream: Stream
@@ -142,15 +142,15 @@ def read_streamed(model: ActionTransformer, batch: ActionBatch, stream: Stream
         relative=None if picked[0].relative is None else
         torch.cat([c.relative for c in picked]),  # (B, L, M + L)
         memory=torch.cat([c.memory for c in picked]), update=torch.cat([c.update for c in picked]))
-    x = model._input(model._token_embedding(
-        tokens[:, 0], tokens[:, 1], tokens[:, 2] if model.closing_embedding is not None else None),
-        positions, positions == 0)  # (B, L, C)
+    x = model.embed(tokens[:, 0], tokens[:, 1],
+                    tokens[:, 2] if model.closing_embedding is not None else None,
+                    positions)  # (B, L, C)
     starts = torch.tensor(chunk, device=device) == 0  # a document's start: its memory empty
     slots = chunks.memory.size(1)
     carried = stream.memory or [x.new_zeros(B, slots, x.size(2)) for _ in model.layers]
     memory = [torch.where(starts[:, None, None], 0, m.to(x)) for m in carried]
     h = read_chunk(memory, x, chunks, model.layers,
-                   model._layer_inputs(chunks.allowed, chunks.relative, x))  # (B, L, C)
+                   model.layer_inputs(chunks.allowed, chunks.relative, x))  # (B, L, C)
     stream.memory = memory
     # the actions the chunk's tokens predict, and the vocabulary at those tokens alone
     predictor = torch.stack([F.pad(d.predictor, (0, A - d.predictor.size(0)), value=-1)
@@ -158,19 +158,11 @@ def read_streamed(model: ActionTransformer, batch: ActionBatch, stream: Stream
     local = predictor - start[:, None]  # (B, A) its place in the chunk
     counted = (local >= 0) & (local < L)  # (B, A) (an action past a row: predictor -1)
     row, col = counted.nonzero(as_tuple=True)  # (P,) each
-    shifts = actions == SHIFT
-    word_index = shifts.long().cumsum(1) - 1  # (B, A)
-    word_of = words.gather(1, word_index.clamp(0, words.size(1) - 1))[row, col]  # (P,)
-    word_logits, action_logits, words_norm, norm = model._log_softmax_parts(
-        model.final_norm(h[row, local[row, col]]))  # (P, ·)
-    shift = shifts[row, col]  # (P,)
-    action_lp = torch.where(shift, words_norm - norm,
-                            action_logits.gather(1, actions[row, col, None])[:, 0] - norm)
-    word_lp = word_logits.gather(1, word_of[:, None])[:, 0] - words_norm  # (P,)
-    at_word = (row[shift], word_index[row[shift], col[shift]])
-    action_lps = action_lp.new_zeros(B, A).index_put((row, col), action_lp)
-    word_lps = action_lp.new_zeros(words.shape).index_put(at_word, word_lp[shift])
+    action_lps, word_lps = model.scored(h[row, local[row, col]], words, actions, row, col)
+    shifts = counted & (actions == SHIFT)  # (B, A) the SHIFTs counted
+    word_index = (actions == SHIFT).long().cumsum(1) - 1  # (B, A) a SHIFT's word
+    at_word = (shifts.nonzero(as_tuple=True)[0], word_index[shifts])  # (S,) each
     read_words = torch.zeros_like(words, dtype=torch.bool).index_put(
-        at_word, torch.ones_like(shift[shift]))
+        at_word, torch.ones_like(at_word[0], dtype=torch.bool))
     return (RNNGOutput(action_lps, word_lps, action_lps.sum(1) + word_lps.sum(1)), counted,
             read_words)
