@@ -192,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warn-unknown", type=_fraction, default=0.1, metavar="SHARE",
                    help="warn when more than this share of a benchmark's pairs or items has "
                    "an unknown word where it matters")
+    p.add_argument("--journal", metavar="DIR", help="keep each model's scores in DIR as they "
+                   "come, a chunk of sentences at a time, and read them back when run again "
+                   "with the same DIR: a long run stopped part way goes on where it stopped, "
+                   "with the same numbers (refused for another model or search)")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="show no progress on stderr (by default: a bar with the time left on "
                    "a terminal, else a line at every tenth of a benchmark's sentences with "
@@ -302,6 +306,9 @@ def check_inputs(args: argparse.Namespace) -> None:
             raise InputError(problem)
     if args.sentences:
         existing_file("--sentences", args.sentences, "a text file, one sentence a line")
+        if args.journal:
+            raise InputError("--journal keeps the benchmarks' scores; --sentences writes its "
+                             "table in one pass: leave one out")
 
 
 #: The flags of a transition LM's search, by their ``args`` names.
@@ -311,7 +318,7 @@ BEAM_FLAGS = (*BEAM_SIZES, "search_convention", "search", "particles", "max_memo
 SCORING_FLAGS: dict[str, Any] = {
     "config": None, "seeds": 1, "subset": None, "eos": None, "sentences": None,
     "tokenise": None,
-    "untrained": 0, "pll": None, "suites": None, "pairs": [],
+    "untrained": 0, "pll": None, "suites": None, "pairs": [], "journal": None,
     **dict.fromkeys(BEAM_FLAGS)}
 
 
@@ -415,10 +422,16 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
 
     runs = []
     for model in models:
-        label, _, _, untrained = model
+        label, source, scorer, untrained = model
         show = sharded(model_shown(label, untrained, PROG, shown=args.progress and rank == 0),
                        rank, world)
-        runs.append(evaluation.evaluate_model(model, loaded, args.eos, CONVENTIONS, show))
+        if args.journal and scorer is not None:
+            from synlm.tse.journal import JournaledScorer, fingerprint_of
+
+            scorer = JournaledScorer(scorer, args.journal, label,
+                                     fingerprint_of(label, scorer), rank)
+        runs.append(evaluation.evaluate_model((label, source, scorer, untrained), loaded,
+                                              args.eos, CONVENTIONS, show))
         if rank == 0:
             warn(evaluation.run_warnings(runs[-1], args.warn_unknown))
     files = provenance.benchmark_files(list(loaded), args.data_dir, args.suites, args.pairs)

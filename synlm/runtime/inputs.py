@@ -125,7 +125,8 @@ def _staged_out(flag: str, value: str) -> None:
 #: command -> each flag that names what it writes, and its check (``-`` is standard output)
 OUTPUT_FLAGS: dict[str, tuple[tuple[str, Callable[[str, str], None]], ...]] = {
     "evaluate-syntax": (("--output", _file_out), ("--regions", _file_out),
-                        ("--surprisals", _file_out), ("--report", _folder_out)),
+                        ("--surprisals", _file_out), ("--report", _folder_out),
+                        ("--journal", _folder_out)),
     "parse": (("--output", _folder_out),),
     "generate": (("--output", _file_out),),
     "annotate": (("--output", _file_out),),

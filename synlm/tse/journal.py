@@ -1,0 +1,142 @@
+"""A long evaluation's scores kept as they come (``evaluate-syntax --journal DIR``), so that
+a run stopped part way (a machine taken back, a job's time limit) goes on where it stopped.
+
+A model's scorer is wrapped by ``JournaledScorer``: the sentences a benchmark gives are
+scored in chunks of ``CHUNK`` distinct sentences, in the benchmark's order, and each chunk's
+scores are appended to ``DIR/<label>.rank<r>.jsonl`` as one line, flushed to disk, before
+the next chunk starts. Run again with the same ``--journal``, a chunk already on disk is
+read instead of scored: a line cut short by the stop is ignored and its chunk scored again,
+whole, so a resumed run scores each chunk with the same batches as a run never stopped and
+gives the same numbers to the last digit. Every file of the folder under the model's label
+is read, whichever process wrote it, so a run may resume under another ``torchrun`` size.
+
+The first line of a file is the model's fingerprint: ``synlm.tse.provenance``'s record of
+the model (its checkpoint's or Hugging Face files' sha256 and size, vocabulary, parameters,
+dtype, search settings and convention), its name and its files' paths left out. A journal
+written for other weights or another search is refused, naming the file and what differs:
+scores are never mixed across models. A model's untrained copies (``--untrained``) are
+scored afresh each run: nothing in their record tells two seeds apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from synlm.errors import InputError
+from synlm.tse.progress import adopt
+from synlm.tse.scores import ScoredSentence
+
+#: Distinct sentences scored between two writes: at 100/10/1 a few minutes of one core.
+CHUNK = 256
+
+Words = tuple[str, ...]
+
+
+def file_name(label: str, rank: int) -> str:
+    """The journal file of the model ``label`` written by process ``rank``."""
+    return f"{re.sub(r'[^A-Za-z0-9._-]+', '_', label)}.rank{rank}.jsonl"
+
+
+def _lines(path: Path) -> Iterator[Any]:
+    """Each whole JSON line of ``path``; a line cut short by a stop is left out."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            continue
+
+
+def _differs(written: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
+    keys = sorted(k for k in {*written, *wanted} if written.get(k) != wanted.get(k))
+    return ", ".join(keys)
+
+
+def read_journal(folder: Path, label: str, fingerprint: Mapping[str, Any]
+                 ) -> dict[Words, ScoredSentence]:
+    """The sentences the journal files of ``label`` in ``folder`` hold, checked against
+    ``fingerprint`` (module docstring)."""
+    stem = file_name(label, 0).removesuffix("0.jsonl")
+    done: dict[Words, ScoredSentence] = {}
+    for path in sorted(folder.glob(f"{stem}*.jsonl")):
+        lines = _lines(path)
+        header = next(lines, None)
+        if header is None:
+            continue
+        written = header.get("fingerprint") if isinstance(header, dict) else None
+        if written != fingerprint:
+            differs = _differs(written or {}, fingerprint)
+            raise InputError(f"--journal: {path} was written for another model or search "
+                             f"(differs in: {differs}); give another folder or remove it")
+        for chunk in lines:
+            for record in chunk:
+                scored = ScoredSentence(**{k: tuple(v) if isinstance(v, list) else v
+                                           for k, v in record.items()})
+                done[scored.words] = scored
+    return done
+
+
+class JournaledScorer:
+    """``scorer`` with its scores kept in and read from the journal ``folder`` (module
+    docstring) under ``label``, as process ``rank``; its other members are its own.
+    ``progress`` (set by a ``ProgressScorer``) is told the sentences read from the journal
+    at once, then each chunk's when it is written."""
+
+    def __init__(self, scorer: Any, folder: str | Path, label: str,
+                 fingerprint: Mapping[str, Any], rank: int = 0) -> None:
+        adopt(self, scorer)
+        self.scorer, self.fingerprint = scorer, dict(fingerprint)
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / file_name(label, rank)
+        self.done = read_journal(self.folder, label, self.fingerprint)
+        self.progress: Callable[[int], None] | None = None
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
+        keys = [tuple(s) for s in sentences]
+        counts: dict[Words, int] = {}
+        for key in keys:
+            counts[key] = counts.get(key, 0) + 1
+        distinct = list(counts)
+        self._tell(sum(counts[k] for k in distinct if k in self.done))
+        for start in range(0, len(distinct), CHUNK):
+            chunk = [k for k in distinct[start:start + CHUNK] if k not in self.done]
+            if chunk:
+                self._write(self.scorer.score(chunk))
+                self._tell(sum(counts[k] for k in chunk))
+        return [self.done[key] for key in keys]
+
+    def _tell(self, n: int) -> None:
+        if self.progress is not None and n:
+            self.progress(n)
+
+    def _write(self, scored: list[ScoredSentence]) -> None:
+        """``scored`` into the journal as one line, on disk before it returns."""
+        with self.path.open("a+b") as out:
+            if out.tell() == 0:
+                out.write(json.dumps({"fingerprint": self.fingerprint}).encode() + b"\n")
+            else:
+                out.seek(-1, os.SEEK_END)
+                if out.read(1) != b"\n":  # a line cut short by a stop: ended, left out
+                    out.write(b"\n")
+            out.write(json.dumps([asdict(s) for s in scored]).encode() + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        self.done.update((s.words, s) for s in scored)
+
+
+def fingerprint_of(label: str, scorer: Any) -> dict[str, Any]:
+    """What identifies ``scorer``'s numbers (module docstring): its provenance record,
+    JSON-shaped, without its name and its files' paths (a checkpoint moved is the same)."""
+    from synlm.tse.provenance import model_provenance
+
+    record = asdict(model_provenance(label, scorer))
+    record.pop("name")
+    for digest in record["files"]:
+        digest.pop("path")
+    return json.loads(json.dumps(record))

@@ -1,0 +1,153 @@
+"""``evaluate-syntax --journal``: a run stopped part way goes on where it stopped, with the
+numbers of a run never stopped (``synlm.tse.journal``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from test_evaluate_syntax import unigram_model
+from test_export_hf import save_checkpoint
+
+from conftest import run_cli
+from synlm.errors import InputError
+from synlm.tse import journal
+from synlm.tse.journal import JournaledScorer, file_name
+from synlm.tse.scores import ScoredSentence
+
+FINGERPRINT = {"files": [{"sha256": "ab"}], "search": {"beam_size": 100}}
+
+
+class BatchSensitive:
+    """A scorer whose numbers depend on the batch a sentence is scored in (as a float32
+    model's do, by a rounding): each word's log-probability is minus its length minus a
+    thousandth of the batch's size; stops (``Stopped``) once it has scored ``stop_after``
+    batches."""
+
+    def __init__(self, stop_after: int | None = None) -> None:
+        self.batches: list[int] = []
+        self.stop_after = stop_after
+        self.vocab_size = 7
+
+    def score(self, sentences: list[tuple[str, ...]]) -> list[ScoredSentence]:
+        if self.stop_after is not None and len(self.batches) == self.stop_after:
+            raise Stopped
+        self.batches.append(len(sentences))
+        return [ScoredSentence(tuple(s), tuple(-len(w) - len(sentences) / 1000 for w in s),
+                               (False,) * len(s), -1.0, tuple(s), None) for s in sentences]
+
+
+class Stopped(Exception):
+    """The machine taken back."""
+
+
+def sentences(n: int) -> list[list[str]]:
+    """``n`` sentences, every fifth a repeat of the one before (a benchmark repeats some)."""
+    made = [["w" * (i % 7 + 1), str(i)] for i in range(n)]
+    return [made[i - 1] if i % 5 == 4 else s for i, s in enumerate(made)]
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch) -> None:
+    monkeypatch.setattr(journal, "CHUNK", 10)
+
+
+def test_a_resumed_run_equals_a_run_never_stopped(tmp_path: Path) -> None:
+    """Stopped after 3 chunks, run again: the 3 chunks are read, the rest scored in the same
+    chunks as a run never stopped (batch-dependent numbers equal to the last digit)."""
+    given = sentences(73)  # 59 distinct: chunks of 10, 10, 10, 10, 10, 9
+    whole = JournaledScorer(BatchSensitive(), tmp_path / "whole", "m", FINGERPRINT)
+    expected = whole.score(given)
+    assert whole.scorer.batches == [10, 10, 10, 10, 10, 9]
+    stopped = JournaledScorer(BatchSensitive(stop_after=3), tmp_path / "j", "m", FINGERPRINT)
+    with pytest.raises(Stopped):
+        stopped.score(given)
+    resumed = JournaledScorer(BatchSensitive(), tmp_path / "j", "m", FINGERPRINT)
+    assert len(resumed.done) == 30
+    assert resumed.score(given) == expected
+    assert resumed.scorer.batches == [10, 10, 9]
+    again = JournaledScorer(BatchSensitive(), tmp_path / "j", "m", FINGERPRINT)
+    assert again.score(given) == expected and again.scorer.batches == []
+
+
+def test_a_line_cut_short_is_scored_again_whole(tmp_path: Path) -> None:
+    """The last line cut by a stop mid-write: its chunk is scored again, all of it, and
+    the lines written after it are read back."""
+    given = sentences(40)  # 32 distinct: chunks of 10, 10, 10, 2
+    expected = JournaledScorer(BatchSensitive(), tmp_path / "whole", "m",
+                               FINGERPRINT).score(given)
+    with pytest.raises(Stopped):
+        JournaledScorer(BatchSensitive(stop_after=2), tmp_path / "j", "m",
+                        FINGERPRINT).score(given)
+    path = tmp_path / "j" / file_name("m", 0)
+    path.write_bytes(path.read_bytes()[:-25])  # the second chunk's line cut short
+    resumed = JournaledScorer(BatchSensitive(), tmp_path / "j", "m", FINGERPRINT)
+    assert len(resumed.done) == 10
+    assert resumed.score(given) == expected
+    assert resumed.scorer.batches == [10, 10, 2]
+    assert len(JournaledScorer(BatchSensitive(), tmp_path / "j", "m", FINGERPRINT).done) == 32
+
+
+def test_another_models_journal_is_refused_naming_the_file_and_what_differs(
+        tmp_path: Path) -> None:
+    JournaledScorer(BatchSensitive(), tmp_path, "rnng", FINGERPRINT).score(sentences(3))
+    other = {**FINGERPRINT, "search": {"beam_size": 10}}
+    with pytest.raises(InputError, match=r"rnng\.rank0\.jsonl was written for another model "
+                       r"or search \(differs in: search\)"):
+        JournaledScorer(BatchSensitive(), tmp_path, "rnng", other)
+    assert JournaledScorer(BatchSensitive(), tmp_path, "tg", other).done == {}
+
+
+def test_progress_counts_every_sentence_once_journaled_or_scored(tmp_path: Path) -> None:
+    given = sentences(33)
+    stopped = JournaledScorer(BatchSensitive(stop_after=1), tmp_path, "m", FINGERPRINT)
+    with pytest.raises(Stopped):
+        stopped.score(given)
+    told: list[int] = []
+    resumed = JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT)
+    resumed.progress = told.append
+    resumed.score(given)
+    assert sum(told) == 33 and told[0] == 12  # the first chunk's 10, 2 of them twice
+
+
+def test_each_process_writes_its_own_file_and_reads_them_all(tmp_path: Path) -> None:
+    given = sentences(20)
+    JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT, rank=0).score(given[0::2])
+    JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT, rank=1).score(given[1::2])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.rank0.jsonl", "m.rank1.jsonl"]
+    one = JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT)
+    one.score(given)
+    assert one.scorer.batches == []
+
+
+def test_evaluate_syntax_journal_resumes_with_the_same_json(tmp_path: Path, capsys) -> None:
+    """The command twice with one ``--journal``: the same JSON, the second reading every
+    score from the journal; a journal of another checkpoint refused in one line."""
+    ckpt = save_checkpoint(unigram_model(), tmp_path / "unigram.ckpt")
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"sentence_good": good, "sentence_bad": bad}) + "\n"
+                             for good, bad in [("The cats sleep.", "The cats sleeps."),
+                                               ("A dog barks.", "A dog bark.")]))
+    outs = []
+    for _ in range(2):
+        out = tmp_path / f"out{len(outs)}.json"
+        assert run_cli(["evaluate-syntax", "--ckpt_path", str(ckpt), "--pairs", str(pairs),
+                        "--journal", str(tmp_path / "journal"), "--output", str(out),
+                        "--no-progress"]) == 0
+        outs.append([json.loads(line) for line in out.read_text().splitlines()])
+    assert outs[0] == outs[1] and len(outs[0]) == 2
+    [written] = (tmp_path / "journal").iterdir()
+    lines = written.read_text().splitlines()
+    assert len(lines) == 2 and len(json.loads(lines[1])) == 4  # the header, one chunk
+    changed = unigram_model()
+    with torch.no_grad():
+        changed.decoder.bias.add_(0.5)
+    other = save_checkpoint(changed, tmp_path / "other.ckpt")
+    capsys.readouterr()
+    assert run_cli(["evaluate-syntax", "--ckpt_path", str(other), "--pairs", str(pairs),
+                    "--label", written.name.split(".rank")[0], "--journal",
+                    str(tmp_path / "journal"), "--no-progress"]) != 0
+    assert "was written for another model or search (differs in: files)" in \
+        capsys.readouterr().err
