@@ -15,6 +15,10 @@ and, unfused, attention on the batch's rows grouped by length (``Buckets``): eac
 padded only to its own longest row, its masks and relative positions cut once a batch, the
 attention written out as the unfused ``scaled_dot_product_attention`` computes it
 (``ActionAttention.attend_rows``).
+
+Search runs a step's present tokens packed as well: each layer writes their keys and values
+into its cache in one write, at the rows and positions found once a step (``CacheWrite``),
+and pads their queries alone.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from torch import Tensor, nn
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 from synlm.errors import SettingError
-from synlm.transition.attention.base import StepMasks
 
 #: ``attention_kernel``: ``fused`` (flex_attention: a block mask, TG's relative term as a
 #: ``score_mod``), ``unfused`` (the (B, G, T, S) mask and relative bias handed to
@@ -113,6 +116,25 @@ class Packing:
     def unpad(self, x: Tensor) -> Tensor:
         """(B, T, ...) -> (N, ...): the real tokens'."""
         return x.flatten(0, 1).index_select(0, self.index)
+
+    def cache_write(self, positions: Tensor) -> CacheWrite:
+        """Where a search step's tokens, those of this packing, go in the cache: each in
+        its row, at its cache position ``positions`` (N,)."""
+        return CacheWrite(torch.div(self.index, self.length, rounding_mode="floor"), positions)
+
+
+@dataclass(frozen=True)
+class CacheWrite:
+    """Where the N tokens of a search step (packed, ``Packing``) go in a layer's cache
+    (B, 2, nh, S, hd): the same for every layer, found once a step.
+
+    Attributes:
+        rows: (N,) long: each token's cache row.
+        at: (N,) long: its cache position.
+    """
+
+    rows: Tensor
+    at: Tensor
 
 
 #: What a group of rows costs ``Buckets`` besides its attention scores (n·T² for n rows of
@@ -347,12 +369,14 @@ class ActionLayer(nn.Module):
 
     def forward(self, x: Tensor, allowed: Tensor | None, relative: Tensor | None,
                 encodings: Tensor | None, cache: Tensor | None = None,
-                step: StepMasks | None = None, fused: BlockMask | None = None,
+                write: CacheWrite | None = None, fused: BlockMask | None = None,
                 memory: Tensor | None = None, packed: Packing | Buckets | None = None
                 ) -> Tensor:
         """``x`` (B, T, C) over the whole sequence; or, with ``cache`` (B, 2, nh, S, hd)
-        (this layer's keys and values) and ``step``, T new tokens written into it first and
-        the queries attending over its first S' positions (``allowed`` (B, G, T, S')); or,
+        (this layer's keys and values), ``packed`` and ``write``, the N new tokens' keys and
+        values written into it where ``write`` says (one write of both) and their queries,
+        padded to (B, T), attending over its first S' positions (``allowed``
+        (B, G, T, S')); or,
         with ``memory`` (B, M, C) (Transformer-XL's: this layer's inputs at the tokens the
         memory holds), the keys and values of ``[memory | x]`` (``allowed`` (B, G, T, M + T)).
         ``fused``: ``allowed``'s block mask, attention through flex_attention. With
@@ -363,20 +387,28 @@ class ActionLayer(nn.Module):
         if isinstance(packed, Buckets):
             y = packed.join(self._attend_buckets(qkv, packed, encodings))  # (N, C)
             return self._rest(x, y)
-        q, k, v = self.attn.heads(qkv if packed is None else packed.pad(qkv))
+        if cache is not None:
+            q, k, v = self._write(qkv, cache, write, packed, allowed.size(-1))
+        else:
+            q, k, v = self.attn.heads(qkv if packed is None else packed.pad(qkv))
         if memory is not None:
             _, k_memory, v_memory = self.attn.project(
                 self.attn_norm(memory) if self.pre_norm else memory)  # (B, nh, M, hd) each
             k, v = torch.cat([k_memory, k], 2), torch.cat([v_memory, v], 2)
-        if cache is not None:
-            rows, slots = step.present.nonzero(as_tuple=True)
-            at = step.positions[rows, slots]
-            cache[rows, 0, :, at] = k[rows, :, slots]
-            cache[rows, 1, :, at] = v[rows, :, slots]
-            used = allowed.size(-1)
-            k, v = cache[:, 0, :, :used], cache[:, 1, :, :used]  # (B, nh, S', hd)
         y = self.attn.attend(q, k, v, allowed, relative, encodings, fused)  # (B, T, C)
         return self._rest(x, y if packed is None else packed.unpad(y))
+
+    def _write(self, qkv: Tensor, cache: Tensor, write: CacheWrite, packed: Packing,
+               used: int) -> tuple[Tensor, Tensor, Tensor]:
+        """The keys and values of the N packed tokens' projections ``qkv`` (N, 3C) written
+        into ``cache`` (B, 2, nh, S, hd) at ``write``'s rows and positions, in one write;
+        their queries padded to (B, nh, T, hd) and the cache's first ``used`` keys and
+        values (B, nh, S', hd) each."""
+        nh, hd = self.attn.n_heads, self.attn.head_size
+        C = nh * hd
+        cache[write.rows, :, :, write.at] = qkv[:, C:].view(-1, 2, nh, hd)  # (N, 2, nh, hd)
+        q = packed.pad(qkv[:, :C]).view(packed.rows, packed.length, nh, hd).transpose(1, 2)
+        return q, cache[:, 0, :, :used], cache[:, 1, :, :used]
 
     def _attend_buckets(self, qkv: Tensor, packed: Buckets, encodings: Tensor | None
                         ) -> list[Tensor]:

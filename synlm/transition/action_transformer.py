@@ -547,12 +547,13 @@ class ActionTransformer(RecordsInit, TransitionModel):
                          step.allowed[order, ..., :used],
                          None if step.relative is None else step.relative[order, ..., :used])
         packed = Packing(step.present.flatten().nonzero()[:, 0], H, N)  # N' present tokens
-        x = self._input(packed.unpad(tokens[order]), packed.unpad(step.positions),
+        write = packed.cache_write(packed.unpad(step.positions))  # the same for every layer
+        x = self._input(packed.unpad(tokens[order]), write.at,
                         packed.unpad(is_start[order]))  # (N', C)
         inputs = self.layer_inputs(step.allowed, step.relative, x)
         cache = state.cache[:H]
         for i, layer in enumerate(self.layers):
-            x = layer(x, cache=cache[:, i], step=step, packed=packed, **inputs)
+            x = layer(x, cache=cache[:, i], write=write, packed=packed, **inputs)
         place = step.present.flatten().cumsum(0).view(H, N) - 1  # each token's packed row
         fed = step.present[:, -1].nonzero()[:, 0]  # (H',) the cache rows whose last slot is fed
         state.top = state.top.index_put((order[fed],), self.final_norm(x[place[fed, -1]]))
