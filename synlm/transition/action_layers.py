@@ -376,9 +376,9 @@ class ActionLayer(nn.Module):
         (this layer's keys and values), ``packed`` and ``write``, the N new tokens' keys and
         values written into it where ``write`` says (one write of both) and their queries,
         padded to (B, T), attending over its first S' positions (``allowed``
-        (B, G, T, S')); or,
-        with ``memory`` (B, M, C) (Transformer-XL's: this layer's inputs at the tokens the
-        memory holds), the keys and values of ``[memory | x]`` (``allowed`` (B, G, T, M + T)).
+        (B, G, T, S')); or, with ``memory`` (B, M, C) (Transformer-XL's: this layer's inputs
+        at the tokens the memory holds), the keys and values of ``[memory | x]``
+        (``allowed`` (B, G, T, M + T)).
         ``fused``: ``allowed``'s block mask, attention through flex_attention. With
         ``packed``, ``x`` (N, C) holds the real tokens of a (B, T) batch alone (``Packing``:
         only attention runs padded), or with ``Buckets`` attention on its groups of rows

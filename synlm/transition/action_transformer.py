@@ -401,7 +401,7 @@ class ActionTransformer(RecordsInit, TransitionModel):
         return self.drop(x)
 
     def layer_inputs(self, allowed: Tensor | None, relative: Tensor | None, x: Tensor
-                      ) -> dict[str, Any]:
+                     ) -> dict[str, Any]:
         """What each layer reads besides ``x`` under the mask ``allowed`` and the relative
         positions ``relative`` (clipped to the policy's ``relative_range``, as rows of
         ``encodings``): with ``fused``, ``allowed``'s block mask where attention runs fused
