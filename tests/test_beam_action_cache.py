@@ -11,7 +11,8 @@ import pytest
 import torch
 from test_beam_pool import assert_same_search
 
-from synlm.transition.action_transformer import ActionTransformer, ActionTransformerState
+from synlm.transition.action_cache import ActionTransformerState
+from synlm.transition.action_transformer import ActionTransformer
 from synlm.transition.beam import BeamSettings, search_sentences
 from synlm.transition.types import RENORMALISED
 

@@ -15,7 +15,8 @@ from test_rnng import encoded
 from synlm.errors import SettingError
 from synlm.transition import action_layers
 from synlm.transition import action_transformer as at
-from synlm.transition.action_transformer import ActionTransformer, ActionTransformerState
+from synlm.transition.action_cache import ActionTransformerState
+from synlm.transition.action_transformer import ActionTransformer
 from synlm.transition.attention import named_policies
 from synlm.transition.beam import (
     BeamSettings,
