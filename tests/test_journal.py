@@ -151,3 +151,20 @@ def test_evaluate_syntax_journal_resumes_with_the_same_json(tmp_path: Path, caps
                     str(tmp_path / "journal"), "--no-progress"]) != 0
     assert "was written for another model or search (differs in: files)" in \
         capsys.readouterr().err
+
+
+def test_journal_is_refused_where_nothing_is_scored_by_benchmark(tmp_path: Path, capsys) -> None:
+    """``--results`` scores nothing and ``--sentences`` writes its table in one pass: each
+    refuses ``--journal`` in one line."""
+    results = tmp_path / "r.jsonl"
+    results.write_text("")
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("the cats sleep\n")
+    ckpt = save_checkpoint(unigram_model(), tmp_path / "unigram.ckpt")
+    for flags, said in (
+            (["--results", str(results)], "--journal: how models are scored"),
+            (["--ckpt_path", str(ckpt), "--sentences", str(sentences),
+              "--surprisals", str(tmp_path / "s.tsv")], "--journal keeps the benchmarks'")):
+        capsys.readouterr()
+        assert run_cli(["evaluate-syntax", *flags, "--journal", str(tmp_path / "j")]) != 0
+        assert said in capsys.readouterr().err
