@@ -30,11 +30,14 @@ class BatchSensitive:
         self.batches: list[int] = []
         self.stop_after = stop_after
         self.vocab_size = 7
+        self.progress = None
 
     def score(self, sentences: list[tuple[str, ...]]) -> list[ScoredSentence]:
         if self.stop_after is not None and len(self.batches) == self.stop_after:
             raise Stopped
         self.batches.append(len(sentences))
+        if self.progress is not None:
+            self.progress(len(sentences))
         return [ScoredSentence(tuple(s), tuple(-len(w) - len(sentences) / 1000 for w in s),
                                (False,) * len(s), -1.0, tuple(s), None) for s in sentences]
 
@@ -109,7 +112,8 @@ def test_progress_counts_every_sentence_once_journaled_or_scored(tmp_path: Path)
     resumed = JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT)
     resumed.progress = told.append
     resumed.score(given)
-    assert sum(told) == 33 and told[0] == 12  # the first chunk's 10, 2 of them twice
+    # the first chunk's 10, 2 of them twice; then a chunk's batch, then its repeats
+    assert told == [12, 10, 3, 7, 1] and sum(told) == 33
 
 
 def test_each_process_writes_its_own_file_and_reads_them_all(tmp_path: Path) -> None:

@@ -85,7 +85,8 @@ class JournaledScorer:
     """``scorer`` with its scores kept in and read from the journal ``folder`` (module
     docstring) under ``label``, as process ``rank``; its other members are its own.
     ``progress`` (set by a ``ProgressScorer``) is told the sentences read from the journal
-    at once, then each chunk's when it is written."""
+    at once, then the scorer's batches as it scores them, and a chunk's repeated sentences
+    when it is written: each sentence once."""
 
     def __init__(self, scorer: Any, folder: str | Path, label: str,
                  fingerprint: Mapping[str, Any], rank: int = 0) -> None:
@@ -107,8 +108,13 @@ class JournaledScorer:
         for start in range(0, len(distinct), CHUNK):
             chunk = [k for k in distinct[start:start + CHUNK] if k not in self.done]
             if chunk:
-                self._write(self.scorer.score(chunk))
-                self._tell(sum(counts[k] for k in chunk))
+                self.scorer.progress = self.progress  # told each batch of the chunk
+                try:
+                    scored = self.scorer.score(chunk)
+                finally:
+                    self.scorer.progress = None
+                self._write(scored)
+                self._tell(sum(counts[k] - 1 for k in chunk))  # the chunk's repeats
         return [self.done[key] for key in keys]
 
     def _tell(self, n: int) -> None:
