@@ -88,6 +88,20 @@ FORMER_POLICY_SETTINGS = ("buffer_head", "stack_head", "min_relative", "max_rela
                           "sequence_length", "memory_length")
 
 
+def token_fields(actions: Tensor, words: Tensor, source: Tensor
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """Each token's action, word and closed ``NT`` (B, T) each, of ``actions`` (B, A)
+    (-1 padded) over ``words`` (B, N) laid out as ``source`` (B, T) (a token's action, -1
+    for the start token and padding, whose action is ``NO_ACTION``)."""
+    A = actions.size(1)
+    at = torch.where(source >= 0, source, A)  # (B, T) column A: the start token's, padding's
+    padded = F.pad(actions, (0, 1), value=NO_ACTION)  # (B, A + 1)
+    word_index = (actions == SHIFT).long().cumsum(1) - 1  # (B, A) a SHIFT's word's index
+    word = F.pad(words.gather(1, word_index.clamp(0, words.size(1) - 1)), (0, 1))  # (B, A + 1)
+    closing = padded.gather(1, opened_by(padded))  # (B, A + 1)
+    return padded.gather(1, at), word.gather(1, at), closing.gather(1, at)
+
+
 def predictors(masks: BatchMasks | ChunkedMasks, n_actions: int) -> Tensor:
     """(B, A) long: the token whose top layer predicts each action of a batch laid out as
     ``masks``: the start token for the first, then the last predicting token that stands
@@ -289,17 +303,11 @@ class ActionTransformer(RecordsInit, TransitionModel):
         ``word_ends``."""
         B, A = actions.shape
         device = actions.device
-        shifts = actions == SHIFT
-        word_index = shifts.long().cumsum(1) - 1  # (B, A) a SHIFT's word's index
-        word_of_action = words.gather(1, word_index.clamp(0, words.size(1) - 1))  # its word
         masks = self.policy.masks(actions, self.num_heads)
         T = masks.source.size(1)
-        # each token's action, word and closed NT; column A: the start token's and padding's
-        at = torch.where(masks.source >= 0, masks.source, A)  # (B, T)
-        padded = F.pad(actions, (0, 1), value=NO_ACTION)  # (B, A + 1)
-        closing = None if self.closing_embedding is None else \
-            padded.gather(1, opened_by(padded)).gather(1, at)
-        action_of, word_of = padded.gather(1, at), F.pad(word_of_action, (0, 1)).gather(1, at)
+        action_of, word_of, closing = token_fields(actions, words, masks.source)  # (B, T) each
+        if self.closing_embedding is None:
+            closing = None
         positions = torch.arange(T, device=device).expand(B, T)
         row, col = (actions != NO_ACTION).nonzero(as_tuple=True)  # (M,) each
         predictor = predictors(masks, A)[row, col]  # (M,) the token predicting each action

@@ -35,8 +35,8 @@ from torch import Tensor
 
 from synlm.errors import InputError
 from synlm.outputs import ActionBatch
-from synlm.transition.action_transformer import ActionTransformer, predictors
-from synlm.transition.attention.base import ChunkedMasks, MemoryChunk, opened_by
+from synlm.transition.action_transformer import ActionTransformer, predictors, token_fields
+from synlm.transition.attention.base import ChunkedMasks, MemoryChunk
 from synlm.transition.attention.memory import padded, read_chunk
 from synlm.transition.parser_state import NO_ACTION, SHIFT
 from synlm.transition.types import RNNGOutput
@@ -87,14 +87,9 @@ def laid_out(model: ActionTransformer, actions: Tensor, words: Tensor) -> Layout
         raise InputError("data.document_order: streamed reads one chunk of a document a batch, "
                          f"but the {type(model.policy).__name__} reads documents whole; set its "
                          "sequence_length, or data.document_order: chunked")
-    A = actions.size(0)
-    at = torch.where(masks.source[0] >= 0, masks.source[0], A)  # (T,) column A: none
-    action = F.pad(actions, (0, 1), value=NO_ACTION)  # (A + 1,)
-    word_index = (actions == SHIFT).long().cumsum(0) - 1  # (A,) a SHIFT's word
-    word = F.pad(F.pad(words, (0, 1))[word_index.clamp(min=0)], (0, 1))  # (A + 1,)
-    closing = action[opened_by(action[None])[0]]  # (A + 1,)
-    return Layout(actions, words, torch.stack([action[at], word[at], closing[at]]),
-                  masks.chunks, predictors(masks, A)[0])
+    fields = token_fields(actions[None], words[None], masks.source)  # (1, T) each
+    return Layout(actions, words, torch.cat(fields), masks.chunks,
+                  predictors(masks, actions.size(0))[0])
 
 
 def _row_documents(model: ActionTransformer, batch: ActionBatch, stream: Stream
