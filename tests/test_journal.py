@@ -13,7 +13,7 @@ from test_export_hf import save_checkpoint
 
 from conftest import run_cli
 from synlm.errors import InputError
-from synlm.tse import journal
+from synlm.tse import journal, progress
 from synlm.tse.journal import JournaledScorer, file_name
 from synlm.tse.scores import ScoredSentence
 
@@ -108,12 +108,30 @@ def test_progress_counts_every_sentence_once_journaled_or_scored(tmp_path: Path)
     stopped = JournaledScorer(BatchSensitive(stop_after=1), tmp_path, "m", FINGERPRINT)
     with pytest.raises(Stopped):
         stopped.score(given)
-    told: list[int] = []
+    told: list[tuple[int, bool]] = []
     resumed = JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT)
-    resumed.progress = told.append
+    resumed.progress = lambda n, read=False: told.append((n, read))
     resumed.score(given)
-    # the first chunk's 10, 2 of them twice; then a chunk's batch, then its repeats
-    assert told == [12, 10, 3, 7, 1] and sum(told) == 33
+    # the first chunk's 10, 2 of them twice, read; then a chunk's batch, then its repeats
+    assert told == [(12, True), (10, False), (3, False), (7, False), (1, False)]
+    assert sum(n for n, _ in told) == 33
+
+
+def test_the_time_left_after_a_resume_is_at_the_rate_of_this_run(tmp_path: Path, capsys,
+                                                                 monkeypatch) -> None:
+    """10 of 40 sentences read from the journal, then a batch of 10 scored in 5 s: 20 are
+    left at 2 a second, 10 s (counting the journal's as scored in the 5 s would say 2 s)."""
+    given = [["w", str(i)] for i in range(40)]
+    with pytest.raises(Stopped):
+        JournaledScorer(BatchSensitive(stop_after=1), tmp_path, "m", FINGERPRINT).score(given)
+    clock = iter(range(0, 10**6, 5))
+    monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(clock)))
+    show = progress.model_shown("TG", [], "synlm evaluate-syntax")
+    show(JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT), "syntaxgym").score(given)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[:2] == ["synlm evaluate-syntax: TG: syntaxgym: 10/40 sentences, 5 s",
+                         "synlm evaluate-syntax: TG: syntaxgym: 20/40 sentences, 10 s, "
+                         "about 10 s left"]
 
 
 def test_each_process_writes_its_own_file_and_reads_them_all(tmp_path: Path) -> None:

@@ -85,8 +85,9 @@ class JournaledScorer:
     """``scorer`` with its scores kept in and read from the journal ``folder`` (module
     docstring) under ``label``, as process ``rank``; its other members are its own.
     ``progress`` (set by a ``ProgressScorer``) is told the sentences read from the journal
-    at once, then the scorer's batches as it scores them, and a chunk's repeated sentences
-    when it is written: each sentence once."""
+    at once (``read=True``: done, but not at the rate of this run), then the scorer's
+    batches as it scores them, and a chunk's repeated sentences when it is written: each
+    sentence once."""
 
     def __init__(self, scorer: Any, folder: str | Path, label: str,
                  fingerprint: Mapping[str, Any], rank: int = 0) -> None:
@@ -96,7 +97,7 @@ class JournaledScorer:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / file_name(label, rank)
         self.done = read_journal(self.folder, label, self.fingerprint)
-        self.progress: Callable[[int], None] | None = None
+        self.progress: Callable[..., None] | None = None
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         keys = [tuple(s) for s in sentences]
@@ -104,7 +105,7 @@ class JournaledScorer:
         for key in keys:
             counts[key] = counts.get(key, 0) + 1
         distinct = list(counts)
-        self._tell(sum(counts[k] for k in distinct if k in self.done))
+        self._tell(sum(counts[k] for k in distinct if k in self.done), read=True)
         for start in range(0, len(distinct), CHUNK):
             chunk = [k for k in distinct[start:start + CHUNK] if k not in self.done]
             if chunk:
@@ -117,9 +118,9 @@ class JournaledScorer:
                 self._tell(sum(counts[k] - 1 for k in chunk))  # the chunk's repeats
         return [self.done[key] for key in keys]
 
-    def _tell(self, n: int) -> None:
+    def _tell(self, n: int, read: bool = False) -> None:
         if self.progress is not None and n:
-            self.progress(n)
+            self.progress(n, read=read)
 
     def _write(self, scored: list[ScoredSentence]) -> None:
         """``scored`` into the journal as one line, on disk before it returns."""

@@ -4,9 +4,11 @@ sentences in a log file, each under the model's label and what it scores (``mode
 every model of a several-model run, and each of its untrained copies, by name); or nothing
 (``evaluate-syntax --no-progress``). It reads the ``progress`` callback of the scorer it
 wraps (``ModelScorer``, ``HFScorer``, ``PLLScorer``: called with the number of sentences
-after each batch). The time left is the time so far times the sentences left over those
-done (``time_left``): the sentences of a benchmark come in its order, not by length, so
-the rate so far is an unbiased guess once a few batches are done."""
+after each batch; a ``JournaledScorer`` also with ``read=True`` for the sentences it read
+from its journal). The time left is the time so far times the sentences left over those
+scored in it (``time_left``), the sentences read from a journal counted as done and the
+rate timed from their reading: the sentences of a benchmark come in its order, not by
+length, so the rate so far is an unbiased guess once a few batches are done."""
 
 from __future__ import annotations
 
@@ -48,18 +50,24 @@ class ProgressScorer:
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         if self.console.is_terminal:
             return self._with_bar(sentences)
-        total, done, shown, start = len(sentences), 0, 0, time.monotonic()
+        total, done, journaled, shown = len(sentences), 0, 0, 0
+        start = rated_from = time.monotonic()
 
-        def log(n: int) -> None:
-            nonlocal done, shown
-            done += n
-            if done * 10 // max(total, 1) > shown or done == total:
+        def log(n: int, read: bool = False) -> None:
+            nonlocal done, journaled, shown, rated_from
+            done, journaled = done + n, journaled + (n if read else 0)
+            shows = done * 10 // max(total, 1) > shown or done == total
+            if not (read or shows):
+                return
+            now = time.monotonic()
+            rated_from = now if read else rated_from
+            if shows:
                 shown = done * 10 // max(total, 1)
-                elapsed = time.monotonic() - start
-                left = "" if done >= total else \
-                    f", about {duration(time_left(elapsed, done, total))} left"
+                scored, left = done - journaled, total - done
+                more = "" if not left or not scored else \
+                    f", about {duration(time_left(now - rated_from, scored, scored + left))} left"
                 print(f"{self.prog}: {self.label}: {done:,}/{total:,} sentences, "
-                      f"{duration(elapsed)}{left}", file=sys.stderr, flush=True)
+                      f"{duration(now - start)}{more}", file=sys.stderr, flush=True)
 
         return self._scored(sentences, log)
 
@@ -78,10 +86,11 @@ class ProgressScorer:
                    TimeRemainingColumn())
         with Progress(*columns, console=self.console, transient=True) as bar:
             task = bar.add_task(self.label, total=len(sentences))
-            return self._scored(sentences, lambda n: bar.advance(task, n))
+            # a journal's sentences come as the first advance, which rich's rate leaves out
+            return self._scored(sentences, lambda n, read=False: bar.advance(task, n))
 
     def _scored(self, sentences: Sequence[Sequence[str]],
-                progress: Callable[[int], None]) -> list[ScoredSentence]:
+                progress: Callable[..., None]) -> list[ScoredSentence]:
         self.scorer.progress = progress
         try:
             return self.scorer.score(sentences)

@@ -46,13 +46,14 @@ class Sharded:
     def __init__(self, scorer: Any, rank: int, world: int) -> None:
         adopt(self, scorer)
         self.scorer, self.rank, self.world = scorer, rank, world
-        self.progress: Callable[[int], None] | None = None
+        self.progress: Callable[..., None] | None = None
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[ScoredSentence]:
         import torch.distributed as dist
 
         shown = self.progress
-        self.scorer.progress = None if shown is None else (lambda n: shown(n * self.world))
+        self.scorer.progress = None if shown is None else (
+            lambda n, **told: shown(n * self.world, **told))
         try:
             mine = self.scorer.score(sentences[self.rank::self.world])
         finally:
