@@ -5,7 +5,7 @@ from other processes hits every model alike.
 
     OMP_NUM_THREADS=1 SYNLM_DATA_DIR=/path/to/data python benchmarks/action_transformer_speed.py \\
         train --threads 1 [--kernels unfused,fused] [--dropout 0] [--forward-only] \\
-        [--profile] [--device cuda] [--out train.json]
+        [--precisions 32,bf16-mixed] [--trees FILE] [--profile] [--device cuda] [--out train.json]
     OMP_NUM_THREADS=1 python benchmarks/action_transformer_speed.py beam --threads 1 \\
         [--profile] [--device cuda] [--out beam.json]
 
@@ -32,7 +32,13 @@ from the median length up). The plain LM runs in sentence mode over the words al
 row one sentence after an ``<eos>``, predicting exactly its words, as ``rnng_speed.py``'s
 AWD-LSTM); the action Transformers predict the words and the actions. Every loss is summed
 over the batch and divided by its sentences. The steps run on each batch in turn, the
-order rotated from one batch to the next. ``--forward-only`` times, instead of the step,
+order rotated from one batch to the next. ``--precisions`` runs each model's step under each
+precision (``bf16-mixed``: under ``torch.autocast`` to bfloat16, as Lightning's; the same
+model and optimiser), each compared with the plain LM in the same precision, and a
+bf16-mixed step also with the model's fp32 one (the median of the paired speed ratios,
+"speed / its fp32"). ``--trees FILE`` takes the batches from that treebank file instead of
+the NLTK sample (no ``SYNLM_DATA_DIR``: the smoke run's ``tests/fixtures/syntax/sample.mrg``).
+``--forward-only`` times, instead of the step,
 the teacher-forced loss alone under ``torch.no_grad`` in eval mode (no dropout: what scoring
 runs). Words per second count the sentences' words (the
 same for every model); input tokens per second each model's own tokens: the words for the
@@ -87,6 +93,7 @@ from rnng_speed import (
     PTB_LABELS,
     PeakMemory,
     add_common_options,
+    add_training_options,
     awd_loss,
     describe,
     load_note,
@@ -120,6 +127,8 @@ ATTENTIONS = sorted(named_policies())
 PLAIN = "Transformer LM"
 #: The plain LM with fairseq's defaults instead (ReLU, no attention dropout), for reference.
 FAIRSEQ_PLAIN = "Transformer LM (ReLU, no attention dropout)"
+#: The precisions a training step runs under: the autocast dtype (None: float32 alone).
+AUTOCAST = {"32": None, "bf16-mixed": torch.bfloat16}
 #: The RNNGs of the beam comparison: (embedding, stack LSTM, layers); the last is the base.
 RNNG_SIZES = ((200, 400, 2), (256, 256, 2))
 BASE = "RNNG 256/256/2"
@@ -159,6 +168,34 @@ def train_step(loss: Callable[[ActionBatch], Tensor], params: list[Tensor],
     return float(value.detach())
 
 
+def precisions(given: str) -> list[str]:
+    """``--precisions``: Lightning's names, ``32`` and ``bf16-mixed``."""
+    chosen = given.split(",")
+    unknown = sorted(set(chosen) - set(AUTOCAST))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown precision {', '.join(unknown)}: expected "
+                                         f"{' or '.join(AUTOCAST)}")
+    return chosen
+
+
+def labelled(name: str, precision: str) -> str:
+    """A model's name under ``precision`` (the name alone at 32)."""
+    return name if precision == "32" else f"{name} {precision}"
+
+
+def under(precision: str, step: Callable[[Any], Any], device: torch.device
+          ) -> Callable[[Any], Any]:
+    """``step`` under ``precision``'s autocast (as Lightning's ``bf16-mixed``)."""
+    dtype = AUTOCAST[precision]
+    if dtype is None:
+        return step
+
+    def autocast_step(batch: Any) -> Any:
+        with torch.autocast(device.type, dtype=dtype):
+            return step(batch)
+    return autocast_step
+
+
 def input_tokens(attention: str | None, batch: ActionBatch) -> tuple[int, int]:
     """The tokens the model of ``attention`` (None: the plain LM) reads for ``batch``
     (module docstring), and the positions it computes: rows × the longest row's tokens."""
@@ -175,7 +212,7 @@ def input_tokens(attention: str | None, batch: ActionBatch) -> tuple[int, int]:
 def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
     torch.manual_seed(0)
     n_batches = args.warmup + args.steps + 1  # + the memory step
-    dm, batches = training_batches(args.batch, n_batches)
+    dm, batches = training_batches(args.batch, n_batches, args.trees)
     batches = [b.to(device) for b in batches]
     V, n_actions, eos = dm.vocab_size, len(dm.action_vocab), dm.vocab.eos_id
     models: dict[str, tuple[nn.Module, Callable[[ActionBatch], Tensor]]] = {}
@@ -192,20 +229,24 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
             model = action_transformer(V, n_actions, attention, kernel, args.dropout)
             models[name] = (model.to(device), joint_loss(model))
             policy_of[name] = attention
-    steps = {}
+    steps, model_of = {}, {}
     for name, (model, loss) in models.items():
         model.train(not args.forward_only)
         params = list(model.parameters())
         optimizer = torch.optim.AdamW(params, lr=LR, weight_decay=WEIGHT_DECAY)
-        steps[name] = (functools.partial(forward_step, loss) if args.forward_only else
-                       lambda b, loss=loss, params=params, opt=optimizer:
-                       train_step(loss, params, opt, b))
-    first = args.kernels[0]  # the masks, timed beside that kernel's model
+        step = (functools.partial(forward_step, loss) if args.forward_only else
+                lambda b, loss=loss, params=params, opt=optimizer:
+                train_step(loss, params, opt, b))
+        for precision in args.precisions:  # one model and optimiser under each precision
+            steps[labelled(name, precision)] = under(precision, step, device)
+            model_of[labelled(name, precision)] = name
+    first = args.kernels[0]  # the masks, timed beside that kernel's model (first precision)
     masks: dict[str, Callable[[Tensor], Any]] = {
-        f"{NAMES['plm_mask']} ({first})": lambda a: plm_mask_attention(a, HEADS),
-        f"{NAMES['tg']} ({first})": tg_layout}
+        labelled(f"{NAMES['plm_mask']} ({first})", args.precisions[0]):
+        lambda a: plm_mask_attention(a, HEADS),
+        labelled(f"{NAMES['tg']} ({first})", args.precisions[0]): tg_layout}
 
-    names = list(models)
+    names = list(steps)
     times: dict[str, list[float]] = {name: [] for name in names}
     mask_times: dict[str, list[float]] = {name: [] for name in masks}
     for i, batch in enumerate(batches[:-1]):
@@ -225,18 +266,24 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
     words = sum(b.n_words for b in timed_batches)
     actions = sum(b.n_actions for b in timed_batches)
     rows = {}
-    for name, (model, loss) in models.items():
+    for name in names:
+        model, loss = models[model_of[name]]
+        precision = next(p for p in args.precisions if labelled(model_of[name], p) == name)
+        plain, fp32 = times[labelled(PLAIN, precision)], times.get(labelled(model_of[name], "32"))
+        policy = policy_of[model_of[name]]
         with PeakMemory(device) as memory:
             steps[name](batches[-1])
         median = statistics.median(times[name])
-        ratios = [t / p for t, p in zip(times[name], times[PLAIN], strict=True)]
-        per_batch = [input_tokens(policy_of[name], b)[0] for b in timed_batches]
+        ratios = [t / p for t, p in zip(times[name], plain, strict=True)]
+        per_batch = [input_tokens(policy, b)[0] for b in timed_batches]
         plain_per_batch = [input_tokens(None, b)[0] for b in timed_batches]
         rates = [(n / t) / (n0 / t0) for n, t, n0, t0 in zip(
-            per_batch, times[name], plain_per_batch, times[PLAIN], strict=True)]
+            per_batch, times[name], plain_per_batch, plain, strict=True)]
         tokens = sum(per_batch)
-        positions = sum(input_tokens(policy_of[name], b)[1] for b in timed_batches)
-        rows[name] = {"params": params_of(model),
+        positions = sum(input_tokens(policy, b)[1] for b in timed_batches)
+        rows[name] = {"params": params_of(model), "precision": precision,
+                      "speed_over_fp32": None if fp32 is None or precision == "32" else
+                      statistics.median(t0 / t for t0, t in zip(fp32, times[name], strict=True)),
                       "attention_kernel": getattr(model, "attention_kernel", None),
                       "pre_norm": getattr(model, "pre_norm", True),
                       "step_seconds": times[name],
@@ -251,7 +298,7 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
                       "token_rate_range": [min(rates), max(rates)],
                       "peak_memory_mb": memory.peak_mb,
                       "saved_for_backward_mb": None if args.forward_only
-                      else saved_mb(loss, batches[-1])}
+                      else saved_mb(under(precision, loss, device), batches[-1])}
         if name in mask_times:
             mask = statistics.median(mask_times[name])
             rows[name]["mask_seconds"] = mask_times[name]
@@ -270,11 +317,16 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
         "models": rows,
     }
     if args.profile:
-        for name in names[2:]:
+        for name in (n for n in names if policy_of[model_of[n]] is not None):
             print(f"\n{name} step:")
             result[f"{name}_profile"] = profile_step(
                 lambda name=name: steps[name](batches[-1]), device, args.top)
     return result
+
+
+def over_fp32(row: dict) -> str:
+    """A row's speed over its fp32 step's (paired median), or ``-``."""
+    return "-" if row["speed_over_fp32"] is None else f"{row['speed_over_fp32']:.2f}"
 
 
 def print_training(r: dict) -> None:
@@ -285,8 +337,8 @@ def print_training(r: dict) -> None:
           f"{r['steps']} steps timed after {r['warmup']}")
     print("\n| model | params | step (median) | words/s | input tokens a batch (padded) | "
           "input tokens/s | step / Transformer LM (range) | input tokens/s / Transformer "
-          "LM's (range) | peak memory (MB) | saved for backward (MB) |\n"
-          "|---|---|---|---|---|---|---|---|---|---|")
+          "LM's (range) | speed / its fp32 | peak memory (MB) | saved for backward (MB) |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
     for name, m in r["models"].items():
         lo, hi = m["ratio_range"]
         rate_lo, rate_hi = m["token_rate_range"]
@@ -296,7 +348,7 @@ def print_training(r: dict) -> None:
               f"({m['padded_positions_per_batch']:,.0f}) | "
               f"{m['input_tokens_per_s']:,.0f} | {m['ratio_over_plain']:.2f} "
               f"({lo:.2f}-{hi:.2f}) | {m['token_rate_over_plain']:.2f} "
-              f"({rate_lo:.2f}-{rate_hi:.2f}) | {m['peak_memory_mb']:,.0f} | "
+              f"({rate_lo:.2f}-{rate_hi:.2f}) | {over_fp32(m)} | {m['peak_memory_mb']:,.0f} | "
               f"{'-' if saved is None else f'{saved:,.0f}'} |")
     print("\n| masks | built alone (median) | share of the policy's median step |\n"
           "|---|---|---|")
@@ -305,7 +357,7 @@ def print_training(r: dict) -> None:
             print(f"| {name} | {m['median_mask_ms']:,.1f} ms | "
                   f"{m['mask_share_of_step']:.1%} |")
     print(f"\nmemory: {r['memory']}")
-    for name in list(r["models"])[2:]:
+    for name in r["models"]:
         prof = r.get(f"{name}_profile")
         if prof:
             print(f"{name} step profiled ({prof['profiled_wall_s']:.1f} s wall, "
@@ -425,9 +477,9 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     train = sub.add_parser("train", help="a training step of each policy beside a "
                                          "Transformer LM")
-    train.add_argument("--batch", type=int, default=64, help="sentences a batch")
-    train.add_argument("--warmup", type=int, default=2)
-    train.add_argument("--steps", type=int, default=10)
+    add_training_options(train)
+    train.add_argument("--precisions", type=precisions, default=["32"],
+                       help="each model under each: 32, bf16-mixed, comma-separated")
     train.add_argument("--profile", action="store_true",
                        help="profile one more step of each policy (torch.profiler)")
     train.add_argument("--kernels", type=lambda s: s.split(","), default=["unfused"],

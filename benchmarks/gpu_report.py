@@ -1,19 +1,26 @@
 """The GPU report in one command: the kernel tests on the device, the kernels' self-check,
 the throughput table in fp32 and bf16-mixed with peak memory (``throughput.py --table``, then
 this script's ``--more-rows``: PaLM-U, PaLM-S, DM-LSTM phase 2, the Transformer and GPT-2),
-the kernel step benchmark (PyTorch loop against the fused kernels) for ON-LSTM and PRPN, and
-the quickstart trained on the device; one markdown report whose figures go into
-docs/performance.md.
+the kernel step benchmark (PyTorch loop against the fused kernels) for ON-LSTM and PRPN, the
+quickstart trained on the device, then the structure models: the syntactic Transformers'
+training step per input token against a plain Transformer LM (unfused and fused attention,
+fp32 and bf16-mixed: ``action_transformer_speed.py train``), the RNNG's batched beam search
+(beside rnng-pytorch's with ``--reference``: ``rnng_speed.py beam``) and the action
+Transformers' beside it (``action_transformer_speed.py beam``); one markdown report whose
+figures go into docs/performance.md.
 
-    python benchmarks/gpu_report.py --out gpu_report.md               # on a GPU, < 10 minutes
+    python benchmarks/gpu_report.py --out gpu_report.md [--reference PATH/TO/rnng-pytorch]
     python benchmarks/gpu_report.py --device cpu --small --out r.md    # the smoke run (CI)
     python benchmarks/gpu_report.py --more-rows [--small] [--json]     # those rows alone
 
-Each step runs in its own process with its own time limit (``STEPS``, scaled by
+Each step runs in its own process with its own time limit (``steps``, scaled by
 ``--budget``), so one that hangs or fails costs only its share: the report says, per step,
-the command, its wall time, its exit status and its output (the tail when long). Needs synlm
-with its dependencies, pytest and triton (``pip install -e ".[dev]"`` installs them on Linux),
-and ``SYNLM_DATA_DIR`` set to the folder holding ``ptb/`` for the full-size throughput table.
+the command, its wall time, its exit status and its output (the tail when long); the steps
+done so far are in ``gpu_report.md.partial`` while it runs, so a run cut off keeps them (the
+LSTM steps, first, took 140 s on an H100). Needs synlm with its dependencies, pytest and
+triton (``pip install -e ".[dev]"`` installs them on Linux), and ``SYNLM_DATA_DIR`` set to the
+folder holding ``ptb/`` (the full-size throughput table) and ``nltk_treebank/`` (the
+syntactic Transformers' batches).
 """
 
 from __future__ import annotations
@@ -160,8 +167,13 @@ def more_rows(device: torch.device, small: bool, steps: int, warmup: int) -> lis
     return list(rows.values())
 
 
-def steps(device: str, runs: str) -> list[Step]:
+def steps(device: str, runs: str, reference: Path | None = None) -> list[Step]:
+    """The report's steps on ``device``, the quickstart's run under ``runs``; with
+    ``reference`` (an rnng-pytorch checkout) the RNNG's beam search beside the released one."""
     py, bench = sys.executable, str(ROOT / "benchmarks")
+    kernels = "unfused,fused" if device.startswith("cuda") else "unfused"  # fused: no CPU backward
+    released = () if reference is None else ("--reference", str(reference))
+    tiny_beams = ("--sentences", "2", "--repeats", "1", "--vocab-size", "100")
     tests = ("tests/test_kernels_on_lstm.py", "tests/test_kernels_prpn.py",
              "tests/test_kernel_self_check.py")
     pytest = (py, "-m", "pytest", "-q", "-p", "no:cacheprovider")
@@ -198,6 +210,25 @@ def steps(device: str, runs: str) -> list[Step]:
               "--trainer.max_epochs=1", "--trainer.limit_train_batches=2",
               "--trainer.limit_val_batches=1",
               f"--trainer.default_root_dir={runs}"), 60),
+        Step("Syntactic Transformers: a training step per input token against a plain "
+             "Transformer LM, unfused and fused attention, fp32 and bf16-mixed",
+             (py, f"{bench}/action_transformer_speed.py", "train", "--device", device,
+              "--kernels", kernels, "--dropout", "0", "--precisions", "32,bf16-mixed"),
+             (py, f"{bench}/action_transformer_speed.py", "train", "--device", device,
+              "--kernels", "unfused", "--dropout", "0", "--precisions", "32,bf16-mixed",
+              "--batch", "2", "--warmup", "1", "--steps", "1",
+              "--trees", "tests/fixtures/syntax/sample.mrg"), 150),
+        Step("RNNG beam search: synlm's batched search"
+             + ("" if reference is None else " beside rnng-pytorch's"),
+             (py, f"{bench}/rnng_speed.py", "beam", "--device", device, "--repeats", "2",
+              *released),
+             (py, f"{bench}/rnng_speed.py", "beam", "--device", device, *tiny_beams,
+              *released), 60),
+        Step("Action Transformers' beam search against the RNNG's",
+             (py, f"{bench}/action_transformer_speed.py", "beam", "--device", device,
+              "--repeats", "2"),
+             (py, f"{bench}/action_transformer_speed.py", "beam", "--device", device,
+              *tiny_beams, "--beams", "10/5/1"), 90),
     ]
 
 
@@ -262,7 +293,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--small", action="store_true", help="the smoke run: tiny sizes")
     parser.add_argument("--budget", type=float, default=1.0,
-                        help="scales every step's time limit (1: 560 s in all)")
+                        help="scales every step's time limit (1: 860 s in all)")
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
                                                       "gpu_report.md"))
     parser.add_argument("--runs", default="runs/gpu_report", help="the quickstart's run folder")
@@ -271,6 +302,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="--more-rows: timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="--more-rows: untimed steps")
     parser.add_argument("--json", action="store_true", help="--more-rows: one JSON row a line")
+    parser.add_argument("--reference", type=Path,
+                        help="an aistairc/rnng-pytorch checkout (f30c0ed, patched as "
+                             "tests/fixtures/rnng/README.md says): the RNNG's beam search "
+                             "runs beside its")
     args = parser.parse_args()
     if args.more_rows:
         import throughput
@@ -291,7 +326,7 @@ def main() -> None:
                 f"device: {describe(args.device)}", ""]
     out = Path(args.out)
     partial = out.with_name(out.name + ".partial")  # what a cut-off run leaves, so named
-    for step in steps(args.device, args.runs):
+    for step in steps(args.device, args.runs, args.reference):
         section = run_step(step, args.small, args.budget, env)
         print(section.splitlines()[2], flush=True)  # the command, its status and time
         if step.title.startswith("Quickstart"):

@@ -3,7 +3,7 @@ beam search against the released RNNG (aistairc/rnng-pytorch), each pair in one 
 one device, interleaved so that load from other processes hits both alike.
 
     OMP_NUM_THREADS=1 SYNLM_DATA_DIR=/path/to/data python benchmarks/rnng_speed.py train \\
-        --threads 1 [--profile] [--device cuda] [--out train.json]
+        --threads 1 [--trees FILE] [--profile] [--device cuda] [--out train.json]
     OMP_NUM_THREADS=1 python benchmarks/rnng_speed.py beam --threads 1 \\
         --reference PATH/TO/rnng-pytorch [--profile] [--device cuda] [--out beam.json]
 
@@ -12,19 +12,20 @@ parallel operator waits for a descheduled thread; docs/performance.md, "RNNG".)
 
 ``train``: one optimisation step (forward, backward, gradient norm clipped at 5, Adam lr
 0.001: the released RNNG recipe's) of synlm's ``RNNG`` (256/256/2, dropout 0.3) and of an
-AWD-LSTM LM (``SyntaxModel`` with ``AWDLSTM(256, 256, 2)`` and its default dropouts and weight
-drop, embedding dropout 0.1, tied decoder) on the same batches of ``--batch`` real sentences
-of similar length: the NLTK WSJ sample's training trees (``Treebank``, ``mode: actions``,
-``unknown_words: classes``; needs ``SYNLM_DATA_DIR``), sorted by length, consecutive batches
-from the median length up. The AWD-LSTM runs in sentence mode: each row is one sentence, read
-from a zero state after an ``<eos>``, predicting exactly the sentence's words (no final
-``<eos>``), so both models generate the same words; both losses are summed over the batch
-and divided by its sentences. Words per second count those words; the RNNG also predicts the
-actions. The steps alternate (AWD-LSTM, RNNG) on the same batch; the ratio is the median of
-the paired ratios of step times (RNNG / AWD-LSTM, per word: both steps see the same words).
-Peak memory comes from one further, untimed step of each (``PeakMemory``); also the MB of
-tensors autograd saves for the backward. ``--profile`` runs ``torch.profiler`` over one more
-RNNG step and prints its top operators by self time.
+AWD-LSTM LM (``SyntaxModel`` with ``AWDLSTM(256, 256, 2)`` and its default dropouts and
+weight drop, embedding dropout 0.1, tied decoder) on the same batches of ``--batch`` real
+sentences of similar length: the NLTK WSJ sample's training trees (``Treebank``, ``mode:
+actions``, ``unknown_words: classes``; needs ``SYNLM_DATA_DIR``; or the treebank file
+``--trees``), sorted by length, consecutive batches from the median length up. The AWD-LSTM
+runs in sentence mode: each row is one sentence, read from a zero state after an ``<eos>``,
+predicting exactly the sentence's words (no final ``<eos>``), so both models generate the
+same words; both losses are summed over the batch and divided by its sentences. Words per
+second count those words; the RNNG also predicts the actions. The steps alternate (AWD-LSTM,
+RNNG) on the same batch; the ratio is the median of the paired ratios of step times (RNNG /
+AWD-LSTM, per word: both steps see the same words). Peak memory comes from one further,
+untimed step of each (``PeakMemory``); also the MB of tensors autograd saves for the
+backward. ``--profile`` runs ``torch.profiler`` over one more RNNG step and prints its top
+operators by self time.
 
 ``beam``: ``search_sentences`` against the reference's ``word_sync_beam_search`` with the
 same weights, at (beam, word beam, shift) = 10/5/1 and 100/10/1 (the reference's default),
@@ -173,15 +174,18 @@ def load_note() -> str:
 
 
 # ---------------------------------------------------------------------- training
-def training_batches(batch: int, n: int) -> tuple[Any, list[ActionBatch]]:
-    """``n`` batches of ``batch`` training sentences of the NLTK sample, sorted by length,
-    consecutive from the median length up; and the DataModule."""
+def training_batches(batch: int, n: int, trees: Path | None = None
+                     ) -> tuple[Any, list[ActionBatch]]:
+    """``n`` batches of ``batch`` training sentences of the NLTK sample (or of the treebank
+    file ``trees``, every split), sorted by length, consecutive from the median length up;
+    and the DataModule."""
     from synlm.data.batching import collate_actions
     from synlm.data.datamodule import SynLMDataModule
     from synlm.data.treebanks import Treebank
 
-    dm = SynLMDataModule(corpus=Treebank(path="nltk_treebank/treebank.zip"), mode="actions",
-                         unknown_words="classes")
+    corpus = Treebank(path="nltk_treebank/treebank.zip") if trees is None else \
+        Treebank(**dict.fromkeys(("train", "valid", "test"), str(trees.resolve())))
+    dm = SynLMDataModule(corpus=corpus, mode="actions", unknown_words="classes")
     items = sorted(dm.action_items("train"), key=lambda item: len(item.words))
     start = len(items) // 2
     if start + n * batch > len(items):
@@ -273,7 +277,7 @@ def profile_step(step: Callable[[], Any], device: torch.device, top: int) -> dic
 def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
     torch.manual_seed(0)
     n_batches = args.warmup + args.steps + 1  # + the memory step
-    dm, batches = training_batches(args.batch, n_batches)
+    dm, batches = training_batches(args.batch, n_batches, args.trees)
     batches = [b.to(device) for b in batches]
     V, n_actions, eos = dm.vocab_size, len(dm.action_vocab), dm.vocab.eos_id
     rnng = RNNG(V, n_actions, args.size, args.size, args.layers, dropout=0.3).to(device).train()
@@ -525,6 +529,16 @@ def print_beam(r: dict) -> None:
 
 
 # ---------------------------------------------------------------------- main
+def add_training_options(train: argparse.ArgumentParser) -> None:
+    """The options of a speed benchmark's ``train``: its batches."""
+    train.add_argument("--batch", type=int, default=64, help="sentences a batch")
+    train.add_argument("--warmup", type=int, default=2)
+    train.add_argument("--steps", type=int, default=10)
+    train.add_argument("--trees", type=Path,
+                       help="a treebank file for the batches instead of the NLTK sample "
+                            "(no SYNLM_DATA_DIR needed: a smoke run)")
+
+
 def add_common_options(*parsers: argparse.ArgumentParser) -> None:
     """The options every subcommand of a speed benchmark takes."""
     for p in parsers:
@@ -556,9 +570,7 @@ def main() -> None:
     train = sub.add_parser("train", help="a training step: RNNG beside an AWD-LSTM LM")
     train.add_argument("--size", type=int, default=256, help="embedding and hidden size")
     train.add_argument("--layers", type=int, default=2)
-    train.add_argument("--batch", type=int, default=64, help="sentences a batch")
-    train.add_argument("--warmup", type=int, default=2)
-    train.add_argument("--steps", type=int, default=10)
+    add_training_options(train)
     train.add_argument("--profile", action="store_true",
                        help="profile one more RNNG step (torch.profiler)")
     beam = sub.add_parser("beam", help="beam search: synlm beside the released reference")

@@ -38,18 +38,26 @@ def test_the_scoring_benchmark_times_scorer_and_forward_on_the_same_tokens(tmp_p
 @pytest.mark.slow
 def test_the_gpu_report_runs_every_step_and_writes_one_markdown_file(tmp_path) -> None:
     """benchmarks/gpu_report.py's smoke run on the CPU: a section per step, each with its
-    command and exit status 0, both kernel steps and the quickstart inside; and its speed
-    tables (throughput.py's and the report's own rows, printed as JSON rows in the smoke
-    run) time every row, each ratio the row's throughput over the row it names."""
+    command and exit status 0, both kernel steps, the quickstart and the structure models'
+    steps inside; and its speed tables (throughput.py's and the report's own rows, printed
+    as JSON rows in the smoke run) time every row, each ratio the row's throughput over the
+    row it names."""
     report = tmp_path / "report.md"
     subprocess.run([sys.executable, str(SCRIPT.with_name("gpu_report.py")), "--device", "cpu",
                     "--small", "--out", str(report), "--runs", str(tmp_path / "runs")],
                    capture_output=True, text=True, timeout=900, check=True,
                    env={**os.environ, "OMP_NUM_THREADS": "1"})
     text = report.read_text()
-    assert text.count("## ") == 6 and text.count(": exit 0,") == 6, text
+    assert text.count("## ") == 9 and text.count(": exit 0,") == 9, text
     assert "PyTorch loop:" in text and "passed" in text
     assert "last validation" in text and "val/ppl" in text
+    # the structure models: each policy in fp32 and bf16-mixed beside the plain LM's; the
+    # RNNG's search at both settings; each action Transformer's beside the RNNG's
+    for policy in ("PLM", "PLM-mask", "TG"):
+        assert f"| {policy} (unfused) | " in text and f"| {policy} (unfused) bf16-mixed | " in text
+        assert f"| 10/5/1 | {policy} | " in text
+    assert "| Transformer LM bf16-mixed | " in text
+    assert "| 10/5/1 | synlm | " in text and "| 100/10/1 | synlm | " in text
     assert not report.with_name("report.md.partial").exists()
 
     rows = {r["name"]: r for r in map(json.loads, (line for line in text.splitlines()
