@@ -119,19 +119,21 @@ def test_progress_counts_every_sentence_once_journaled_or_scored(tmp_path: Path)
 
 def test_the_time_left_after_a_resume_is_at_the_rate_of_this_run(tmp_path: Path, capsys,
                                                                  monkeypatch) -> None:
-    """10 of 40 sentences read from the journal, then a batch of 10 scored in 5 s: 20 are
-    left at 2 a second, 10 s (counting the journal's as scored in the 5 s would say 2 s)."""
+    """20 of 40 sentences read from the journal, then a batch of 10 scored in 5 s: 10 are
+    left at 2 a second, 5 s (counting the journal's as scored in the 10 s since the start
+    would say 3 s); no estimate before a sentence is scored in this run."""
     given = [["w", str(i)] for i in range(40)]
     with pytest.raises(Stopped):
-        JournaledScorer(BatchSensitive(stop_after=1), tmp_path, "m", FINGERPRINT).score(given)
+        JournaledScorer(BatchSensitive(stop_after=2), tmp_path, "m", FINGERPRINT).score(given)
     clock = iter(range(0, 10**6, 5))
     monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(clock)))
     show = progress.model_shown("TG", [], "synlm evaluate-syntax")
     show(JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT), "syntaxgym").score(given)
     lines = capsys.readouterr().err.splitlines()
-    assert lines[:2] == ["synlm evaluate-syntax: TG: syntaxgym: 10/40 sentences, 5 s",
-                         "synlm evaluate-syntax: TG: syntaxgym: 20/40 sentences, 10 s, "
-                         "about 10 s left"]
+    assert lines == ["synlm evaluate-syntax: TG: syntaxgym: 20/40 sentences, 5 s",
+                     "synlm evaluate-syntax: TG: syntaxgym: 30/40 sentences, 10 s, "
+                     "about 5 s left",
+                     "synlm evaluate-syntax: TG: syntaxgym: 40/40 sentences, 15 s"]
 
 
 def test_each_process_writes_its_own_file_and_reads_them_all(tmp_path: Path) -> None:
