@@ -229,7 +229,7 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
             model = action_transformer(V, n_actions, attention, kernel, args.dropout)
             models[name] = (model.to(device), joint_loss(model))
             policy_of[name] = attention
-    steps, model_of = {}, {}
+    steps, variant_of = {}, {}  # a timed step's label: its model's name and precision
     for name, (model, loss) in models.items():
         model.train(not args.forward_only)
         params = list(model.parameters())
@@ -239,7 +239,7 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
                 train_step(loss, params, opt, b))
         for precision in args.precisions:  # one model and optimiser under each precision
             steps[labelled(name, precision)] = under(precision, step, device)
-            model_of[labelled(name, precision)] = name
+            variant_of[labelled(name, precision)] = (name, precision)
     first = args.kernels[0]  # the masks, timed beside that kernel's model (first precision)
     masks: dict[str, Callable[[Tensor], Any]] = {
         labelled(f"{NAMES['plm_mask']} ({first})", args.precisions[0]):
@@ -267,10 +267,10 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
     actions = sum(b.n_actions for b in timed_batches)
     rows = {}
     for name in names:
-        model, loss = models[model_of[name]]
-        precision = next(p for p in args.precisions if labelled(model_of[name], p) == name)
-        plain, fp32 = times[labelled(PLAIN, precision)], times.get(labelled(model_of[name], "32"))
-        policy = policy_of[model_of[name]]
+        model_name, precision = variant_of[name]
+        model, loss = models[model_name]
+        plain, fp32 = times[labelled(PLAIN, precision)], times.get(labelled(model_name, "32"))
+        policy = policy_of[model_name]
         with PeakMemory(device) as memory:
             steps[name](batches[-1])
         median = statistics.median(times[name])
@@ -317,7 +317,7 @@ def measure_training(args: argparse.Namespace, device: torch.device) -> dict:
         "models": rows,
     }
     if args.profile:
-        for name in (n for n in names if policy_of[model_of[n]] is not None):
+        for name in (n for n in names if policy_of[variant_of[n][0]] is not None):
             print(f"\n{name} step:")
             result[f"{name}_profile"] = profile_step(
                 lambda name=name: steps[name](batches[-1]), device, args.top)
