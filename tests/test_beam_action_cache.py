@@ -36,8 +36,11 @@ def random_model(attention: str, seed: int = 0) -> ActionTransformer:
 def test_search_with_moved_caches_equals_selected_ones(
         attention: str, sizes: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch) -> None:
     """Both conventions, and a stack bound small enough that beams empty and are searched
-    again."""
+    again; the rows a selection copies gathered at most three at a time."""
     model = random_model(attention)
+    probe = model.initial_state(1, 8, max_actions=10).cache
+    monkeypatch.setattr(ActionTransformerState, "COPY_BYTES",
+                        3 * probe[0].numel() * probe.element_size())
     generator = torch.Generator().manual_seed(0)
     words, lengths = torch.randint(1, V, (4, 9), generator=generator), torch.tensor([6, 2, 9, 4])
     for convention, max_stack in ((None, 100), (RENORMALISED, 8)):
@@ -60,7 +63,13 @@ def filled_state(rows: int) -> ActionTransformerState:
 
 
 @torch.no_grad()
-def test_move_puts_live_rows_first_and_copies_only_shared_ones() -> None:
+@pytest.mark.parametrize(("copy_bytes", "copied"), [
+    (ActionTransformerState.COPY_BYTES, [2]),  # both rows gathered at once
+    (1, [1, 1]),  # a row at a time: the same rows held
+])
+def test_move_puts_live_rows_first_and_copies_only_shared_ones(
+        copy_bytes: int, copied: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ActionTransformerState, "COPY_BYTES", copy_bytes)
     R = 6
     index = torch.tensor([2, 5, 2, 0, 4, 1])
     live = torch.tensor([True, True, True, True, False, False])
@@ -86,7 +95,7 @@ def test_move_puts_live_rows_first_and_copies_only_shared_ones() -> None:
     assert held[live].tolist() == index[live].tolist()  # each live row's own keys and values
     # row 0 keeps cache row 2, row 3 cache row 0; rows 1 (cache row 5) and 2 (row 2 again)
     # are copied into cache rows 1 and 3
-    assert out.slot[:4].tolist() == [2, 1, 3, 0] and copies == [2]
+    assert out.slot[:4].tolist() == [2, 1, 3, 0] and copies == copied
     again = filled_state(4).move(torch.tensor([1, 3, 0]), filled_state(3),
                                  torch.tensor([False, True, True]))
     assert again.slot.tolist() == [2, 0, 1]  # into a cache of another size: copied first

@@ -54,6 +54,11 @@ class ActionTransformerState(RowState):
     FIRST_ALLOCATION: ClassVar[int] = 16
     GROWTH: ClassVar[int] = 16
 
+    #: The most bytes of cache rows a selection gathers at once on a CPU to copy them within
+    #: a cache (``move``): few enough to stay in the processor's caches and to come from
+    #: memory the allocator holds, where the whole selection's rows would be fresh pages.
+    COPY_BYTES: ClassVar[int] = 4 << 20
+
     #: The per-row tensors besides ``parser``, ``structure``, ``cache`` and ``slot``.
     ROWS = ("top", "open_top", "open_label")
 
@@ -136,14 +141,28 @@ class ActionTransformerState(RowState):
         taken[free] = True
         slot[~live] = (~taken).nonzero()[:, 0]
         if in_place:  # no mover reads a free row: a free row is read by no live row first
-            if movers.numel():
-                self.cache.index_copy_(0, free, self.cache.index_select(0, source[movers]))
+            self._copy_rows(source[movers], free)
             out.cache, self.cache = self.cache, out.cache
             out.slot, self.slot = slot, out.slot
         else:
             torch.index_select(self.cache, 0, source, out=out.cache[:n])
             out.slot = slot
         return out
+
+    def _copy_rows(self, source: Tensor, to: Tensor) -> None:
+        """Cache rows ``source`` (n,) into the rows ``to`` (n,), none of which is among
+        ``source``: gathered ``COPY_BYTES`` at a time on a CPU, all at once elsewhere."""
+        if not to.numel():
+            return
+        row_bytes = self.cache[0].numel() * self.cache.element_size()
+        step = max(1, self.COPY_BYTES // row_bytes) if self.cache.device.type == "cpu" \
+            else to.numel()
+        buffer = self.cache.new_empty(min(step, to.numel()), *self.cache.shape[1:])
+        for start in range(0, to.numel(), step):
+            rows = source[start:start + step]
+            gathered = buffer[:rows.numel()]
+            torch.index_select(self.cache, 0, rows, out=gathered)
+            self.cache.index_copy_(0, to[start:start + step], gathered)
 
     def assign(self, rows: Tensor, source: RowState, source_rows: Tensor) -> None:
         """``RowState.assign``: each row's whole cache block where both caches have as many
