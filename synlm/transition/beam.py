@@ -46,6 +46,15 @@ it: an ``NT`` is legal only with room left to finish the sentence.) Such a sente
 searched again, alone, with no stack bound; if that empties too, its result says so
 (``SearchResult.parsed`` False: no log-probabilities, no parse), never NaN.
 
+Sentences of one batch that begin alike share their search: two sentences of the same
+length (and, over pieces, the same word ends) have the same search up to their first
+different word, since the search reads the words in order and the length from the start
+(the stack bound, the action budget, the legal actions). Only the first of them in the batch
+searches that prefix (``prefix_leaders``); the others' beams stay empty until the word where
+they part, when each takes its leader's items (before they generate the word they share),
+and their log-sums and parses are their leaders' while they follow. A BLiMP pair, which
+differs in a word or two, pays for its common prefix once.
+
 One module because the word-synchronous search, its batching of sentences and the
 memory it is held to are one algorithm over any transition model.
 """
@@ -257,6 +266,21 @@ def advance(model: TransitionModel, beam: Any, actions: Tensor, words: Tensor,
     beam.state = model.advance(beam.state, actions, words, **ends)
 
 
+def prefix_leaders(words: Tensor, lengths: Tensor, word_ends: Tensor | None = None) -> Tensor:
+    """(N + 1, B) long: at each pointer p of a search over ``words`` (B, N) (padded past
+    ``lengths`` (B,); ``word_ends`` (B, N) over pieces), the sentence whose search sentence
+    b's is: the first in the batch of b's length with b's words (and piece ends) up to word
+    p (all of them at p >= n), b itself where none before it is."""
+    N = words.size(1)
+    same = words[:, None, :] == words[None, :, :]  # (B, B, N)
+    if word_ends is not None:
+        same &= word_ends[:, None, :] == word_ends[None, :, :]
+    same |= torch.arange(N, device=words.device) >= lengths[None, :, None]  # padding alike
+    same = same.long().cumprod(2) * (lengths[:, None] == lengths[None, :])[..., None]
+    at = torch.arange(N + 1, device=words.device).clamp(max=N - 1)  # pointer p reads word p
+    return same[..., at].argmax(0).T  # the first index of the largest: the first alike
+
+
 @torch.no_grad()
 def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
                  settings: BeamSettings, word_ends: Tensor | None = None) -> list[SearchResult]:
@@ -298,7 +322,8 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
     beam, done = empty(start, K), empty(stacks(Kd), Kd)
     spare, done_spare = stacks(K), stacks(Kd)  # what ``take`` writes into
     nodes = _Nodes(beam.state, B * K)
-    beam.scores[:, 0] = 0.0
+    leaders = prefix_leaders(words, lengths, word_ends)  # (N + 1, B)
+    beam.scores[:, 0] = torch.where(leaders[0] == b_rows, 0.0, float("-inf"))
     prefix: list[Tensor] = []  # log-sum of the beam after each word, (B,)
     parses: list[tuple[tuple[tuple[int, ...], float], ...]] = [()] * B
     for pointer in range(N + 1):
@@ -353,6 +378,14 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
             beam, spare = beam.take(index.view(-1), new_scores, into=spare), beam.state
             advance(model, beam, actions.view(-1), next_word,
                     None if ends is None else ends.repeat_interleave(K))
+        # the sentences that part from their leaders at the next word take their items
+        parting = ((leaders[min(pointer + 1, N)] == b_rows) &
+                   (leaders[pointer] != b_rows)).nonzero()[:, 0]
+        if parting.numel():
+            leader, slots = leaders[pointer, parting], torch.arange(Kd, device=device)
+            done.put(done.rows(parting[:, None], slots).view(-1), done,
+                     done.rows(leader[:, None], slots).view(-1), done.scores[leader].view(-1))
+            done_width[parting] = done_width[leader]
         # the word's best items generate it (or close the root) and become the beam
         done_scores, order = done.scores.sort(1, descending=True)
         kept = torch.arange(Kd, device=device) < done_width.clamp(
@@ -372,6 +405,8 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
             beam.scores[b] = float("-inf")  # its search is over
         done.scores.fill_(float("-inf"))
         nodes.compact(beam, done)
+    prefix = [sums[leaders[p]] for p, sums in enumerate(prefix)]  # a follower's, its leader's
+    parses = [parses[int(leaders[n, b])] for b, n in enumerate(lengths.tolist())]
     return [search_result(prefix, b, n, parses[b]) for b, n in enumerate(lengths.tolist())]
 
 
