@@ -2,7 +2,8 @@
 CPU; ``synlm.tse.sharding``): a tiny RNNG's word-synchronous beam search scores BLiMP pairs
 split over the ranks, and the JSON summary and the per-pair records equal one process's (the
 log-probabilities to 1e-5: a float32 search batched with other sentences);
-``Sharded`` gives a rank every other sentence and returns all of them in order."""
+``Sharded`` gives a rank every other block of ``SPAN`` sentences and returns all of them in
+order."""
 
 from __future__ import annotations
 
@@ -40,11 +41,12 @@ class Recording:
                 for s in sentences]
 
 
-def test_a_rank_scores_every_other_sentence_and_returns_all_in_order(monkeypatch) -> None:
-    """Rank 1 of 2 scores sentences 1, 3, 5; the other rank's (0, 2, 4, 6), gathered, go
-    back in their places; progress counts both ranks' (3 a rank, shown as 6)."""
+def test_a_rank_scores_every_other_block_and_returns_all_in_order(monkeypatch) -> None:
+    """Blocks of 2: rank 1 of 2 scores sentences 2, 3, 6; the other rank's (0, 1, 4, 5),
+    gathered, go back in their places; progress counts both ranks' (3 a rank, shown as 6)."""
+    monkeypatch.setattr(sharding, "SPAN", 2)
     sentences = [["w"] * (i + 1) for i in range(7)]
-    other = Recording().score(sentences[0::2])
+    other = Recording().score([sentences[i] for i in (0, 1, 4, 5)])
 
     def gather(out: list, mine: list) -> None:
         out[:] = [other, mine]
@@ -54,7 +56,7 @@ def test_a_rank_scores_every_other_sentence_and_returns_all_in_order(monkeypatch
     scorer = sharding.Sharded(inner, 1, 2)
     scorer.progress = counted.append
     scored = scorer.score(sentences)
-    assert inner.asked == sentences[1::2] and scorer.words == "as is"
+    assert inner.asked == [sentences[i] for i in (2, 3, 6)] and scorer.words == "as is"
     assert [s.word_log_probs for s in scored] == [(-float(i + 1),) for i in range(7)]
     assert counted == [6]
 
