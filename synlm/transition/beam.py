@@ -276,9 +276,11 @@ def prefix_leaders(words: Tensor, lengths: Tensor, word_ends: Tensor | None = No
     if word_ends is not None:
         same &= word_ends[:, None, :] == word_ends[None, :, :]
     same |= torch.arange(N, device=words.device) >= lengths[None, :, None]  # padding alike
-    same = same.long().cumprod(2) * (lengths[:, None] == lengths[None, :])[..., None]
+    same &= (lengths[:, None] == lengths[None, :])[..., None]
+    alike = same.to(torch.uint8).cummin(2).values  # (B, B, N) alike up to word i
+    first = alike.argmax(0)  # (B, N): the first index of the largest, the first alike
     at = torch.arange(N + 1, device=words.device).clamp(max=N - 1)  # pointer p reads word p
-    return same[..., at].argmax(0).T  # the first index of the largest: the first alike
+    return first[:, at].T
 
 
 @torch.no_grad()
