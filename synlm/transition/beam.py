@@ -384,9 +384,9 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
         parting = ((leaders[min(pointer + 1, N)] == b_rows) &
                    (leaders[pointer] != b_rows)).nonzero()[:, 0]
         if parting.numel():
-            leader, slots = leaders[pointer, parting], torch.arange(Kd, device=device)
-            done.put(done.rows(parting[:, None], slots).view(-1), done,
-                     done.rows(leader[:, None], slots).view(-1), done.scores[leader].view(-1))
+            leader, items = leaders[pointer, parting], torch.arange(Kd, device=device)
+            done.put(done.rows(parting[:, None], items).view(-1), done,
+                     done.rows(leader[:, None], items).view(-1), done.scores[leader].view(-1))
             done_width[parting] = done_width[leader]
         # the word's best items generate it (or close the root) and become the beam
         done_scores, order = done.scores.sort(1, descending=True)
@@ -408,8 +408,8 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
         done.scores.fill_(float("-inf"))
         nodes.compact(beam, done)
     prefix = [sums[leaders[p]] for p, sums in enumerate(prefix)]  # a follower's, its leader's
-    parses = [parses[int(leaders[n, b])] for b, n in enumerate(lengths.tolist())]
-    return [search_result(prefix, b, n, parses[b]) for b, n in enumerate(lengths.tolist())]
+    return [search_result(prefix, b, n, parses[int(leaders[n, b])])
+            for b, n in enumerate(lengths.tolist())]
 
 
 class _Nodes:
