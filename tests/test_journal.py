@@ -1,5 +1,6 @@
 """``evaluate-syntax --journal``: a run stopped part way goes on where it stopped, with the
-numbers of a run never stopped (``synlm.tse.journal``)."""
+numbers of a run never stopped, and its time summed over every process and stop
+(``synlm.tse.journal``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from test_export_hf import save_checkpoint
 from conftest import run_cli
 from synlm.errors import InputError
 from synlm.tse import journal, progress
-from synlm.tse.journal import JournaledScorer, file_name
+from synlm.tse.journal import JournaledScorer, TimeSpent, file_name
 from synlm.tse.scores import ScoredSentence
 
 FINGERPRINT = {"files": [{"sha256": "ab"}], "search": {"beam_size": 100}}
@@ -146,6 +147,48 @@ def test_each_process_writes_its_own_file_and_reads_them_all(tmp_path: Path) -> 
     assert one.scorer.batches == []
 
 
+def test_each_chunk_carries_its_time_summed_over_processes_and_stops(
+        tmp_path: Path, monkeypatch) -> None:
+    """Chunks of 10, 10 and 5 sentences scored in 2, 1.5 and 0.25 CPU seconds (3, 2 and 0.5
+    wall seconds), the last after a stop in another process: each line carries its own
+    seconds, and the folder's sum is the run's, whichever process reads it."""
+    cpu = iter([0.0, 2.0, 5.0, 6.5, 7.0, 100.0, 100.25])  # 7.0: the stopped chunk's start
+    wall = iter([0.0, 3.0, 10.0, 12.0, 20.0, 50.0, 50.5])
+    monkeypatch.setattr(journal, "process_time", lambda: next(cpu))
+    monkeypatch.setattr(journal, "perf_counter", lambda: next(wall))
+    given = [["w", str(i)] for i in range(25)]
+    with pytest.raises(Stopped):
+        JournaledScorer(BatchSensitive(stop_after=2), tmp_path, "m", FINGERPRINT).score(given)
+    resumed = JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT, rank=1)
+    resumed.score(given)
+    lines = [json.loads(line) for name in ("m.rank0.jsonl", "m.rank1.jsonl")
+             for line in (tmp_path / name).read_text().splitlines()[1:]]
+    assert [(line["cpu_seconds"], line["wall_seconds"], len(line["scores"]))
+            for line in lines] == [(2.0, 3.0, 10), (1.5, 2.0, 10), (0.25, 0.5, 5)]
+    spent = TimeSpent(chunks=3, sentences=25, timed_chunks=3, timed_sentences=25,
+                      cpu_seconds=3.75, wall_seconds=5.5)
+    assert resumed.time_spent() == spent
+    assert JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT).time_spent() == spent
+
+
+def test_a_chunk_written_as_a_bare_list_is_read_and_counted_untimed(tmp_path: Path) -> None:
+    """A chunk line that is only its list of scores: its sentences are read (not scored
+    again) and counted, outside the timed ones."""
+    given = sentences(12)  # 10 distinct: one chunk
+    JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT).score(given)
+    path = tmp_path / file_name("m", 0)
+    header, line = path.read_text().splitlines()
+    path.write_text(f"{header}\n{json.dumps(json.loads(line)['scores'])}\n")
+    again = JournaledScorer(BatchSensitive(), tmp_path, "m", FINGERPRINT)
+    assert len(again.done) == 10
+    more = [["v", str(i)] for i in range(4)]
+    again.score(given + more)
+    assert again.scorer.batches == [4]
+    spent = again.time_spent()
+    assert (spent.chunks, spent.sentences, spent.timed_chunks, spent.timed_sentences) == \
+        (2, 14, 1, 4)
+
+
 def test_evaluate_syntax_journal_resumes_with_the_same_json(tmp_path: Path, capsys) -> None:
     """The command twice with one ``--journal``: the same JSON, the second reading every
     score from the journal; a journal of another checkpoint refused in one line."""
@@ -154,17 +197,27 @@ def test_evaluate_syntax_journal_resumes_with_the_same_json(tmp_path: Path, caps
     pairs.write_text("".join(json.dumps({"sentence_good": good, "sentence_bad": bad}) + "\n"
                              for good, bad in [("The cats sleep.", "The cats sleeps."),
                                                ("A dog barks.", "A dog bark.")]))
-    outs = []
+    outs, spent = [], []
     for _ in range(2):
         out = tmp_path / f"out{len(outs)}.json"
+        capsys.readouterr()
         assert run_cli(["evaluate-syntax", "--ckpt_path", str(ckpt), "--pairs", str(pairs),
                         "--journal", str(tmp_path / "journal"), "--output", str(out),
                         "--no-progress"]) == 0
         outs.append([json.loads(line) for line in out.read_text().splitlines()])
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["provenance"]["journal"]["folder"] == str(tmp_path / "journal")
+        [(label, time_spent)] = summary["provenance"]["journal"]["models"].items()
+        spent.append(time_spent)
     assert outs[0] == outs[1] and len(outs[0]) == 2
     [written] = (tmp_path / "journal").iterdir()
     lines = written.read_text().splitlines()
-    assert len(lines) == 2 and len(json.loads(lines[1])) == 4  # the header, one chunk
+    assert len(lines) == 2 and len(json.loads(lines[1])["scores"]) == 4  # a header, a chunk
+    assert written.name == file_name(label, 0)
+    # the second run read every score: the run's time is still the first run's chunk's
+    assert spent[0] == spent[1] and spent[0]["cpu_seconds"] == json.loads(lines[1])[
+        "cpu_seconds"]
+    assert (spent[0]["sentences"], spent[0]["timed_sentences"]) == (4, 4)
     changed = unigram_model()
     with torch.no_grad():
         changed.decoder.bias.add_(0.5)

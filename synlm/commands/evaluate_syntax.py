@@ -33,6 +33,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -420,7 +421,7 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
     from synlm.tse import evaluation, provenance
     from synlm.tse.progress import model_shown
 
-    runs = []
+    runs, journaled = [], {}
     for model in models:
         label, source, scorer, untrained = model
         show = sharded(model_shown(label, untrained, PROG, shown=args.progress and rank == 0),
@@ -428,15 +429,19 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
         if args.journal and scorer is not None:
             from synlm.tse.journal import JournaledScorer, fingerprint_of
 
-            scorer = JournaledScorer(scorer, args.journal, label,
-                                     fingerprint_of(label, scorer), rank)
+            scorer = journaled[label] = JournaledScorer(scorer, args.journal, label,
+                                                        fingerprint_of(label, scorer), rank)
         runs.append(evaluation.evaluate_model((label, source, scorer, untrained), loaded,
                                               args.eos, CONVENTIONS, show))
         if rank == 0:
             warn(evaluation.run_warnings(runs[-1], args.warn_unknown))
     files = provenance.benchmark_files(list(loaded), args.data_dir, args.suites, args.pairs)
-    return runs, evaluation.provenance_of(provenance.command_line(PROG, argv), models, threads,
-                                          files, runs, args.config)
+    record = evaluation.provenance_of(provenance.command_line(PROG, argv), models, threads,
+                                      files, runs, args.config)
+    if journaled:  # every process's chunks are on disk: the runs gathered their scores
+        record["journal"] = {"folder": args.journal, "models": {
+            label: asdict(scorer.time_spent()) for label, scorer in journaled.items()}}
+    return runs, record
 
 
 def surprisals_of_sentences(args: argparse.Namespace, argv: Sequence[str] | None,

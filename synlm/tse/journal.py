@@ -10,6 +10,12 @@ whole, so a resumed run scores each chunk with the same batches as a run never s
 gives the same numbers to the last digit. Every file of the folder under the model's label
 is read, whichever process wrote it, so a run may resume under another ``torchrun`` size.
 
+Each chunk's line also carries the CPU and wall seconds its scoring took in its process
+(``{"cpu_seconds", "wall_seconds", "scores"}``; a bare list of scores is read as a chunk
+without them), so a run carried over several processes and stops has its whole time:
+``time_spent`` sums the folder's lines for a model, and ``evaluate-syntax`` puts the sum in
+the run's provenance (``journal``).
+
 The first line of a file is the model's fingerprint: ``synlm.tse.provenance``'s record of
 the model (its checkpoint's or Hugging Face files' sha256 and size, vocabulary, parameters,
 dtype, search settings and convention), its name and its files' paths left out. A journal
@@ -24,8 +30,9 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from time import perf_counter, process_time
 from typing import Any
 
 from synlm.errors import InputError
@@ -57,12 +64,12 @@ def _differs(written: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
     return ", ".join(keys)
 
 
-def read_journal(folder: Path, label: str, fingerprint: Mapping[str, Any]
-                 ) -> dict[Words, ScoredSentence]:
-    """The sentences the journal files of ``label`` in ``folder`` hold, checked against
-    ``fingerprint`` (module docstring)."""
+def _chunks(folder: Path, label: str, fingerprint: Mapping[str, Any]
+            ) -> Iterator[dict[str, Any]]:
+    """Each chunk line of the journal files of ``label`` in ``folder``, as a dict with its
+    ``scores`` (a bare list: no times), every file checked against ``fingerprint`` (module
+    docstring)."""
     stem = file_name(label, 0).removesuffix("0.jsonl")
-    done: dict[Words, ScoredSentence] = {}
     for path in sorted(folder.glob(f"{stem}*.jsonl")):
         lines = _lines(path)
         header = next(lines, None)
@@ -74,11 +81,35 @@ def read_journal(folder: Path, label: str, fingerprint: Mapping[str, Any]
             raise InputError(f"--journal: {path} was written for another model or search "
                              f"(differs in: {differs}); give another folder or remove it")
         for chunk in lines:
-            for record in chunk:
-                scored = ScoredSentence(**{k: tuple(v) if isinstance(v, list) else v
-                                           for k, v in record.items()})
-                done[scored.words] = scored
+            yield chunk if isinstance(chunk, dict) else {"scores": chunk}
+
+
+def read_journal(folder: Path, label: str, fingerprint: Mapping[str, Any]
+                 ) -> dict[Words, ScoredSentence]:
+    """The sentences the journal files of ``label`` in ``folder`` hold, checked against
+    ``fingerprint`` (module docstring)."""
+    done: dict[Words, ScoredSentence] = {}
+    for chunk in _chunks(folder, label, fingerprint):
+        for record in chunk["scores"]:
+            scored = ScoredSentence(**{k: tuple(v) if isinstance(v, list) else v
+                                       for k, v in record.items()})
+            done[scored.words] = scored
     return done
+
+
+@dataclass(frozen=True)
+class TimeSpent:
+    """What a model's journal took to score, over all its files (every process, every
+    stop): ``sentences`` in ``chunks``; of those, ``timed_sentences`` in ``timed_chunks``
+    carry their time, ``cpu_seconds`` and ``wall_seconds`` summed over them (a process's CPU
+    time counts all its threads)."""
+
+    chunks: int
+    sentences: int
+    timed_chunks: int
+    timed_sentences: int
+    cpu_seconds: float
+    wall_seconds: float
 
 
 class JournaledScorer:
@@ -95,7 +126,7 @@ class JournaledScorer:
         self.scorer, self.fingerprint = scorer, dict(fingerprint)
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.path = self.folder / file_name(label, rank)
+        self.label, self.path = label, self.folder / file_name(label, rank)
         self.done = read_journal(self.folder, label, self.fingerprint)
         self.progress: Callable[..., None] | None = None
 
@@ -110,11 +141,12 @@ class JournaledScorer:
             chunk = [k for k in distinct[start:start + CHUNK] if k not in self.done]
             if chunk:
                 self.scorer.progress = self.progress  # told each batch of the chunk
+                cpu, wall = process_time(), perf_counter()
                 try:
                     scored = self.scorer.score(chunk)
                 finally:
                     self.scorer.progress = None
-                self._write(scored)
+                self._write(scored, process_time() - cpu, perf_counter() - wall)
                 self._tell(sum(counts[k] - 1 for k in chunk))  # the chunk's repeats
         return [self.done[key] for key in keys]
 
@@ -122,8 +154,19 @@ class JournaledScorer:
         if self.progress is not None and n:
             self.progress(n, read=read)
 
-    def _write(self, scored: list[ScoredSentence]) -> None:
-        """``scored`` into the journal as one line, on disk before it returns."""
+    def time_spent(self) -> TimeSpent:
+        """The time of every chunk of this model's journal, whichever process wrote it."""
+        chunks = list(_chunks(self.folder, self.label, self.fingerprint))
+        timed = [c for c in chunks if "cpu_seconds" in c]
+        return TimeSpent(len(chunks), sum(len(c["scores"]) for c in chunks), len(timed),
+                         sum(len(c["scores"]) for c in timed),
+                         round(sum(c["cpu_seconds"] for c in timed), 3),
+                         round(sum(c["wall_seconds"] for c in timed), 3))
+
+    def _write(self, scored: list[ScoredSentence], cpu_seconds: float,
+               wall_seconds: float) -> None:
+        """``scored`` into the journal as one line with the seconds it took, on disk before
+        it returns."""
         with self.path.open("a+b") as out:
             if out.tell() == 0:
                 out.write(json.dumps({"fingerprint": self.fingerprint}).encode() + b"\n")
@@ -131,7 +174,9 @@ class JournaledScorer:
                 out.seek(-1, os.SEEK_END)
                 if out.read(1) != b"\n":  # a line cut short by a stop: ended, left out
                     out.write(b"\n")
-            out.write(json.dumps([asdict(s) for s in scored]).encode() + b"\n")
+            line = {"cpu_seconds": round(cpu_seconds, 3), "wall_seconds": round(wall_seconds, 3),
+                    "scores": [asdict(s) for s in scored]}
+            out.write(json.dumps(line).encode() + b"\n")
             out.flush()
             os.fsync(out.fileno())
         self.done.update((s.words, s) for s in scored)
