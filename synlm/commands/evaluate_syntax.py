@@ -438,7 +438,8 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
     files = provenance.benchmark_files(list(loaded), args.data_dir, args.suites, args.pairs)
     record = evaluation.provenance_of(provenance.command_line(PROG, argv), models, threads,
                                       files, runs, args.config)
-    if journaled:  # every process's chunks are on disk: the runs gathered their scores
+    if journaled and rank == 0:  # every process's chunks are on disk: the runs gathered
+        # their scores; the other processes' records are not printed (``evaluated``)
         record["journal"] = {"folder": args.journal, "models": {
             label: asdict(scorer.time_spent()) for label, scorer in journaled.items()}}
     return runs, record
