@@ -141,6 +141,40 @@ def test_a_sentence_that_fits_only_the_whole_budget_is_searched_alone() -> None:
     assert all(result.parsed for result in results)
 
 
+def test_a_budget_that_holds_batches_below_batch_size_says_so_once() -> None:
+    """Where ``max_memory_mb`` splits the sentences given into smaller batches than
+    ``batch_size``, one warning says so (once for the settings, however many batches),
+    naming the batch it held to and the setting to raise; a budget that holds nothing
+    back, or a batch that was smaller anyway, says nothing."""
+    import warnings
+
+    from synlm.transition.beam import BATCH_SHARE, sentence_bytes
+
+    model = tiny_rnng()
+    torch.manual_seed(1)
+    words, lengths = torch.randint(0, 100, (6, 12)), torch.tensor([12] * 6)
+    unit = BeamSettings(4, 2, 1, max_stack=None, batch_size=4)
+    each = sentence_bytes(model, 12, unit)
+    held = replace(unit, max_memory_mb=2.5 * each / BATCH_SHARE / 2**20)  # two a batch
+    with pytest.warns(UserWarning) as said:
+        results = search_sentences(model, words, lengths, held)
+    assert len(said) == 1
+    assert re.fullmatch(r"word-synchronous beam search, beam 4, word beam 2, shift 1: "
+                        r"max_memory_mb=[\d.]+ searches 2 sentences of 12 words at a time "
+                        r"where 4 were asked for \(at most [\d,]+ MB each\); a larger "
+                        r"max_memory_mb searches more at once, to the same results up to "
+                        r"float rounding",
+                        str(said[0].message))
+    whole = search_sentences(model, words, lengths, unit)
+    for alone, together in zip(results, whole, strict=True):
+        assert alone.surprisals == pytest.approx(together.surprisals, abs=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        search_sentences(model, words, lengths, held)  # said once for these settings
+        search_sentences(model, words, lengths, unit)  # the whole batch fits
+        search_sentences(model, words[:2], lengths[:2], replace(held, batch_size=5))
+
+
 def sentence(n_words: int) -> Sentence:
     return Sentence(["w"] * n_words, source=f"f.mrg:{n_words}")
 

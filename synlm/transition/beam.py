@@ -65,6 +65,7 @@ import ctypes
 import ctypes.util
 import functools
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
@@ -533,6 +534,26 @@ def check_fits(model: TransitionModel, n_words: int, settings: SearchSettings) -
 BATCH_SHARE = 0.75
 
 
+#: The searches whose batches ``max_memory_mb`` held below ``batch_size``, said once each.
+_HELD: set[SearchSettings] = set()
+
+
+def say_batches_held(settings: SearchSettings, fit: int, asked: int, n_words: int,
+                     each: int) -> None:
+    """A warning, once a process for each ``settings``, that ``max_memory_mb`` holds a
+    batch of ``asked`` sentences of ``n_words`` to ``fit`` of them, each bounded at
+    ``each`` bytes (``sentence_bytes``): an action Transformer's bound holds every item's
+    cache at its capacity, so the default budget searches a few sentences at a time."""
+    if settings in _HELD:
+        return
+    _HELD.add(settings)
+    warnings.warn(f"{settings.describe()}: max_memory_mb={settings.max_memory_mb:g} searches "
+                  f"{fit} sentences of {n_words} words at a time where {asked} were asked "
+                  f"for (at most {each / 2**20:,.0f} MB each); a larger max_memory_mb "
+                  "searches more at once, to the same results up to float rounding",
+                  stacklevel=3)
+
+
 @functools.cache
 def _malloc_trim() -> Any:
     """glibc's ``malloc_trim``, or None where the C library has none."""
@@ -580,8 +601,11 @@ def search_sentences(model: TransitionModel, words: Tensor, lengths: Tensor,
     while start < len(order):
         longest = int(lengths[order[start]])
         # a batch fills BATCH_SHARE of the budget; a sentence alone, the whole (check_fits)
-        fit = max(1, int(BATCH_SHARE * settings.max_memory_mb * 2**20
-                         // sentence_bytes(model, longest, settings)))
+        each = sentence_bytes(model, longest, settings)
+        fit = max(1, int(BATCH_SHARE * settings.max_memory_mb * 2**20 // each))
+        asked = min(settings.batch_size, len(order) - start)
+        if fit < asked:
+            say_batches_held(settings, fit, asked, longest, each)
         chunk = order[start:start + min(fit, settings.batch_size)]
         index = torch.tensor(chunk, device=words.device)
         n = lengths[index]
