@@ -606,7 +606,7 @@ def search_sentences(model: TransitionModel, words: Tensor, lengths: Tensor,
         asked = min(settings.batch_size, len(order) - start)
         if fit < asked:
             say_batches_held(settings, fit, asked, longest, each)
-        chunk = order[start:start + min(fit, settings.batch_size)]
+        chunk = order[start:start + min(fit, asked)]
         index = torch.tensor(chunk, device=words.device)
         n = lengths[index]
         width = max(1, int(n.max()))
