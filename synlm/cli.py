@@ -11,7 +11,8 @@ when that command runs, and the other commands' ``--help`` answers before torch 
 
 Errors: each command prints synlm's own (``synlm.errors.SynLMError``) as one line and exits
 with code 2 (``synlm.errors.report``; ``SYNLM_TRACEBACK=1`` prints their traceback too);
-any other exception propagates with its traceback."""
+any other exception propagates with its traceback. synlm's own warnings
+(``synlm.errors.SynLMWarning``) are one line too, ``synlm <command>: warning: ...``."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from synlm.catalog import component_summaries
-from synlm.errors import SynLMError, report
+from synlm.errors import SynLMError, report, warnings_as_lines
 from synlm.runtime import usage
 from synlm.runtime.inputs import check_inputs, check_run_inputs
 from synlm.runtime.lightning_flags import unknown_flag
@@ -156,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # with a model then set torch's thread count (configure_threads), plot and annotate
         # never import torch
         _find_local_components()
-        return _command(args[0])(args[1:])
+        with warnings_as_lines(f"synlm {args[0]}"):
+            return _command(args[0])(args[1:])
     try:
         # fit, validate, test, predict: the warnings once the run's count is known (a resume's)
         threads = configure_threads(warn=False)
@@ -165,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _find_local_components()
     from synlm.lightning_cli import run
 
-    return run(args, threads)
+    with warnings_as_lines(f"synlm {args[0]}"):
+        return run(args, threads)
 
 
 def entry_point() -> None:

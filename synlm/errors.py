@@ -17,11 +17,15 @@ Every exception synlm raises on purpose derives from ``SynLMError``::
     │   └── PlotError               synlm.commands.plot: a run or metric that cannot be plotted
     └── RunError (RuntimeError)     a run that cannot go on, for a reason synlm names
 
+    SynLMWarning (UserWarning)      anything synlm warns of on purpose
+
 Library functions raise these (a notebook catches them as ``SynLMError``, or as the
 ``ValueError`` or ``RuntimeError`` each also is); only the ``synlm`` command turns them into
 one line, ``synlm <command>: error: ...`` (exit code 2). Any other exception is a bug, or a
 problem synlm did not foresee, and keeps its traceback; ``SYNLM_TRACEBACK=1`` shows the
-traceback of synlm's own errors too.
+traceback of synlm's own errors too. A ``SynLMWarning`` is shown as Python shows a warning
+(a notebook filters it by its category), and by the command as one line, ``synlm <command>:
+warning: ...`` (``warnings_as_lines``), as the command's own warnings are.
 
 ``SettingError`` carries the parameter's name, the value and what is expected, so that the
 command can name the flag (``--data.batch_size=0``) or the config file and line that set
@@ -34,6 +38,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,6 +74,11 @@ class MissingFileError(InputError, FileNotFoundError):
 class RunError(SynLMError, RuntimeError):
     """A run that cannot go on, for a reason synlm names in one line (a kernel that fails
     its self-check, a loss that is no longer finite)."""
+
+
+class SynLMWarning(UserWarning):
+    """A warning synlm gives on purpose: one line that says what it saw and what would do
+    otherwise (a search held below its batch size, samples with no parse left out)."""
 
 
 def not_utf8(where: str, data: bytes, err: UnicodeDecodeError,
@@ -134,6 +144,27 @@ def report(err: BaseException, prefix: str) -> int:
         traceback.print_exception(type(err), err, err.__traceback__)
     print(f"{prefix}: {err}", file=sys.stderr)
     return 2
+
+
+@contextmanager
+def warnings_as_lines(prog: str) -> Iterator[None]:
+    """Within it, each ``SynLMWarning`` shown as one line on stderr, ``{prog}: warning:
+    {message}`` (the form of a command's own warnings), where Python shows the file and
+    line of synlm that warned and its source line too; every other warning as before."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, SynLMWarning):
+            print(f"{prog}: warning: {message}", file=sys.stderr if file is None else file)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def at_least(name: str, value: int | None, minimum: int = 1) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import warnings
 from pathlib import Path
 
 import pytest
 
 import synlm
-from synlm import errors
+from synlm import cli, errors
 from synlm.cli import main
 from synlm.commands import plot
 from synlm.commands.plot import PlotError
@@ -23,6 +24,7 @@ from synlm.errors import (
     RunError,
     SettingError,
     SynLMError,
+    SynLMWarning,
 )
 from synlm.loading import load_model
 from synlm.parsing import default_structure
@@ -166,3 +168,50 @@ def test_without_synlm_traceback_an_input_error_is_one_line(
                  "--treebank", str(TREEBANK)]) == 2
     assert capfd.readouterr().err == \
         f"synlm parse: --ckpt_path: no checkpoint at {tmp_path / 'none.ckpt'}\n"
+
+
+def test_a_synlm_warning_is_one_line_of_the_command_and_others_are_left_as_they_are(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under ``synlm <command>`` a ``SynLMWarning`` is the line ``synlm <command>: warning:
+    ...`` (no file, line or source of synlm's); another library's warning goes on to
+    Python's own display (here the record ``catch_warnings`` keeps); afterwards warnings
+    are shown as before."""
+    def warns(args: list[str]) -> int:
+        warnings.warn("searched 2 sentences at a time where 16 were asked for", SynLMWarning,
+                      stacklevel=1)
+        warnings.warn("a library's own", UserWarning, stacklevel=1)
+        return 0
+
+    monkeypatch.setattr(cli, "_command", lambda name: warns)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before = warnings.showwarning
+        assert main(["plot", "--help"]) == 0
+        assert warnings.showwarning is before
+    assert capsys.readouterr().err.splitlines() == [
+        "synlm plot: warning: searched 2 sentences at a time where 16 were asked for"]
+    assert [(w.category, str(w.message)) for w in caught] == [(UserWarning, "a library's own")]
+
+
+def test_synlm_warnings_are_synlm_warnings() -> None:
+    """Each warning synlm gives on purpose is a ``SynLMWarning`` (so the command shows it as
+    one line, and a notebook filters it by that category): every ``warnings.warn`` and
+    ``rank_zero_warn`` call in the package names one as its category."""
+    from synlm.kernels.self_check import KernelCheckWarning
+
+    ours = {SynLMWarning.__name__, KernelCheckWarning.__name__}
+    assert issubclass(KernelCheckWarning, SynLMWarning)
+    calls, bare = 0, []
+    for path in Path(synlm.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            called = ast.unparse(node.func)
+            if called not in ("warnings.warn", "rank_zero_warn"):
+                continue
+            calls += 1
+            given = [k.value for k in node.keywords if k.arg == "category"] + \
+                (node.args[1:2] if called == "warnings.warn" else [])
+            if not given or ast.unparse(given[0]).split(".")[-1] not in ours:
+                bare.append(f"{path.name}:{node.lineno}")
+    assert calls >= 6 and not bare

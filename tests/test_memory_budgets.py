@@ -17,7 +17,7 @@ import torch
 from synlm.data.datamodule import SynLMDataModule
 from synlm.data.layout_documents import cut
 from synlm.data.synthetic import SyntheticTreebank
-from synlm.errors import InputError, SettingError
+from synlm.errors import InputError, SettingError, SynLMWarning
 from synlm.syntax import Sentence
 from synlm.transition.beam import BeamSettings, search_sentences
 from synlm.transition.particles import ParticleSettings
@@ -156,7 +156,7 @@ def test_a_budget_that_holds_batches_below_batch_size_says_so_once() -> None:
     unit = BeamSettings(4, 2, 1, max_stack=None, batch_size=4)
     each = sentence_bytes(model, 12, unit)
     held = replace(unit, max_memory_mb=2.5 * each / BATCH_SHARE / 2**20)  # two a batch
-    with pytest.warns(UserWarning) as said:
+    with pytest.warns(SynLMWarning) as said:
         results = search_sentences(model, words, lengths, held)
     assert len(said) == 1
     assert re.fullmatch(r"word-synchronous beam search, beam 4, word beam 2, shift 1: "
@@ -285,18 +285,21 @@ def test_synlm_test_checks_the_longest_test_sentence_before_any_batch(
 
 def test_fit_warns_before_training_when_the_test_search_will_not_fit(
         tmp_path, capsys: pytest.CaptureFixture) -> None:
-    """The same check at ``fit``'s start is a warning naming the budget, before training."""
+    """The same check at ``fit``'s start is a warning naming the budget, before training:
+    one line of the command's."""
     from test_conventions import SIZES, TINY_FIT
 
     from conftest import run_cli
     from synlm.catalog import REPO_CONFIGS
 
-    with pytest.warns(UserWarning, match=r"^test: synthetic:test:\d+: .* over "
-                      r"max_memory_mb=0\.01; .*; or set --model\.init_args\.max_memory_mb=\d+ "
-                      r"\(before synlm test\)$"):
-        assert run_cli(["fit", "--config", str(REPO_CONFIGS / "rnng.yaml"), *TINY_FIT,
-                        *SIZES["rnng.yaml"], f"--trainer.default_root_dir={tmp_path}",
-                        "--model.max_memory_mb=0.01"]) == 0
+    assert run_cli(["fit", "--config", str(REPO_CONFIGS / "rnng.yaml"), *TINY_FIT,
+                    *SIZES["rnng.yaml"], f"--trainer.default_root_dir={tmp_path}",
+                    "--model.max_memory_mb=0.01"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "before synlm test" in line]
+    assert len(said) == 1
+    assert re.fullmatch(r"synlm fit: warning: test: synthetic:test:\d+: .* over "
+                        r"max_memory_mb=0\.01; .*; or set --model\.init_args\.max_memory_mb=\d+ "
+                        r"\(before synlm test\)", said[0])
 
 
 def test_measuring_a_search_leaves_the_random_generator_alone() -> None:

@@ -22,7 +22,7 @@ from nltk import Tree
 from torch import Tensor
 
 from synlm import viz
-from synlm.errors import InputError
+from synlm.errors import InputError, SynLMWarning
 from synlm.metrics.parsing import PROTOCOLS
 from synlm.metrics.structures import TREE_KINDS, decode_trees, scored_rows
 from synlm.syntax import Sentence, to_bracket
@@ -251,7 +251,7 @@ class TreeSamples(pl.Callback):
 
     def _warn(self, reason: str) -> None:
         if not self._warned:
-            rank_zero_warn(f"TreeSamples: {reason}; no trees are logged")
+            rank_zero_warn(f"TreeSamples: {reason}; no trees are logged", category=SynLMWarning)
             self._warned = True
 
 

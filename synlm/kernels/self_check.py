@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from synlm.errors import RunError
+from synlm.errors import RunError, SynLMWarning
 
 #: rtol of the comparison, and atol as a share of the reference tensor's largest entry
 #: (at least 1): float32 allows for the two paths' different rounding over a few steps.
@@ -33,6 +33,10 @@ _VERDICTS: dict[tuple[str, str, torch.dtype], str | None] = {}
 
 class KernelCheckError(RunError):
     """``kernel: triton`` and the fused kernels failed their check (one line)."""
+
+
+class KernelCheckWarning(SynLMWarning, RuntimeWarning):
+    """``kernel: auto`` and the fused kernels failed their check: the PyTorch loop is used."""
 
 
 def pick_recurrence(kernel: str, use_fused: bool, loop: type[torch.autograd.Function],
@@ -67,10 +71,10 @@ def verdict(name: str, fused: type[torch.autograd.Function],
             grads, rest = problem(device, dtype)
             _VERDICTS[key] = compare(fused, reference, grads, rest)
         if _VERDICTS[key] is not None:
-            warnings.warn(f"synlm: the fused {name} recurrence failed its check against the "
+            warnings.warn(f"the fused {name} recurrence failed its check against the "
                           f"PyTorch loop on {device} ({dtype}): {_VERDICTS[key]}; using the "
                           f"PyTorch loop (kernel: torch silences this, kernel: triton raises)",
-                          RuntimeWarning, stacklevel=3)
+                          KernelCheckWarning, stacklevel=3)
     return _VERDICTS[key]
 
 

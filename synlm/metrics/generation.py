@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from synlm.errors import InputError
+from synlm.errors import InputError, SynLMWarning
 
 Tokens = Sequence[str]
 NGram = tuple[str, ...]
@@ -245,7 +245,8 @@ def lm_score(model: ScoringLM, samples: Sequence[Tokens], batch_size: int = 32) 
     scored = ModelScorer(model, batch_size).score([list(sample) for sample in samples])
     if unparsed := sum(not s.parsed for s in scored):
         warnings.warn(f"lm_score: {unparsed} of {len(scored)} samples have no parse within "
-                      "the oracle's beam and are left out of the mean", stacklevel=2)
+                      "the oracle's beam and are left out of the mean", SynLMWarning,
+                      stacklevel=2)
         scored = [s for s in scored if s.parsed]
         if not scored:
             return math.nan

@@ -551,7 +551,7 @@ def say_batches_held(settings: SearchSettings, fit: int, asked: int, n_words: in
                   f"{fit} sentences of {n_words} words at a time where {asked} were asked "
                   f"for (at most {each / 2**20:,.0f} MB each); a larger max_memory_mb "
                   "searches more at once, to the same results up to float rounding",
-                  stacklevel=3)
+                  errors.SynLMWarning, stacklevel=3)
 
 
 @functools.cache

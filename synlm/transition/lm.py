@@ -213,7 +213,7 @@ class TransitionLM(pl.LightningModule):
         """A test search that will not fit its memory is said before training, not after."""
         problem = self.test_fits()
         if problem:
-            rank_zero_warn(f"{problem} (before synlm test)")
+            rank_zero_warn(f"{problem} (before synlm test)", category=errors.SynLMWarning)
 
     def on_test_start(self) -> None:
         """The longest test sentence is checked to fit the search's memory before any test
@@ -309,7 +309,8 @@ class TransitionLM(pl.LightningModule):
         if s["no_parse"] > 0:
             self.log(f"{stage}/no_parse", float(s["no_parse"]))
             rank_zero_warn(f"{int(s['no_parse'])} {stage} sentences have {NO_PARSE} (even "
-                           "with no stack bound): left out of beam_ppl and the F1")
+                           "with no stack bound): left out of beam_ppl and the F1",
+                           category=errors.SynLMWarning)
         for name, mean_ll in ppl.items():
             self.log(f"{stage}/{name}", torch.exp(-mean_ll).float(), prog_bar=name == "joint_ppl")
 
