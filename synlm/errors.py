@@ -18,6 +18,8 @@ Every exception synlm raises on purpose derives from ``SynLMError``::
     └── RunError (RuntimeError)     a run that cannot go on, for a reason synlm names
 
     SynLMWarning (UserWarning)      anything synlm warns of on purpose
+    └── KernelCheckWarning          synlm.kernels.self_check: a fused kernel failed its
+        (RuntimeWarning)            check, the PyTorch loop used instead
 
 Library functions raise these (a notebook catches them as ``SynLMError``, or as the
 ``ValueError`` or ``RuntimeError`` each also is); only the ``synlm`` command turns them into
