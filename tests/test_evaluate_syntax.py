@@ -155,6 +155,27 @@ def test_a_unigram_model_gets_the_accuracies_computed_by_hand(capsys, monkeypatc
     assert with_eos["conventions"]["blimp"]["reference"] is False
 
 
+def test_paradigms_score_those_alone_as_the_whole_run_does(capsys, monkeypatch, tmp_path):
+    """--paradigms: the named paradigm's pairs alone, each scored as in the run of all
+    (toy_length's accuracy 1.0 both ways); a misspelt UID is one line naming the nearest."""
+    fake_models(monkeypatch, lambda path: unigram_model())
+    data = toy_data(tmp_path / "data")
+    args = ["--ckpt_path", "x.ckpt", "--data-dir", str(data), "--benchmark", "blimp"]
+    whole, _ = evaluate(capsys, *args, "--output", str(tmp_path / "whole.jsonl"))
+    part, _ = evaluate(capsys, *args, "--paradigms", "toy_length",
+                       "--output", str(tmp_path / "part.jsonl"))
+    assert set(part["blimp"]["paradigms"]) == {"toy_length"}
+    assert part["blimp"]["paradigms"]["toy_length"] == whole["blimp"]["paradigms"]["toy_length"]
+    assert part["headline"]["blimp/accuracy"] == 1.0 != whole["headline"]["blimp/accuracy"]
+    records = [json.loads(line) for line in (tmp_path / "whole.jsonl").read_text().splitlines()]
+    assert (tmp_path / "part.jsonl").read_text().splitlines() == [
+        json.dumps(r) for r in records if r["UID"] == "toy_length"]
+    assert run_cli(["evaluate-syntax", *args, "--paradigms", "toy_lenght"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown BLiMP paradigm 'toy_lenght'; did you mean toy_length?" in err
+    assert len(err.splitlines()) == 1
+
+
 class EndsAfterAVerb:
     """A scorer whose words are equally likely (-1 each) and whose end of the sentence is
     likely after a verb (-0.1) and unlikely elsewhere (-5): the end-of-sentence term decides
@@ -284,6 +305,8 @@ def test_untrained_seeds_give_mean_and_std(capsys, monkeypatch, tmp_path):
      "unknown SyntaxGym suite 'number_sr'"),
     (["--ckpt_path", "x.ckpt", "--benchmark", "blimp", "--suites", "number_src"],
      "add syntaxgym to --benchmark"),
+    (["--ckpt_path", "x.ckpt", "--benchmark", "syntaxgym", "--paradigms", "adjunct_island"],
+     "add blimp to --benchmark"),
     (["--ckpt_path", "x.ckpt", "--output", "no/such/folder/r.jsonl"], "--output: no folder"),
     (["--ckpt_path", "x.ckpt", "--benchmark", "blimpp"], "unknown benchmark 'blimpp'"),
 ])

@@ -18,6 +18,7 @@ import pytest
 
 from staged import staged
 from synlm.data.files import CorpusError, RemoteFile, git_blob_of
+from synlm.errors import InputError
 from synlm.tse import blimp, marvin_linzen
 from synlm.tse.minimal_pairs import (
     MinimalPair,
@@ -163,6 +164,10 @@ def test_blimp_folder_reader_subset_and_end_to_end(tmp_path: Path) -> None:
                                                                 ("p2", "0")]
     assert {p.ids["phenomenon"] for p in pairs} == {"argument_structure"}
     assert len(blimp.read_blimp(tmp_path, subset=1)) == 2
+    assert [p.ids["UID"] for p in blimp.read_blimp(tmp_path, paradigms=["p2"])] == ["p2"]
+    with pytest.raises(InputError, match=r"unknown BLiMP paradigm 'p22'; did you mean p2\? "
+                                         r"\(expected the UID of one of the 2 in .*, e\.g\. p1\)"):
+        blimp.read_blimp(tmp_path, paradigms=["p2", "p22"])
     records = evaluate_pairs(blimp.read_blimp(tmp_path), UnigramScorer())
     summary = blimp.summarize_blimp(records)
     assert [r["correct"] for r in records] == [True, False, True]

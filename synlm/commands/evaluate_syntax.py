@@ -128,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suites", nargs="+", metavar="SUITE",
                    help="SyntaxGym: these suites only (default the paper's 34), by name or as "
                    "paths to suite .json files of your own")
+    p.add_argument("--paradigms", nargs="+", metavar="UID",
+                   help="BLiMP: these paradigms only (default all 67), by UID, e.g. "
+                   "adjunct_island: one phenomenon, or a long run split into parts")
     p.add_argument("--pairs", nargs="+", default=[], metavar="FILE",
                    help="your own minimal pairs, BLiMP-style JSON lines (sentence_good, "
                    "sentence_bad; UID, linguistics_term optional), scored as the benchmark "
@@ -266,6 +269,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
             return f"--{flag}: no folder {Path(path).parent} for {path}"
     if args.suites and "syntaxgym" not in args.benchmark:
         return "--suites selects SyntaxGym suites: add syntaxgym to --benchmark"
+    if args.paradigms and "blimp" not in args.benchmark:
+        return "--paradigms selects BLiMP paradigms: add blimp to --benchmark"
     if args.seeds > 1 and not args.config:
         return "--seeds needs --config (untrained models); for checkpoints use --untrained N"
     if args.untrained and not args.ckpt_path:
@@ -319,7 +324,7 @@ BEAM_FLAGS = (*BEAM_SIZES, "search_convention", "search", "particles", "max_memo
 SCORING_FLAGS: dict[str, Any] = {
     "config": None, "seeds": 1, "subset": None, "eos": None, "sentences": None,
     "tokenise": None,
-    "untrained": 0, "pll": None, "suites": None, "pairs": [], "journal": None,
+    "untrained": 0, "pll": None, "suites": None, "paradigms": None, "pairs": [], "journal": None,
     **dict.fromkeys(BEAM_FLAGS)}
 
 
@@ -410,7 +415,7 @@ def from_models(args: argparse.Namespace, argv: Sequence[str] | None,
         check_hf_models(args.models, Settings(eos=args.eos, pll=args.pll,
                                               trust_remote_code=args.trust_remote_code))
     loaded = load_benchmarks(args.benchmark, args.data_dir, args.subset, args.download,
-                             args.suites, args.pairs)
+                             args.suites, args.pairs, args.paradigms)
     threads = configure_threads()
     from synlm.tse import scorers
     from synlm.tse.sharding import joined, sharded

@@ -218,7 +218,8 @@ def is_suite_file(name: str) -> bool:
 def load_benchmarks(benchmarks: Sequence[str] = BENCHMARKS,
                     data_dir: str | Path | None = None, subset: int | None = None,
                     download: bool = False, suites: Sequence[str] | None = None,
-                    pairs: Sequence[str | Path] = ()) -> dict[str, list[Any]]:
+                    pairs: Sequence[str | Path] = (),
+                    paradigms: Sequence[str] | None = None) -> dict[str, list[Any]]:
     """Read ``benchmarks`` (names of ``BENCHMARKS``): BLiMP's and Marvin & Linzen's pairs,
     SyntaxGym's suites, and ``pairs`` files as the benchmark ``pairs``; every file is read
     before anything is scored, so a missing one stops a run at once.
@@ -231,6 +232,7 @@ def load_benchmarks(benchmarks: Sequence[str] = BENCHMARKS,
         suites: SyntaxGym suites to read (default ``SUITES``, the paper's 34): names of the
             paper's suites or paths to suite files (JSON as SyntaxGym publishes it).
         pairs: files of one's own minimal pairs (``synlm.tse.blimp.read_pairs``).
+        paradigms: BLiMP's paradigms to read, by ``UID`` (default all 67).
     """
     unknown = [name for name in benchmarks if name not in _SCORE]
     if unknown:
@@ -245,7 +247,8 @@ def load_benchmarks(benchmarks: Sequence[str] = BENCHMARKS,
     loaded: dict[str, list[Any]] = {}
     for name in benchmarks:
         if name == "blimp":
-            loaded[name] = read_blimp(data_dir=data_dir, subset=subset, download=download)
+            loaded[name] = read_blimp(data_dir=data_dir, subset=subset, download=download,
+                                      paradigms=paradigms)
         elif name == "marvin_linzen":
             loaded[name] = read_marvin_linzen(data_dir=data_dir, subset=subset,
                                               download=download)
@@ -271,8 +274,9 @@ def evaluate_benchmarks(scorer: Scorer, benchmarks: Sequence[str] = BENCHMARKS,
                         data_dir: str | Path | None = None, subset: int | None = None,
                         download: bool = False, eos: bool | None = None,
                         suites: Sequence[str] | None = None,
-                        pairs: Sequence[str | Path] = ()) -> dict[str, BenchmarkResult]:
+                        pairs: Sequence[str | Path] = (),
+                        paradigms: Sequence[str] | None = None) -> dict[str, BenchmarkResult]:
     """``load_benchmarks`` then ``score_benchmarks`` with one scorer, e.g.
     ``synlm.tse.scoring.ModelScorer(model)`` or ``synlm.tse.hf_scoring.HFScorer(path)``."""
-    return score_benchmarks(
-        load_benchmarks(benchmarks, data_dir, subset, download, suites, pairs), scorer, eos)
+    return score_benchmarks(load_benchmarks(benchmarks, data_dir, subset, download, suites,
+                                            pairs, paradigms), scorer, eos)

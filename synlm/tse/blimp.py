@@ -17,6 +17,7 @@ The data is the repository's ``BLiMP.zip`` (CC-BY 4.0), read without unpacking f
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import zipfile
@@ -75,7 +76,8 @@ def phenomenon(linguistics_term: str) -> str:
 
 
 def read_blimp(path: str | Path | None = None, data_dir: str | Path | None = None,
-               subset: int | None = None, download: bool = False) -> list[MinimalPair]:
+               subset: int | None = None, download: bool = False,
+               paradigms: Sequence[str] | None = None) -> list[MinimalPair]:
     """BLiMP's pairs, paradigm by paradigm (sorted by ``UID``), each in file order.
 
     Args:
@@ -84,6 +86,8 @@ def read_blimp(path: str | Path | None = None, data_dir: str | Path | None = Non
         data_dir: the data folder (default ``$SYNLM_DATA_DIR``).
         subset: keep the first ``subset`` pairs of each paradigm (a quick run).
         download: fetch ``BLiMP.zip`` when it is missing.
+        paradigms: these paradigms only (their ``UID``s; default all): a run split into
+            parts, or one phenomenon's paradigms; a name the data lacks is a one-line error.
 
     A pair's ``ids`` are ``UID``, ``phenomenon`` (``phenomenon(linguistics_term)``) and
     ``pairID``.
@@ -97,9 +101,25 @@ def read_blimp(path: str | Path | None = None, data_dir: str | Path | None = Non
         raise CorpusError(f"BLiMP: missing {path}; expected BLiMP.zip or a folder of "
                           f"<UID>.jsonl files")
     pairs: list[MinimalPair] = []
-    for where, uid, text in _paradigm_texts(path):
+    for where, uid, text in _chosen(_paradigm_texts(path), paradigms, path):
         pairs.extend(_paradigm_pairs(where, uid, text)[:subset])
     return pairs
+
+
+def _chosen(texts: list[tuple[str, str, str]], paradigms: Sequence[str] | None,
+            path: Path) -> list[tuple[str, str, str]]:
+    """The paradigm files of ``texts`` (``_paradigm_texts``') that ``paradigms`` names (all
+    when None); an unknown name is a one-line error with the nearest ``UID``."""
+    if paradigms is None:
+        return texts
+    uids = [uid for _, uid, _ in texts]
+    unknown = [name for name in paradigms if name not in uids]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], uids, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise InputError(f"unknown BLiMP paradigm {unknown[0]!r}{hint} (expected the UID of "
+                         f"one of the {len(uids)} in {path}, e.g. {uids[0]})")
+    return [text for text in texts if text[1] in paradigms]
 
 
 def read_pairs(path: str | Path, subset: int | None = None) -> list[MinimalPair]:
