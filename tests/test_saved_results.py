@@ -104,6 +104,47 @@ def test_a_configs_untrained_seeds_come_back_as_seeds(capsys, scored, tmp_path):
     assert f"{printed['label']} (2 seeds)" in (root / "config" / "headline.md").read_text()
 
 
+def test_the_parts_of_a_run_join_into_the_whole_run(capsys, scored, tmp_path):
+    """One checkpoint scored in two parts (BLiMP's paradigms and SyntaxGym's suites divided
+    between them with --paradigms and --suites): --results joins them into one run whose
+    JSON equals that of the run scoring both at once, and whose provenance names each part;
+    a part that scores a unit another part scored, and parts scored otherwise, are one-line
+    errors."""
+    data, ckpt = scored["data"], str(scored["ckpt"])
+    suite = data / "syntaxgym" / "test_suites" / "number_src.json"
+    mine = tmp_path / "my_suite.json"
+    mine.write_text(suite.read_text().replace('"number_src"', '"my_suite"'))
+    common = ["--ckpt_path", ckpt, "--data-dir", str(data), "--benchmark", "blimp", "syntaxgym"]
+    whole = saved(capsys, tmp_path, "whole", *common, "--suites", "number_src", str(mine))
+    first = saved(capsys, tmp_path, "first", *common, "--paradigms", "toy_length", "--suites",
+                  str(mine))
+    second = saved(capsys, tmp_path, "second", *common, "--paradigms", "toy_agreement",
+                   "--suites", "number_src")
+    alone, _ = evaluate(capsys, "--results", str(whole))
+    joined, _ = evaluate(capsys, "--results", str(first), str(second),
+                         "--report", str(tmp_path / "report"))
+    assert joined["headline"] == alone["headline"] == json.loads(whole.read_text())["headline"]
+    for name in ("blimp", "syntaxgym"):
+        assert joined[name] == alone[name], name
+    assert joined["headline"]["blimp/accuracy"] == 0.625  # the mean of both parts' paradigms
+    record = json.loads((tmp_path / "report" / "provenance.json").read_text())
+    (entry,) = record["results"]
+    assert [part["file"]["path"] for part in entry["parts"]] == [str(first.resolve()),
+                                                                 str(second.resolve())]
+    assert run_cli(["evaluate-syntax", "--results", str(first), str(whole)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "both scored blimp 'toy_length' of one model under 'unigram'" in err
+    printed = json.loads(second.read_text())
+    provenance = printed["provenance"]
+    other = _edited(second, tmp_path / "other.json", provenance={
+        **provenance, "models": [{**provenance["models"][0], "dtype": "float64"}]},
+        output=str(tmp_path / "second.jsonl"))
+    assert run_cli(["evaluate-syntax", "--results", str(first), str(other)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "parts of one run under 'unigram', were scored with other 'dtype'" in err
+    assert len(err.splitlines()) == 1
+
+
 def _edited(path: Path, target: Path, **changes: object) -> Path:
     summary = json.loads(path.read_text())
     summary.update(changes)

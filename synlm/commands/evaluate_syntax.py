@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", nargs="+", metavar="JSON", help="tables from finished "
                    "evaluations, scoring nothing: the JSON each printed, its --output records "
                    "beside it (one model, or --config's seeds, a file; the same label for "
-                   "several files: seeds of one model)")
+                   "several files: seeds of one model, or the parts of one run that "
+                   "--paradigms or --suites split, joined)")
     p.add_argument("--label", nargs="+", metavar="NAME", help="a name for each model, in "
                    "command-line order (--ckpt_path and --hf together; --config: one), the "
                    "column of the tables; the same name twice: seeds of one model (default: "
@@ -386,8 +387,8 @@ def from_results(args: argparse.Namespace, argv: Sequence[str] | None,
     the benchmarks, subset and end-of-sentence choice the files were scored with."""
     from synlm.tse import evaluation, provenance, saved
 
-    table = saved.read_all(args.results, chosen)
-    labels = args.label or [runs[0].label for runs in table.files]
+    table = saved.read_all(args.results, chosen, args.label)
+    labels = table.labels
     args.benchmark = [b for b in table.benchmarks if b != "pairs"]
     args.pairs = ["pairs"] if "pairs" in table.benchmarks else []  # its rows, not a file
     args.subset, args.eos = table.subset, table.eos

@@ -381,15 +381,23 @@ def of_saved(command: str, files: Sequence[Sequence[Any]], labels: Sequence[str]
              ) -> dict[str, Any]:
     """The record of tables made from finished evaluations (``synlm.tse.saved``: each file's
     runs, under its label in the tables): the command, synlm's version, and each file read,
-    the JSON and its records with their sha256, and the provenance it was scored with."""
+    the JSON and its records with their sha256, and the provenance it was scored with (the
+    ``parts`` of a run split over commands, each so)."""
     return {
         "command": command, "cwd": os.getcwd(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "synlm": synlm.__version__, "synlm_source": synlm_source(),
         "python": platform.python_version(), "platform": platform.platform(),
-        "results": [{"label": label, "file": asdict(file_digest(runs[0].file)),
-                     "records": asdict(file_digest(runs[0].records)),
-                     "scored": runs[0].provenance} for label, runs in zip(labels, files)]}
+        "results": [{"label": label, **_read_back(runs[0].parts[0])} if len(runs[0].parts) == 1
+                    else {"label": label, "parts": [_read_back(part) for part in runs[0].parts]}
+                    for label, runs in zip(labels, files)]}
+
+
+def _read_back(part: Any) -> dict[str, Any]:
+    """A file read back (``synlm.tse.saved.SavedPart``): the JSON and its records with their
+    sha256, and the provenance it was scored with."""
+    return {"file": asdict(file_digest(part.file)), "records": asdict(file_digest(part.records)),
+            "scored": part.provenance}
 
 
 def command_line(prog: str, argv: Sequence[str] | None) -> str:

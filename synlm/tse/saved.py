@@ -8,7 +8,11 @@ scoring anything again. Each result's summary and headline are recomputed from i
 A file must hold one model's results (one ``--ckpt_path`` or ``--hf``) or a config's
 untrained seeds (``--config C --seeds N``: one run a seed); every file must have been scored
 on the same benchmarks, subset and end-of-sentence choice, since the tables pair items
-across models. Each check is a one-line error naming the file.
+across models. Files under one label are seeds of one model, each a run, where they score
+the same items; where the same weights and search scored each its own units (BLiMP
+paradigms, SyntaxGym suites, Marvin & Linzen templates: a run split with ``--paradigms`` or
+``--suites``), they are the parts of one run, their records joined (``run_groups``). Each
+check is a one-line error naming the file.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +52,35 @@ RECORD_FIELDS: dict[str, tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str
     "marvin_linzen": ((("template", "a string"), ("case", "a string"),
                        ("unknown", "true or false")), (("correct", "true or false"),)),
 }
+#: A search's settings that batch its sentences alone (their numbers the same up to float
+#: rounding, as under ``torchrun``): the parts of a run may differ in them.
+BATCHING = ("batch_size", "max_memory_mb")
+#: The field of a benchmark's records that names its unit, those the parts of a run divide.
+UNIT_FIELDS = {"blimp": "UID", "pairs": "UID", "syntaxgym": "suite",
+               "marvin_linzen": "template"}
+
+
+@dataclass(frozen=True)
+class SavedPart:
+    """One file read back: the JSON (``file``), its records (``records``) and the provenance
+    it was scored with."""
+
+    file: str
+    records: str
+    provenance: dict[str, Any]
 
 
 @dataclass(frozen=True)
 class SavedRun:
     """One run of a finished evaluation: the ``label`` it was scored under, ``source`` (what
     was scored: a run folder, a Hugging Face model, a config's seed), its ``results``
-    (benchmark -> ``BenchmarkResult``) and the files read (``file``: the JSON, ``records``:
-    the JSON lines)."""
+    (benchmark -> ``BenchmarkResult``) and the files read (``parts``: one, or each part of a
+    run split over commands)."""
 
     label: str
     source: str
     results: dict[str, BenchmarkResult]
-    file: str
-    records: str
-    provenance: dict[str, Any]
+    parts: tuple[SavedPart, ...]
 
 
 def _summary(path: Path) -> dict[str, Any]:
@@ -184,7 +203,7 @@ def records_path(path: Path, summary: dict[str, Any]) -> Path:
 
 
 def _results(records: Sequence[dict[str, Any]], summary: dict[str, Any],
-             benchmarks: Sequence[str], source: Path) -> dict[str, BenchmarkResult]:
+             benchmarks: Sequence[str], source: str | Path) -> dict[str, BenchmarkResult]:
     """Each benchmark's ``BenchmarkResult`` of one run: its records (read from ``source``),
     its summary and headline recomputed from them (``synlm.tse.recomputed``; the figures
     ``summary``, the file's JSON, stored are not read) and its convention."""
@@ -194,20 +213,25 @@ def _results(records: Sequence[dict[str, Any]], summary: dict[str, Any],
         dict(conventions.get(name, {})), f"--results: {source}") for name in benchmarks}
 
 
-def read_saved(file: str | Path, summary: dict[str, Any],
-               benchmarks: Sequence[str]) -> list[SavedRun]:
-    """The runs of one finished evaluation (a config's untrained seeds: one run each):
-    ``summary``, its JSON, and its records, on the ``benchmarks`` kept."""
+def _read_part(file: str | Path, summary: dict[str, Any]
+               ) -> tuple[SavedPart, list[dict[str, Any]]]:
+    """The file (``summary``, its JSON) as a ``SavedPart``, and its records, each checked."""
     path = Path(file)
     source = records_path(path, summary)
-    records = _records(path, source, summary["benchmarks"])
-    provenance = summary.get("provenance", {})
+    return (SavedPart(str(path), str(source), summary.get("provenance", {})),
+            _records(path, source, summary["benchmarks"]))
+
+
+def _runs(part: SavedPart, summary: dict[str, Any], records: list[dict[str, Any]],
+          benchmarks: Sequence[str]) -> list[SavedRun]:
+    """The runs of one finished evaluation, read (``_read_part``): one model's, or each of a
+    config's untrained seeds, on the ``benchmarks`` kept."""
+    path, source = Path(part.file), Path(part.records)
     label = str(summary.get("label", path.stem))
     per_seed = summary.get("per_seed")
     if per_seed is None:  # one model
         return [SavedRun(label, str(summary.get("model", path)),
-                         _results(records, summary, benchmarks, source),
-                         str(path), str(source), provenance)]
+                         _results(records, summary, benchmarks, source), (part,))]
     runs = []
     for seed in range(len(per_seed)):
         mine = records if len(per_seed) == 1 else [
@@ -216,17 +240,93 @@ def read_saved(file: str | Path, summary: dict[str, Any],
             raise InputError(f"--results: {source} has no records of seed {seed} "
                              f"('model': 'seed {seed}') of the {len(per_seed)} in {path}")
         runs.append(SavedRun(label, f"{summary.get('model', path)}: seed {seed}",
-                             _results(mine, summary, benchmarks, source),
-                             str(path), str(source), provenance))
+                             _results(mine, summary, benchmarks, source), (part,)))
     return runs
+
+
+def _joined(parts: Sequence[SavedPart], summaries: Sequence[dict[str, Any]],
+            records: Sequence[list[dict[str, Any]]], benchmarks: Sequence[str]) -> SavedRun:
+    """The one run whose parts these files are (``run_groups``): their records in the order
+    given, SyntaxGym's region names of every part."""
+    first = summaries[0]
+    region_names = {suite: names for summary in summaries
+                    for suite, names in summary.get("syntaxgym", {}).get("region_names",
+                                                                         {}).items()}
+    summary = {**first, "syntaxgym": {"region_names": region_names}}
+    return SavedRun(str(first.get("label", Path(parts[0].file).stem)),
+                    str(first.get("model", parts[0].file)),
+                    _results([r for mine in records for r in mine], summary, benchmarks,
+                             " + ".join(part.records for part in parts)), tuple(parts))
+
+
+def _scored_with(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """What scored a file of one model: its provenance's model record less the name it was
+    scored under, the paths of its files (their sha256 stay) and its search's ``BATCHING``;
+    None for a config's seeds or a file without that record."""
+    models = summary.get("provenance", {}).get("models")
+    if summary.get("per_seed") is not None or not isinstance(models, list) or \
+            len(models) != 1 or not isinstance(models[0], dict):
+        return None
+    scored = {key: value for key, value in models[0].items() if key != "name"}
+    scored["files"] = [file.get("sha256") if isinstance(file, dict) else file
+                       for file in scored.get("files") or []]
+    if isinstance(scored.get("search"), dict):
+        scored["search"] = {key: value for key, value in scored["search"].items()
+                            if key not in BATCHING}
+    return scored
+
+
+def _units(records: Sequence[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(benchmark, unit) of every record: the units a part of a run scored."""
+    return {(r["benchmark"], str(r.get(UNIT_FIELDS[r["benchmark"]]))) for r in records}
+
+
+def run_groups(files: Sequence[str], labels: Sequence[str],
+               summaries: Sequence[dict[str, Any]],
+               records: Sequence[list[dict[str, Any]]]) -> list[list[int]]:
+    """The files of each run, by index, in the order of their first file: under one label,
+    the files that the same weights and search (``_scored_with``) scored on units none of
+    the others scored are the parts of one run; files that scored the same units are seeds,
+    each its own run. Files of one model sharing some units but not all, and parts scored
+    with other settings, are one-line errors."""
+    grouped: dict[Any, list[int]] = {}
+    for index, (label, summary) in enumerate(zip(labels, summaries)):
+        scored = _scored_with(summary)
+        weights = None if scored is None else json.dumps(scored["files"])
+        grouped.setdefault(index if weights is None else (label, weights), []).append(index)
+    runs: list[list[int]] = []
+    for members in grouped.values():
+        units = [_units(records[index]) for index in members]
+        if all(mine == units[0] for mine in units):
+            runs.extend([index] for index in members)
+            continue
+        for (i, mine), (j, theirs) in combinations(zip(members, units), 2):
+            if mine & theirs:
+                benchmark, unit = min(mine & theirs)
+                raise InputError(f"--results: {files[i]} and {files[j]} both scored {benchmark} "
+                                 f"{unit!r} of one model under {labels[i]!r}; seeds score the "
+                                 "same items, the parts of a run each its own")
+        first = _scored_with(summaries[members[0]]) or {}
+        for index in members[1:]:
+            other = _scored_with(summaries[index]) or {}
+            if other != first:
+                differs = next(key for key in sorted(first.keys() | other.keys())
+                               if first.get(key) != other.get(key))
+                raise InputError(f"--results: {files[index]} and {files[members[0]]}, parts of "
+                                 f"one run under {labels[index]!r}, were scored with other "
+                                 f"{differs!r}; the parts of a run are scored alike")
+        runs.append(members)
+    return sorted(runs)
 
 
 @dataclass(frozen=True)
 class SavedTable:
-    """The files of one table read back: each file's runs, the ``benchmarks`` kept, and the
-    ``subset`` and ``eos`` choice they were all scored with."""
+    """The files of one table read back: each run's ``labels`` and its ``files``' runs (a
+    config's seeds, or one run of one file or of several parts), the ``benchmarks`` kept,
+    and the ``subset`` and ``eos`` choice they were all scored with."""
 
     files: list[list[SavedRun]]
+    labels: list[str]
     benchmarks: list[str]
     subset: int | None
     eos: bool | None
@@ -263,12 +363,21 @@ def kept_benchmarks(files: Sequence[str], summaries: Sequence[dict[str, Any]],
     return keep
 
 
-def read_all(files: Sequence[str], chosen: Sequence[str] | None = None) -> SavedTable:
+def read_all(files: Sequence[str], chosen: Sequence[str] | None = None,
+             labels: Sequence[str] | None = None) -> SavedTable:
     """Each file's runs on the ``chosen`` benchmarks (``kept_benchmarks``), the files
-    checked alike (``check_alike``)."""
+    checked alike (``check_alike``), under ``labels`` (one a file; default the label each
+    was scored under), the parts of a run joined (``run_groups``)."""
     summaries = [_summary(Path(file)) for file in files]
     check_alike(files, summaries)
     keep = kept_benchmarks(files, summaries, chosen)
-    return SavedTable([read_saved(file, summary, keep) for file, summary in
-                       zip(files, summaries)], keep, summaries[0].get("subset"),
-                      summaries[0].get("eos"))
+    labels = list(labels or [str(summary.get("label", Path(file).stem))
+                             for file, summary in zip(files, summaries)])
+    read = [_read_part(file, summary) for file, summary in zip(files, summaries)]
+    groups = run_groups(files, labels, summaries, [records for _, records in read])
+    runs = [_runs(read[group[0]][0], summaries[group[0]], read[group[0]][1], keep)
+            if len(group) == 1 else
+            [_joined([read[i][0] for i in group], [summaries[i] for i in group],
+                     [read[i][1] for i in group], keep)] for group in groups]
+    return SavedTable(runs, [labels[group[0]] for group in groups], keep,
+                      summaries[0].get("subset"), summaries[0].get("eos"))
