@@ -55,6 +55,12 @@ they part, when each takes its leader's items (before they generate the word the
 and their log-sums and parses are their leaders' while they follow. A BLiMP pair, which
 differs in a word or two, pays for its common prefix once.
 
+A step scores a word only where its successor may be kept, for a model that splits a step
+in two (``TransitionModel.split_log_probs``: the RNNG family, whose words have a softmax of
+their own): a ``SHIFT`` successor whose upper bound (``SplitStep.word_bounds``) falls below
+what the step keeps is never kept, so its word softmax is not computed (``step_log_probs``);
+the search keeps what it keeps with every word scored.
+
 One module because the word-synchronous search, its batching of sentences and the
 memory it is held to are one algorithm over any transition model.
 """
@@ -346,8 +352,8 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
             active = (beam.scores > float("-inf")).view(-1)
             legal = beam.state.parser.legal_actions(row_lengths, nA, limits) & active[:, None]
             legal = only_shift_inside_words(legal, beam.state.parser.pointer, row_ends)
-            log_probs = model.next_log_probs(beam.state, next_word, legal,
-                                             **convention).double()
+            log_probs = step_log_probs(model, beam.state, next_word, legal, beam.scores,
+                                       settings.shift_size, convention)
             total = (log_probs.view(B, K, nA) + beam.scores[..., None]).view(B, K * nA)
             scores, order = total.sort(1, descending=True)
             item, action = order // nA, order % nA
@@ -411,6 +417,66 @@ def search_batch(model: TransitionModel, words: Tensor, lengths: Tensor,
     prefix = [sums[leaders[p]] for p, sums in enumerate(prefix)]  # a follower's, its leader's
     return [search_result(prefix, b, n, parses[int(leaders[n, b])])
             for b, n in enumerate(lengths.tolist())]
+
+
+def step_log_probs(model: TransitionModel, state: Any, words: Tensor, legal: Tensor,
+                   scores: Tensor, shift_size: int, convention: dict[str, bool]) -> Tensor:
+    """(B·K, A) float64: ``model.next_log_probs`` of a step of the beams whose items score
+    ``scores`` (B, K), but for a model that splits them (``split_log_probs``) a ``SHIFT``
+    successor's word is scored only where that successor may be kept, and is -inf where its
+    bound proves it cannot be. A successor is kept (``search_batch``) if it is among its
+    sentence's K best or, generating the word, among the ``shift_size`` best of those
+    outside them. With τ the K-th best successor that generates no word, a ``SHIFT``
+    successor whose bound (score + log p(SHIFT) + ``word_bounds``) is below τ is outside
+    the K best, so the words are scored in three rounds: every bound of at least τ; then,
+    for a sentence with fewer than ``shift_size`` word-generating successors above the K-th
+    best, its best bounds still unscored; then every bound of at least the ``shift_size``-th
+    best scored outside the K best. What the search keeps, and every number it gives, is
+    that of the words all scored."""
+    # a model outside ``TransitionModel`` may not split them
+    split_log_probs = getattr(model, "split_log_probs", None)
+    split = None if split_log_probs is None else split_log_probs(state, words, legal,
+                                                                 **convention)
+    if split is None:
+        return model.next_log_probs(state, words, legal, **convention).double()
+    B, K = scores.shape
+    actions = split.actions  # (B·K, A), the SHIFT column without the word
+    total = actions.double().view(B, K, -1) + scores[..., None]  # (B, K, A)
+    shift = total[..., SHIFT]  # (B, K): score + log p(SHIFT), -inf where not legal
+    others = total.clone()
+    others[..., SHIFT] = float("-inf")
+    tau = others.view(B, -1).topk(K, 1).values[:, -1:]  # (B, 1)
+    can = shift > float("-inf")  # (B, K)
+    bound = torch.full_like(shift, float("-inf")).view(-1)
+    shifting = can.view(-1).nonzero()[:, 0]
+    bound[shifting] = shift.view(-1)[shifting] + split.word_bounds(shifting)
+    bound = bound.view(B, K)
+    word = actions.new_full((B * K,), float("-inf"))  # log p(word), where scored
+    scored = torch.zeros_like(can)
+
+    def score(chosen: Tensor) -> Tensor:
+        """Score the words of the ``chosen`` (B, K) successors not yet scored; each
+        word-generating successor's total, -inf where unscored."""
+        rows = (chosen & ~scored).view(-1).nonzero()[:, 0]
+        if rows.numel():
+            word[rows] = split.word_log_probs(rows)
+            scored.view(-1)[rows] = True
+        return (actions[:, SHIFT] + word).double().view(B, K) + scores
+
+    exact = score(can & (bound >= tau))
+    kth = torch.cat([others.view(B, -1), exact], 1).topk(K, 1).values[:, -1:]  # (B, 1)
+    need = (shift_size - (exact > kth).sum(1, keepdim=True)).clamp(min=0)  # (B, 1)
+    if bool((need > 0).any()):
+        width = min(shift_size, K)
+        best = bound.masked_fill(scored | ~can, float("-inf")).topk(width, 1)
+        first = (torch.arange(width, device=need.device) < need) & (best.values > float("-inf"))
+        exact = score(torch.zeros_like(can).scatter(1, best.indices, first))
+        outside = exact.masked_fill(exact > kth, float("-inf")).topk(width, 1).values
+        floor = outside.gather(1, (need - 1).clamp(min=0, max=width - 1))  # (B, 1)
+        score(can & (bound >= torch.where(need > 0, floor, float("inf"))))
+    log_probs = actions.clone()
+    log_probs[:, SHIFT] += word
+    return log_probs.double()
 
 
 class _Nodes:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from torch import Tensor, nn
 
 from synlm.transition.parser_state import Limits
+from synlm.transition.types import SplitStep
 
 
 class TransitionModel(nn.Module, metaclass=ABCMeta):
@@ -90,6 +91,17 @@ class TransitionModel(nn.Module, metaclass=ABCMeta):
         (R, n_actions) bool marks the actions the parser state allows, over which they are
         renormalised or not (``renormalise``, whose default in a family is its
         ``search_convention``)."""
+
+    def split_log_probs(self, state: Any, words: Tensor, legal: Tensor,
+                        renormalise: bool = True) -> SplitStep | None:
+        """``next_log_probs`` in two parts (``SplitStep``: the actions' log-probabilities, and
+        the word's of the rows asked for, with a cheap upper bound of it), so that a beam
+        search computes the word softmax only where the word's successor may be kept
+        (``synlm.transition.beam.step_log_probs``); the ``SHIFT`` column of
+        ``next_log_probs`` is ``actions[r, SHIFT] + word_log_probs(r)``, the same numbers.
+        None (this default): the family's words and actions share one softmax (the action
+        Transformer's), so the word enters every action's probability."""
+        return None
 
     def tree_actions(self, actions: Sequence[int]) -> list[int]:
         """The ids of a parse's actions that build its tree, in ``action_orders[0]``

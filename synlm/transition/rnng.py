@@ -40,6 +40,7 @@ must stay equal across them; the level schedule and the node pool live beside it
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -64,6 +65,53 @@ from synlm.transition.rnng_levels import parser_before, stack_tops
 from synlm.transition.stack_pool import SENTINEL, NodePool, PooledState, advance_top_down
 from synlm.transition.trace import Trace
 from synlm.transition.types import RNNGOutput, full_precision
+
+
+@dataclass
+class RNNGStep:
+    """A search step's log-probabilities in two parts (``synlm.transition.types.SplitStep``,
+    ``RNNG.split_log_probs``).
+
+    Attributes:
+        actions: (R, A) log p(action), the ``SHIFT`` column without the word; -inf where not
+            legal.
+        contexts: (C, W) u of the rows with a legal action.
+        at: (R,) each row's position in ``contexts`` (-1: no legal action).
+        words: (R,) the word each row generates next.
+        decoder: the word softmax's layer, E u + b_E.
+        mean_row: (W + 1,) the mean of E's rows, then of b_E (``RNNG.mean_word_row``).
+    """
+
+    #: Added to each bound, which must stay above the word's log-probability whatever the
+    #: float32 rounding of either (a logit's, about 1e-6 of its size).
+    MARGIN: ClassVar[float] = 1e-3
+
+    actions: Tensor
+    contexts: Tensor
+    at: Tensor
+    words: Tensor
+    decoder: nn.Linear
+    mean_row: Tensor
+
+    def word_log_probs(self, rows: Tensor) -> Tensor:
+        """(R',) log p(word | u) of ``rows`` (R',): the word softmax of those rows alone."""
+        logits = full_precision(self.decoder(self.contexts[self.at[rows]]))  # (R', V)
+        return -F.cross_entropy(logits, self.words[rows].clamp(min=0), reduction="none")
+
+    def word_bounds(self, rows: Tensor) -> Tensor:
+        """(R',) float64, at least ``word_log_probs(rows)``, at the cost of two dot products
+        a row: the log-sum-exp of V logits is at least log V plus their mean (Jensen), so
+
+            log p(w | u) = l_w - logsumexp_j l_j ≤ l_w - mean_j l_j - log V,  l = E u + b_E
+
+        and the mean logit is u · mean_j E_j + mean_j b_j (``mean_row``); tight where the
+        word distribution is flat (a nearly random model's), looser the more it peaks."""
+        u = full_precision(self.contexts[self.at[rows]])  # (R', W)
+        word = self.words[rows].clamp(min=0)
+        weight, bias = self.decoder.weight, self.decoder.bias
+        logit = (u * full_precision(weight[word])).sum(-1) + bias[word]  # (R',)
+        mean = u @ self.mean_row[:-1] + self.mean_row[-1]  # (R',)
+        return (logit - mean).double() - math.log(weight.size(0)) + self.MARGIN
 
 
 @dataclass
@@ -365,6 +413,15 @@ class RNNG(RecordsInit, TransitionModel):
         (``renormalise``, the released search) or over every action. Only the rows with
         a legal action are computed (a search's empty slots and finished sentences have
         none), and the word softmax, the largest product, only where ``SHIFT`` is legal."""
+        step = self.split_log_probs(state, words, legal, renormalise)
+        shifts = legal[:, SHIFT].nonzero()[:, 0]  # (R',)
+        step.actions[shifts, SHIFT] += step.word_log_probs(shifts)
+        return step.actions
+
+    def split_log_probs(self, state: RNNGState, words: Tensor, legal: Tensor,
+                        renormalise: bool = True) -> RNNGStep:
+        """``next_log_probs`` in two parts (``RNNGStep``): the action softmax of every row
+        with a legal action, and the word softmax of the rows a search asks for."""
         rows = legal.any(1).nonzero()[:, 0]  # (C,)
         legal_rows = legal[rows]  # (C, A)
         u = self.contexts(state.top[rows])  # (C, W)
@@ -372,13 +429,23 @@ class RNNG(RecordsInit, TransitionModel):
         if renormalise:
             logits = logits.masked_fill(~legal_rows, float("-inf"))
         log_probs = logits.log_softmax(-1).masked_fill(~legal_rows, float("-inf"))
-        shifts = legal_rows[:, SHIFT].nonzero()[:, 0]  # (C',) of the C
-        log_probs[shifts, SHIFT] -= F.cross_entropy(
-            full_precision(self.word_decoder(u[shifts])), words[rows[shifts]].clamp(min=0),
-            reduction="none")
-        out = log_probs.new_full(legal.shape, float("-inf"))
-        out[rows] = log_probs
-        return out
+        actions = log_probs.new_full(legal.shape, float("-inf"))
+        actions[rows] = log_probs
+        at = torch.full(legal.shape[:1], -1, dtype=torch.long, device=legal.device)
+        at[rows] = torch.arange(rows.numel(), device=legal.device)
+        return RNNGStep(actions, u, at, words, self.word_decoder, self.mean_word_row())
+
+    def mean_word_row(self) -> Tensor:
+        """(W + 1,) float32: the mean of the word softmax's rows, then of its bias, kept until
+        the weights change (an optimiser step, ``load_state_dict``, ``to``)."""
+        weight, bias = self.word_decoder.weight, self.word_decoder.bias
+        key = (weight.data_ptr(), weight._version, bias.data_ptr(), bias._version)
+        made = getattr(self, "_mean_row_of", None)
+        if made is None or made[0] != key:
+            with torch.no_grad():
+                row = torch.cat([full_precision(weight).mean(0), full_precision(bias).mean()[None]])
+            self._mean_row_of = (key, row)
+        return self._mean_row_of[1]
 
     # ------------------------------------------------------------------ teacher forcing
     def stack_depth(self, actions: Tensor) -> int:

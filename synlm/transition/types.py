@@ -1,5 +1,6 @@
 """What the transition models share besides their contract (``synlm.transition.model``):
-the rows search holds (``TransitionState``, ``GrowingState``), what teacher forcing returns
+the rows search holds (``TransitionState``, ``GrowingState``), a search step in two parts
+(``SplitStep``), what teacher forcing returns
 (``RNNGOutput``), what a search returns (``SearchResult``) and the precision the softmaxes
 are taken in (``full_precision``). The RNNG (``synlm.transition.rnng``) and the
 action Transformer (``synlm.transition.action_transformer``) import them from here."""
@@ -60,6 +61,20 @@ class TransitionState(Protocol):
     def select(self, index: Tensor, out: Any = None) -> TransitionState: ...
 
     def assign(self, rows: Tensor, source: Any, source_rows: Tensor) -> None: ...
+
+
+class SplitStep(Protocol):
+    """One search step's log-probabilities in two parts (``TransitionModel.split_log_probs``):
+    ``actions`` (R, n_actions), -inf where not legal, whose ``SHIFT`` column is log p(SHIFT)
+    without the word; ``word_log_probs(rows)`` (R',) log p(word) of those rows, the word
+    softmax, a step's largest product, on them alone; ``word_bounds(rows)`` (R',) float64,
+    an upper bound of each for a small share of that cost."""
+
+    actions: Tensor
+
+    def word_log_probs(self, rows: Tensor) -> Tensor: ...
+
+    def word_bounds(self, rows: Tensor) -> Tensor: ...
 
 
 @runtime_checkable
