@@ -465,7 +465,8 @@ def step_log_probs(model: TransitionModel, state: Any, words: Tensor, legal: Ten
 
     exact = score(can & (bound >= tau))
     kth = torch.cat([others.view(B, -1), exact], 1).topk(K, 1).values[:, -1:]  # (B, 1)
-    need = (shift_size - (exact > kth).sum(1, keepdim=True)).clamp(min=0)  # (B, 1)
+    need = (shift_size - (exact > kth).sum(1, keepdim=True)).clamp(min=0) * \
+        can.any(1, keepdim=True)  # (B, 1): none where no item may generate the word
     if bool((need > 0).any()):
         width = min(shift_size, K)
         best = bound.masked_fill(scored | ~can, float("-inf")).topk(width, 1)
@@ -474,9 +475,8 @@ def step_log_probs(model: TransitionModel, state: Any, words: Tensor, legal: Ten
         outside = exact.masked_fill(exact > kth, float("-inf")).topk(width, 1).values
         floor = outside.gather(1, (need - 1).clamp(min=0, max=width - 1))  # (B, 1)
         score(can & (bound >= torch.where(need > 0, floor, float("inf"))))
-    log_probs = actions.clone()
-    log_probs[:, SHIFT] += word
-    return log_probs.double()
+    actions[:, SHIFT] += word
+    return actions.double()
 
 
 class _Nodes:
