@@ -21,7 +21,6 @@ Each benchmark's default is its reference scorer's convention for the end of the
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from statistics import fmean
 from typing import Any
 
 from synlm.errors import InputError
+from synlm.runtime.usage import did_you_mean
 from synlm.tse.blimp import read_blimp, read_pairs, summarize_blimp
 from synlm.tse.marvin_linzen import (
     NPI_COMPARISONS,
@@ -240,9 +240,8 @@ def load_benchmarks(benchmarks: Sequence[str] = BENCHMARKS,
     bad_suites = [name for name in suites or ()
                   if name not in SUITES and not is_suite_file(name)]
     if bad_suites:
-        close = difflib.get_close_matches(bad_suites[0], SUITES, n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise InputError(f"unknown SyntaxGym suite {bad_suites[0]!r}{hint} (the paper's 34: "
+        raise InputError(f"unknown SyntaxGym suite {bad_suites[0]!r}"
+                         f"{did_you_mean(bad_suites[0], SUITES)} (the paper's 34: "
                          f"{', '.join(SUITES)}; or a path to a suite .json file)")
     loaded: dict[str, list[Any]] = {}
     for name in benchmarks:

@@ -17,7 +17,6 @@ The data is the repository's ``BLiMP.zip`` (CC-BY 4.0), read without unpacking f
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import zipfile
@@ -30,6 +29,7 @@ from typing import Any
 
 from synlm.data.files import CorpusError, RemoteFile, default_data_dir, truncated
 from synlm.errors import InputError, not_utf8, utf8_text
+from synlm.runtime.usage import did_you_mean
 from synlm.tse.minimal_pairs import (
     DIGITS,
     MinimalPair,
@@ -115,9 +115,8 @@ def _chosen(texts: list[tuple[str, str, str]], paradigms: Sequence[str] | None,
     uids = [uid for _, uid, _ in texts]
     unknown = [name for name in paradigms if name not in uids]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], uids, n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise InputError(f"unknown BLiMP paradigm {unknown[0]!r}{hint} (expected the UID of "
+        raise InputError(f"unknown BLiMP paradigm {unknown[0]!r}"
+                         f"{did_you_mean(unknown[0], uids)} (expected the UID of "
                          f"one of the {len(uids)} in {path}, e.g. {uids[0]})")
     return [text for text in texts if text[1] in paradigms]
 
