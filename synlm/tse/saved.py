@@ -213,6 +213,11 @@ def _results(records: Sequence[dict[str, Any]], summary: dict[str, Any],
         dict(conventions.get(name, {})), f"--results: {source}") for name in benchmarks}
 
 
+def label_of(file: str | Path, summary: dict[str, Any]) -> str:
+    """The label a file was scored under (``summary``, its JSON), else its name's stem."""
+    return str(summary.get("label", Path(file).stem))
+
+
 def _read_part(file: str | Path, summary: dict[str, Any]
                ) -> tuple[SavedPart, list[dict[str, Any]]]:
     """The file (``summary``, its JSON) as a ``SavedPart``, and its records, each checked."""
@@ -227,7 +232,7 @@ def _runs(part: SavedPart, summary: dict[str, Any], records: list[dict[str, Any]
     """The runs of one finished evaluation, read (``_read_part``): one model's, or each of a
     config's untrained seeds, on the ``benchmarks`` kept."""
     path, source = Path(part.file), Path(part.records)
-    label = str(summary.get("label", path.stem))
+    label = label_of(path, summary)
     per_seed = summary.get("per_seed")
     if per_seed is None:  # one model
         return [SavedRun(label, str(summary.get("model", path)),
@@ -253,8 +258,7 @@ def _joined(parts: Sequence[SavedPart], summaries: Sequence[dict[str, Any]],
                     for suite, names in summary.get("syntaxgym", {}).get("region_names",
                                                                          {}).items()}
     summary = {**first, "syntaxgym": {"region_names": region_names}}
-    return SavedRun(str(first.get("label", Path(parts[0].file).stem)),
-                    str(first.get("model", parts[0].file)),
+    return SavedRun(label_of(parts[0].file, first), str(first.get("model", parts[0].file)),
                     _results([r for mine in records for r in mine], summary, benchmarks,
                              " + ".join(part.records for part in parts)), tuple(parts))
 
@@ -289,11 +293,11 @@ def run_groups(files: Sequence[str], labels: Sequence[str],
     the others scored are the parts of one run; files that scored the same units are seeds,
     each its own run. Files of one model sharing some units but not all, and parts scored
     with other settings, are one-line errors."""
+    scored = [_scored_with(summary) for summary in summaries]
     grouped: dict[Any, list[int]] = {}
-    for index, (label, summary) in enumerate(zip(labels, summaries)):
-        scored = _scored_with(summary)
-        weights = None if scored is None else json.dumps(scored["files"])
-        grouped.setdefault(index if weights is None else (label, weights), []).append(index)
+    for index, (label, model) in enumerate(zip(labels, scored)):
+        key = index if model is None else (label, json.dumps(model["files"]))
+        grouped.setdefault(key, []).append(index)
     runs: list[list[int]] = []
     for members in grouped.values():
         units = [_units(records[index]) for index in members]
@@ -306,9 +310,9 @@ def run_groups(files: Sequence[str], labels: Sequence[str],
                 raise InputError(f"--results: {files[i]} and {files[j]} both scored {benchmark} "
                                  f"{unit!r} of one model under {labels[i]!r}; seeds score the "
                                  "same items, the parts of a run each its own")
-        first = _scored_with(summaries[members[0]]) or {}
+        first = scored[members[0]] or {}
         for index in members[1:]:
-            other = _scored_with(summaries[index]) or {}
+            other = scored[index] or {}
             if other != first:
                 differs = next(key for key in sorted(first.keys() | other.keys())
                                if first.get(key) != other.get(key))
@@ -371,8 +375,7 @@ def read_all(files: Sequence[str], chosen: Sequence[str] | None = None,
     summaries = [_summary(Path(file)) for file in files]
     check_alike(files, summaries)
     keep = kept_benchmarks(files, summaries, chosen)
-    labels = list(labels or [str(summary.get("label", Path(file).stem))
-                             for file, summary in zip(files, summaries)])
+    labels = list(labels or [label_of(file, summary) for file, summary in zip(files, summaries)])
     read = [_read_part(file, summary) for file, summary in zip(files, summaries)]
     groups = run_groups(files, labels, summaries, [records for _, records in read])
     runs = [_runs(read[group[0]][0], summaries[group[0]], read[group[0]][1], keep)
