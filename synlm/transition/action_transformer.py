@@ -80,7 +80,7 @@ from synlm.transition.parser_state import (
     Limits,
     ParserState,
 )
-from synlm.transition.types import RNNGOutput, full_precision
+from synlm.transition.types import RNNGOutput, derived, full_precision
 
 #: The settings of the policies that ``ActionTransformer`` took as its own arguments before
 #: each policy held its own (``upgraded`` reads a config saved then).
@@ -484,9 +484,4 @@ class ActionTransformer(RecordsInit, TransitionModel):
         rows, V = 9,999, C = 256); made again whenever the embeddings change (the tensor,
         its storage or its version: an optimiser step, ``load_state_dict``, ``to``)."""
         weight = self.embedding.weight
-        made = getattr(self, "_columns_of", None)  # (the weight, its storage, its version)
-        if made is None or made[0] is not weight or \
-                made[1:] != (weight.data_ptr(), weight._version):
-            self._columns_of = (weight, weight.data_ptr(), weight._version)
-            self._columns = weight.detach().T.contiguous()
-        return self._columns
+        return derived(self, "_columns", (weight,), lambda: weight.T.contiguous())

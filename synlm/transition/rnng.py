@@ -64,7 +64,7 @@ from synlm.transition.parser_state import (
 from synlm.transition.rnng_levels import parser_before, stack_tops
 from synlm.transition.stack_pool import SENTINEL, NodePool, PooledState, advance_top_down
 from synlm.transition.trace import Trace
-from synlm.transition.types import RNNGOutput, full_precision
+from synlm.transition.types import RNNGOutput, derived, full_precision
 
 
 @dataclass
@@ -439,13 +439,8 @@ class RNNG(RecordsInit, TransitionModel):
         """(W + 1,) float32: the mean of the word softmax's rows, then of its bias, kept until
         the weights change (an optimiser step, ``load_state_dict``, ``to``)."""
         weight, bias = self.word_decoder.weight, self.word_decoder.bias
-        key = (weight.data_ptr(), weight._version, bias.data_ptr(), bias._version)
-        made = getattr(self, "_mean_row_of", None)
-        if made is None or made[0] != key:
-            with torch.no_grad():
-                row = torch.cat([full_precision(weight).mean(0), full_precision(bias).mean()[None]])
-            self._mean_row_of = (key, row)
-        return self._mean_row_of[1]
+        return derived(self, "_mean_row", (weight, bias), lambda: torch.cat(
+            [full_precision(weight).mean(0), full_precision(bias).mean()[None]]))
 
     # ------------------------------------------------------------------ teacher forcing
     def stack_depth(self, actions: Tensor) -> int:

@@ -2,11 +2,13 @@
 the rows search holds (``TransitionState``, ``GrowingState``), a search step in two parts
 (``SplitStep``), what teacher forcing returns
 (``RNNGOutput``), what a search returns (``SearchResult``) and the precision the softmaxes
-are taken in (``full_precision``). The RNNG (``synlm.transition.rnng``) and the
+are taken in (``full_precision``), and a tensor derived from weights, kept until they change
+(``derived``). The RNNG (``synlm.transition.rnng``) and the
 action Transformer (``synlm.transition.action_transformer``) import them from here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -36,6 +38,20 @@ NO_PARSE = "no parse within the beam"
 def full_precision(x: Tensor) -> Tensor:
     """Logits in at least single precision (half-precision runs normalise in float32)."""
     return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+def derived(owner: Any, name: str, sources: tuple[Tensor, ...],
+            make: Callable[[], Tensor]) -> Tensor:
+    """``make()``, kept on ``owner`` as attribute ``name`` and made again whenever one of
+    ``sources`` changes: another tensor, its storage or its version (an optimiser step,
+    ``load_state_dict``, ``to``)."""
+    key = tuple((source.data_ptr(), source._version) for source in sources)
+    kept = getattr(owner, name, None)  # (the sources, their storage and versions, the value)
+    if kept is None or any(a is not b for a, b in zip(kept[0], sources)) or kept[1] != key:
+        with torch.no_grad():
+            kept = (sources, key, make())
+        setattr(owner, name, kept)
+    return kept[2]
 
 
 @dataclass
