@@ -27,7 +27,7 @@ from synlm.errors import SynLMError, report, warnings_as_lines
 from synlm.runtime import usage
 from synlm.runtime.inputs import check_inputs, check_run_inputs
 from synlm.runtime.lightning_flags import unknown_flag
-from synlm.runtime.threads import configure_threads, wait_passively
+from synlm.runtime.threads import configure_threads, sum_alike, wait_passively
 
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 
@@ -120,6 +120,7 @@ def _find_local_components() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     wait_passively()  # before any command imports torch (its OpenMP reads it once)
+    sum_alike()  # before the first matrix product (MKL reads it once)
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in ([], ["-h"], ["--help"]):
         print(usage.overview())

@@ -1,10 +1,11 @@
 """synlm.runtime.threads: one torch thread per idle core this process may use (CPU affinity
 capped by the cgroup CPU quota, less the cores other work keeps busy), unless the user chose;
 a continued fit goes on with its checkpoint's count; a bad choice is one line; the
-quickstart's losses do not depend on the count."""
+quickstart's weights do not depend on the count."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -221,6 +222,17 @@ def test_synlm_makes_waiting_threads_sleep_at_once_unless_the_user_chose() -> No
     assert _openmp_spin_count(OMP_WAIT_POLICY="ACTIVE") != "0"  # the user's choice stays
 
 
+def test_synlm_asks_mkl_for_the_same_sums_whatever_the_thread_count_unless_the_user_chose(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from synlm.cli import main
+
+    monkeypatch.setenv(threads.SUMS_ENV, "")  # restored after the test, whatever main sets
+    monkeypatch.delenv(threads.SUMS_ENV)
+    assert main(["--version"]) == 0 and os.environ[threads.SUMS_ENV] == "AUTO,STRICT"
+    chosen = {threads.SUMS_ENV: "COMPATIBLE"}
+    assert threads.sum_alike(chosen) == "COMPATIBLE" and chosen == {threads.SUMS_ENV: "COMPATIBLE"}
+
+
 def test_wait_passively_leaves_a_loaded_torch_and_a_chosen_policy_alone() -> None:
     environ: dict[str, str] = {}
     assert threads.wait_passively(environ) is None and environ == {}  # torch is loaded here
@@ -229,9 +241,10 @@ def test_wait_passively_leaves_a_loaded_torch_and_a_chosen_policy_alone() -> Non
 
 
 #: The quickstart (configs/quickstart.yaml at its own size) trained for ``STEPS`` steps with
-#: each thread count in turn; prints each count's losses and the count torch ran them with.
+#: each thread count in turn; prints each count's losses, the count torch ran them with and
+#: a digest of the trained weights' bytes.
 QUICKSTART_LOSSES = """
-import json, sys, tempfile
+import hashlib, json, sys, tempfile
 import lightning.pytorch as pl
 import torch
 from synlm.lightning_cli import build_run
@@ -256,18 +269,24 @@ for count in json.loads(sys.argv[2]):
         losses = Losses()
         trainer.callbacks.append(losses)
         trainer.fit(model, datamodule=data)
-    runs[count] = {"losses": losses.losses, "threads": sorted(losses.threads)}
+    weights = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        weights.update(name.encode() + tensor.numpy().tobytes())
+    runs[count] = {"losses": losses.losses, "threads": sorted(losses.threads),
+                   "weights": weights.hexdigest()}
 print(json.dumps(runs))
 """
 
 
 @pytest.mark.slow
-def test_the_quickstarts_losses_are_bit_identical_with_one_and_two_threads() -> None:
+def test_the_quickstarts_weights_are_bit_identical_with_one_and_two_threads() -> None:
     """The thread count follows the load, so it must not move the numbers: 30 steps of the
     quickstart at its own size (batches of 20 x 35 tokens, hidden size 192, where torch runs
     the GEMMs, dropout's draws and the embedding's backward on both threads; a tiny model
-    stays under torch's parallel threshold and proves nothing) give the same losses, bit
-    for bit, with one thread and with two."""
+    stays under torch's parallel threshold and proves nothing) give the same weights, bit
+    for bit, with one thread and with two, and the same losses to float32 rounding (a sum
+    over more than 32,768 values to one number, as the ranking loss's, adds each thread's
+    share apart, so its last bit may differ; its gradient does not)."""
     import json
     import os
     import subprocess
@@ -276,11 +295,13 @@ def test_the_quickstarts_losses_are_bit_identical_with_one_and_two_threads() -> 
     env = {k: v for k, v in os.environ.items()
            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", threads.THREADS_ENV)}
     env[threads.WAIT_POLICY_ENV] = "PASSIVE"  # as synlm runs: no spinning on a busy machine
+    env[threads.SUMS_ENV] = threads.SUMS_ALIKE  # and MKL's sums alike whatever the count
     done = subprocess.run([sys.executable, "-c", QUICKSTART_LOSSES, "30", "[1, 2]"],
                           cwd=Path(__file__).resolve().parents[1], env=env,
                           capture_output=True, text=True, timeout=600, check=True)
     runs = json.loads(done.stdout.strip().splitlines()[-1])
     assert runs["1"]["threads"] == [1] and runs["2"]["threads"] == [2]
     assert len(runs["1"]["losses"]) == 30
-    assert runs["1"]["losses"] == runs["2"]["losses"]  # floats from JSON: exact equality
+    assert runs["1"]["weights"] == runs["2"]["weights"]
+    assert runs["2"]["losses"] == pytest.approx(runs["1"]["losses"], rel=1e-6, abs=0)
     assert len(set(runs["1"]["losses"])) == 30  # and it trains: every step's loss differs

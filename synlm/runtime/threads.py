@@ -8,13 +8,17 @@ CPU affinity, capped by its cgroup's CPU quota, rounded up) less the cores other
 busy (``busy_cores``: the larger of the one-minute load average, scaled to the share of the
 machine's cores these are, and the busy share of these cores' CPU time over a tenth of a
 second, from ``/proc/stat`` where there is one), rounded, at least one. At the quickstart's
-size the count does not move the numbers: its losses are bit-identical with one and two
+size the count does not move the numbers: its weights are bit-identical with one and two
 threads (tests/test_threads.py; the operators torch runs in parallel there, MKL's GEMMs,
 dropout's draws that skip ahead in one random stream, the embedding's backward, split their
-work without changing the order of any sum). MKL promises the same sums only for a fixed
-count, so more threads, another CPU or another model may differ: a fit that continues a
-checkpoint (``fit --ckpt_path``) still goes on with the count the checkpoint recorded
-(``Threads.resume``), to continue exactly as it ran.
+work without changing the order of any sum). MKL's GEMMs do so in its strict reproducibility
+mode (``sum_alike``: ``MKL_CBWR=AUTO,STRICT`` unless the user set it, before the first
+product; without it, on a CPU with AVX-512, one thread and two give other sums). A sum of
+more than 32,768 values to one number adds each thread's share apart, so a loss's value,
+never its gradient, may differ in its last bit. Other operators promise the same sums only
+for a fixed count, so more threads, another CPU or another model may differ: a fit that
+continues a checkpoint (``fit --ckpt_path``) still goes on with the count the checkpoint
+recorded (``Threads.resume``), to continue exactly as it ran.
 
 Threads that wait for each other sleep at once (``wait_passively``: ``OMP_WAIT_POLICY=
 PASSIVE`` unless the user set it, before torch loads OpenMP). OpenMP's default spins first,
@@ -38,6 +42,10 @@ THREADS_ENV = "SYNLM_THREADS"
 #: OpenMP's wait policy (``PASSIVE``: a waiting thread sleeps at once; unset: it spins a
 #: while first), read once, when torch loads its OpenMP runtime.
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+#: MKL's conditional numerical reproducibility: ``AUTO,STRICT`` makes its GEMMs' sums the
+#: same whatever the thread count (for one instruction set), read at its first call.
+SUMS_ENV = "MKL_CBWR"
+SUMS_ALIKE = "AUTO,STRICT"
 #: Variables that say the user chose a thread count; synlm then leaves torch alone.
 CHOSEN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: Where the cgroup file systems are mounted (v2: one tree; v1: one per controller).
@@ -260,6 +268,13 @@ def wait_passively(environ: dict[str, str] | os._Environ[str] = os.environ) -> s
     if not environ.get(WAIT_POLICY_ENV) and "torch" not in sys.modules:
         environ[WAIT_POLICY_ENV] = "PASSIVE"
     return environ.get(WAIT_POLICY_ENV) or None
+
+
+def sum_alike(environ: dict[str, str] | os._Environ[str] = os.environ) -> str:
+    """Set ``MKL_CBWR=AUTO,STRICT`` unless the user set it; returns the setting in force.
+    MKL reads it at its first call, so this runs before any matrix product."""
+    environ.setdefault(SUMS_ENV, SUMS_ALIKE)
+    return environ[SUMS_ENV]
 
 
 def load_following(busy: float) -> tuple[int, str, int, int]:
