@@ -29,6 +29,7 @@ from synlm.data.treebanks import (
 from synlm.data.unknown_words import word_class
 from synlm.errors import InputError, SettingError
 from synlm.outputs import ActionBatch
+from synlm.syntax import read_trees
 from synlm.syntax.actions import ORDERS, ActionVocab, oracle, tree_of, without_preterminals
 from synlm.syntax.trees import base_label
 
@@ -257,6 +258,20 @@ def test_every_treebank_corpus_serves_actions_that_build_its_trees(corpus: str,
             labels = [t.label() for t in item.sentence.tree.subtrees()]
             assert "-NONE-" not in labels and all(label == base_label(label) for label in labels)
     assert sum(b.words.size(0) for b in dm.train_dataloader()) == len(dm.action_items("train"))
+
+
+def test_a_treebank_split_by_files_reads_them_once_for_its_three_splits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import synlm.data.treebanks as treebanks
+
+    reads = []
+    monkeypatch.setattr(treebanks, "read_trees",
+                        lambda path, **kw: reads.append(path) or read_trees(path, **kw))
+    corpus = Treebank(str(FIXTURES), "wsj", valid_files=1, test_files=1)
+    splits = {split: corpus.sentences(split) for split in ("train", "valid", "test")}
+    assert reads == [FIXTURES / "wsj"] and all(splits.values())
+    assert {s.source.rsplit(":", 1)[0] for s in splits["valid"]}.isdisjoint(
+        s.source.rsplit(":", 1)[0] for s in splits["train"] + splits["test"])
 
 
 def test_sentences_without_trees_are_left_out() -> None:

@@ -10,6 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
@@ -494,7 +495,7 @@ class Treebank(Corpus):
     def _trees(self, split: str) -> list[tuple[Tree, str]]:
         if self.paths is not None:
             return self._read(self.paths[split])
-        trees = self._read(self.path)
+        trees = self._whole
         files = list(dict.fromkeys(source.rsplit(":", 1)[0] for _, source in trees))
         held = self.valid_files + self.test_files
         if len(files) <= held:
@@ -504,6 +505,11 @@ class Treebank(Corpus):
                "test": files[len(files) - self.test_files:]}[split]
         wanted = set(cut)
         return [(t, s) for t, s in trees if s.rsplit(":", 1)[0] in wanted]
+
+    @cached_property
+    def _whole(self) -> list[tuple[Tree, str]]:
+        """The trees under ``path``, read once for the three splits cut from them."""
+        return self._read(self.path)
 
     def _read(self, path: Path) -> list[tuple[Tree, str]]:
         if not path.exists() and path == self.data_dir / NLTK_SAMPLE:
