@@ -18,12 +18,17 @@ fit_once() {  # FOLDER LOG LABEL fit-args...: `synlm fit` into FOLDER, timed as 
   touch "$folder/finished"
 }
 
+# How score_once starts synlm: a script may put a launcher before it (torchrun).
+synlm_command=(synlm)
+
 score_once() {  # OUTPUT LOG LABEL synlm-args...: synlm's standard output into OUTPUT, timed
-  # as LABEL in LOG; OUTPUT appears only once the command has finished (a stopped one leaves
-  # OUTPUT.partial, written over when the step runs again).
+  # as LABEL in LOG (wall, then user and system CPU seconds); OUTPUT appears only once the
+  # command has finished (a stopped one leaves OUTPUT.partial, written over when the step runs
+  # again).
   local output=$1 log=$2 label=$3
   shift 3
   if [ -s "$output" ]; then return; fi
-  /usr/bin/time -f "$label %e s" synlm "$@" > "$output.partial" 2> "$log"
+  /usr/bin/time -f "$label %e s, CPU %U + %S s" "${synlm_command[@]}" "$@" \
+    > "$output.partial" 2> "$log"
   mv "$output.partial" "$output"
 }

@@ -155,3 +155,54 @@ def test_a_stopped_step_goes_on_and_a_finished_one_is_kept(tmp_path, monkeypatch
     assert not (seed / "plm" / "version_0" / "metrics.csv").exists()
     last = run_script(tmp_path, "rnng_budget.sh", str(out), *args)
     assert [c[:2] for c in last] == [["evaluate-syntax", "--results"]]
+
+
+#: A ``torchrun`` that logs its arguments, then runs the command it launches once.
+TORCHRUN_STAND_IN = r"""#!/usr/bin/env python3
+import json, os, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["SYNLM_STAND_IN_LOG"], "a") as log:
+    log.write(json.dumps(["torchrun", *args[:3]]) + "\n")
+sys.exit(subprocess.run(args[2:]).returncode)
+"""
+
+
+def test_blimp_parts_scores_each_paradigm_once_and_joins_them(tmp_path, monkeypatch) -> None:
+    """benchmarks/blimp_parts.sh: one ``evaluate-syntax --paradigms UID`` a paradigm, in UID
+    order, each journaled in its own folder, the search's flags passed on; the parts joined by
+    ``--results``; run again, only a part that did not finish runs; with two processes each
+    part goes through ``torchrun``."""
+    import zipfile
+
+    data = tmp_path / "data"
+    (data / "blimp").mkdir(parents=True)
+    with zipfile.ZipFile(data / "blimp" / "BLiMP.zip", "w") as archive:
+        for uid in ("b_paradigm", "a_paradigm"):
+            archive.writestr(f"data/{uid}.jsonl", "{}\n")
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(data))
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "parts"
+    flags = ("--beam-size", "100", "--word-beam-size", "10")
+    commands = run_script(tmp_path, "blimp_parts.sh", "RUN", str(out), "1", *flags)
+    assert [c[c.index("--paradigms") + 1] for c in commands[:-1]] == ["a_paradigm",
+                                                                      "b_paradigm"]
+    for command, uid in zip(commands, ("a_paradigm", "b_paradigm")):
+        assert command[:3] == ["evaluate-syntax", "--ckpt_path", "RUN"]
+        assert command[command.index("--journal") + 1] == str(out / "journal" / uid)
+        assert command[command.index("--output") + 1] == str(out / f"{uid}.jsonl")
+        assert command[-4:] == list(flags)
+        assert (out / f"{uid}.log").read_text().startswith(f"{uid} ")  # its time
+    report = commands[-1]
+    assert report[:2] == ["evaluate-syntax", "--results"]
+    assert report[2:4] == [str(out / "a_paradigm.json"), str(out / "b_paradigm.json")]
+    (out / "b_paradigm.json").unlink()  # stopped part way: its summary never written
+    again = run_script(tmp_path, "blimp_parts.sh", "RUN", str(out), "1", *flags)
+    assert [c[c.index("--paradigms") + 1] for c in again[:-1]] == ["b_paradigm"]
+    assert again[-1][:2] == ["evaluate-syntax", "--results"]
+    (tmp_path / "bin" / "torchrun").write_text(TORCHRUN_STAND_IN)
+    (tmp_path / "bin" / "torchrun").chmod(0o755)
+    two = run_script(tmp_path, "blimp_parts.sh", "RUN", str(tmp_path / "two"), "2", *flags)
+    launched, parts = two[:-1:2], two[1:-1:2]
+    assert [c[:3] for c in launched] == 2 * [["torchrun", "--nproc_per_node", "2"]]
+    assert all(Path(c[3]).name == "synlm" for c in launched)
+    assert [c[c.index("--paradigms") + 1] for c in parts] == ["a_paradigm", "b_paradigm"]

@@ -106,6 +106,14 @@ def read_blimp(path: str | Path | None = None, data_dir: str | Path | None = Non
     return pairs
 
 
+def paradigm_uids(path: str | Path | None = None, data_dir: str | Path | None = None
+                  ) -> list[str]:
+    """The ``UID`` of each BLiMP paradigm, sorted (what ``paradigms`` takes): of ``path``
+    (``BLiMP.zip`` or a folder of ``<UID>.jsonl``), by default ``data_dir/blimp/BLiMP.zip``."""
+    path = Path(path) if path is not None else data_file(BLIMP_ZIP, data_dir)
+    return [uid for _, uid, _ in _paradigm_texts(path)]
+
+
 def _chosen(texts: list[tuple[str, str, str]], paradigms: Sequence[str] | None,
             path: Path) -> list[tuple[str, str, str]]:
     """The paradigm files of ``texts`` (``_paradigm_texts``') that ``paradigms`` names (all
