@@ -325,6 +325,7 @@ def main() -> None:
     sections = [f"# GPU report ({'smoke run' if args.small else 'full'})", "",
                 f"device: {describe(args.device)}", ""]
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)  # before the first step, not after it
     partial = out.with_name(out.name + ".partial")  # what a cut-off run leaves, so named
     for step in steps(args.device, args.runs, args.reference):
         section = run_step(step, args.small, args.budget, env)

@@ -42,7 +42,7 @@ def test_the_gpu_report_runs_every_step_and_writes_one_markdown_file(tmp_path) -
     steps inside; and its speed tables (throughput.py's and the report's own rows, printed
     as JSON rows in the smoke run) time every row, each ratio the row's throughput over the
     row it names."""
-    report = tmp_path / "report.md"
+    report = tmp_path / "reports" / "report.md"  # a folder the report makes
     subprocess.run([sys.executable, str(SCRIPT.with_name("gpu_report.py")), "--device", "cpu",
                     "--small", "--out", str(report), "--runs", str(tmp_path / "runs")],
                    capture_output=True, text=True, timeout=900, check=True,
