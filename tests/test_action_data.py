@@ -270,6 +270,8 @@ def test_a_treebank_split_by_files_reads_them_once_for_its_three_splits(
     corpus = Treebank(str(FIXTURES), "wsj", valid_files=1, test_files=1)
     splits = {split: corpus.sentences(split) for split in ("train", "valid", "test")}
     assert reads == [FIXTURES / "wsj"] and all(splits.values())
+    assert corpus._untaken == {}  # each split's raw trees let go once taken
+    assert len(corpus._trees("valid")) == len(splits["valid"]) and len(reads) == 2  # read anew
     assert {s.source.rsplit(":", 1)[0] for s in splits["valid"]}.isdisjoint(
         s.source.rsplit(":", 1)[0] for s in splits["train"] + splits["test"])
 

@@ -10,7 +10,6 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
@@ -487,29 +486,39 @@ class Treebank(Corpus):
         self.valid_files, self.test_files = valid_files, test_files
         self.suffixes = tuple(suffixes)
         self._sentences: dict[str, list[Sentence]] = {}
+        #: the splits cut from ``path``'s trees and not yet taken (``_trees``)
+        self._untaken: dict[str, list[tuple[Tree, str]]] = {}
 
     def _resolve(self, path: str | None) -> Path:
         found = Path(str(path)).expanduser()
         return found if found.is_absolute() else self.data_dir / found
 
     def _trees(self, split: str) -> list[tuple[Tree, str]]:
+        """The split's trees: its files', or its share of ``path``'s files. ``path`` is read
+        once for the three splits, each kept until it is taken (``sentences`` keeps what it
+        makes of them), so no more of the corpus stays in memory than a split not yet read."""
         if self.paths is not None:
             return self._read(self.paths[split])
-        trees = self._whole
+        if split not in self._untaken:
+            self._untaken = self._cut(self._read(self.path))
+        return self._untaken.pop(split)
+
+    def _cut(self, trees: list[tuple[Tree, str]]) -> dict[str, list[tuple[Tree, str]]]:
+        """``trees`` by split: the last ``test_files`` files test, the ``valid_files`` before
+        them valid, the rest train."""
         files = list(dict.fromkeys(source.rsplit(":", 1)[0] for _, source in trees))
         held = self.valid_files + self.test_files
         if len(files) <= held:
             raise CorpusError(f"Treebank: {self.path} has {len(files)} tree files; holding out "
                               f"{self.valid_files} + {self.test_files} leaves none to train on")
-        cut = {"train": files[:-held], "valid": files[-held:len(files) - self.test_files],
-               "test": files[len(files) - self.test_files:]}[split]
-        wanted = set(cut)
-        return [(t, s) for t, s in trees if s.rsplit(":", 1)[0] in wanted]
-
-    @cached_property
-    def _whole(self) -> list[tuple[Tree, str]]:
-        """The trees under ``path``, read once for the three splits cut from them."""
-        return self._read(self.path)
+        valid, test = len(files) - held, len(files) - self.test_files  # where each begins
+        split_of = {file: "train" for file in files[:valid]}
+        split_of.update({file: "valid" for file in files[valid:test]})
+        split_of.update({file: "test" for file in files[test:]})
+        cut: dict[str, list[tuple[Tree, str]]] = {"train": [], "valid": [], "test": []}
+        for tree, source in trees:
+            cut[split_of[source.rsplit(":", 1)[0]]].append((tree, source))
+        return cut
 
     def _read(self, path: Path) -> list[tuple[Tree, str]]:
         if not path.exists() and path == self.data_dir / NLTK_SAMPLE:
