@@ -272,6 +272,9 @@ def test_a_treebank_split_by_files_reads_them_once_for_its_three_splits(
     assert reads == [FIXTURES / "wsj"] and all(splits.values())
     assert corpus._untaken == {}  # each split's raw trees let go once taken
     assert len(corpus._trees("valid")) == len(splits["valid"]) and len(reads) == 2  # read anew
+    whole = Treebank(str(FIXTURES), "wsj", valid_files=0, test_files=0)  # nothing held out
+    assert len(whole.sentences("train")) == sum(map(len, splits.values()))
+    assert whole.sentences("valid") == whole.sentences("test") == []
     assert {s.source.rsplit(":", 1)[0] for s in splits["valid"]}.isdisjoint(
         s.source.rsplit(":", 1)[0] for s in splits["train"] + splits["test"])
 
