@@ -94,12 +94,7 @@ def read_blimp(path: str | Path | None = None, data_dir: str | Path | None = Non
     """
     if subset is not None and subset < 1:
         raise InputError(f"subset must be at least 1, got {subset}")
-    if path is None:
-        path = data_file(BLIMP_ZIP, data_dir, download)
-    path = Path(path)
-    if not path.exists():
-        raise CorpusError(f"BLiMP: missing {path}; expected BLiMP.zip or a folder of "
-                          f"<UID>.jsonl files")
+    path = _source(path, data_dir, download)
     pairs: list[MinimalPair] = []
     for where, uid, text in _chosen(_paradigm_texts(path), paradigms, path):
         pairs.extend(_paradigm_pairs(where, uid, text)[:subset])
@@ -110,8 +105,18 @@ def paradigm_uids(path: str | Path | None = None, data_dir: str | Path | None = 
                   ) -> list[str]:
     """The ``UID`` of each BLiMP paradigm, sorted (what ``paradigms`` takes): of ``path``
     (``BLiMP.zip`` or a folder of ``<UID>.jsonl``), by default ``data_dir/blimp/BLiMP.zip``."""
-    path = Path(path) if path is not None else data_file(BLIMP_ZIP, data_dir)
-    return [uid for _, uid, _ in _paradigm_texts(path)]
+    return [uid for _, uid, _ in _paradigm_texts(_source(path, data_dir))]
+
+
+def _source(path: str | Path | None, data_dir: str | Path | None,
+            download: bool = False) -> Path:
+    """``path``, or ``data_dir/blimp/BLiMP.zip`` (``data_file``); a missing one is a
+    one-line ``CorpusError``."""
+    path = Path(path) if path is not None else data_file(BLIMP_ZIP, data_dir, download)
+    if not path.exists():
+        raise CorpusError(f"BLiMP: missing {path}; expected BLiMP.zip or a folder of "
+                          f"<UID>.jsonl files")
+    return path
 
 
 def _chosen(texts: list[tuple[str, str, str]], paradigms: Sequence[str] | None,
