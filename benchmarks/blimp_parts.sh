@@ -21,7 +21,13 @@ source "$(dirname "$0")/once.sh"
 if [ "$processes" -gt 1 ]; then
   synlm_command=(torchrun --nproc_per_node "$processes" "$(command -v synlm)")
 fi
-uids=$(python -c "from synlm.tse.blimp import paradigm_uids; print(*paradigm_uids())")
+uids=$(python -c "import sys
+from synlm.errors import SynLMError
+from synlm.tse.blimp import paradigm_uids
+try:
+    print(*paradigm_uids())
+except SynLMError as error:
+    sys.exit(f'blimp_parts.sh: {error}')")
 parts=()
 for uid in $uids; do
   score_once "$out/$uid.json" "$out/$uid.log" "$uid" evaluate-syntax --ckpt_path "$run" \

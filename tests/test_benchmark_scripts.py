@@ -199,6 +199,13 @@ def test_blimp_parts_scores_each_paradigm_once_and_joins_them(tmp_path, monkeypa
     again = run_script(tmp_path, "blimp_parts.sh", "RUN", str(out), "1", *flags)
     assert [c[c.index("--paradigms") + 1] for c in again[:-1]] == ["b_paradigm"]
     assert again[-1][:2] == ["evaluate-syntax", "--results"]
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(tmp_path / "elsewhere"))  # no BLiMP there
+    refused = subprocess.run(["bash", str(ROOT / "benchmarks" / "blimp_parts.sh"), "RUN",
+                              str(tmp_path / "none")], capture_output=True, text=True)
+    assert refused.returncode != 0 and not (tmp_path / "none" / "report.json").exists()
+    assert refused.stderr.startswith("blimp_parts.sh: ") and refused.stderr.count("\n") == 1
+    assert "BLiMP.zip" in refused.stderr
+    monkeypatch.setenv("SYNLM_DATA_DIR", str(data))
     (tmp_path / "bin" / "torchrun").write_text(TORCHRUN_STAND_IN)
     (tmp_path / "bin" / "torchrun").chmod(0o755)
     two = run_script(tmp_path, "blimp_parts.sh", "RUN", str(tmp_path / "two"), "2", *flags)
