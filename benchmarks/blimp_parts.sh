@@ -16,7 +16,6 @@ run=${1:?a checkpoint or run folder}
 out=${2:?an output folder}
 processes=${3:-1}
 shift $(($# < 3 ? $# : 3))
-mkdir -p "$out/journal"
 source "$(dirname "$0")/once.sh"
 if [ "$processes" -gt 1 ]; then
   synlm_command=(torchrun --nproc_per_node "$processes" "$(command -v synlm)")
@@ -28,6 +27,7 @@ try:
     print(*paradigm_uids())
 except SynLMError as error:
     sys.exit(f'blimp_parts.sh: {error}')")
+mkdir -p "$out/journal"
 parts=()
 for uid in $uids; do
   score_once "$out/$uid.json" "$out/$uid.log" "$uid" evaluate-syntax --ckpt_path "$run" \

@@ -202,7 +202,7 @@ def test_blimp_parts_scores_each_paradigm_once_and_joins_them(tmp_path, monkeypa
     monkeypatch.setenv("SYNLM_DATA_DIR", str(tmp_path / "elsewhere"))  # no BLiMP there
     refused = subprocess.run(["bash", str(ROOT / "benchmarks" / "blimp_parts.sh"), "RUN",
                               str(tmp_path / "none")], capture_output=True, text=True)
-    assert refused.returncode != 0 and not (tmp_path / "none" / "report.json").exists()
+    assert refused.returncode != 0 and not (tmp_path / "none").exists()
     assert refused.stderr.startswith("blimp_parts.sh: ") and refused.stderr.count("\n") == 1
     assert "BLiMP.zip" in refused.stderr
     monkeypatch.setenv("SYNLM_DATA_DIR", str(data))
